@@ -1,0 +1,714 @@
+/* dataset.c - dataset.toml writing/reading, the hashing writer, staged
+ * dataset directories and feature-row layout (see dataset.h). */
+#include "dataset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "toml.h"
+#include "util.h"
+
+const char *const sl_dsfile_key[SL_F_COUNT] = {
+    "indptr", "indices", "features", "labels", "train", "val", "test",
+};
+
+static const struct { sl_dtype t; const char *name; size_t size; } dtypes[] = {
+    {SL_DT_U32, "u32", 4}, {SL_DT_U64, "u64", 8}, {SL_DT_I32, "i32", 4},
+    {SL_DT_I64, "i64", 8}, {SL_DT_F32, "f32", 4}, {SL_DT_F16, "f16", 2},
+};
+
+const char *sl_dtype_name(sl_dtype t)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
+        if (dtypes[i].t == t)
+            return dtypes[i].name;
+    return "none";
+}
+
+sl_dtype sl_dtype_parse(const char *s)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
+        if (!strcmp(dtypes[i].name, s))
+            return dtypes[i].t;
+    return SL_DT_NONE;
+}
+
+size_t sl_dtype_size(sl_dtype t)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
+        if (dtypes[i].t == t)
+            return dtypes[i].size;
+    return 0;
+}
+
+uint64_t sl_feat_row_stride(uint64_t row_bytes, uint64_t align)
+{
+    if (row_bytes == 0)
+        return 0;
+    if (row_bytes > align)
+        return sl_round_up(row_bytes, align);
+    uint64_t s = 1;
+    while (s < row_bytes)
+        s <<= 1;
+    return s;
+}
+
+void sl_dsfile_set(sl_dsfile *f, const char *file, sl_dtype t, uint64_t rows, uint64_t cols,
+                   uint64_t bytes, uint64_t xxh3)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->file, sizeof f->file, "%s", file);
+    f->dtype = t;
+    f->rows = rows;
+    f->cols = cols;
+    f->row_stride = cols * sl_dtype_size(t);
+    f->bytes = bytes;
+    f->xxh3 = xxh3;
+    f->present = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* writer */
+
+#define SL_WRITER_BUF (4u << 20)
+
+int sl_writer_open(sl_writer *w, const char *path, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", path, strerror(errno));
+    w->cap = SL_WRITER_BUF;
+    w->buf = malloc(w->cap);
+    w->xxh = XXH3_createState();
+    if (!w->buf || !w->xxh) {
+        sl_writer_free(w);
+        return sl_errf(err, errlen, -ENOMEM, "%s: out of memory for the write buffer", path);
+    }
+    XXH3_64bits_reset(w->xxh);
+    return 0;
+}
+
+static int writer_flush(sl_writer *w, char *err, size_t errlen)
+{
+    if (!w->len)
+        return 0;
+    XXH3_64bits_update(w->xxh, w->buf, w->len);
+    int rc = sl_write_all(w->fd, w->buf, w->len);
+    if (rc < 0)
+        return sl_errf(err, errlen, rc, "%s: write failed: %s%s", w->path, strerror(-rc),
+                       rc == -ENOSPC ? " (free some space or write elsewhere)" : "");
+    w->len = 0;
+    return 0;
+}
+
+int sl_writer_write(sl_writer *w, const void *p, size_t n, char *err, size_t errlen)
+{
+    const char *s = p;
+    w->bytes += n;
+    while (n) {
+        if (w->len == w->cap) {
+            int rc = writer_flush(w, err, errlen);
+            if (rc < 0)
+                return rc;
+        }
+        size_t k = SL_MIN(n, w->cap - w->len);
+        memcpy(w->buf + w->len, s, k);
+        w->len += k;
+        s += k;
+        n -= k;
+    }
+    return 0;
+}
+
+int sl_writer_zero(sl_writer *w, size_t n, char *err, size_t errlen)
+{
+    static const char zero[4096];
+    while (n) {
+        size_t k = SL_MIN(n, sizeof zero);
+        int rc = sl_writer_write(w, zero, k, err, errlen);
+        if (rc < 0)
+            return rc;
+        n -= k;
+    }
+    return 0;
+}
+
+int sl_writer_close(sl_writer *w, uint64_t *bytes, uint64_t *xxh3, char *err, size_t errlen)
+{
+    int rc = writer_flush(w, err, errlen);
+    if (rc == 0 && fsync(w->fd) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: fsync failed: %s", w->path, strerror(errno));
+    if (rc == 0) {
+        if (bytes)
+            *bytes = w->bytes;
+        if (xxh3)
+            *xxh3 = XXH3_64bits_digest(w->xxh);
+        if (close(w->fd) < 0)
+            rc = sl_errf(err, errlen, -errno, "%s: close failed: %s", w->path, strerror(errno));
+        w->fd = -1;
+    }
+    sl_writer_free(w);
+    return rc;
+}
+
+void sl_writer_free(sl_writer *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    free(w->buf);
+    w->buf = NULL;
+    if (w->xxh)
+        XXH3_freeState(w->xxh);
+    w->xxh = NULL;
+}
+
+int sl_file_xxh3(const char *path, uint64_t *hash, uint64_t *bytes, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    size_t cap = 8u << 20;
+    char *buf = malloc(cap);
+    XXH3_state_t *st = XXH3_createState();
+    int rc = 0;
+    uint64_t total = 0;
+    if (!buf || !st) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    XXH3_64bits_reset(st);
+    for (;;) {
+        ssize_t r = read(fd, buf, cap);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = sl_errf(err, errlen, -errno, "%s: read failed at byte %" PRIu64 ": %s", path, total,
+                         strerror(errno));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        XXH3_64bits_update(st, buf, (size_t)r);
+        total += (uint64_t)r;
+    }
+    *hash = XXH3_64bits_digest(st);
+    if (bytes)
+        *bytes = total;
+out:
+    if (st)
+        XXH3_freeState(st);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* f16 */
+
+uint16_t sl_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t exp = (x >> 23) & 0xffu;
+    uint32_t man = x & 0x7fffffu;
+    if (exp == 0xff) /* inf or nan (keep a quiet nan) */
+        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0));
+    int32_t e = (int32_t)exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t h = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++; /* may carry into the exponent, up to inf: correct */
+    return (uint16_t)(sign | h);
+}
+
+float sl_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t x;
+    if (exp == 0) {
+        if (man == 0) {
+            x = sign;
+        } else {
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400u));
+            x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        x = sign | 0x7f800000u | (man << 13);
+    } else {
+        x = sign | ((exp - 15 + 127) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ------------------------------------------------------------------ */
+/* feature writer */
+
+int sl_featw_open(sl_featw *fw, const char *path, sl_dtype dtype, uint64_t dim, char *err, size_t errlen)
+{
+    memset(fw, 0, sizeof *fw);
+    fw->w.fd = -1;
+    if (dtype != SL_DT_F32 && dtype != SL_DT_F16)
+        return sl_errf(err, errlen, -EINVAL, "features must be f32 or f16, not %s", sl_dtype_name(dtype));
+    if (dim == 0 || dim > (1u << 20))
+        return sl_errf(err, errlen, -EINVAL, "feature dimension %" PRIu64 " is outside 1..1048576", dim);
+    fw->dtype = dtype;
+    fw->dim = dim;
+    fw->row_bytes = dim * sl_dtype_size(dtype);
+    fw->stride = sl_feat_row_stride(fw->row_bytes, SL_FEAT_ALIGN);
+    fw->row = calloc(1, fw->stride);
+    if (!fw->row)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for a feature row");
+    int rc = sl_writer_open(&fw->w, path, err, errlen);
+    if (rc < 0) {
+        sl_featw_free(fw);
+        return rc;
+    }
+    return 0;
+}
+
+int sl_featw_put(sl_featw *fw, const float *x, char *err, size_t errlen)
+{
+    if (fw->dtype == SL_DT_F32) {
+        memcpy(fw->row, x, fw->row_bytes);
+    } else {
+        uint16_t *h = (uint16_t *)fw->row;
+        for (uint64_t i = 0; i < fw->dim; i++)
+            h[i] = sl_f32_to_f16(x[i]);
+    }
+    fw->rows++;
+    return sl_writer_write(&fw->w, fw->row, fw->stride, err, errlen);
+}
+
+int sl_featw_close(sl_featw *fw, sl_dsfile *f, char *err, size_t errlen)
+{
+    uint64_t pad = sl_round_up(fw->w.bytes, SL_FEAT_FILE_PAD) - fw->w.bytes;
+    int rc = sl_writer_zero(&fw->w, pad, err, errlen);
+    uint64_t bytes = 0, h = 0;
+    if (rc == 0)
+        rc = sl_writer_close(&fw->w, &bytes, &h, err, errlen);
+    if (rc == 0) {
+        char name[sizeof fw->w.path];
+        memcpy(name, fw->w.path, sizeof name);
+        sl_dsfile_set(f, basename(name), fw->dtype, fw->rows, fw->dim, bytes, h);
+        f->row_stride = fw->stride;
+    }
+    sl_featw_free(fw);
+    return rc;
+}
+
+void sl_featw_free(sl_featw *fw)
+{
+    if (!fw)
+        return;
+    sl_writer_free(&fw->w);
+    free(fw->row);
+    fw->row = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* dataset.toml */
+
+static void toml_quote(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int sl_meta_write(const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+{
+    char path[4096], tmp[4200];
+    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (!f)
+        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
+    fprintf(f, "# Sluice dataset (docs/format.md). Written by gnnprep; checked by `gnnprep check`.\n");
+    fprintf(f, "format = \"%s\"\nversion = %u\n", SL_DATASET_FORMAT, SL_DATASET_VERSION);
+    fprintf(f, "nodes = %" PRIu64 "\nedges = %" PRIu64 "\nfeat_dim = %" PRIu64 "\nclasses = %u\n",
+            m->nodes, m->edges, m->feat_dim, m->classes);
+    fprintf(f, "feat_align = %" PRIu64 "\nsource = ", m->feat_align);
+    toml_quote(f, m->source);
+    fputc('\n', f);
+    for (int i = 0; i < SL_F_COUNT; i++) {
+        const sl_dsfile *d = &m->f[i];
+        if (!d->present)
+            continue;
+        fprintf(f, "\n[%s]\nfile = ", sl_dsfile_key[i]);
+        toml_quote(f, d->file);
+        fprintf(f, "\ndtype = \"%s\"\n", sl_dtype_name(d->dtype));
+        if (i == SL_F_FEATURES)
+            fprintf(f, "shape = [%" PRIu64 ", %" PRIu64 "]\nrow_stride = %" PRIu64 "\n", d->rows, d->cols,
+                    d->row_stride);
+        else
+            fprintf(f, "shape = [%" PRIu64 "]\n", d->rows);
+        fprintf(f, "bytes = %" PRIu64 "\nxxh3 = \"%016" PRIx64 "\"\n", d->bytes, d->xxh3);
+    }
+    int rc = 0;
+    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == 0)
+        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Helpers for sl_meta_read: each reports "PATH: field: problem". */
+static int need_uint(const char *path, const toml_value *tab, const char *tname, const char *key,
+                     uint64_t *out, char *err, size_t errlen)
+{
+    const toml_value *v = toml_get(tab, key);
+    if (!v)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
+                       path, tname ? tname : "", tname ? "." : "", key);
+    if (v->type != TOML_INT || v->u.i < 0)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a non-negative integer", path, v->line,
+                       v->col, tname ? tname : "", tname ? "." : "", key);
+    *out = (uint64_t)v->u.i;
+    return 0;
+}
+
+static int need_str(const char *path, const toml_value *tab, const char *tname, const char *key,
+                    const char **out, char *err, size_t errlen)
+{
+    const toml_value *v = toml_get(tab, key);
+    if (!v)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
+                       path, tname ? tname : "", tname ? "." : "", key);
+    if (v->type != TOML_STRING)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a string", path, v->line, v->col,
+                       tname ? tname : "", tname ? "." : "", key);
+    *out = v->u.s;
+    return 0;
+}
+
+static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsfile *d, char *err, size_t errlen)
+{
+    const char *key = sl_dsfile_key[idx];
+    const toml_value *t = toml_get(root, key);
+    memset(d, 0, sizeof *d);
+    if (!t)
+        return sl_errf(err, errlen, -EINVAL, "%s: the [%s] table is missing; the dataset is incomplete", path, key);
+    if (t->type != TOML_TABLE)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s must be a table", path, t->line, t->col, key);
+    const char *file, *dtype, *hash;
+    int rc;
+    if ((rc = need_str(path, t, key, "file", &file, err, errlen)) < 0 ||
+        (rc = need_str(path, t, key, "dtype", &dtype, err, errlen)) < 0 ||
+        (rc = need_uint(path, t, key, "bytes", &d->bytes, err, errlen)) < 0 ||
+        (rc = need_str(path, t, key, "xxh3", &hash, err, errlen)) < 0)
+        return rc;
+    if (!*file || strchr(file, '/') || !strcmp(file, ".") || !strcmp(file, "..") || strlen(file) >= sizeof d->file)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.file = \"%s\" must be a plain file name inside the dataset directory",
+                       path, key, file);
+    snprintf(d->file, sizeof d->file, "%s", file);
+    d->dtype = sl_dtype_parse(dtype);
+    if (d->dtype == SL_DT_NONE)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.dtype = \"%s\" is not one of u32 u64 i32 i64 f32 f16", path, key, dtype);
+    char *end;
+    errno = 0;
+    unsigned long long h = strtoull(hash, &end, 16);
+    if (strlen(hash) != 16 || *end || errno)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.xxh3 = \"%s\" must be 16 hex digits", path, key, hash);
+    d->xxh3 = h;
+    const toml_value *shape = toml_get(t, "shape");
+    size_t want = idx == SL_F_FEATURES ? 2 : 1;
+    if (!shape || shape->type != TOML_ARRAY || shape->u.arr.n != want)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.shape must be an array of %zu non-negative integers", path, key, want);
+    for (size_t i = 0; i < want; i++) {
+        const toml_value *e = shape->u.arr.v[i];
+        if (e->type != TOML_INT || e->u.i < 0)
+            return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s.shape must hold non-negative integers", path, e->line,
+                           e->col, key);
+    }
+    d->rows = (uint64_t)shape->u.arr.v[0]->u.i;
+    d->cols = want == 2 ? (uint64_t)shape->u.arr.v[1]->u.i : 1;
+    uint64_t esz = sl_dtype_size(d->dtype), rowb;
+    if (sl_mul_ovf(d->cols, esz, &rowb))
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.shape overflows", path, key);
+    if (idx == SL_F_FEATURES) {
+        if ((rc = need_uint(path, t, key, "row_stride", &d->row_stride, err, errlen)) < 0)
+            return rc;
+        if (d->row_stride < rowb)
+            return sl_errf(err, errlen, -EINVAL, "%s: features.row_stride %" PRIu64 " is smaller than a row (%" PRIu64 " bytes)",
+                           path, d->row_stride, rowb);
+    } else {
+        d->row_stride = rowb;
+    }
+    uint64_t data;
+    if (sl_mul_ovf(d->rows, d->row_stride, &data))
+        return sl_errf(err, errlen, -EINVAL, "%s: %s: shape times stride overflows", path, key);
+    uint64_t expect = idx == SL_F_FEATURES ? sl_round_up(data, SL_FEAT_FILE_PAD) : data;
+    if (d->bytes != expect)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s.bytes = %" PRIu64 " but shape and dtype make %" PRIu64 " bytes",
+                       path, key, d->bytes, expect);
+    d->present = true;
+    return 0;
+}
+
+int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *err, size_t errlen)
+{
+    char path[4096];
+    memset(m, 0, sizeof *m);
+    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return sl_errf(err, errlen, -errno, "%s: %s; make a dataset with `gnnprep synth` or `gnnprep import`", dir,
+                       strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, -ENOTDIR, "%s: not a directory; a dataset is a directory holding dataset.toml", dir);
+    char perr[1024];
+    toml_value *root = toml_parse_file(path, perr, sizeof perr);
+    if (!root) {
+        if (access(path, F_OK) < 0)
+            return sl_errf(err, errlen, -ENOENT, "%s: no dataset.toml; is this a Sluice dataset? (make one with gnnprep)", dir);
+        return sl_errf(err, errlen, -EINVAL, "%s", perr);
+    }
+    int rc;
+    const char *fmt, *src = "";
+    uint64_t version, classes;
+    if ((rc = need_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
+        goto out;
+    if (strcmp(fmt, SL_DATASET_FORMAT)) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, SL_DATASET_FORMAT);
+        goto out;
+    }
+    if ((rc = need_uint(path, root, NULL, "version", &version, err, errlen)) < 0)
+        goto out;
+    if (version != SL_DATASET_VERSION) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: format version %" PRIu64 " is not supported (this build reads %d); "
+                     "convert it again with this gnnprep", path, version, SL_DATASET_VERSION);
+        goto out;
+    }
+    m->version = (uint32_t)version;
+    if ((rc = need_uint(path, root, NULL, "nodes", &m->nodes, err, errlen)) < 0 ||
+        (rc = need_uint(path, root, NULL, "edges", &m->edges, err, errlen)) < 0 ||
+        (rc = need_uint(path, root, NULL, "feat_dim", &m->feat_dim, err, errlen)) < 0 ||
+        (rc = need_uint(path, root, NULL, "classes", &classes, err, errlen)) < 0 ||
+        (rc = need_uint(path, root, NULL, "feat_align", &m->feat_align, err, errlen)) < 0)
+        goto out;
+    if (toml_get(root, "source") && (rc = need_str(path, root, NULL, "source", &src, err, errlen)) < 0)
+        goto out;
+    snprintf(m->source, sizeof m->source, "%s", src);
+    rc = -EINVAL;
+    if (m->nodes == 0) {
+        sl_errf(err, errlen, rc, "%s: nodes = 0; a dataset needs at least one node", path);
+        goto out;
+    }
+    if (classes == 0 || classes > INT32_MAX) {
+        sl_errf(err, errlen, rc, "%s: classes = %" PRIu64 " must be in 1..%d", path, classes, INT32_MAX);
+        goto out;
+    }
+    m->classes = (uint32_t)classes;
+    if (m->feat_align == 0 || (m->feat_align & (m->feat_align - 1)) || m->feat_align > SL_FEAT_FILE_PAD) {
+        sl_errf(err, errlen, rc, "%s: feat_align = %" PRIu64 " must be a power of two up to %u", path, m->feat_align,
+                SL_FEAT_FILE_PAD);
+        goto out;
+    }
+    for (int i = 0; i < SL_F_COUNT; i++)
+        if ((rc = read_dsfile(path, root, i, &m->f[i], err, errlen)) < 0)
+            goto out;
+    rc = -EINVAL;
+    sl_dtype idt = sl_id_dtype(m->nodes);
+    const sl_dsfile *f = m->f;
+    uint64_t n1;
+    if (sl_add_ovf(m->nodes, 1, &n1))
+        goto out;
+    if (f[SL_F_INDPTR].dtype != SL_DT_U64 || f[SL_F_INDPTR].rows != n1) {
+        sl_errf(err, errlen, rc, "%s: indptr must be u64 with nodes+1 = %" PRIu64 " entries", path, n1);
+        goto out;
+    }
+    if (f[SL_F_INDICES].dtype != idt || f[SL_F_INDICES].rows != m->edges) {
+        sl_errf(err, errlen, rc, "%s: indices must be %s with edges = %" PRIu64 " entries", path, sl_dtype_name(idt), m->edges);
+        goto out;
+    }
+    if ((f[SL_F_FEATURES].dtype != SL_DT_F32 && f[SL_F_FEATURES].dtype != SL_DT_F16) ||
+        f[SL_F_FEATURES].rows != m->nodes || f[SL_F_FEATURES].cols != m->feat_dim || m->feat_dim == 0) {
+        sl_errf(err, errlen, rc, "%s: features must be f32 or f16 with shape [nodes, feat_dim] = [%" PRIu64 ", %" PRIu64 "]",
+                path, m->nodes, m->feat_dim);
+        goto out;
+    }
+    uint64_t rb = f[SL_F_FEATURES].cols * sl_dtype_size(f[SL_F_FEATURES].dtype);
+    if (f[SL_F_FEATURES].row_stride != sl_feat_row_stride(rb, m->feat_align)) {
+        sl_errf(err, errlen, rc, "%s: features.row_stride = %" PRIu64 " breaks the alignment rule (expected %" PRIu64 ")",
+                path, f[SL_F_FEATURES].row_stride, sl_feat_row_stride(rb, m->feat_align));
+        goto out;
+    }
+    if (f[SL_F_LABELS].dtype != SL_DT_I32 || f[SL_F_LABELS].rows != m->nodes) {
+        sl_errf(err, errlen, rc, "%s: labels must be i32 with nodes = %" PRIu64 " entries", path, m->nodes);
+        goto out;
+    }
+    for (int i = SL_F_TRAIN; i <= SL_F_TEST; i++)
+        if (f[i].dtype != idt || f[i].rows > m->nodes) {
+            sl_errf(err, errlen, rc, "%s: %s must be %s with at most nodes entries", path, sl_dsfile_key[i], sl_dtype_name(idt));
+            goto out;
+        }
+    for (int i = 0; i < SL_F_COUNT; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(f[i].file, f[j].file)) {
+                sl_errf(err, errlen, rc, "%s: %s and %s name the same file %s", path, sl_dsfile_key[j], sl_dsfile_key[i], f[i].file);
+                goto out;
+            }
+    rc = 0;
+    if (check_files) {
+        for (int i = 0; i < SL_F_COUNT; i++) {
+            char fp[4096];
+            if (sl_path_join(fp, sizeof fp, dir, f[i].file) < 0) {
+                rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+                goto out;
+            }
+            if (stat(fp, &st) < 0) {
+                rc = sl_errf(err, errlen, -errno, "%s: %s (named by %s.file in dataset.toml); the dataset is incomplete",
+                             fp, strerror(errno), sl_dsfile_key[i]);
+                goto out;
+            }
+            if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != f[i].bytes) {
+                rc = sl_errf(err, errlen, -EINVAL, "%s: %lld bytes but dataset.toml records %" PRIu64
+                             "; the file was changed or truncated, regenerate the dataset",
+                             fp, (long long)st.st_size, f[i].bytes);
+                goto out;
+            }
+        }
+    }
+out:
+    toml_free(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* staged dataset directory */
+
+/* Removes `.NAME.partial-PID` siblings whose process is gone. */
+static void reap_stale(const char *parent, const char *base)
+{
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, ".%s.partial-", base);
+    size_t pl = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, pl))
+            continue;
+        char *end;
+        long pid = strtol(e->d_name + pl, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[4096];
+        if (sl_path_join(p, sizeof p, parent, e->d_name) == 0)
+            sl_rmtree(p);
+    }
+    closedir(d);
+}
+
+int sl_dsw_begin(sl_dsw *d, const char *out, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/')
+        n--;
+    if (n == 0 || n >= sizeof d->out - 64)
+        return sl_errf(err, errlen, -EINVAL, "output path \"%s\" is empty or too long", out);
+    memcpy(d->out, out, n);
+    d->out[n] = '\0';
+    struct stat st;
+    if (stat(d->out, &st) == 0)
+        return sl_errf(err, errlen, -EEXIST, "%s: already exists; remove it or choose another output directory", d->out);
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s", d->out);
+    snprintf(b, sizeof b, "%s", d->out);
+    const char *parent = dirname(a), *base = basename(b);
+    if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, -ENOENT, "%s: parent directory %s does not exist; create it first", d->out, parent);
+    reap_stale(parent, base);
+    snprintf(d->tmp, sizeof d->tmp, "%s/.%s.partial-%ld", parent, base, (long)getpid());
+    sl_rmtree(d->tmp);
+    if (mkdir(d->tmp, 0755) < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot create staging directory: %s", d->tmp, strerror(errno));
+    return 0;
+}
+
+int sl_dsw_path(const sl_dsw *d, const char *name, char *path, size_t len)
+{
+    return sl_path_join(path, len, d->tmp, name);
+}
+
+int sl_dsw_commit(sl_dsw *d, const sl_dataset_meta *m, char *err, size_t errlen)
+{
+    int rc = sl_meta_write(d->tmp, m, err, errlen);
+    if (rc < 0)
+        return rc;
+    int fd = open(d->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    if (rename(d->tmp, d->out) < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot move the finished dataset into place: %s", d->out, strerror(errno));
+    d->committed = true;
+    return 0;
+}
+
+void sl_dsw_abort(sl_dsw *d)
+{
+    if (!d || d->committed || !d->tmp[0])
+        return;
+    sl_rmtree(d->tmp);
+    d->tmp[0] = '\0';
+}

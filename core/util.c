@@ -1,0 +1,237 @@
+/* util.c - error formatting, whole-buffer I/O, paths, number parsing. */
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int sl_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int sl_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int sl_pwrite_all(int fd, const void *buf, size_t n, off_t off)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+        off += w;
+    }
+    return 0;
+}
+
+int sl_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
+{
+    char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, p + done, n - done, off + (off_t)done);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (got)
+                *got = done;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    if (got)
+        *got = done;
+    return done == n ? 0 : -EIO;
+}
+
+int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = -errno;
+        close(fd);
+        return sl_errf(err, errlen, rc, "%s: cannot stat: %s", path, strerror(-rc));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return sl_errf(err, errlen, -EINVAL, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return sl_errf(err, errlen, -EFBIG, "%s: %lld bytes, more than the %zu this file may have",
+                       path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    int rc = sl_pread_full(fd, buf, n, 0, &got);
+    close(fd);
+    if (rc < 0 && rc != -EIO) {
+        free(buf);
+        return sl_errf(err, errlen, rc, "%s: read failed: %s", path, strerror(-rc));
+    }
+    buf[got] = '\0';
+    *out = buf;
+    if (len)
+        *len = got;
+    return 0;
+}
+
+int sl_path_join(char *out, size_t outlen, const char *dir, const char *name)
+{
+    size_t dl = strlen(dir);
+    int n = snprintf(out, outlen, "%s%s%s", dir, (dl && dir[dl - 1] == '/') ? "" : "/", name);
+    return (n < 0 || (size_t)n >= outlen) ? -ENAMETOOLONG : 0;
+}
+
+int sl_rmtree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path) < 0 ? -errno : 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    struct dirent *e;
+    char sub[4096];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (sl_path_join(sub, sizeof sub, path, e->d_name) < 0) {
+            rc = -ENAMETOOLONG;
+            continue;
+        }
+        int r = sl_rmtree(sub);
+        if (r < 0 && !rc)
+            rc = r;
+    }
+    closedir(d);
+    if (rmdir(path) < 0 && !rc)
+        rc = -errno;
+    return rc;
+}
+
+int sl_parse_u64(const char *s, bool binary, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    uint64_t mult = 1, k = binary ? 1024 : 1000;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mult = k; break;
+        case 'm': case 'M': mult = k * k; break;
+        case 'g': case 'G': mult = k * k * k; break;
+        case 't': case 'T': mult = k * k * k * k; break;
+        default: return -EINVAL;
+        }
+        end++;
+        if (binary && (*end == 'i' || *end == 'B'))
+            end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+        if (*end)
+            return -EINVAL;
+    }
+    uint64_t r;
+    if (sl_mul_ovf(v, mult, &r))
+        return -ERANGE;
+    *out = r;
+    return 0;
+}
+
+int sl_parse_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end)
+        return -EINVAL;
+    if (errno == ERANGE || !isfinite(v))
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+double sl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t sl_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        return 0;
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < SL_ARRAY_LEN(unit)) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}

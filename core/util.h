@@ -1,0 +1,62 @@
+/* util.h - small helpers shared by every Sluice module: error messages,
+ * overflow-checked arithmetic, whole-buffer I/O, paths and directories.
+ *
+ * Error convention (STYLE.md): library functions return 0 (or a count) on
+ * success and -errno on failure, and may fill a caller-provided message
+ * buffer `char *err, size_t errlen` (either may be NULL/0). A message names
+ * the file or field at fault and ends with what the user can do about it. */
+#ifndef SLUICE_UTIL_H
+#define SLUICE_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+/* Formats a message into err (if non-NULL) and returns rc unchanged, so that
+ * `return sl_errf(err, errlen, -EINVAL, "...")` reports and fails in one go. */
+int sl_errf(char *err, size_t errlen, int rc, const char *fmt, ...) SL_PRINTF(4, 5);
+
+/* Overflow-checked arithmetic on sizes read from disk: true on overflow. */
+static inline bool sl_mul_ovf(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_mul_overflow(a, b, out); }
+static inline bool sl_add_ovf(uint64_t a, uint64_t b, uint64_t *out) { return __builtin_add_overflow(a, b, out); }
+static inline uint64_t sl_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Write/read exactly n bytes, retrying short transfers and EINTR.
+ * Return 0 or -errno; a read that hits end of file returns -EIO... except
+ * sl_pread_full, which reports the bytes read before end of file in *got. */
+int sl_write_all(int fd, const void *buf, size_t n);
+int sl_pwrite_all(int fd, const void *buf, size_t n, off_t off);
+int sl_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
+
+/* Reads a whole (small) file into a NUL-terminated malloc'd buffer.
+ * Fails with -EFBIG beyond max_bytes. */
+int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
+
+/* Joins dir and name into out (snprintf semantics); -ENAMETOOLONG if cut. */
+int sl_path_join(char *out, size_t outlen, const char *dir, const char *name);
+
+/* Removes a directory tree (no symlinks followed). 0 or -errno; a missing
+ * path is success. */
+int sl_rmtree(const char *path);
+
+/* Parses an unsigned decimal integer with optional k/M/G/T suffix (binary
+ * powers when `binary`, else decimal: 20M nodes = 20,000,000). Rejects
+ * signs, junk and overflow. 0 or -EINVAL/-ERANGE. */
+int sl_parse_u64(const char *s, bool binary, uint64_t *out);
+int sl_parse_double(const char *s, double *out);
+
+/* Monotonic clock in seconds, and peak RSS of this process in bytes. */
+double sl_now(void);
+uint64_t sl_peak_rss(void);
+
+/* Human-readable byte count ("1.5 GiB") into buf; returns buf. */
+const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len);
+
+#endif

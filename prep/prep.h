@@ -1,0 +1,30 @@
+/* prep.h - the subcommands of gnnprep and helpers they share.
+ *
+ * Each subcommand is `int prep_<name>_main(int argc, char **argv)` where
+ * argv[0] is the subcommand name; it returns the process exit status:
+ *   0 success, 2 bad input (usage, flags, input files, dataset), 1 failure of
+ *   the machine (disk full, out of memory, I/O error).
+ * Errors go to stderr as one line "gnnprep <cmd>: <file>: <what> [; what to do]".
+ * A subcommand that writes a dataset stages it with sl_dsw (core/dataset.h)
+ * so that nothing half-written is ever left at OUT. */
+#ifndef SLUICE_PREP_H
+#define SLUICE_PREP_H
+
+#include <stdint.h>
+
+#define PREP_EXIT_OK 0
+#define PREP_EXIT_FAIL 1
+#define PREP_EXIT_BAD_INPUT 2
+
+int prep_synth_main(int argc, char **argv);
+int prep_import_ogb_main(int argc, char **argv);
+int prep_import_main(int argc, char **argv);
+int prep_check_main(int argc, char **argv);
+int prep_info_main(int argc, char **argv);
+
+/* Maps a -errno from library code to an exit status: input errors
+ * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG) -> 2,
+ * anything else -> 1. */
+int prep_exit_code(int rc);
+
+#endif

@@ -1,0 +1,208 @@
+/* test_dataset.c - the dataset format module: hashing writer, feature
+ * layout, dataset.toml round trip and its validation, staged directories. */
+#include <errno.h>
+#include <fcntl.h>
+
+#include "t_util.h"
+#include "core/dataset.h"
+#include "core/util.h"
+
+static char err[1024];
+
+/* Builds a tiny valid dataset (3 nodes, 2 edges, dim 3) in a staging dir
+ * and commits it to out. */
+static void make_tiny(const char *out, sl_dtype fdt)
+{
+    sl_dsw d;
+    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), 0);
+    sl_dataset_meta m = {.nodes = 3, .edges = 2, .feat_dim = 3, .classes = 2, .feat_align = SL_FEAT_ALIGN};
+    snprintf(m.source, sizeof m.source, "test \"tiny\"");
+    char p[4096];
+    sl_writer w;
+    uint64_t bytes, h;
+    const uint64_t indptr[] = {0, 0, 1, 2};
+    const uint32_t indices[] = {0, 1};
+    const int32_t labels[] = {0, 1, -1};
+    const uint32_t tr[] = {0}, va[] = {1}, te[] = {2};
+    const struct { int idx; const char *file; sl_dtype t; const void *data; uint64_t n; } files[] = {
+        {SL_F_INDPTR, "indptr.bin", SL_DT_U64, indptr, 4}, {SL_F_INDICES, "indices.bin", SL_DT_U32, indices, 2},
+        {SL_F_LABELS, "labels.bin", SL_DT_I32, labels, 3},  {SL_F_TRAIN, "train.bin", SL_DT_U32, tr, 1},
+        {SL_F_VAL, "val.bin", SL_DT_U32, va, 1},            {SL_F_TEST, "test.bin", SL_DT_U32, te, 1},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        assert_int_equal(sl_dsw_path(&d, files[i].file, p, sizeof p), 0);
+        assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
+        assert_int_equal(sl_writer_write(&w, files[i].data, files[i].n * sl_dtype_size(files[i].t), err, sizeof err), 0);
+        assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+        sl_dsfile_set(&m.f[files[i].idx], files[i].file, files[i].t, files[i].n, 1, bytes, h);
+    }
+    sl_featw fw;
+    assert_int_equal(sl_dsw_path(&d, "features.bin", p, sizeof p), 0);
+    assert_int_equal(sl_featw_open(&fw, p, fdt, 3, err, sizeof err), 0);
+    for (int r = 0; r < 3; r++) {
+        float x[3] = {(float)r, (float)r + 0.5f, -1.0f};
+        assert_int_equal(sl_featw_put(&fw, x, err, sizeof err), 0);
+    }
+    assert_int_equal(sl_featw_close(&fw, &m.f[SL_F_FEATURES], err, sizeof err), 0);
+    assert_int_equal(sl_dsw_commit(&d, &m, err, sizeof err), 0);
+}
+
+static void test_writer_hash(void **state)
+{
+    (void)state;
+    char dir[4096], p[4200];
+    t_scratch(dir, sizeof dir, "writer");
+    snprintf(p, sizeof p, "%s/f.bin", dir);
+    sl_writer w;
+    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
+    /* more than one internal buffer's worth, in odd-sized pieces */
+    static unsigned char chunk[1000003];
+    for (size_t i = 0; i < sizeof chunk; i++)
+        chunk[i] = (unsigned char)(i * 7 + 3);
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(sl_writer_write(&w, chunk, sizeof chunk, err, sizeof err), 0);
+    assert_int_equal(sl_writer_zero(&w, 5, err, sizeof err), 0);
+    uint64_t bytes, h, bytes2, h2;
+    assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+    assert_int_equal(bytes, 9 * sizeof chunk + 5);
+    assert_int_equal(sl_file_xxh3(p, &h2, &bytes2, err, sizeof err), 0);
+    assert_int_equal(bytes2, bytes);
+    assert_int_equal(h2, h);
+    /* writing into a missing directory fails with the path in the message */
+    snprintf(p, sizeof p, "%s/missing/f.bin", dir);
+    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "missing/f.bin"));
+    t_rmrf(dir);
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    char dir[4096], out[4200];
+    t_scratch(dir, sizeof dir, "roundtrip");
+    for (int f16 = 0; f16 < 2; f16++) {
+        snprintf(out, sizeof out, "%s/ds%d", dir, f16);
+        make_tiny(out, f16 ? SL_DT_F16 : SL_DT_F32);
+        sl_dataset_meta m;
+        if (sl_meta_read(out, &m, true, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        assert_int_equal(m.nodes, 3);
+        assert_int_equal(m.edges, 2);
+        assert_int_equal(m.classes, 2);
+        assert_string_equal(m.source, "test \"tiny\"");
+        const sl_dsfile *f = &m.f[SL_F_FEATURES];
+        assert_int_equal(f->dtype, f16 ? SL_DT_F16 : SL_DT_F32);
+        assert_int_equal(f->row_stride, f16 ? 8 : 16);
+        assert_int_equal(f->bytes, 4096);
+        /* the rows sit at their stride, the padding is zero */
+        char p[4300];
+        snprintf(p, sizeof p, "%s/features.bin", out);
+        int fd = open(p, O_RDONLY);
+        assert_true(fd >= 0);
+        unsigned char buf[4096];
+        assert_int_equal(read(fd, buf, sizeof buf), 4096);
+        close(fd);
+        float x;
+        if (!f16) {
+            memcpy(&x, buf + 2 * 16 + 4, 4);
+            assert_true(x == 2.5f);
+        } else {
+            uint16_t h;
+            memcpy(&h, buf + 2 * 8 + 2, 2);
+            assert_true(sl_f16_to_f32(h) == 2.5f);
+        }
+        for (size_t i = 3 * f->row_stride; i < sizeof buf; i++)
+            assert_int_equal(buf[i], 0);
+        /* the hash recorded is the file's */
+        uint64_t h;
+        assert_int_equal(sl_file_xxh3(p, &h, NULL, err, sizeof err), 0);
+        assert_int_equal(h, f->xxh3);
+    }
+    /* no staging directories remain */
+    char o[8192];
+    assert_int_equal(t_run(o, sizeof o, "ls -A %s", dir), 0);
+    assert_string_equal(o, "ds0\nds1\n");
+    t_rmrf(dir);
+}
+
+/* Edits dataset.toml with sed and expects sl_meta_read to fail naming `needle`. */
+static void expect_bad(const char *out, const char *sed, const char *needle)
+{
+    char o[1024];
+    assert_int_equal(t_run(o, sizeof o, "cp %s/dataset.toml %s/orig && sed -i '%s' %s/dataset.toml", out, out, sed, out), 0);
+    sl_dataset_meta m;
+    int rc = sl_meta_read(out, &m, true, err, sizeof err);
+    if (rc == 0 || !strstr(err, needle))
+        fail_msg("sed '%s': rc %d, want error with '%s', got '%s'", sed, rc, needle, err);
+    assert_int_equal(t_run(o, sizeof o, "mv %s/orig %s/dataset.toml", out, out), 0);
+}
+
+static void test_meta_validation(void **state)
+{
+    (void)state;
+    char dir[4096], out[4200], o[1024];
+    t_scratch(dir, sizeof dir, "metaval");
+    snprintf(out, sizeof out, "%s/ds", dir);
+    make_tiny(out, SL_DT_F32);
+    expect_bad(out, "s/^nodes = 3/nodes = 4/", "indptr must be u64");
+    expect_bad(out, "s/^nodes = 3/nodes = 0/", "nodes = 0");
+    expect_bad(out, "s/^version = 1/version = 9/", "version 9 is not supported");
+    expect_bad(out, "s/^format = .*/format = \"x\"/", "format");
+    expect_bad(out, "/^edges/d", "edges is missing");
+    expect_bad(out, "s/^classes = 2/classes = \"2\"/", "classes must be a non-negative integer");
+    expect_bad(out, "0,/^bytes = 32/s//bytes = 33/", "indptr.bytes = 33");
+    expect_bad(out, "s/^xxh3 = \"\\(.*\\)\"$/xxh3 = \"zz\"/", "16 hex digits");
+    expect_bad(out, "s/^dtype = \"f32\"/dtype = \"f64\"/", "dtype = \"f64\"");
+    expect_bad(out, "s/^file = \"labels.bin\"/file = \"..\\/labels.bin\"/", "plain file name");
+    expect_bad(out, "s/^file = \"labels.bin\"/file = \"train.bin\"/", "name the same file");
+    expect_bad(out, "s/^row_stride = 16/row_stride = 32/", "");
+    expect_bad(out, "s/^\\[val\\]/[valx]/", "[val] table is missing");
+    expect_bad(out, "s/^nodes = 3/nodes = 3 3/", "dataset.toml:4:");
+    /* files changed under us: size mismatch and missing file */
+    assert_int_equal(t_run(o, sizeof o, "truncate -s 8 %s/labels.bin", out), 0);
+    sl_dataset_meta m;
+    assert_int_equal(sl_meta_read(out, &m, true, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "labels.bin: 8 bytes but dataset.toml records 12"));
+    assert_int_equal(sl_meta_read(out, &m, false, err, sizeof err), 0);
+    assert_int_equal(t_run(o, sizeof o, "rm %s/labels.bin", out), 0);
+    assert_int_equal(sl_meta_read(out, &m, true, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "labels.bin"));
+    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "no dataset.toml"));
+    t_rmrf(dir);
+}
+
+static void test_staging(void **state)
+{
+    (void)state;
+    char dir[4096], out[4200], o[8192];
+    t_scratch(dir, sizeof dir, "staging");
+    snprintf(out, sizeof out, "%s/ds", dir);
+    sl_dsw d;
+    /* a stale staging dir of a dead process is reaped; a live one kept */
+    assert_int_equal(t_run(o, sizeof o, "mkdir %s/.ds.partial-999999999 %s/.ds.partial-1", dir, dir), 0);
+    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), 0);
+    assert_false(t_exists(strcat(strcpy(o, dir), "/.ds.partial-999999999")));
+    assert_true(t_exists(strcat(strcpy(o, dir), "/.ds.partial-1")));
+    assert_true(t_exists(d.tmp));
+    sl_dsw_abort(&d);
+    assert_false(t_exists(d.tmp));
+    assert_false(t_exists(out));
+    sl_dsw_abort(&d);
+    /* an existing OUT is refused */
+    make_tiny(out, SL_DT_F32);
+    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), -EEXIST);
+    assert_non_null(strstr(err, "already exists"));
+    snprintf(o, sizeof o, "%s/nope/ds", dir);
+    assert_int_equal(sl_dsw_begin(&d, o, err, sizeof err), -ENOENT);
+    t_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_writer_hash),     cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_meta_validation), cmocka_unit_test(test_staging),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/* test_util.c - number parsing, path helpers, f16 conversion, row strides. */
+#include <errno.h>
+#include <math.h>
+
+#include "t_util.h"
+#include "core/dataset.h"
+#include "core/util.h"
+
+static void test_parse_u64(void **state)
+{
+    (void)state;
+    uint64_t v;
+    assert_int_equal(sl_parse_u64("20M", false, &v), 0);
+    assert_int_equal(v, 20000000);
+    assert_int_equal(sl_parse_u64("1GiB", true, &v), 0);
+    assert_int_equal(v, 1ull << 30);
+    assert_int_equal(sl_parse_u64("64k", true, &v), 0);
+    assert_int_equal(v, 65536);
+    assert_int_equal(sl_parse_u64("123", false, &v), 0);
+    assert_int_equal(v, 123);
+    assert_int_equal(sl_parse_u64("-1", false, &v), -EINVAL);
+    assert_int_equal(sl_parse_u64("1x", false, &v), -EINVAL);
+    assert_int_equal(sl_parse_u64("", false, &v), -EINVAL);
+    assert_int_equal(sl_parse_u64("99999999999999999999", false, &v), -ERANGE);
+    assert_int_equal(sl_parse_u64("20000000T", false, &v), -ERANGE);
+    double d;
+    assert_int_equal(sl_parse_double("0.25", &d), 0);
+    assert_true(d == 0.25);
+    assert_int_equal(sl_parse_double("nan", &d), -ERANGE);
+    assert_int_equal(sl_parse_double("1.5q", &d), -EINVAL);
+}
+
+static void test_f16(void **state)
+{
+    (void)state;
+    /* exact values */
+    const float exact[] = {0.0f, 1.0f, -2.0f, 0.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        assert_true(sl_f16_to_f32(sl_f32_to_f16(exact[i])) == exact[i]);
+    assert_int_equal(sl_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(sl_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(sl_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
+    assert_int_equal(sl_f32_to_f16(INFINITY), 0x7c00);
+    assert_true(isnan(sl_f16_to_f32(sl_f32_to_f16(NAN))));
+    /* round to nearest even: 1 + 2^-11 is a tie between 1 and 1+2^-10 */
+    assert_int_equal(sl_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(sl_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+    assert_int_equal(sl_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    /* every half value round-trips through float */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = sl_f16_to_f32((uint16_t)h);
+        if (isnan(f))
+            continue;
+        if (sl_f32_to_f16(f) != h)
+            fail_msg("half 0x%04x -> %g -> 0x%04x", h, (double)f, sl_f32_to_f16(f));
+    }
+    /* relative error bound for normal values */
+    for (int i = 0; i < 100000; i++) {
+        float f = (float)((i - 50000) * 0.0137);
+        float g = sl_f16_to_f32(sl_f32_to_f16(f));
+        assert_true(fabsf(f - g) <= fabsf(f) * 0x1p-11f + 1e-7f);
+    }
+}
+
+static void test_row_stride(void **state)
+{
+    (void)state;
+    /* (row bytes) -> stride: powers of two up to 512, multiples of 512 after */
+    const uint64_t cases[][2] = {{12, 16}, {400, 512}, {512, 512}, {200, 256}, {6, 8},
+                                 {3072, 3072}, {1536, 1536}, {513, 1024}, {1, 1}, {4, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(sl_feat_row_stride(cases[i][0], 512), cases[i][1]);
+    /* no row straddles a 512-byte block boundary unless it starts on one */
+    for (uint64_t rb = 1; rb <= 4096; rb++) {
+        uint64_t s = sl_feat_row_stride(rb, 512);
+        assert_true(s >= rb);
+        for (uint64_t r = 0; r < 64; r++) {
+            uint64_t a = r * s, b = a + rb - 1;
+            if (a / 512 != b / 512 && a % 512 != 0)
+                fail_msg("row bytes %llu stride %llu: row %llu straddles", (unsigned long long)rb,
+                         (unsigned long long)s, (unsigned long long)r);
+        }
+    }
+}
+
+static void test_path_rmtree(void **state)
+{
+    (void)state;
+    char out[16];
+    assert_int_equal(sl_path_join(out, sizeof out, "ab/", "c"), 0);
+    assert_string_equal(out, "ab/c");
+    assert_int_equal(sl_path_join(out, sizeof out, "abcdefgh", "ijklmnopq"), -ENAMETOOLONG);
+    char dir[4096], cmd[8400];
+    t_scratch(dir, sizeof dir, "rmtree");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/x/y && touch %s/x/y/f %s/g && ln -s / %s/x/link", dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(sl_rmtree(dir), 0);
+    assert_false(t_exists(dir));
+    assert_int_equal(sl_rmtree(dir), 0);
+    assert_true(t_exists("/usr")); /* the symlink was not followed */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_row_stride),
+        cmocka_unit_test(test_path_rmtree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
