@@ -498,25 +498,13 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
     return 0;
 }
 
-int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *err, size_t errlen)
+int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_meta *m, char *err, size_t errlen)
 {
-    char path[4096];
     memset(m, 0, sizeof *m);
-    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
-        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-    struct stat st;
-    if (stat(dir, &st) < 0)
-        return sl_errf(err, errlen, -errno, "%s: %s; make a dataset with `gnnprep synth` or `gnnprep import`", dir,
-                       strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return sl_errf(err, errlen, -ENOTDIR, "%s: not a directory; a dataset is a directory holding dataset.toml", dir);
     char perr[1024];
-    toml_value *root = toml_parse_file(path, perr, sizeof perr);
-    if (!root) {
-        if (access(path, F_OK) < 0)
-            return sl_errf(err, errlen, -ENOENT, "%s: no dataset.toml; is this a Sluice dataset? (make one with gnnprep)", dir);
+    toml_value *root = toml_parse(text, len, path, perr, sizeof perr);
+    if (!root)
         return sl_errf(err, errlen, -EINVAL, "%s", perr);
-    }
     int rc;
     const char *fmt, *src = "";
     uint64_t version, classes;
@@ -603,29 +591,48 @@ int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *er
                 goto out;
             }
     rc = 0;
-    if (check_files) {
-        for (int i = 0; i < SL_F_COUNT; i++) {
-            char fp[4096];
-            if (sl_path_join(fp, sizeof fp, dir, f[i].file) < 0) {
-                rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-                goto out;
-            }
-            if (stat(fp, &st) < 0) {
-                rc = sl_errf(err, errlen, -errno, "%s: %s (named by %s.file in dataset.toml); the dataset is incomplete",
-                             fp, strerror(errno), sl_dsfile_key[i]);
-                goto out;
-            }
-            if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != f[i].bytes) {
-                rc = sl_errf(err, errlen, -EINVAL, "%s: %lld bytes but dataset.toml records %" PRIu64
-                             "; the file was changed or truncated, regenerate the dataset",
-                             fp, (long long)st.st_size, f[i].bytes);
-                goto out;
-            }
-        }
-    }
 out:
     toml_free(root);
     return rc;
+}
+
+int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *err, size_t errlen)
+{
+    char path[4096];
+    memset(m, 0, sizeof *m);
+    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return sl_errf(err, errlen, -errno, "%s: %s; make a dataset with `gnnprep synth` or `gnnprep import`", dir,
+                       strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, -ENOTDIR, "%s: not a directory; a dataset is a directory holding dataset.toml", dir);
+    if (access(path, F_OK) < 0)
+        return sl_errf(err, errlen, -ENOENT, "%s: no dataset.toml; is this a Sluice dataset? (make one with gnnprep)", dir);
+    char *text;
+    size_t len;
+    int rc = sl_read_file(path, 1u << 20, &text, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = sl_meta_parse(text, len, path, m, err, errlen);
+    free(text);
+    if (rc < 0 || !check_files)
+        return rc;
+    const sl_dsfile *f = m->f;
+    for (int i = 0; i < SL_F_COUNT; i++) {
+        char fp[4096];
+        if (sl_path_join(fp, sizeof fp, dir, f[i].file) < 0)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+        if (stat(fp, &st) < 0)
+            return sl_errf(err, errlen, -errno, "%s: %s (named by %s.file in dataset.toml); the dataset is incomplete",
+                           fp, strerror(errno), sl_dsfile_key[i]);
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != f[i].bytes)
+            return sl_errf(err, errlen, -EINVAL, "%s: %lld bytes but dataset.toml records %" PRIu64
+                           "; the file was changed or truncated, regenerate the dataset",
+                           fp, (long long)st.st_size, f[i].bytes);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -92,6 +92,9 @@ int sl_meta_write(const char *dir, const sl_dataset_meta *m, char *err, size_t e
  * Errors name the file and field. 0, -EINVAL (bad metadata), -ENOENT,
  * or another -errno. */
 int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *err, size_t errlen);
+/* The parsing and validation half of sl_meta_read, on dataset.toml's text
+ * (path is used in messages only). 0 or -EINVAL. */
+int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_meta *m, char *err, size_t errlen);
 
 /* ---- buffered, hashing file writer ---- */
 typedef struct sl_writer {
