@@ -1,0 +1,463 @@
+/* config.c - configuration schema, loading, overrides and validation
+ * (see config.h). The schema table below is the single source of truth for
+ * key names, types, defaults, ranges and documentation. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/toml.h"
+#include "core/util.h"
+
+typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST } ktype;
+
+static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
+static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
+
+typedef struct key {
+    const char *name;             /* "section.key" */
+    ktype type;
+    size_t off;                   /* offset of the field in sl_config */
+    const char *def;              /* default, as TOML text ("" = none: required) */
+    double min, max;              /* inclusive range for numbers (and list items) */
+    const char *const *choices;   /* K_ENUM */
+    const char *doc;
+} key;
+
+#define OFF(f) offsetof(sl_config, f)
+#define BIG 9.2e18
+
+static const key keys[] = {
+    {"dataset.path", K_STR, OFF(dataset.path), "", 0, 0, NULL,
+     "Dataset directory made by gnnprep (relative to the current directory). Required."},
+
+    {"model.kind", K_ENUM, OFF(model.kind), "\"sage\"", 0, 0, model_kinds,
+     "GraphSAGE (mean aggregator), GCN, GAT (multi-head attention) or a feature-only MLP."},
+    {"model.layers", K_INT, OFF(model.layers), "3", 1, SL_MAX_LAYERS, NULL,
+     "Number of GNN layers. When only `fanouts` is given, layers = its length."},
+    {"model.hidden", K_INT, OFF(model.hidden), "256", 1, 65536, NULL, "Hidden dimension of every layer but the last."},
+    {"model.fanouts", K_INTLIST, OFF(model.fanouts), "[10, 10, 10]", -1, 1e6, NULL,
+     "Neighbours sampled per node at each hop, first entry = the targets' neighbours, as PyG's num_neighbors "
+     "(-1 = all). One per layer; "
+     "when only `layers` is given, every layer samples 10."},
+    {"model.dropout", K_FLOAT, OFF(model.dropout), "0.5", 0, 0.95, NULL, "Dropout probability on hidden activations."},
+    {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
+     "Attention heads (GAT only); `hidden` must be a multiple of it."},
+
+    {"train.epochs", K_INT, OFF(train.epochs), "10", 1, 1e6, NULL, "Passes over the training split."},
+    {"train.batch_size", K_INT, OFF(train.batch_size), "1000", 1, 1e7, NULL, "Target nodes per mini-batch (per rank)."},
+    {"train.lr", K_FLOAT, OFF(train.lr), "0.003", 1e-9, 10, NULL, "Adam learning rate."},
+    {"train.seed", K_INT, OFF(train.seed), "0", 0, BIG, NULL,
+     "Seed for initialisation, shuffling, sampling and dropout."},
+    {"train.eval_every", K_INT, OFF(train.eval_every), "1", 1, 1e6, NULL,
+     "Evaluate validation accuracy every this many epochs (and after the last)."},
+
+    {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
+     "Data-parallel ranks with --cpu (with --gpus N, one rank per GPU)."},
+    {"pipeline.samplers", K_INT, OFF(pipeline.samplers), "2", 1, 256, NULL, "Sampler threads per rank."},
+    {"pipeline.extractors", K_INT, OFF(pipeline.extractors), "2", 1, 256, NULL,
+     "Extractor threads per rank, each with its own io_uring."},
+    {"pipeline.extract_queue", K_INT, OFF(pipeline.extract_queue), "8", 1, 4096, NULL,
+     "Sampled batches waiting for extraction (ring queue capacity, per rank)."},
+    {"pipeline.train_queue", K_INT, OFF(pipeline.train_queue), "4", 1, 4096, NULL,
+     "Extracted batches waiting for the trainer (ring queue capacity, per rank)."},
+    {"pipeline.feature_buffer_mb", K_INT, OFF(pipeline.feature_buffer_mb), "1024", 1, 1e8, NULL,
+     "Feature buffer per rank in MiB (GPU memory, or host memory with --cpu)."},
+    {"pipeline.staging_mb", K_INT, OFF(pipeline.staging_mb), "64", 1, 1e7, NULL,
+     "Staging buffer for direct I/O in MiB, shared by all ranks."},
+    {"pipeline.io_depth", K_INT, OFF(pipeline.io_depth), "64", 1, 4096, NULL,
+     "Reads in flight per extractor thread (io_uring queue depth)."},
+    {"pipeline.io", K_ENUM, OFF(pipeline.io), "\"direct\"", 0, 0, io_modes,
+     "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
+    {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
+     "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
+
+const char *sl_model_kind_name(sl_model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
+const char *sl_io_mode_name(sl_io_mode m) { return (unsigned)m < 3 ? io_modes[m] : "?"; }
+
+/* ---- suggestions ---- */
+
+/* Optimal string alignment distance: insertions, deletions, substitutions
+ * and transpositions of neighbours ("gta" -> "gat") each cost one. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t v = SL_MIN(SL_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + cost);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                v = SL_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* Closest of names[0..n) to s, or NULL when nothing is close. */
+static const char *closest(const char *s, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(s, names[i]);
+        /* also match the key part alone: "fanout" vs "model.fanouts" */
+        const char *dot = strchr(names[i], '.');
+        if (dot && !strchr(s, '.'))
+            d = SL_MIN(d, edit_distance(s, dot + 1));
+        if (d < bd) {
+            bd = d;
+            best = names[i];
+        }
+    }
+    size_t limit = SL_MAX((size_t)2, strlen(s) / 3);
+    return bd <= limit ? best : NULL;
+}
+
+static const char *closest_key(const char *s)
+{
+    const char *names[NKEYS];
+    for (size_t i = 0; i < NKEYS; i++)
+        names[i] = keys[i].name;
+    return closest(s, names, NKEYS);
+}
+
+static const key *find_key(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].name, name))
+            return &keys[i];
+    return NULL;
+}
+
+/* ---- setting values ---- */
+
+typedef struct where {
+    const char *file;   /* config file, or NULL for --set */
+    const char *arg;    /* the --set argument */
+} where;
+
+/* Formats "FILE:LINE:COL: " or "--set ARG: " in front of a message. */
+static int fail_at(const where *w, const toml_value *v, char *err, size_t errlen, const char *fmt, ...)
+    SL_PRINTF(5, 6);
+static int fail_at(const where *w, const toml_value *v, char *err, size_t errlen, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (w->file)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s", w->file, v ? v->line : 1, v ? v->col : 1, msg);
+    if (w->arg)
+        return sl_errf(err, errlen, -EINVAL, "--set %s: %s", w->arg, msg);
+    return sl_errf(err, errlen, -EINVAL, "default of %s", msg); /* a bug in the table */
+}
+
+static const char *choices_list(const char *const *ch, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; ch[i]; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s\"%s\"", i ? ", " : "", ch[i]);
+    return buf;
+}
+
+static int set_number(const key *k, const toml_value *v, const where *w, double *out, char *err, size_t errlen)
+{
+    double x;
+    if (v->type == TOML_INT)
+        x = (double)v->u.i;
+    else if (v->type == TOML_FLOAT && k->type == K_FLOAT)
+        x = v->u.f;
+    else
+        return fail_at(w, v, err, errlen, "%s must be %s, not %s", k->name,
+                       k->type == K_FLOAT ? "a number" : "an integer", toml_type_name(v->type));
+    if (!isfinite(x) || x < k->min || x > k->max)
+        return fail_at(w, v, err, errlen, "%s = %g is outside its range [%g, %g]", k->name, x, k->min, k->max);
+    *out = x;
+    return 0;
+}
+
+static int set_key(sl_config *c, const key *k, const toml_value *v, const where *w, char *err, size_t errlen)
+{
+    char *field = (char *)c + k->off;
+    double x;
+    int rc;
+    switch (k->type) {
+    case K_STR:
+        if (v->type != TOML_STRING)
+            return fail_at(w, v, err, errlen, "%s must be a string, not %s", k->name, toml_type_name(v->type));
+        if (strlen(v->u.s) >= sizeof c->dataset.path)
+            return fail_at(w, v, err, errlen, "%s is longer than %zu bytes", k->name, sizeof c->dataset.path - 1);
+        strcpy(field, v->u.s);
+        return 0;
+    case K_INT:
+        if ((rc = set_number(k, v, w, &x, err, errlen)) < 0)
+            return rc;
+        *(int64_t *)field = v->u.i;
+        return 0;
+    case K_FLOAT:
+        if ((rc = set_number(k, v, w, &x, err, errlen)) < 0)
+            return rc;
+        *(double *)field = x;
+        return 0;
+    case K_BOOL:
+        if (v->type != TOML_BOOL)
+            return fail_at(w, v, err, errlen, "%s must be true or false, not %s", k->name, toml_type_name(v->type));
+        *(bool *)field = v->u.b;
+        return 0;
+    case K_ENUM: {
+        char buf[256];
+        if (v->type != TOML_STRING)
+            return fail_at(w, v, err, errlen, "%s must be one of %s", k->name, choices_list(k->choices, buf, sizeof buf));
+        for (int i = 0; k->choices[i]; i++)
+            if (!strcmp(v->u.s, k->choices[i])) {
+                *(int *)field = i;
+                return 0;
+            }
+        size_t n = 0;
+        while (k->choices[n])
+            n++;
+        const char *near = closest(v->u.s, k->choices, n);
+        return fail_at(w, v, err, errlen, "%s = \"%s\" is not one of %s%s%s%s", k->name, v->u.s,
+                       choices_list(k->choices, buf, sizeof buf), near ? "; did you mean \"" : "", near ? near : "",
+                       near ? "\"?" : "");
+    }
+    case K_INTLIST: {
+        if (v->type != TOML_ARRAY || v->u.arr.n == 0 || v->u.arr.n > SL_MAX_LAYERS)
+            return fail_at(w, v, err, errlen, "%s must be an array of 1 to %d integers, like [10, 10]", k->name,
+                           SL_MAX_LAYERS);
+        int64_t *arr = (int64_t *)field;
+        for (size_t i = 0; i < v->u.arr.n; i++) {
+            const toml_value *e = v->u.arr.v[i];
+            if (e->type != TOML_INT || e->u.i == 0 || e->u.i < (int64_t)k->min || e->u.i > (int64_t)k->max)
+                return fail_at(w, e, err, errlen, "%s[%zu] must be a positive integer or -1 (all neighbours)", k->name, i);
+            arr[i] = e->u.i;
+        }
+        c->model.n_fanouts = (int64_t)v->u.arr.n;
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+void sl_config_defaults(sl_config *c)
+{
+    memset(c, 0, sizeof *c);
+    where w = {0};
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!keys[i].def[0])
+            continue;
+        toml_value *v = toml_parse_value(keys[i].def, NULL, 0);
+        if (!v || set_key(c, &keys[i], v, &w, NULL, 0) < 0)
+            abort(); /* the schema's own default is invalid: a bug */
+        toml_free(v);
+    }
+}
+
+/* ---- loading ---- */
+
+typedef struct seen {
+    bool layers, fanouts;
+} seen;
+
+static void note_seen(seen *s, const key *k)
+{
+    if (k == find_key("model.layers"))
+        s->layers = true;
+    if (k == find_key("model.fanouts"))
+        s->fanouts = true;
+}
+
+static int unknown_key(const where *w, const toml_value *v, const char *name, char *err, size_t errlen)
+{
+    const char *near = closest_key(name);
+    if (near)
+        return fail_at(w, v, err, errlen, "unknown key %s; did you mean %s?", name, near);
+    return fail_at(w, v, err, errlen, "unknown key %s (docs/config.md lists every key)", name);
+}
+
+static int load_file(sl_config *c, const char *path, seen *s, char *err, size_t errlen)
+{
+    toml_value *root = toml_parse_file(path, err, errlen);
+    if (!root)
+        return strstr(err, "cannot open") ? -ENOENT : -EINVAL;
+    where w = {.file = path};
+    int rc = 0;
+    for (size_t i = 0; i < root->u.tab.n && rc == 0; i++) {
+        const char *sec = root->u.tab.kv[i].key;
+        const toml_value *tab = root->u.tab.kv[i].val;
+        bool known = false;
+        for (size_t j = 0; j < SL_ARRAY_LEN(sections); j++)
+            known |= !strcmp(sec, sections[j]);
+        if (!known || tab->type != TOML_TABLE) {
+            if (tab->type != TOML_TABLE) {
+                rc = unknown_key(&w, tab, sec, err, errlen);
+            } else {
+                const char *near = closest(sec, sections, SL_ARRAY_LEN(sections));
+                rc = fail_at(&w, tab, err, errlen, "unknown section [%s]%s%s%s", sec, near ? "; did you mean [" : "",
+                             near ? near : "", near ? "]?" : " (sections: dataset, model, train, pipeline)");
+            }
+            break;
+        }
+        for (size_t j = 0; j < tab->u.tab.n && rc == 0; j++) {
+            char name[512];
+            snprintf(name, sizeof name, "%s.%s", sec, tab->u.tab.kv[j].key);
+            const toml_value *v = tab->u.tab.kv[j].val;
+            const key *k = find_key(name);
+            if (!k || (v->type == TOML_TABLE)) {
+                rc = unknown_key(&w, v, name, err, errlen);
+                break;
+            }
+            rc = set_key(c, k, v, &w, err, errlen);
+            note_seen(s, k);
+        }
+    }
+    toml_free(root);
+    return rc;
+}
+
+static int apply_set(sl_config *c, const char *arg, seen *s, char *err, size_t errlen)
+{
+    where w = {.arg = arg};
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        return fail_at(&w, NULL, err, errlen, "expected section.key=value, like --set train.lr=0.01");
+    char name[256];
+    size_t n = (size_t)(eq - arg);
+    if (n >= sizeof name)
+        return fail_at(&w, NULL, err, errlen, "key is too long");
+    memcpy(name, arg, n);
+    name[n] = '\0';
+    const key *k = find_key(name);
+    if (!k)
+        return unknown_key(&w, NULL, name, err, errlen);
+    char perr[512];
+    toml_value *v = toml_parse_value(eq + 1, perr, sizeof perr);
+    if (!v)
+        return fail_at(&w, NULL, err, errlen, "bad value: %s", perr[0] ? perr : "empty");
+    int rc = set_key(c, k, v, &w, err, errlen);
+    toml_free(v);
+    note_seen(s, k);
+    return rc;
+}
+
+static int validate(sl_config *c, const seen *s, const char *path, char *err, size_t errlen)
+{
+    const char *src = path ? path : "the configuration";
+    if (!c->dataset.path[0])
+        return sl_errf(err, errlen, -EINVAL, "%s: dataset.path is required; add [dataset] path = \"DIR\" or "
+                       "--set dataset.path=DIR", src);
+    if (s->fanouts && !s->layers) {
+        c->model.layers = c->model.n_fanouts;
+    } else if (s->layers && !s->fanouts) {
+        for (int64_t i = 0; i < c->model.layers; i++)
+            c->model.fanouts[i] = 10;
+        c->model.n_fanouts = c->model.layers;
+    } else if (c->model.n_fanouts != c->model.layers) {
+        return sl_errf(err, errlen, -EINVAL, "%s: model.layers = %" PRId64 " but model.fanouts has %" PRId64
+                       " entries; give one fanout per layer", src, c->model.layers, c->model.n_fanouts);
+    }
+    if (c->model.kind == SL_MODEL_GAT && c->model.hidden % c->model.heads)
+        return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is not a multiple of model.heads = %" PRId64
+                       " (GAT concatenates the heads)", src, c->model.hidden, c->model.heads);
+    return 0;
+}
+
+int sl_config_load(sl_config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen)
+{
+    sl_config_defaults(c);
+    seen s = {0};
+    int rc = 0;
+    if (path)
+        rc = load_file(c, path, &s, err, errlen);
+    for (int i = 0; rc == 0 && i < nsets; i++)
+        rc = apply_set(c, sets[i], &s, err, errlen);
+    if (rc == 0)
+        rc = validate(c, &s, path, err, errlen);
+    return rc;
+}
+
+/* ---- writing ---- */
+
+static const char *type_doc(const key *k)
+{
+    switch (k->type) {
+    case K_STR: return "string";
+    case K_INT: return "integer";
+    case K_FLOAT: return "float";
+    case K_BOOL: return "boolean";
+    case K_ENUM: return "string";
+    case K_INTLIST: return "array of integers";
+    }
+    return "?";
+}
+
+void sl_config_write_reference(FILE *f)
+{
+    fprintf(f, "# Configuration reference\n\n"
+               "<!-- Generated from the schema in launcher/config.c by\n"
+               "     `build/tests/test_config --write-reference docs/config.md`; a test keeps it in sync. -->\n\n"
+               "A run is configured by one TOML file (`gnnlaunch CONFIG`) plus overrides\n"
+               "(`--set section.key=value`, where value is TOML: `--set model.fanouts=[15,10]`,\n"
+               "`--set train.lr=0.01`; a bare word is a string: `--set model.kind=gat`).\n"
+               "Overrides apply in order after the file. Unknown keys, wrong types and values\n"
+               "out of range are errors naming the file, line and column (or the `--set`\n"
+               "argument) and suggesting the closest valid key. Relative paths are relative\n"
+               "to the current directory.\n");
+    for (size_t s = 0; s < SL_ARRAY_LEN(sections); s++) {
+        fprintf(f, "\n## [%s]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n", sections[s]);
+        for (size_t i = 0; i < NKEYS; i++) {
+            const key *k = &keys[i];
+            size_t sl = strlen(sections[s]);
+            if (strncmp(k->name, sections[s], sl) || k->name[sl] != '.')
+                continue;
+            char allowed[256] = "";
+            if (k->type == K_ENUM)
+                choices_list(k->choices, allowed, sizeof allowed);
+            else if (k->type == K_INT || k->type == K_FLOAT || k->type == K_INTLIST)
+                snprintf(allowed, sizeof allowed, k->max >= BIG ? "%g .. " : "%g .. %g", k->min, k->max);
+            else if (k->type == K_BOOL)
+                snprintf(allowed, sizeof allowed, "true, false");
+            if (k->type == K_INTLIST)
+                snprintf(allowed, sizeof allowed, "1..%d items, each -1 or 1 .. %g", SL_MAX_LAYERS, k->max);
+            fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->name + sl + 1, type_doc(k),
+                    k->def[0] ? k->def : "(required)", allowed, k->doc);
+        }
+    }
+}
+
+void sl_config_write_toml(const sl_config *c, FILE *f)
+{
+    fprintf(f, "[dataset]\npath = \"");
+    for (const char *p = c->dataset.path; *p; p++)
+        fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+    fprintf(f, "\"\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
+            sl_model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
+    for (int64_t i = 0; i < c->model.n_fanouts; i++)
+        fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
+    fprintf(f, "]\ndropout = %.17g\nheads = %" PRId64 "\n", c->model.dropout, c->model.heads);
+    fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\nseed = %" PRId64
+               "\neval_every = %" PRId64 "\n",
+            c->train.epochs, c->train.batch_size, c->train.lr, c->train.seed, c->train.eval_every);
+    fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
+               "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
+               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\n",
+            c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
+            c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
+            sl_io_mode_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
+}

@@ -1,0 +1,193 @@
+/* test_config.c - configuration loading: defaults, the shipped configs,
+ * --set overrides, and errors that point at the right place and suggest
+ * the closest key. `test_config --write-reference FILE` regenerates
+ * docs/config.md from the schema; test_reference fails if they differ. */
+#include <errno.h>
+
+#include "t_util.h"
+#include "launcher/config.h"
+
+static char dir[4096];
+static char err[2048];
+
+static const char *write_cfg(const char *name, const char *text)
+{
+    static char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static int setup(void **s)
+{
+    (void)s;
+    t_scratch(dir, sizeof dir, "config");
+    return 0;
+}
+static int teardown(void **s)
+{
+    (void)s;
+    t_rmrf(dir);
+    return 0;
+}
+
+static void test_shipped(void **state)
+{
+    (void)state;
+    const char *src = getenv("SLUICE_SRC");
+    char p[4096];
+    sl_config c;
+    snprintf(p, sizeof p, "%s/configs/papers.toml", src ? src : ".");
+    if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(c.model.kind, SL_MODEL_SAGE);
+    assert_int_equal(c.model.layers, 3);
+    assert_int_equal(c.model.hidden, 256);
+    assert_int_equal(c.model.n_fanouts, 3);
+    assert_int_equal(c.model.fanouts[2], 10);
+    assert_int_equal(c.train.batch_size, 1000);
+    assert_string_equal(c.dataset.path, "data/papers");
+    snprintf(p, sizeof p, "%s/configs/demo.toml", src ? src : ".");
+    if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(c.model.layers, 2); /* from the fanouts */
+    assert_int_equal(c.pipeline.io, SL_IO_DIRECT);
+}
+
+static void test_defaults_and_sets(void **state)
+{
+    (void)state;
+    sl_config c;
+    const char *p = write_cfg("a.toml", "[dataset]\npath = \"d\"\n");
+    assert_int_equal(sl_config_load(&c, p, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(c.model.layers, 3);
+    assert_int_equal(c.model.n_fanouts, 3);
+    assert_true(c.train.lr == 0.003);
+    assert_false(c.pipeline.ordered);
+    const char *sets[] = {"model.fanouts=[15,-1]", "train.lr=0.01", "model.kind=gat", "pipeline.ordered=true",
+                          "pipeline.io=mmap", "train.epochs=7", "dataset.path=other dir"};
+    assert_int_equal(sl_config_load(&c, p, sets, 7, err, sizeof err), 0);
+    assert_int_equal(c.model.layers, 2);
+    assert_int_equal(c.model.fanouts[0], 15);
+    assert_int_equal(c.model.fanouts[1], -1);
+    assert_true(c.train.lr == 0.01);
+    assert_int_equal(c.model.kind, SL_MODEL_GAT);
+    assert_true(c.pipeline.ordered);
+    assert_int_equal(c.pipeline.io, SL_IO_MMAP);
+    assert_int_equal(c.train.epochs, 7);
+    assert_string_equal(c.dataset.path, "other dir");
+    /* layers alone: every layer samples 10 */
+    const char *s2[] = {"model.layers=4"};
+    assert_int_equal(sl_config_load(&c, p, s2, 1, err, sizeof err), 0);
+    assert_int_equal(c.model.n_fanouts, 4);
+    assert_int_equal(c.model.fanouts[3], 10);
+    /* integer for a float key is fine */
+    const char *s3[] = {"train.lr=1"};
+    assert_int_equal(sl_config_load(&c, p, s3, 1, err, sizeof err), 0);
+    assert_true(c.train.lr == 1.0);
+    /* the effective config written as TOML loads back to the same values */
+    char q[4300];
+    snprintf(q, sizeof q, "%s/eff.toml", dir);
+    FILE *f = fopen(q, "w");
+    sl_config_write_toml(&c, f);
+    fclose(f);
+    sl_config d;
+    if (sl_config_load(&d, q, NULL, 0, err, sizeof err))
+        fail_msg("%s", err);
+    assert_memory_equal(&c, &d, sizeof c);
+}
+
+static const struct {
+    const char *text;
+    const char *set;
+    const char *want;
+} bad[] = {
+    {"[dataset]\npath = \"d\"\n[model]\nfanout = [10]\n", NULL, "c.toml:4:10: unknown key model.fanout; did you mean model.fanouts?"},
+    {"[modle]\nlayers = 2\n[dataset]\npath=\"d\"\n", NULL, "c.toml:1:1: unknown section [modle]; did you mean [model]?"},
+    {"[dataset]\npath = \"d\"\n[model]\nlayers = \"3\"\n", NULL, "c.toml:4:10: model.layers must be an integer, not string"},
+    {"[dataset]\npath = \"d\"\n[model]\nlayers = 2.5\n", NULL, "c.toml:4:10: model.layers must be an integer, not float"},
+    {"[dataset]\npath = \"d\"\n[model]\nlayers = 0\n", NULL, "model.layers = 0 is outside its range [1, 8]"},
+    {"[dataset]\npath = \"d\"\n[model]\nkind = \"grapsage\"\n", NULL, "is not one of \"sage\", \"gcn\", \"gat\", \"mlp\""},
+    {"[dataset]\npath = \"d\"\n[model]\nkind = \"gta\"\n", NULL, "did you mean \"gat\"?"},
+    {"[dataset]\npath = \"d\"\n[model]\nfanouts = [10, 0]\n", NULL, "c.toml:4:16: model.fanouts[1] must be a positive integer or -1"},
+    {"[dataset]\npath = \"d\"\n[model]\nfanouts = []\n", NULL, "model.fanouts must be an array of 1 to 8 integers"},
+    {"[dataset]\npath = \"d\"\n[model]\nlayers = 2\nfanouts = [10, 10, 10]\n", NULL, "model.layers = 2 but model.fanouts has 3 entries"},
+    {"[dataset]\npath = \"d\"\n[model]\nkind = \"gat\"\nhidden = 10\nheads = 4\n", NULL, "not a multiple of model.heads"},
+    {"[model]\nlayers = 2\n", NULL, "dataset.path is required"},
+    {"epochs = 3\n[dataset]\npath = \"d\"\n", NULL, "c.toml:1:10: unknown key epochs; did you mean train.epochs?"},
+    {"[dataset]\npath = \"d\"\n[train]\nlr = -1.0\n", NULL, "train.lr = -1 is outside its range"},
+    {"[dataset]\npath = \"d\"\n[pipeline]\nordered = 1\n", NULL, "pipeline.ordered must be true or false, not integer"},
+    {"[dataset]\npath = \"d\"\n[pipeline]\nio.depth = 1\n", NULL, "unknown key pipeline.io"},
+    {"[dataset]\npath = \"d\"\n[train]\nlr = 0.1\nlr = 0.2\n", NULL, "c.toml:5:1: duplicate key 'lr' (first defined at line 4)"},
+    {"[dataset]\npath = \"d\"\n", "train.lr=abc", "--set train.lr=abc: train.lr must be a number, not string"},
+    {"[dataset]\npath = \"d\"\n", "train.epoch=3", "--set train.epoch=3: unknown key train.epoch; did you mean train.epochs?"},
+    {"[dataset]\npath = \"d\"\n", "model.fanouts=[10,", "--set model.fanouts=[10,: bad value"},
+    {"[dataset]\npath = \"d\"\n", "train.lr", "--set train.lr: expected section.key=value"},
+    {"[dataset]\npath = \"d\"\n", "model.layers=9", "model.layers = 9 is outside its range [1, 8]"},
+};
+
+static void test_errors(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *p = write_cfg("c.toml", bad[i].text);
+        sl_config c;
+        const char *sets[] = {bad[i].set};
+        err[0] = '\0';
+        int rc = sl_config_load(&c, p, sets, bad[i].set ? 1 : 0, err, sizeof err);
+        if (rc != -EINVAL || !strstr(err, bad[i].want))
+            fail_msg("case %zu: rc %d, want '%s', got '%s'", i, rc, bad[i].want, err);
+    }
+    sl_config c;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/missing.toml", dir);
+    assert_int_equal(sl_config_load(&c, p, NULL, 0, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "missing.toml"));
+}
+
+static void test_reference(void **state)
+{
+    (void)state;
+    const char *src = getenv("SLUICE_SRC");
+    char p[4096], *want = NULL, *have = NULL;
+    size_t wl = 0, hl = 0;
+    snprintf(p, sizeof p, "%s/docs/config.md", src ? src : ".");
+    FILE *f = fopen(p, "r");
+    if (!f)
+        fail_msg("%s missing: run build/tests/test_config --write-reference docs/config.md", p);
+    FILE *m = open_memstream(&want, &wl);
+    sl_config_write_reference(m);
+    fclose(m);
+    m = open_memstream(&have, &hl);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, m);
+    fclose(m);
+    fclose(f);
+    if (wl != hl || memcmp(want, have, wl))
+        fail_msg("docs/config.md is out of date: run build/tests/test_config --write-reference docs/config.md");
+    free(want);
+    free(have);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--write-reference")) {
+        FILE *f = fopen(argv[2], "w");
+        if (!f)
+            return 1;
+        sl_config_write_reference(f);
+        return fclose(f) ? 1 : 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped),
+        cmocka_unit_test(test_defaults_and_sets),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reference),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
