@@ -319,6 +319,12 @@ int sl_featw_put(sl_featw *fw, const float *x, char *err, size_t errlen)
     return sl_writer_write(&fw->w, fw->row, fw->stride, err, errlen);
 }
 
+int sl_featw_put_rows(sl_featw *fw, const void *rows, uint64_t n, char *err, size_t errlen)
+{
+    fw->rows += n;
+    return sl_writer_write(&fw->w, rows, n * fw->stride, err, errlen);
+}
+
 int sl_featw_close(sl_featw *fw, sl_dsfile *f, char *err, size_t errlen)
 {
     uint64_t pad = sl_round_up(fw->w.bytes, SL_FEAT_FILE_PAD) - fw->w.bytes;

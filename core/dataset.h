@@ -149,6 +149,9 @@ typedef struct sl_featw {
 
 int sl_featw_open(sl_featw *fw, const char *path, sl_dtype dtype, uint64_t dim, char *err, size_t errlen);
 int sl_featw_put(sl_featw *fw, const float *x /* (dim) */, char *err, size_t errlen);
+/* Appends n rows already in the file's dtype and padded to its stride
+ * (n * fw->stride bytes, padding zero), as a parallel producer makes them. */
+int sl_featw_put_rows(sl_featw *fw, const void *rows, uint64_t n, char *err, size_t errlen);
 /* Pads the file and fills the features entry of meta (rows, cols, stride,
  * bytes, hash, dtype). */
 int sl_featw_close(sl_featw *fw, sl_dsfile *f, char *err, size_t errlen);

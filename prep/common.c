@@ -15,6 +15,9 @@ int prep_exit_code(int rc)
     case -ENOTDIR:
     case -EBADMSG:
     case -EFBIG:
+    case -EACCES:
+    case -EISDIR:
+    case -ENAMETOOLONG:
         return PREP_EXIT_BAD_INPUT;
     default:
         return PREP_EXIT_FAIL;

@@ -23,7 +23,8 @@ int prep_check_main(int argc, char **argv);
 int prep_info_main(int argc, char **argv);
 
 /* Maps a -errno from library code to an exit status: input errors
- * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG) -> 2,
+ * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,
+ * -EISDIR, -ENAMETOOLONG: a path or file the user named) -> 2,
  * anything else -> 1. */
 int prep_exit_code(int rc);
 

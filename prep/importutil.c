@@ -1,0 +1,566 @@
+/* importutil.c - the conversion both importers run: inputs checked up
+ * front, then labels, splits, topology and features streamed into a staged
+ * dataset (see importutil.h). */
+#include "importutil.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "csc.h"
+#include "npy.h"
+#include "splits.h"
+
+#define IMP_EDGE_BATCH (1u << 18)  /* edges per sl_csc_add */
+#define IMP_CHUNK_BYTES (4u << 20) /* raw bytes per feature/label read */
+
+const char imp_common_help[] =
+    "  --mem-limit BYTES   memory for sorting the edges, e.g. 512M or 8G (default 1G,\n"
+    "                      at least 1M); a larger edge list is sorted in runs spilled\n"
+    "                      into OUT's staging directory and merged\n"
+    "  --dtype f32|f16     feature storage type (default: f16 when the input features\n"
+    "                      are float16, else f32)\n"
+    "  --undirected        also add the reverse (d, s) of every edge (s, d)\n"
+    "  --dedupe            keep one copy of repeated edges (after --undirected)\n"
+    "  --drop-self-loops   drop edges (v, v)\n"
+    "  --quiet             no progress lines\n"
+    "  -h, --help          this text\n";
+
+void imp_job_init(imp_job *j, const char *cmd)
+{
+    memset(j, 0, sizeof *j);
+    j->cmd = cmd;
+    j->mem_limit = IMP_DEFAULT_MEM_LIMIT;
+    j->dtype = SL_DT_NONE;
+}
+
+int imp_opt_value(int argc, char **argv, int *i, const char *name, const char **val, char *err, size_t errlen)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n))
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        *i += 1;
+        return 1;
+    }
+    if (a[n])
+        return 0;
+    if (*i + 1 >= argc)
+        return sl_errf(err, errlen, -EINVAL, "%s needs a value", name);
+    *val = argv[*i + 1];
+    *i += 2;
+    return 1;
+}
+
+int imp_common_opt(imp_job *j, int argc, char **argv, int *i, char *err, size_t errlen)
+{
+    static const struct { const char *name; size_t off; } flags[] = {
+        {"--undirected", offsetof(imp_job, undirected)},
+        {"--dedupe", offsetof(imp_job, dedupe)},
+        {"--drop-self-loops", offsetof(imp_job, drop_self_loops)},
+        {"--quiet", offsetof(imp_job, quiet)},
+    };
+    for (size_t k = 0; k < SL_ARRAY_LEN(flags); k++)
+        if (!strcmp(argv[*i], flags[k].name)) {
+            *(bool *)((char *)j + flags[k].off) = true;
+            *i += 1;
+            return 1;
+        }
+    const char *v;
+    int r = imp_opt_value(argc, argv, i, "--mem-limit", &v, err, errlen);
+    if (r < 0)
+        return r;
+    if (r) {
+        uint64_t x;
+        if (sl_parse_u64(v, true, &x) < 0)
+            return sl_errf(err, errlen, -EINVAL, "--mem-limit %s: expected a byte count such as 512M or 8G", v);
+        if (x < SL_CSC_MIN_MEM)
+            return sl_errf(err, errlen, -EINVAL, "--mem-limit %s: must be at least 1M", v);
+        j->mem_limit = x;
+        return 1;
+    }
+    r = imp_opt_value(argc, argv, i, "--dtype", &v, err, errlen);
+    if (r < 0)
+        return r;
+    if (r) {
+        j->dtype = sl_dtype_parse(v);
+        if (j->dtype != SL_DT_F32 && j->dtype != SL_DT_F16)
+            return sl_errf(err, errlen, -EINVAL, "--dtype %s: must be f32 or f16", v);
+        return 1;
+    }
+    return 0;
+}
+
+/* Shell-quotes s onto buf at *n when it holds anything but safe chars. */
+static void append_arg(char *buf, size_t len, size_t *n, const char *s)
+{
+    bool plain = *s != '\0';
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+@%", *p))
+            plain = false;
+    int k;
+    if (plain) {
+        k = snprintf(buf + *n, len - *n, " %s", s);
+    } else {
+        k = snprintf(buf + *n, len - *n, " '");
+        for (const char *p = s; *p && k > 0 && *n + (size_t)k < len; p++) {
+            int m = *p == '\'' ? snprintf(buf + *n + k, len - *n - (size_t)k, "'\\''")
+                               : snprintf(buf + *n + k, len - *n - (size_t)k, "%c", *p);
+            k += m;
+        }
+        if (k > 0 && *n + (size_t)k < len)
+            k += snprintf(buf + *n + k, len - *n - (size_t)k, "'");
+    }
+    if (k > 0)
+        *n = SL_MIN(*n + (size_t)k, len - 1);
+}
+
+void imp_set_source(imp_job *j, int argc, char **argv)
+{
+    size_t n = (size_t)snprintf(j->source, sizeof j->source, "gnnprep");
+    for (int i = 0; i < argc && n + 1 < sizeof j->source; i++)
+        append_arg(j->source, sizeof j->source, &n, argv[i]);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void say(const imp_job *j, const char *fmt, ...) SL_PRINTF(2, 3);
+static void say(const imp_job *j, const char *fmt, ...)
+{
+    if (j->quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("gnnprep %s: ", j->cmd);
+    vprintf(fmt, ap);
+    putchar('\n');
+    fflush(stdout);
+    va_end(ap);
+}
+
+/* A "\r"-updated progress line on a terminal, at most every half second. */
+typedef struct progress {
+    const imp_job *j;
+    const char *what;
+    bool tty;
+    double last;
+} progress;
+
+static void progress_init(progress *p, const imp_job *j, const char *what)
+{
+    p->j = j;
+    p->what = what;
+    p->tty = !j->quiet && isatty(STDERR_FILENO);
+    p->last = sl_now();
+}
+
+static void progress_tick(progress *p, uint64_t done, int64_t total)
+{
+    if (!p->tty)
+        return;
+    double now = sl_now();
+    if (now - p->last < 0.5)
+        return;
+    p->last = now;
+    if (total > 0)
+        fprintf(stderr, "\r%s: %" PRIu64 " / %" PRId64 " (%.1f%%)   ", p->what, done, total,
+                100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r%s: %" PRIu64 "   ", p->what, done);
+}
+
+static void progress_done(progress *p)
+{
+    if (p->tty)
+        fprintf(stderr, "\r%60s\r", "");
+}
+
+static int open_src(sl_npy *r, const imp_src *s, char *err, size_t errlen)
+{
+    if (s->member)
+        return sl_npy_open_npz(r, s->path, s->member, false, err, errlen);
+    return sl_npy_open(r, s->path, err, errlen);
+}
+
+static int check_features(const sl_npy *r, char *err, size_t errlen)
+{
+    const sl_npy_hdr *h = &r->h;
+    char sh[256];
+    sl_npy_shape_str(h, sh, sizeof sh);
+    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
+        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: features must be numbers (float32, float16, float64 or "
+                       "integers)", r->name, sl_npy_type_name(h->type));
+    if (h->ndim != 2)
+        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: features must be a 2-D array, one row per node (reshape "
+                       "a vector with a.reshape(-1, 1))", r->name, sh);
+    if (h->shape[0] == 0)
+        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: zero nodes; a dataset needs at least one node", r->name, sh);
+    if (h->shape[1] == 0 || h->shape[1] > (1u << 20))
+        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: the feature dimension must be 1..1048576", r->name, sh);
+    return 0;
+}
+
+static int check_labels(const sl_npy *r, uint64_t nodes, char *err, size_t errlen)
+{
+    const sl_npy_hdr *h = &r->h;
+    char sh[256];
+    sl_npy_shape_str(h, sh, sizeof sh);
+    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
+        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: labels must be integers, or floats with NaN for "
+                       "unlabelled nodes", r->name, sl_npy_type_name(h->type));
+    if (h->ndim < 1 || h->ndim > 2 || (h->ndim == 2 && h->shape[1] != 1))
+        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: labels must be a vector (N,) or a column (N, 1)", r->name,
+                       sh);
+    if (h->shape[0] != nodes)
+        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: %" PRIu64 " labels for %" PRIu64 " nodes (the features' "
+                       "row count); they must match", r->name, sh, h->shape[0], nodes);
+    return 0;
+}
+
+/* OGB's num_nodes_list: one entry per graph; a node-property dataset has
+ * one graph, and its count must match the features. */
+static int check_num_nodes(const imp_job *j, uint64_t nodes, char *err, size_t errlen)
+{
+    sl_npy r;
+    int rc = sl_npy_open_npz(&r, j->num_nodes.path, j->num_nodes.member, true, err, errlen);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    char sh[256];
+    sl_npy_shape_str(&r.h, sh, sizeof sh);
+    int64_t v = 0;
+    unsigned char raw[8];
+    if (!sl_npy_is_int(r.h.type) || r.h.count != 1) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: %s %s: expected one integer node count (a node-property dataset "
+                     "holds one graph)", r.name, sh, sl_npy_type_name(r.h.type));
+    } else if ((rc = sl_npy_read(&r, raw, r.h.itemsize, err, errlen)) == 0 && (rc = sl_npy_end(&r, err, errlen)) == 0) {
+        sl_npy_to_i64(r.h.type, raw, &v, 1);
+        if (v < 0 || (uint64_t)v != nodes)
+            rc = sl_errf(err, errlen, -EINVAL, "%s: the graph has %" PRId64 " nodes but the features have %" PRIu64
+                         " rows; the archive is inconsistent", r.name, v, nodes);
+    }
+    sl_npy_close(&r);
+    return rc;
+}
+
+/* Streams the labels into labels.bin (i32) and marks labelled nodes in the
+ * bitmap lmap (N bits). */
+static int write_labels(const imp_job *j, sl_npy *r, const char *path, sl_dsfile *f, uint32_t *classes,
+                        uint64_t *labelled, uint8_t *lmap, char *err, size_t errlen)
+{
+    const size_t chunk = IMP_CHUNK_BYTES / 8;
+    void *raw = malloc(chunk * r->h.itemsize);
+    double *fv = malloc(chunk * sizeof *fv);
+    int64_t *iv = malloc(chunk * sizeof *iv);
+    int32_t *out = malloc(chunk * sizeof *out);
+    sl_writer w = {.fd = -1};
+    int rc = 0;
+    int64_t max = -1;
+    uint64_t have = 0;
+    if (!raw || !fv || !iv || !out) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for labels");
+        goto out;
+    }
+    if ((rc = sl_writer_open(&w, path, err, errlen)) < 0)
+        goto out;
+    bool fl = sl_npy_is_float(r->h.type);
+    for (uint64_t i = 0; i < r->h.count;) {
+        size_t k = (size_t)SL_MIN((uint64_t)chunk, r->h.count - i);
+        if ((rc = sl_npy_read(r, raw, k * r->h.itemsize, err, errlen)) < 0)
+            goto out;
+        if (fl)
+            sl_npy_to_f64(r->h.type, raw, fv, k);
+        else
+            sl_npy_to_i64(r->h.type, raw, iv, k);
+        for (size_t t = 0; t < k; t++) {
+            int64_t v;
+            if (fl) {
+                double x = fv[t];
+                if (isnan(x)) {
+                    v = -1;
+                } else if (!(x >= 0) || x != floor(x) || x >= (double)INT32_MAX) {
+                    rc = sl_errf(err, errlen, -EINVAL, "%s: node %" PRIu64 ": label %g is not a class number; labels "
+                                 "must be whole numbers >= 0, with NaN for unlabelled nodes", r->name, i + t, x);
+                    goto out;
+                } else {
+                    v = (int64_t)x;
+                }
+            } else {
+                v = iv[t];
+                if (v < -1 || v >= INT32_MAX) {
+                    rc = sl_errf(err, errlen, -EINVAL, "%s: node %" PRIu64 ": label %" PRId64 " is not a class number; "
+                                 "labels must be in 0..%d, with -1 for unlabelled nodes", r->name, i + t, v,
+                                 INT32_MAX - 1);
+                    goto out;
+                }
+            }
+            out[t] = (int32_t)v;
+            max = SL_MAX(max, v);
+            if (v >= 0) {
+                have++;
+                lmap[(i + t) / 8] |= (uint8_t)(1u << ((i + t) % 8));
+            }
+        }
+        if ((rc = sl_writer_write(&w, out, k * sizeof *out, err, errlen)) < 0)
+            goto out;
+        i += k;
+    }
+    if ((rc = sl_npy_end(r, err, errlen)) < 0)
+        goto out;
+    if (max < 0) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: no node has a label; a training dataset needs labelled nodes", r->name);
+        goto out;
+    }
+    uint64_t bytes, h;
+    if ((rc = sl_writer_close(&w, &bytes, &h, err, errlen)) < 0)
+        goto out;
+    sl_dsfile_set(f, "labels.bin", SL_DT_I32, r->h.shape[0], 1, bytes, h);
+    *classes = (uint32_t)(max + 1);
+    *labelled = have;
+    (void)j;
+out:
+    sl_writer_free(&w);
+    free(raw);
+    free(fv);
+    free(iv);
+    free(out);
+    return rc;
+}
+
+static int write_features(const imp_job *j, sl_npy *r, sl_dtype dt, const char *path, sl_dsfile *f, char *err,
+                          size_t errlen)
+{
+    const uint64_t n = r->h.shape[0], dim = r->h.shape[1];
+    const uint64_t row_raw = dim * r->h.itemsize;
+    const size_t rows = (size_t)SL_MAX(1, IMP_CHUNK_BYTES / row_raw);
+    void *raw = malloc(rows * row_raw);
+    float *x = malloc(rows * dim * sizeof *x);
+    sl_featw fw;
+    memset(&fw, 0, sizeof fw);
+    fw.w.fd = -1;
+    int rc = 0;
+    if (!raw || !x) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory for a feature buffer", r->name);
+        goto out;
+    }
+    if ((rc = sl_featw_open(&fw, path, dt, dim, err, errlen)) < 0)
+        goto out;
+    progress pg;
+    progress_init(&pg, j, "features");
+    for (uint64_t i = 0; i < n;) {
+        size_t k = (size_t)SL_MIN((uint64_t)rows, n - i);
+        if ((rc = sl_npy_read(r, raw, k * row_raw, err, errlen)) < 0)
+            goto out;
+        sl_npy_to_f32(r->h.type, raw, x, k * dim);
+        for (size_t t = 0; t < k; t++) {
+            const float *row = x + t * dim;
+            for (uint64_t c = 0; c < dim; c++) {
+                float v = row[c];
+                if (!isfinite(v)) {
+                    rc = sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %s; features must be "
+                                 "finite float32 numbers", r->name, i + t, c,
+                                 isnan(v) ? "NaN" : sl_npy_is_float(r->h.type) && r->h.type != SL_NPY_F64 ? "infinite"
+                                 : "infinite or beyond the float32 range");
+                    goto out;
+                }
+                if (dt == SL_DT_F16 && fabsf(v) >= 65520.0f) {
+                    rc = sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %g does not fit in "
+                                 "float16; store the features as f32 (--dtype f32)", r->name, i + t, c, (double)v);
+                    goto out;
+                }
+            }
+            if ((rc = sl_featw_put(&fw, row, err, errlen)) < 0)
+                goto out;
+        }
+        i += k;
+        progress_tick(&pg, i, (int64_t)n);
+    }
+    progress_done(&pg);
+    if ((rc = sl_npy_end(r, err, errlen)) < 0)
+        goto out;
+    rc = sl_featw_close(&fw, f, err, errlen);
+out:
+    sl_featw_free(&fw);
+    free(raw);
+    free(x);
+    return rc;
+}
+
+static int write_topology(const imp_job *j, sl_edges *e, const sl_dsw *d, uint64_t nodes, sl_dataset_meta *m,
+                          uint64_t *read, uint64_t *runs, char *err, size_t errlen)
+{
+    sl_csc_opts o;
+    memset(&o, 0, sizeof o);
+    o.nodes = nodes;
+    o.mem_limit = j->mem_limit;
+    o.undirected = j->undirected;
+    o.dedupe = j->dedupe;
+    o.drop_self_loops = j->drop_self_loops;
+    o.tmpdir = d->tmp;
+    sl_csc *c = NULL;
+    uint64_t *src = malloc(IMP_EDGE_BATCH * sizeof *src), *dst = malloc(IMP_EDGE_BATCH * sizeof *dst);
+    int rc;
+    char p1[4096], p2[4096], msg[1024];
+    if (!src || !dst) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for an edge batch");
+        goto out;
+    }
+    if ((rc = sl_csc_init(&c, &o, msg, sizeof msg)) < 0) {
+        sl_errf(err, errlen, rc, "%s", msg);
+        goto out;
+    }
+    progress pg;
+    progress_init(&pg, j, "edges");
+    *read = 0;
+    for (;;) {
+        size_t n;
+        if ((rc = sl_edges_read(e, src, dst, IMP_EDGE_BATCH, &n, err, errlen)) < 0)
+            goto out;
+        if (!n)
+            break;
+        if ((rc = sl_csc_add(c, src, dst, n, msg, sizeof msg)) < 0) {
+            sl_errf(err, errlen, rc, "%s: %s", j->edges.path, msg);
+            goto out;
+        }
+        *read += n;
+        progress_tick(&pg, *read, sl_edges_total(e));
+    }
+    progress_done(&pg);
+    if ((rc = sl_dsw_path(d, "indptr.bin", p1, sizeof p1)) < 0 || (rc = sl_dsw_path(d, "indices.bin", p2, sizeof p2)) < 0) {
+        sl_errf(err, errlen, rc, "%s: path too long", d->tmp);
+        goto out;
+    }
+    rc = sl_csc_finish(c, p1, p2, &m->f[SL_F_INDPTR], &m->f[SL_F_INDICES], &m->edges, err, errlen);
+    sl_csc_stats st;
+    sl_csc_stats_get(c, &st);
+    *runs = st.runs;
+out:
+    sl_csc_free(c);
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static const char *const split_file[IMP_SPLITS] = {"train.bin", "val.bin", "test.bin"};
+static const char *const split_name[IMP_SPLITS] = {"train", "val", "test"};
+static const int split_slot[IMP_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+
+int imp_run(const imp_job *j, char *err, size_t errlen)
+{
+    double t0 = sl_now();
+    sl_dsw d;
+    sl_dataset_meta m;
+    memset(&m, 0, sizeof m);
+    sl_npy feat, lab;
+    sl_npy_init(&feat);
+    sl_npy_init(&lab);
+    sl_edges *edges = NULL;
+    imp_split sp[IMP_SPLITS];
+    memset(sp, 0, sizeof sp);
+    uint8_t *lmap = NULL; /* labelled nodes, one bit each */
+    char path[4096];
+    int rc = sl_dsw_begin(&d, j->out, err, errlen);
+    if (rc < 0)
+        return rc;
+
+    /* 1. every header, so that shapes and dtypes fail before any work */
+    if ((rc = open_src(&feat, &j->feat, err, errlen)) < 0 || (rc = check_features(&feat, err, errlen)) < 0)
+        goto out;
+    const uint64_t nodes = feat.h.shape[0], dim = feat.h.shape[1];
+    if (j->nodes && j->nodes != nodes) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " rows, but --nodes says %" PRIu64 "; one feature row per "
+                     "node is needed", feat.name, nodes, j->nodes);
+        goto out;
+    }
+    if (j->num_nodes.path && (rc = check_num_nodes(j, nodes, err, errlen)) < 0)
+        goto out;
+    if ((rc = open_src(&lab, &j->labels, err, errlen)) < 0 || (rc = check_labels(&lab, nodes, err, errlen)) < 0)
+        goto out;
+    if (j->edges.member)
+        rc = sl_edges_open_npz(&edges, j->edges.path, j->edges.member, nodes, err, errlen);
+    else
+        rc = sl_edges_open(&edges, j->edges.path, j->edge_fmt, nodes, err, errlen);
+    if (rc < 0)
+        goto out;
+    sl_dtype dt = j->dtype != SL_DT_NONE ? j->dtype : feat.h.type == SL_NPY_F16 ? SL_DT_F16 : SL_DT_F32;
+    say(j, "%" PRIu64 " nodes, %" PRIu64 " %s features per node (stored as %s); edges: %s", nodes, dim,
+        sl_npy_type_name(feat.h.type), sl_dtype_name(dt), sl_edge_fmt_name(sl_edges_format(edges)));
+
+    /* 2. labels */
+    uint64_t labelled = 0;
+    lmap = calloc(nodes / 8 + 1, 1);
+    if (!lmap) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for a bitmap of %" PRIu64 " nodes", nodes);
+        goto out;
+    }
+    if ((rc = sl_dsw_path(&d, "labels.bin", path, sizeof path)) < 0 ||
+        (rc = write_labels(j, &lab, path, &m.f[SL_F_LABELS], &m.classes, &labelled, lmap, err, errlen)) < 0)
+        goto out;
+    say(j, "labels: %u classes, %" PRIu64 " of %" PRIu64 " nodes labelled", m.classes, labelled, nodes);
+
+    /* 3. splits */
+    for (int s = 0; s < IMP_SPLITS; s++)
+        if ((rc = imp_split_read(&sp[s], j->split[s], split_name[s], nodes, err, errlen)) < 0)
+            goto out;
+    if (sp[IMP_TRAIN].n == 0) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: no node ids; the training split must not be empty", sp[IMP_TRAIN].path);
+        goto out;
+    }
+    if ((rc = imp_splits_check(sp, IMP_SPLITS, err, errlen)) < 0 ||
+        (rc = imp_splits_labelled(sp, IMP_SPLITS, lmap, lab.name, err, errlen)) < 0)
+        goto out;
+    free(lmap);
+    lmap = NULL;
+    for (int s = 0; s < IMP_SPLITS; s++) {
+        if ((rc = sl_dsw_path(&d, split_file[s], path, sizeof path)) < 0 ||
+            (rc = imp_split_write(&sp[s], nodes, path, &m.f[split_slot[s]], err, errlen)) < 0)
+            goto out;
+    }
+    say(j, "splits: train %" PRIu64 ", val %" PRIu64 ", test %" PRIu64, sp[0].n, sp[1].n, sp[2].n);
+
+    /* 4. topology */
+    double t1 = sl_now();
+    uint64_t read = 0, runs = 0;
+    if ((rc = write_topology(j, edges, &d, nodes, &m, &read, &runs, err, errlen)) < 0)
+        goto out;
+    say(j, "topology: %" PRIu64 " edges read, %" PRIu64 " stored, %" PRIu64 " sorted runs spilled (%.1f s)", read,
+        m.edges, runs, sl_now() - t1);
+
+    /* 5. features */
+    t1 = sl_now();
+    if ((rc = sl_dsw_path(&d, "features.bin", path, sizeof path)) < 0 ||
+        (rc = write_features(j, &feat, dt, path, &m.f[SL_F_FEATURES], err, errlen)) < 0)
+        goto out;
+    say(j, "features: %" PRIu64 " x %" PRIu64 " %s, row stride %" PRIu64 " bytes (%.1f s)", nodes, dim,
+        sl_dtype_name(dt), m.f[SL_F_FEATURES].row_stride, sl_now() - t1);
+
+    /* 6. dataset.toml, then the rename that publishes OUT */
+    m.version = SL_DATASET_VERSION;
+    m.nodes = nodes;
+    m.feat_dim = dim;
+    m.feat_align = SL_FEAT_ALIGN;
+    snprintf(m.source, sizeof m.source, "%s", j->source);
+    if ((rc = sl_dsw_commit(&d, &m, err, errlen)) < 0)
+        goto out;
+    char mem[32];
+    say(j, "wrote %s: %" PRIu64 " nodes, %" PRIu64 " edges, %u classes in %.1f s (peak memory %s)", j->out, nodes,
+        m.edges, m.classes, sl_now() - t0, sl_fmt_bytes(sl_peak_rss(), mem, sizeof mem));
+out:
+    free(lmap);
+    for (int s = 0; s < IMP_SPLITS; s++)
+        imp_split_free(&sp[s]);
+    sl_edges_close(edges);
+    sl_npy_close(&feat);
+    sl_npy_close(&lab);
+    if (rc < 0)
+        sl_dsw_abort(&d);
+    return rc;
+}

@@ -1,0 +1,570 @@
+/* test_import.c - `gnnprep import` end to end and the edge list readers
+ * under it: every edge format (SNAP text plain and gzip, bin32, bin64, npy
+ * 2xE int32 and Ex2 int64) crossed with every combination of --undirected,
+ * --dedupe and --drop-self-loops, compared value by value with a reference
+ * built here; split files as text and .npy; labels int and float; a tiny
+ * --mem-limit equals a large one byte for byte; bad input and bad flags
+ * exit 2 naming the file and leave nothing behind. */
+#include <errno.h>
+#include <math.h>
+
+#include "t_util.h"
+#include "t_imp.h"
+#include "core/dataset.h"
+#include "core/util.h"
+#include "prep/edgelist.h"
+
+static char gnnprep[4096];
+static char outbuf[1 << 16];
+static char err[2048];
+
+#define N 40
+#define E 300
+#define F 7
+
+static uint64_t esrc[E], edst[E];
+static float feat[N * F];
+static int64_t labels[N];
+static const uint64_t train_ids[] = {5, 0, 17, 3, 22, 39, 11};
+static const int32_t val_ids[] = {8, 14, 30};
+static const int64_t test_ids[] = {2, 38, 12, 20};
+
+static uint64_t rng(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+static void gen(void)
+{
+    uint64_t s = 42;
+    for (int i = 0; i < E; i++) {
+        esrc[i] = rng(&s) % N;
+        edst[i] = i % 11 == 0 ? esrc[i] : rng(&s) % N;
+        if (i % 9 == 4)
+            esrc[i] = esrc[i - 1], edst[i] = edst[i - 1];
+    }
+    for (int i = 0; i < N * F; i++)
+        feat[i] = (float)((int)(rng(&s) % 1000) - 500) / 7.0f;
+    for (int v = 0; v < N; v++)
+        labels[v] = v % 6 == 1 ? -1 : (int64_t)(rng(&s) % 4);
+}
+
+static void path_of(char *p, size_t len, const char *dir, const char *name)
+{
+    snprintf(p, len, "%s/%s", dir, name);
+}
+
+/* Every input file, good and bad, in dir. */
+static void write_inputs(const char *dir)
+{
+    char p[4200];
+    gen();
+    /* SNAP text: comments, blank lines, tabs and spaces, CRLF, a third
+     * column, no newline at the end */
+    size_t cap = 64 * E + 256, n = 0;
+    char *txt = malloc(cap);
+    n += (size_t)snprintf(txt + n, cap - n, "# Directed graph\n# FromNodeId\tToNodeId\n\n");
+    for (int i = 0; i < E; i++) {
+        const char *sep = i % 3 == 0 ? "\t" : i % 3 == 1 ? " " : " \t ";
+        const char *end = i % 7 == 0 ? "\r\n" : i % 10 == 0 ? " 1.5\n" : "\n";
+        if (i == 100)
+            n += (size_t)snprintf(txt + n, cap - n, "   \n  # mid comment\n");
+        if (i == E - 1)
+            end = "";
+        n += (size_t)snprintf(txt + n, cap - n, "%s%llu%s%llu%s", i % 5 == 0 ? "  " : "", (unsigned long long)esrc[i],
+                              sep, (unsigned long long)edst[i], end);
+    }
+    path_of(p, sizeof p, dir, "edges.txt");
+    t_write(p, txt, n);
+    path_of(p, sizeof p, dir, "edges.txt.gz");
+    t_gz_write(p, txt);
+    free(txt);
+    uint32_t b32[2 * E];
+    uint64_t b64[2 * E];
+    int32_t r32[2 * E];
+    int64_t e2[2 * E];
+    for (int i = 0; i < E; i++) {
+        b32[2 * i] = (uint32_t)esrc[i];
+        b32[2 * i + 1] = (uint32_t)edst[i];
+        b64[2 * i] = esrc[i];
+        b64[2 * i + 1] = edst[i];
+        r32[i] = (int32_t)esrc[i];
+        r32[E + i] = (int32_t)edst[i];
+        e2[2 * i] = (int64_t)esrc[i];
+        e2[2 * i + 1] = (int64_t)edst[i];
+    }
+    path_of(p, sizeof p, dir, "edges.bin32");
+    t_write(p, b32, sizeof b32);
+    path_of(p, sizeof p, dir, "edges.u64");
+    t_write(p, b64, sizeof b64);
+    path_of(p, sizeof p, dir, "edges2e.npy");
+    t_npy_write(p, "<i4", "(2, 300)", r32, sizeof r32);
+    path_of(p, sizeof p, dir, "edgese2.npy");
+    t_npy_write(p, "<i8", "(300, 2)", e2, sizeof e2);
+    path_of(p, sizeof p, dir, "edges_npy.dat"); /* npy found by its magic */
+    t_npy_write(p, "<i8", "(300, 2)", e2, sizeof e2);
+
+    path_of(p, sizeof p, dir, "feat.npy");
+    t_npy_write(p, "<f4", "(40, 7)", feat, sizeof feat);
+    path_of(p, sizeof p, dir, "labels.npy");
+    t_npy_write(p, "<i8", "(40,)", labels, sizeof labels);
+    float lf[N];
+    for (int v = 0; v < N; v++)
+        lf[v] = labels[v] < 0 ? NAN : (float)labels[v];
+    path_of(p, sizeof p, dir, "labels_f.npy");
+    t_npy_write(p, "<f4", "(40, 1)", lf, sizeof lf);
+    path_of(p, sizeof p, dir, "train.txt");
+    const char *train = "# train ids\n5\n0\n\n17\r\n3\n 22 \n39\n11";
+    t_write(p, train, strlen(train));
+    path_of(p, sizeof p, dir, "val.npy");
+    t_npy_write(p, "<i4", "(3,)", val_ids, sizeof val_ids);
+    path_of(p, sizeof p, dir, "test.npy");
+    t_npy_write(p, "<i8", "(4, 1)", test_ids, sizeof test_ids);
+
+    /* bad ones */
+    static const struct { const char *name, *text; } bad_text[] = {
+        {"neg.txt", "0 1\n2 3\n1 -2\n"},
+        {"word.txt", "0 1\na b\n"},
+        {"huge.txt", "0 1\n99999999999999999999 1\n"},
+        {"onecol.txt", "0 1\n5\n"},
+        {"comma.txt", "0,1\n"},
+        {"range.txt", "# c\n0 1\n\n1 40\n"},
+        {"train_range.txt", "1\n40\n"},
+        {"train_dup.txt", "4\n9\n4\n"},
+        {"train_overlap.txt", "6\n30\n"},
+        {"train_empty.txt", "# nothing\n"},
+        {"train_two.txt", "4 5\n"},
+        {"train_unlabelled.txt", "4\n9\n7\n"},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(bad_text); i++) {
+        path_of(p, sizeof p, dir, bad_text[i].name);
+        t_write(p, bad_text[i].text, strlen(bad_text[i].text));
+    }
+    t_member zm = {"edge_index.npy", b32, 64};
+    path_of(p, sizeof p, dir, "edges.npz");
+    t_zip_write(p, &zm, 1, 0);
+    path_of(p, sizeof p, dir, "odd.bin32");
+    t_write(p, b32, 13);
+    uint64_t far[4] = {0, 1, 3, 1ull << 40};
+    path_of(p, sizeof p, dir, "far.bin64");
+    t_write(p, far, sizeof far);
+    path_of(p, sizeof p, dir, "ambiguous.bin");
+    t_write(p, b32, 16);
+    double fe[6] = {0, 1, 2, 3, 4, 5};
+    path_of(p, sizeof p, dir, "float_edges.npy");
+    t_npy_write(p, "<f8", "(2, 3)", fe, sizeof fe);
+    path_of(p, sizeof p, dir, "three.npy");
+    t_npy_write(p, "<i8", "(3, 3)", e2, 9 * 8);
+    path_of(p, sizeof p, dir, "short.npy");
+    size_t len;
+    unsigned char *b = t_npy_make(1, "<i8", "(2, 300)", e2, sizeof e2, &len);
+    t_write(p, b, len - 9);
+    free(b);
+    path_of(p, sizeof p, dir, "fortran.npy");
+    b = t_npy_make(1, "<i8", "(2, 300)", e2, sizeof e2, &len);
+    memcpy(strstr((char *)b + 10, "False"), "True ", 5);
+    t_write(p, b, len);
+    free(b);
+    path_of(p, sizeof p, dir, "feat_short.npy");
+    b = t_npy_make(1, "<f4", "(40, 7)", feat, sizeof feat, &len);
+    t_write(p, b, len - 1);
+    free(b);
+    path_of(p, sizeof p, dir, "feat_obj.npy");
+    t_npy_write(p, "|O", "(3,)", "abc", 3);
+    path_of(p, sizeof p, dir, "feat_1d.npy");
+    t_npy_write(p, "<f4", "(40,)", feat, 40 * 4);
+    path_of(p, sizeof p, dir, "feat_empty.npy");
+    t_npy_write(p, "<f4", "(0, 7)", NULL, 0);
+    float fnan[N * F];
+    memcpy(fnan, feat, sizeof fnan);
+    fnan[2 * F + 1] = NAN;
+    path_of(p, sizeof p, dir, "feat_nan.npy");
+    t_npy_write(p, "<f4", "(40, 7)", fnan, sizeof fnan);
+    double fbig[N * F];
+    for (int i = 0; i < N * F; i++)
+        fbig[i] = i == 9 ? 1e6 : 1.0;
+    path_of(p, sizeof p, dir, "feat_big.npy");
+    t_npy_write(p, "<f8", "(40, 7)", fbig, sizeof fbig);
+    path_of(p, sizeof p, dir, "labels_short.npy");
+    t_npy_write(p, "<i8", "(39,)", labels, 39 * 8);
+    float lfrac[N];
+    memcpy(lfrac, lf, sizeof lf);
+    lfrac[6] = 2.5f;
+    path_of(p, sizeof p, dir, "labels_frac.npy");
+    t_npy_write(p, "<f4", "(40,)", lfrac, sizeof lfrac);
+    int32_t lneg[N] = {0};
+    lneg[3] = -5;
+    path_of(p, sizeof p, dir, "labels_neg.npy");
+    t_npy_write(p, "<i4", "(40,)", lneg, sizeof lneg);
+    int64_t sneg[2] = {3, -1};
+    path_of(p, sizeof p, dir, "split_neg.npy");
+    t_npy_write(p, "<i8", "(2,)", sneg, sizeof sneg);
+    float sfl[2] = {3, 4};
+    path_of(p, sizeof p, dir, "split_float.npy");
+    t_npy_write(p, "<f4", "(2,)", sfl, sizeof sfl);
+}
+
+static void setup_bin(void)
+{
+    t_bin(gnnprep, sizeof gnnprep, "gnnprep");
+    if (!t_exists(gnnprep))
+        fail_msg("%s not built", gnnprep);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Features, labels and splits of an import of the good inputs. */
+static void verify_rest(const char *out, const sl_dataset_meta *m)
+{
+    char p[4200];
+    size_t len;
+    assert_int_equal(m->nodes, N);
+    assert_int_equal(m->feat_dim, F);
+    assert_int_equal(m->classes, 4);
+    path_of(p, sizeof p, out, "features.bin");
+    unsigned char *b = t_slurp(p, &len);
+    assert_int_equal(m->f[SL_F_FEATURES].row_stride, 32);
+    assert_int_equal(len, 4096);
+    for (int v = 0; v < N; v++) {
+        assert_int_equal(memcmp(b + 32 * v, feat + F * v, 4 * F), 0);
+        for (int k = 4 * F; k < 32; k++)
+            assert_int_equal(b[32 * v + k], 0);
+    }
+    for (size_t k = 32 * N; k < len; k++)
+        assert_int_equal(b[k], 0);
+    free(b);
+    path_of(p, sizeof p, out, "labels.bin");
+    b = t_slurp(p, &len);
+    assert_int_equal(len, 4 * N);
+    for (int v = 0; v < N; v++) {
+        int32_t got;
+        memcpy(&got, b + 4 * v, 4);
+        assert_int_equal(got, labels[v]);
+    }
+    free(b);
+    uint64_t ids[8];
+    memcpy(ids, train_ids, sizeof train_ids);
+    qsort(ids, 7, 8, cmp_u64);
+    t_check_split(out, m, SL_F_TRAIN, ids, 7);
+    for (int i = 0; i < 3; i++)
+        ids[i] = (uint64_t)val_ids[i];
+    qsort(ids, 3, 8, cmp_u64);
+    t_check_split(out, m, SL_F_VAL, ids, 3);
+    for (int i = 0; i < 4; i++)
+        ids[i] = (uint64_t)test_ids[i];
+    qsort(ids, 4, 8, cmp_u64);
+    t_check_split(out, m, SL_F_TEST, ids, 4);
+}
+
+static int run_import(const char *dir, const char *out, const char *edges, const char *extra)
+{
+    return t_run(outbuf, sizeof outbuf,
+                 "'%s' import '%s' --edges '%s/%s' --features '%s/feat.npy' --labels '%s/labels.npy' "
+                 "--train '%s/train.txt' --val '%s/val.npy' --test '%s/test.npy' %s",
+                 gnnprep, out, dir, edges, dir, dir, dir, dir, dir, extra);
+}
+
+static void test_formats(void **state)
+{
+    (void)state;
+    setup_bin();
+    char dir[4096], out[4200];
+    t_scratch(dir, sizeof dir, "import-fmt");
+    write_inputs(dir);
+    static const struct { const char *file, *extra; } fmts[] = {
+        {"edges.txt", ""},
+        {"edges.txt.gz", "--edge-format snap"},
+        {"edges.bin32", ""},
+        {"edges.u64", "--edge-format=bin64"},
+        {"edges2e.npy", ""},
+        {"edgese2.npy", ""},
+        {"edges_npy.dat", ""},
+    };
+    static const char *const flag_names[3] = {"--undirected", "--dedupe", "--drop-self-loops"};
+    static const int flag_bits[3] = {T_UNDIRECTED, T_DEDUPE, T_NO_LOOPS};
+    for (size_t f = 0; f < SL_ARRAY_LEN(fmts); f++) {
+        for (int combo = 0; combo < 8; combo++) {
+            char extra[256];
+            int cflags = 0;
+            snprintf(extra, sizeof extra, "%s --quiet", fmts[f].extra);
+            for (int k = 0; k < 3; k++)
+                if (combo & (1 << k)) {
+                    strcat(extra, " ");
+                    strcat(extra, flag_names[k]);
+                    cflags |= flag_bits[k];
+                }
+            snprintf(out, sizeof out, "%s/out-%zu-%d", dir, f, combo);
+            int rc = run_import(dir, out, fmts[f].file, extra);
+            if (rc != 0)
+                fail_msg("%s %s: exit %d\n%s", fmts[f].file, extra, rc, outbuf);
+            sl_dataset_meta m;
+            t_load_meta(out, &m);
+            uint64_t *ip, *ix;
+            size_t ne;
+            t_ref_csc(N, esrc, edst, E, cflags, &ip, &ix, &ne);
+            t_check_topology(out, &m, ip, ix, ne);
+            free(ip);
+            free(ix);
+            verify_rest(out, &m);
+            assert_non_null(strstr(m.source, "gnnprep import"));
+            if (combo == 7 && t_run(outbuf, sizeof outbuf, "'%s' check '%s'", gnnprep, out) != 0)
+                fail_msg("gnnprep check rejects the import:\n%s", outbuf);
+            t_rmrf(out);
+        }
+    }
+    /* float labels with NaN give the same labels.bin */
+    snprintf(out, sizeof out, "%s/out-float-labels", dir);
+    assert_int_equal(t_run(outbuf, sizeof outbuf,
+                           "'%s' import '%s' --edges '%s/edges.txt' --features '%s/feat.npy' --labels "
+                           "'%s/labels_f.npy' --train '%s/train.txt' --val '%s/val.npy' --test '%s/test.npy' "
+                           "--nodes 40 --dtype f16",
+                           gnnprep, out, dir, dir, dir, dir, dir, dir), 0);
+    sl_dataset_meta m;
+    t_load_meta(out, &m);
+    assert_int_equal(m.f[SL_F_FEATURES].dtype, SL_DT_F16);
+    assert_int_equal(m.f[SL_F_FEATURES].row_stride, 16);
+    char p[4300];
+    size_t len;
+    path_of(p, sizeof p, out, "labels.bin");
+    unsigned char *b = t_slurp(p, &len);
+    for (int v = 0; v < N; v++) {
+        int32_t got;
+        memcpy(&got, b + 4 * v, 4);
+        assert_int_equal(got, labels[v]);
+    }
+    free(b);
+    path_of(p, sizeof p, out, "features.bin");
+    b = t_slurp(p, &len);
+    for (int v = 0; v < N; v++)
+        for (int c = 0; c < F; c++) {
+            uint16_t h;
+            memcpy(&h, b + 16 * v + 2 * c, 2);
+            assert_int_equal(h, sl_f32_to_f16(feat[F * v + c]));
+        }
+    free(b);
+    t_rmrf(dir);
+}
+
+/* Out-of-core equals in-memory, for a binary edge list. */
+static void test_mem_limit(void **state)
+{
+    (void)state;
+    setup_bin();
+    char dir[4096], o1[4200], o2[4200], p[4300];
+    t_scratch(dir, sizeof dir, "import-mem");
+    write_inputs(dir);
+    enum { BIG = 250000 };
+    uint64_t *pairs = malloc(2 * BIG * sizeof *pairs), *s = malloc(BIG * 8), *d = malloc(BIG * 8);
+    uint64_t st = 7;
+    for (int i = 0; i < BIG; i++) {
+        s[i] = pairs[2 * i] = rng(&st) % N;
+        d[i] = pairs[2 * i + 1] = (rng(&st) % N) * (rng(&st) % N) / N;
+    }
+    path_of(p, sizeof p, dir, "big.bin64");
+    t_write(p, pairs, 2 * BIG * 8);
+    snprintf(o1, sizeof o1, "%s/small", dir);
+    snprintf(o2, sizeof o2, "%s/large", dir);
+    assert_int_equal(run_import(dir, o1, "big.bin64", "--mem-limit 1M --dedupe"), 0);
+    unsigned long long runs = 0;
+    const char *r = strstr(outbuf, " stored, ");
+    assert_non_null(r);
+    assert_int_equal(sscanf(r, " stored, %llu sorted runs", &runs), 1);
+    if (runs < 2)
+        fail_msg("--mem-limit 1M spilled %llu runs\n%s", runs, outbuf);
+    assert_int_equal(run_import(dir, o2, "big.bin64", "--mem-limit 4G --dedupe"), 0);
+    assert_non_null(strstr(outbuf, " 0 sorted runs"));
+    for (int k = 0; k < 2; k++) {
+        char p1[4300], p2[4300];
+        path_of(p1, sizeof p1, o1, k ? "indices.bin" : "indptr.bin");
+        path_of(p2, sizeof p2, o2, k ? "indices.bin" : "indptr.bin");
+        size_t l1, l2;
+        unsigned char *b1 = t_slurp(p1, &l1), *b2 = t_slurp(p2, &l2);
+        assert_int_equal(l1, l2);
+        assert_int_equal(memcmp(b1, b2, l1), 0);
+        free(b1);
+        free(b2);
+    }
+    sl_dataset_meta m;
+    t_load_meta(o1, &m);
+    uint64_t *ip, *ix;
+    size_t ne;
+    t_ref_csc(N, s, d, BIG, T_DEDUPE, &ip, &ix, &ne);
+    t_check_topology(o1, &m, ip, ix, ne);
+    free(ip);
+    free(ix);
+    free(pairs);
+    free(s);
+    free(d);
+    t_rmrf(dir);
+}
+
+/* Each case swaps one input for a bad one (or adds flags). */
+static const struct bcase {
+    const char *opt;   /* "--edges", ... or NULL */
+    const char *file;  /* in the scratch dir */
+    const char *extra;
+    const char *want[3];
+} bcases[] = {
+    {"--edges", "neg.txt", "", {"neg.txt:3", "column 2 of \"1 -2\" is negative"}},
+    {"--edges", "word.txt", "", {"word.txt:2", "\"a b\" is not a non-negative integer"}},
+    {"--edges", "huge.txt", "", {"huge.txt:2", "too large"}},
+    {"--edges", "onecol.txt", "", {"onecol.txt:2", "only one column"}},
+    {"--edges", "comma.txt", "", {"comma.txt:1", "expected two"}},
+    {"--edges", "range.txt", "", {"range.txt:4", "node id 40 is out of range", "40 nodes"}},
+    {"--edges", "odd.bin32", "", {"odd.bin32", "13 bytes is not a whole number of u32 pairs"}},
+    {"--edges", "far.bin64", "", {"far.bin64", "edge 1: node id 1099511627776 is out of range"}},
+    {"--edges", "ambiguous.bin", "", {"ambiguous.bin", "--edge-format bin32"}},
+    {"--edges", "comma.txt", "--edge-format bin64", {"comma.txt", "4 bytes is not a whole number of u64 pairs"}},
+    {"--edges", "float_edges.npy", "", {"float_edges.npy", "dtype float64"}},
+    {"--edges", "three.npy", "", {"three.npy", "shape (3, 3)"}},
+    {"--edges", "short.npy", "", {"short.npy", "truncated: expected 4928 bytes, found 4919"}},
+    {"--edges", "fortran.npy", "", {"fortran.npy", "fortran_order is True"}},
+    {"--edges", "missing.txt", "", {"missing.txt", "No such file"}},
+    {"--edges", "edges.npz", "", {"edges.npz", "a zip archive"}},
+    {"--features", "feat_short.npy", "", {"feat_short.npy", "truncated"}},
+    {"--features", "feat_obj.npy", "", {"feat_obj.npy", "object array"}},
+    {"--features", "feat_1d.npy", "", {"feat_1d.npy", "2-D"}},
+    {"--features", "feat_empty.npy", "", {"feat_empty.npy", "zero nodes"}},
+    {"--features", "feat_nan.npy", "", {"feat_nan.npy", "row 2, column 1: NaN"}},
+    {"--features", "feat_big.npy", "--dtype f16", {"feat_big.npy", "row 1, column 2", "float16"}},
+    {"--features", "nothere.npy", "", {"nothere.npy", "No such file"}},
+    {"--labels", "labels_short.npy", "", {"labels_short.npy", "39 labels for 40 nodes"}},
+    {"--labels", "labels_frac.npy", "", {"labels_frac.npy", "node 6: label 2.5"}},
+    {"--labels", "labels_neg.npy", "", {"labels_neg.npy", "node 3: label -5"}},
+    {"--labels", "edges.txt", "", {"edges.txt", "not a .npy file"}},
+    {"--train", "train_range.txt", "", {"train_range.txt:2", "node id 40 is out of range"}},
+    {"--train", "train_dup.txt", "", {"train_dup.txt:3", "appears twice", "train_dup.txt:1"}},
+    {"--train", "train_overlap.txt", "", {"val.npy: element 2", "train_overlap.txt:2", "disjoint"}},
+    {"--train", "train_empty.txt", "", {"train_empty.txt", "must not be empty"}},
+    {"--train", "train_two.txt", "", {"train_two.txt:1", "one node id per line"}},
+    {"--train", "train_unlabelled.txt", "", {"train_unlabelled.txt:3", "node 7 of the train split has no label",
+                                             "labels.npy"}},
+    {"--test", "split_neg.npy", "", {"split_neg.npy: element 1", "-1"}},
+    {"--val", "split_float.npy", "", {"split_float.npy", "must be integers"}},
+    {"--val", "nofile.txt", "", {"nofile.txt", "No such file"}},
+    {NULL, NULL, "--nodes 41", {"feat.npy", "--nodes says 41"}},
+    {NULL, NULL, "--nodes abc", {"--nodes abc"}},
+    {NULL, NULL, "--nodes 0", {"--nodes 0", "positive"}},
+    {NULL, NULL, "--edge-format csv", {"--edge-format csv"}},
+    {NULL, NULL, "--mem-limit 12x", {"--mem-limit 12x"}},
+    {NULL, NULL, "--dtype bf16", {"--dtype bf16"}},
+    {NULL, NULL, "--frobnicate", {"unknown option --frobnicate"}},
+    {NULL, NULL, "second-out", {"unexpected argument 'second-out'"}},
+    {NULL, NULL, "--test", {"--test needs a value"}},
+};
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    setup_bin();
+    char dir[4096], out[4200];
+    t_scratch(dir, sizeof dir, "import-bad");
+    write_inputs(dir);
+    static const char *const opts[6] = {"--edges", "--features", "--labels", "--train", "--val", "--test"};
+    static const char *const good[6] = {"edges.txt", "feat.npy", "labels.npy", "train.txt", "val.npy", "test.npy"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(bcases); i++) {
+        const struct bcase *c = &bcases[i];
+        char args[8192];
+        size_t n = 0;
+        for (int k = 0; k < 6; k++) {
+            const char *file = c->opt && !strcmp(c->opt, opts[k]) ? c->file : good[k];
+            n += (size_t)snprintf(args + n, sizeof args - n, " %s '%s/%s'", opts[k], dir, file);
+        }
+        snprintf(out, sizeof out, "%s/out%zu", dir, i);
+        int rc = t_run(outbuf, sizeof outbuf, "'%s' import '%s' %s %s", gnnprep, out, args, c->extra);
+        if (rc != 2)
+            fail_msg("case %zu (%s %s %s): exit %d, expected 2\n%s", i, c->opt ? c->opt : "", c->file ? c->file : "",
+                     c->extra, rc, outbuf);
+        for (int k = 0; k < 3 && c->want[k]; k++)
+            if (!strstr(outbuf, c->want[k]))
+                fail_msg("case %zu (%s %s %s): the message lacks \"%s\":\n%s", i, c->opt ? c->opt : "",
+                         c->file ? c->file : "", c->extra, c->want[k], outbuf);
+        t_assert_no_output(out);
+    }
+    /* missing required options, and --help */
+    snprintf(out, sizeof out, "%s/outx", dir);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import '%s' --edges '%s/edges.txt'", gnnprep, out, dir), 2);
+    assert_non_null(strstr(outbuf, "missing --features"));
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import --edges x", gnnprep), 2);
+    assert_non_null(strstr(outbuf, "missing OUT"));
+    t_assert_no_output(out);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import --help", gnnprep), 0);
+    assert_non_null(strstr(outbuf, "--edge-format"));
+    t_rmrf(dir);
+}
+
+/* The readers themselves: batch boundaries, counts, formats detected. */
+static void test_edge_reader(void **state)
+{
+    (void)state;
+    char dir[4096], p[4200];
+    t_scratch(dir, sizeof dir, "edge-reader");
+    write_inputs(dir);
+    static const struct { const char *file; sl_edge_fmt want; int64_t total; } cases[] = {
+        {"edges.txt", SL_EF_SNAP, -1},   {"edges.txt.gz", SL_EF_SNAP, -1}, {"edges.bin32", SL_EF_BIN32, E},
+        {"edges.u64", SL_EF_BIN64, E},   {"edges2e.npy", SL_EF_NPY, E},    {"edgese2.npy", SL_EF_NPY, E},
+        {"edges_npy.dat", SL_EF_NPY, E},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        path_of(p, sizeof p, dir, cases[i].file);
+        sl_edges *e;
+        if (sl_edges_open(&e, p, SL_EF_AUTO, N, err, sizeof err))
+            fail_msg("%s: %s", cases[i].file, err);
+        assert_int_equal(sl_edges_format(e), cases[i].want);
+        assert_int_equal(sl_edges_total(e), cases[i].total);
+        uint64_t s[7], d[7];
+        size_t got = 0, k;
+        do {
+            assert_int_equal(sl_edges_read(e, s, d, 7, &k, err, sizeof err), 0);
+            for (size_t j = 0; j < k; j++) {
+                assert_int_equal(s[j], esrc[got + j]);
+                assert_int_equal(d[j], edst[got + j]);
+            }
+            got += k;
+        } while (k);
+        assert_int_equal(got, E);
+        assert_int_equal(sl_edges_read(e, s, d, 7, &k, err, sizeof err), 0);
+        assert_int_equal(k, 0);
+        sl_edges_close(e);
+    }
+    sl_edges_close(NULL);
+    sl_edge_fmt f;
+    assert_int_equal(sl_edge_fmt_parse("bin32", &f), 0);
+    assert_int_equal(f, SL_EF_BIN32);
+    assert_int_equal(sl_edge_fmt_parse("auto", &f), -EINVAL);
+    assert_string_equal(sl_edge_fmt_name(SL_EF_NPY), "npy");
+    /* a 2 MiB line is refused, not read into unbounded memory */
+    char *line = malloc(2u << 20);
+    memset(line, '1', 2u << 20);
+    path_of(p, sizeof p, dir, "longline.txt");
+    t_write(p, line, 2u << 20);
+    free(line);
+    sl_edges *e;
+    assert_int_equal(sl_edges_open(&e, p, SL_EF_SNAP, N, err, sizeof err), 0);
+    uint64_t s[4], d[4];
+    size_t k;
+    assert_int_equal(sl_edges_read(e, s, d, 4, &k, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "longline.txt:1: line longer than"));
+    sl_edges_close(e);
+    /* binary data fed as text */
+    path_of(p, sizeof p, dir, "edges.bin32");
+    assert_int_equal(sl_edges_open(&e, p, SL_EF_SNAP, N, err, sizeof err), 0);
+    assert_true(sl_edges_read(e, s, d, 4, &k, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "edges.bin32:1"));
+    sl_edges_close(e);
+    t_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_edge_reader), cmocka_unit_test(test_formats), cmocka_unit_test(test_mem_limit),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
