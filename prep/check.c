@@ -337,6 +337,6 @@ int prep_check_main(int argc, char **argv)
         /* a premature end of file is a truncated file: invalid data */
         return rc == -EBADMSG || rc == -EIO ? PREP_EXIT_BAD_INPUT : prep_exit_code(rc);
     }
-    printf("%s: valid (%.1f s)\n", c.dir, sl_now() - t0);
+    printf("%s: valid (%.2f s)\n", c.dir, sl_now() - t0);
     return PREP_EXIT_OK;
 }
