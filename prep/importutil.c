@@ -15,11 +15,9 @@
 
 #include "core/util.h"
 #include "csc.h"
-#include "npy.h"
 #include "splits.h"
 
 #define IMP_EDGE_BATCH (1u << 18)  /* edges per sl_csc_add */
-#define IMP_CHUNK_BYTES (4u << 20) /* raw bytes per feature/label read */
 
 const char imp_common_help[] =
     "  --mem-limit BYTES   memory for sorting the edges, e.g. 512M or 8G (default 1G,\n"
@@ -184,126 +182,39 @@ static void progress_done(progress *p)
         fprintf(stderr, "\r%60s\r", "");
 }
 
-static int open_src(sl_npy *r, const imp_src *s, char *err, size_t errlen)
-{
-    if (s->member)
-        return sl_npy_open_npz(r, s->path, s->member, false, err, errlen);
-    return sl_npy_open(r, s->path, err, errlen);
-}
-
-static int check_features(const sl_npy *r, char *err, size_t errlen)
-{
-    const sl_npy_hdr *h = &r->h;
-    char sh[256];
-    sl_npy_shape_str(h, sh, sizeof sh);
-    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
-        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: features must be numbers (float32, float16, float64 or "
-                       "integers)", r->name, sl_npy_type_name(h->type));
-    if (h->ndim != 2)
-        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: features must be a 2-D array, one row per node (reshape "
-                       "a vector with a.reshape(-1, 1))", r->name, sh);
-    if (h->shape[0] == 0)
-        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: zero nodes; a dataset needs at least one node", r->name, sh);
-    if (h->shape[1] == 0 || h->shape[1] > (1u << 20))
-        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: the feature dimension must be 1..1048576", r->name, sh);
-    return 0;
-}
-
-static int check_labels(const sl_npy *r, uint64_t nodes, char *err, size_t errlen)
-{
-    const sl_npy_hdr *h = &r->h;
-    char sh[256];
-    sl_npy_shape_str(h, sh, sizeof sh);
-    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
-        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: labels must be integers, or floats with NaN for "
-                       "unlabelled nodes", r->name, sl_npy_type_name(h->type));
-    if (h->ndim < 1 || h->ndim > 2 || (h->ndim == 2 && h->shape[1] != 1))
-        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: labels must be a vector (N,) or a column (N, 1)", r->name,
-                       sh);
-    if (h->shape[0] != nodes)
-        return sl_errf(err, errlen, -EINVAL, "%s: shape %s: %" PRIu64 " labels for %" PRIu64 " nodes (the features' "
-                       "row count); they must match", r->name, sh, h->shape[0], nodes);
-    return 0;
-}
-
-/* OGB's num_nodes_list: one entry per graph; a node-property dataset has
- * one graph, and its count must match the features. */
-static int check_num_nodes(const imp_job *j, uint64_t nodes, char *err, size_t errlen)
-{
-    sl_npy r;
-    int rc = sl_npy_open_npz(&r, j->num_nodes.path, j->num_nodes.member, true, err, errlen);
-    if (rc != 0)
-        return rc < 0 ? rc : 0;
-    char sh[256];
-    sl_npy_shape_str(&r.h, sh, sizeof sh);
-    int64_t v = 0;
-    unsigned char raw[8];
-    if (!sl_npy_is_int(r.h.type) || r.h.count != 1) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: %s %s: expected one integer node count (a node-property dataset "
-                     "holds one graph)", r.name, sh, sl_npy_type_name(r.h.type));
-    } else if ((rc = sl_npy_read(&r, raw, r.h.itemsize, err, errlen)) == 0 && (rc = sl_npy_end(&r, err, errlen)) == 0) {
-        sl_npy_to_i64(r.h.type, raw, &v, 1);
-        if (v < 0 || (uint64_t)v != nodes)
-            rc = sl_errf(err, errlen, -EINVAL, "%s: the graph has %" PRId64 " nodes but the features have %" PRIu64
-                         " rows; the archive is inconsistent", r.name, v, nodes);
-    }
-    sl_npy_close(&r);
-    return rc;
-}
+/* ---- the conversion ---- */
 
 /* Streams the labels into labels.bin (i32) and marks labelled nodes in the
  * bitmap lmap (N bits). */
-static int write_labels(const imp_job *j, sl_npy *r, const char *path, sl_dsfile *f, uint32_t *classes,
-                        uint64_t *labelled, uint8_t *lmap, char *err, size_t errlen)
+static int write_labels(imp_input *in, const char *path, sl_dsfile *f, uint32_t *classes, uint64_t *labelled,
+                        uint8_t *lmap, char *err, size_t errlen)
 {
-    const size_t chunk = IMP_CHUNK_BYTES / 8;
-    void *raw = malloc(chunk * r->h.itemsize);
-    double *fv = malloc(chunk * sizeof *fv);
-    int64_t *iv = malloc(chunk * sizeof *iv);
+    const size_t chunk = IMP_LABEL_CHUNK;
     int32_t *out = malloc(chunk * sizeof *out);
     sl_writer w = {.fd = -1};
     int rc = 0;
     int64_t max = -1;
-    uint64_t have = 0;
-    if (!raw || !fv || !iv || !out) {
+    uint64_t have = 0, i = 0;
+    if (!out) {
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for labels");
         goto out;
     }
     if ((rc = sl_writer_open(&w, path, err, errlen)) < 0)
         goto out;
-    bool fl = sl_npy_is_float(r->h.type);
-    for (uint64_t i = 0; i < r->h.count;) {
-        size_t k = (size_t)SL_MIN((uint64_t)chunk, r->h.count - i);
-        if ((rc = sl_npy_read(r, raw, k * r->h.itemsize, err, errlen)) < 0)
+    for (;;) {
+        size_t k;
+        if ((rc = in->ops->labels(in, out, chunk, &k, err, errlen)) < 0)
             goto out;
-        if (fl)
-            sl_npy_to_f64(r->h.type, raw, fv, k);
-        else
-            sl_npy_to_i64(r->h.type, raw, iv, k);
+        if (!k)
+            break;
+        if (k > in->nodes - i) {
+            rc = sl_errf(err, errlen, -EINVAL, "%s: more labels than the %" PRIu64 " nodes", in->labels_name,
+                         in->nodes);
+            goto out;
+        }
         for (size_t t = 0; t < k; t++) {
-            int64_t v;
-            if (fl) {
-                double x = fv[t];
-                if (isnan(x)) {
-                    v = -1;
-                } else if (!(x >= 0) || x != floor(x) || x >= (double)INT32_MAX) {
-                    rc = sl_errf(err, errlen, -EINVAL, "%s: node %" PRIu64 ": label %g is not a class number; labels "
-                                 "must be whole numbers >= 0, with NaN for unlabelled nodes", r->name, i + t, x);
-                    goto out;
-                } else {
-                    v = (int64_t)x;
-                }
-            } else {
-                v = iv[t];
-                if (v < -1 || v >= INT32_MAX) {
-                    rc = sl_errf(err, errlen, -EINVAL, "%s: node %" PRIu64 ": label %" PRId64 " is not a class number; "
-                                 "labels must be in 0..%d, with -1 for unlabelled nodes", r->name, i + t, v,
-                                 INT32_MAX - 1);
-                    goto out;
-                }
-            }
-            out[t] = (int32_t)v;
-            max = SL_MAX(max, v);
+            int32_t v = out[t];
+            max = SL_MAX(max, (int64_t)v);
             if (v >= 0) {
                 have++;
                 lmap[(i + t) / 8] |= (uint8_t)(1u << ((i + t) % 8));
@@ -313,70 +224,66 @@ static int write_labels(const imp_job *j, sl_npy *r, const char *path, sl_dsfile
             goto out;
         i += k;
     }
-    if ((rc = sl_npy_end(r, err, errlen)) < 0)
+    if (i != in->nodes) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " labels for %" PRIu64 " nodes; they must match",
+                     in->labels_name, i, in->nodes);
         goto out;
+    }
     if (max < 0) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: no node has a label; a training dataset needs labelled nodes", r->name);
+        rc = sl_errf(err, errlen, -EINVAL, "%s: no node has a label; a training dataset needs labelled nodes",
+                     in->labels_name);
         goto out;
     }
     uint64_t bytes, h;
     if ((rc = sl_writer_close(&w, &bytes, &h, err, errlen)) < 0)
         goto out;
-    sl_dsfile_set(f, "labels.bin", SL_DT_I32, r->h.shape[0], 1, bytes, h);
+    sl_dsfile_set(f, "labels.bin", SL_DT_I32, in->nodes, 1, bytes, h);
     *classes = (uint32_t)(max + 1);
     *labelled = have;
-    (void)j;
 out:
     sl_writer_free(&w);
-    free(raw);
-    free(fv);
-    free(iv);
     free(out);
     return rc;
 }
 
-static int write_features(const imp_job *j, sl_npy *r, sl_dtype dt, const char *path, sl_dsfile *f, char *err,
+static int write_features(const imp_job *j, imp_input *in, sl_dtype dt, const char *path, sl_dsfile *f, char *err,
                           size_t errlen)
 {
-    const uint64_t n = r->h.shape[0], dim = r->h.shape[1];
-    const uint64_t row_raw = dim * r->h.itemsize;
-    const size_t rows = (size_t)SL_MAX(1, IMP_CHUNK_BYTES / row_raw);
-    void *raw = malloc(rows * row_raw);
+    const uint64_t n = in->nodes, dim = in->dim;
+    const size_t rows = (size_t)SL_MAX(1, IMP_CHUNK_BYTES / (dim * sizeof(float)));
     float *x = malloc(rows * dim * sizeof *x);
     sl_featw fw;
     memset(&fw, 0, sizeof fw);
     fw.w.fd = -1;
     int rc = 0;
-    if (!raw || !x) {
-        rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory for a feature buffer", r->name);
+    uint64_t i = 0;
+    if (!x) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory for a feature buffer", in->feat_name);
         goto out;
     }
     if ((rc = sl_featw_open(&fw, path, dt, dim, err, errlen)) < 0)
         goto out;
     progress pg;
     progress_init(&pg, j, "features");
-    for (uint64_t i = 0; i < n;) {
-        size_t k = (size_t)SL_MIN((uint64_t)rows, n - i);
-        if ((rc = sl_npy_read(r, raw, k * row_raw, err, errlen)) < 0)
+    for (;;) {
+        size_t k;
+        if ((rc = in->ops->features(in, x, rows, &k, err, errlen)) < 0)
             goto out;
-        sl_npy_to_f32(r->h.type, raw, x, k * dim);
+        if (!k)
+            break;
+        if (k > n - i) {
+            rc = sl_errf(err, errlen, -EINVAL, "%s: more feature rows than the %" PRIu64 " nodes", in->feat_name, n);
+            goto out;
+        }
         for (size_t t = 0; t < k; t++) {
             const float *row = x + t * dim;
-            for (uint64_t c = 0; c < dim; c++) {
-                float v = row[c];
-                if (!isfinite(v)) {
-                    rc = sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %s; features must be "
-                                 "finite float32 numbers", r->name, i + t, c,
-                                 isnan(v) ? "NaN" : sl_npy_is_float(r->h.type) && r->h.type != SL_NPY_F64 ? "infinite"
-                                 : "infinite or beyond the float32 range");
-                    goto out;
-                }
-                if (dt == SL_DT_F16 && fabsf(v) >= 65520.0f) {
+            for (uint64_t c = 0; dt == SL_DT_F16 && c < dim; c++)
+                if (fabsf(row[c]) >= 65520.0f) {
                     rc = sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %g does not fit in "
-                                 "float16; store the features as f32 (--dtype f32)", r->name, i + t, c, (double)v);
+                                 "float16; store the features as f32 (--dtype f32)", in->feat_name, i + t, c,
+                                 (double)row[c]);
                     goto out;
                 }
-            }
             if ((rc = sl_featw_put(&fw, row, err, errlen)) < 0)
                 goto out;
         }
@@ -384,22 +291,24 @@ static int write_features(const imp_job *j, sl_npy *r, sl_dtype dt, const char *
         progress_tick(&pg, i, (int64_t)n);
     }
     progress_done(&pg);
-    if ((rc = sl_npy_end(r, err, errlen)) < 0)
+    if (i != n) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " feature rows for %" PRIu64 " nodes; they must match",
+                     in->feat_name, i, n);
         goto out;
+    }
     rc = sl_featw_close(&fw, f, err, errlen);
 out:
     sl_featw_free(&fw);
-    free(raw);
     free(x);
     return rc;
 }
 
-static int write_topology(const imp_job *j, sl_edges *e, const sl_dsw *d, uint64_t nodes, sl_dataset_meta *m,
-                          uint64_t *read, uint64_t *runs, char *err, size_t errlen)
+static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_dataset_meta *m, uint64_t *read,
+                          uint64_t *runs, char *err, size_t errlen)
 {
     sl_csc_opts o;
     memset(&o, 0, sizeof o);
-    o.nodes = nodes;
+    o.nodes = in->nodes;
     o.mem_limit = j->mem_limit;
     o.undirected = j->undirected;
     o.dedupe = j->dedupe;
@@ -422,16 +331,16 @@ static int write_topology(const imp_job *j, sl_edges *e, const sl_dsw *d, uint64
     *read = 0;
     for (;;) {
         size_t n;
-        if ((rc = sl_edges_read(e, src, dst, IMP_EDGE_BATCH, &n, err, errlen)) < 0)
+        if ((rc = in->ops->edges(in, src, dst, IMP_EDGE_BATCH, &n, err, errlen)) < 0)
             goto out;
         if (!n)
             break;
         if ((rc = sl_csc_add(c, src, dst, n, msg, sizeof msg)) < 0) {
-            sl_errf(err, errlen, rc, "%s: %s", j->edges.path, msg);
+            sl_errf(err, errlen, rc, "%s: %s", in->edges_name, msg);
             goto out;
         }
         *read += n;
-        progress_tick(&pg, *read, sl_edges_total(e));
+        progress_tick(&pg, *read, in->edges);
     }
     progress_done(&pg);
     if ((rc = sl_dsw_path(d, "indptr.bin", p1, sizeof p1)) < 0 || (rc = sl_dsw_path(d, "indices.bin", p2, sizeof p2)) < 0) {
@@ -459,10 +368,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
     sl_dsw d;
     sl_dataset_meta m;
     memset(&m, 0, sizeof m);
-    sl_npy feat, lab;
-    sl_npy_init(&feat);
-    sl_npy_init(&lab);
-    sl_edges *edges = NULL;
+    imp_input *in = NULL;
     imp_split sp[IMP_SPLITS];
     memset(sp, 0, sizeof sp);
     uint8_t *lmap = NULL; /* labelled nodes, one bit each */
@@ -472,27 +378,12 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
         return rc;
 
     /* 1. every header, so that shapes and dtypes fail before any work */
-    if ((rc = open_src(&feat, &j->feat, err, errlen)) < 0 || (rc = check_features(&feat, err, errlen)) < 0)
+    if ((rc = (j->open ? j->open : imp_input_open_npy)(&in, j, err, errlen)) < 0)
         goto out;
-    const uint64_t nodes = feat.h.shape[0], dim = feat.h.shape[1];
-    if (j->nodes && j->nodes != nodes) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " rows, but --nodes says %" PRIu64 "; one feature row per "
-                     "node is needed", feat.name, nodes, j->nodes);
-        goto out;
-    }
-    if (j->num_nodes.path && (rc = check_num_nodes(j, nodes, err, errlen)) < 0)
-        goto out;
-    if ((rc = open_src(&lab, &j->labels, err, errlen)) < 0 || (rc = check_labels(&lab, nodes, err, errlen)) < 0)
-        goto out;
-    if (j->edges.member)
-        rc = sl_edges_open_npz(&edges, j->edges.path, j->edges.member, nodes, err, errlen);
-    else
-        rc = sl_edges_open(&edges, j->edges.path, j->edge_fmt, nodes, err, errlen);
-    if (rc < 0)
-        goto out;
-    sl_dtype dt = j->dtype != SL_DT_NONE ? j->dtype : feat.h.type == SL_NPY_F16 ? SL_DT_F16 : SL_DT_F32;
+    const uint64_t nodes = in->nodes, dim = in->dim;
+    sl_dtype dt = j->dtype != SL_DT_NONE ? j->dtype : in->feat_f16 ? SL_DT_F16 : SL_DT_F32;
     say(j, "%" PRIu64 " nodes, %" PRIu64 " %s features per node (stored as %s); edges: %s", nodes, dim,
-        sl_npy_type_name(feat.h.type), sl_dtype_name(dt), sl_edge_fmt_name(sl_edges_format(edges)));
+        in->feat_type, sl_dtype_name(dt), in->edge_fmt);
 
     /* 2. labels */
     uint64_t labelled = 0;
@@ -502,7 +393,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
         goto out;
     }
     if ((rc = sl_dsw_path(&d, "labels.bin", path, sizeof path)) < 0 ||
-        (rc = write_labels(j, &lab, path, &m.f[SL_F_LABELS], &m.classes, &labelled, lmap, err, errlen)) < 0)
+        (rc = write_labels(in, path, &m.f[SL_F_LABELS], &m.classes, &labelled, lmap, err, errlen)) < 0)
         goto out;
     say(j, "labels: %u classes, %" PRIu64 " of %" PRIu64 " nodes labelled", m.classes, labelled, nodes);
 
@@ -515,7 +406,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
         goto out;
     }
     if ((rc = imp_splits_check(sp, IMP_SPLITS, err, errlen)) < 0 ||
-        (rc = imp_splits_labelled(sp, IMP_SPLITS, lmap, lab.name, err, errlen)) < 0)
+        (rc = imp_splits_labelled(sp, IMP_SPLITS, lmap, in->labels_name, err, errlen)) < 0)
         goto out;
     free(lmap);
     lmap = NULL;
@@ -529,7 +420,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
     /* 4. topology */
     double t1 = sl_now();
     uint64_t read = 0, runs = 0;
-    if ((rc = write_topology(j, edges, &d, nodes, &m, &read, &runs, err, errlen)) < 0)
+    if ((rc = write_topology(j, in, &d, &m, &read, &runs, err, errlen)) < 0)
         goto out;
     say(j, "topology: %" PRIu64 " edges read, %" PRIu64 " stored, %" PRIu64 " sorted runs spilled (%.1f s)", read,
         m.edges, runs, sl_now() - t1);
@@ -537,7 +428,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
     /* 5. features */
     t1 = sl_now();
     if ((rc = sl_dsw_path(&d, "features.bin", path, sizeof path)) < 0 ||
-        (rc = write_features(j, &feat, dt, path, &m.f[SL_F_FEATURES], err, errlen)) < 0)
+        (rc = write_features(j, in, dt, path, &m.f[SL_F_FEATURES], err, errlen)) < 0)
         goto out;
     say(j, "features: %" PRIu64 " x %" PRIu64 " %s, row stride %" PRIu64 " bytes (%.1f s)", nodes, dim,
         sl_dtype_name(dt), m.f[SL_F_FEATURES].row_stride, sl_now() - t1);
@@ -557,9 +448,8 @@ out:
     free(lmap);
     for (int s = 0; s < IMP_SPLITS; s++)
         imp_split_free(&sp[s]);
-    sl_edges_close(edges);
-    sl_npy_close(&feat);
-    sl_npy_close(&lab);
+    if (in)
+        in->ops->close(in);
     if (rc < 0)
         sl_dsw_abort(&d);
     return rc;

@@ -1,6 +1,8 @@
 /* importutil.h - what `gnnprep import` and `gnnprep import-ogb` share: one
  * job description (where features, labels, edges and splits come from and
- * how to convert them) and the function that turns it into a dataset.
+ * how to convert them), the interface through which the conversion reads
+ * its inputs (imp_input: .npy/.npz arrays and edge-list files here, OGB's
+ * CSV layout in ogbcsv.h) and the function that turns it into a dataset.
  *
  * imp_run streams every input once (twice for a 2xE edge array, see
  * edgelist.h) and writes through sl_dsw, so OUT appears complete or not at
@@ -23,23 +25,77 @@
 #include "edgelist.h"
 
 #define IMP_DEFAULT_MEM_LIMIT (1ull << 30)
+/* Raw bytes an input reads at a time (features, labels), and labels per batch. */
+#define IMP_CHUNK_BYTES (4u << 20)
+#define IMP_LABEL_CHUNK (IMP_CHUNK_BYTES / 8)
 
-/* An input array: a .npy file, or a member of an .npz archive. */
+/* An input: a .npy file, a member of an .npz archive, or (ogbcsv.h) a
+ * text file. */
 typedef struct imp_src {
     const char *path;
-    const char *member; /* NULL: path is a plain .npy file */
+    const char *member; /* NULL: path is a plain file */
 } imp_src;
 
 enum { IMP_TRAIN, IMP_VAL, IMP_TEST, IMP_SPLITS };
 
-typedef struct imp_job {
+typedef struct imp_job imp_job;
+
+/* ---- inputs ----
+ * imp_run reads features, labels and edges through this table, each in
+ * node (or file) order, in batches. A source checks its own values (labels
+ * whole numbers >= -1, features finite, ids < nodes, as many rows as it
+ * announced) and names its file with the element or FILE:LINE in messages;
+ * imp_run checks what depends on the output (float16 range, at least one
+ * label). Every call blocks on I/O and returns 0 or -errno as imp_run does.
+ * The source owns its buffers; close frees everything. */
+typedef struct imp_input imp_input;
+
+typedef struct imp_input_ops {
+    /* Next labels into out (class >= 0, or -1 = unlabelled), at most cap;
+     * *n = 0 after the last, once the source has checked it ended cleanly
+     * (exactly `nodes` labels, no trailing data). */
+    int (*labels)(imp_input *in, int32_t *out /* (cap) */, size_t cap, size_t *n, char *err, size_t errlen);
+    /* Next edges (ids < nodes), at most cap; *n = 0 at the end, as above. */
+    int (*edges)(imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen);
+    /* Next feature rows into x, at most cap rows of dim finite floats;
+     * *n = 0 at the end, as above. */
+    int (*features)(imp_input *in, float *x /* (cap, dim) */, size_t cap, size_t *n, char *err, size_t errlen);
+    /* Frees the source and everything it holds; accepts NULL. */
+    void (*close)(imp_input *in);
+} imp_input_ops;
+
+struct imp_input {
+    const imp_input_ops *ops;
+    uint64_t nodes;            /* N >= 1 */
+    uint64_t dim;              /* F, 1..IMP_MAX_DIM */
+    int64_t edges;             /* E when known up front (progress), else -1 */
+    bool feat_f16;             /* stored as float16 at the source: --dtype defaults to f16 */
+    const char *feat_type;     /* for the summary line: "float32", "text", ... */
+    const char *edge_fmt;      /* for the summary line: "npy", "snap", "csv", ... */
+    char feat_name[1024];      /* names for messages: a path, or "NPZ: MEMBER" */
+    char labels_name[1024];
+    char edges_name[1024];
+};
+
+#define IMP_MAX_DIM (1u << 20)
+
+/* Opens the inputs a job names as .npy arrays or .npz members (feat,
+ * labels, num_nodes) and an edge list (edges, edge_fmt), checking every
+ * header: the default when j->open is NULL. 0 or -errno with a message. */
+int imp_input_open_npy(imp_input **in, const imp_job *j, char *err, size_t errlen);
+
+struct imp_job {
     const char *cmd;              /* "import", "import-ogb": message prefix */
     const char *out;              /* dataset directory to create */
-    imp_src feat;                 /* N x F numeric: N = its row count */
+    imp_src feat;                 /* N x F numeric: N = its row count (npy) */
     imp_src labels;               /* N or N x 1, int or float (NaN -> -1) */
     imp_src edges;                /* an npz member, or a file of edge_fmt */
     sl_edge_fmt edge_fmt;
-    imp_src num_nodes;            /* optional npz member cross-checking N (OGB) */
+    imp_src num_nodes;            /* optional npz member cross-checking N (OGB); the
+                                     file giving N in OGB's CSV layout */
+    imp_src num_edges;            /* OGB CSV layout: the file giving E (ogbcsv.h) */
+    /* How to open the inputs above; NULL: imp_input_open_npy. */
+    int (*open)(imp_input **in, const imp_job *j, char *err, size_t errlen);
     const char *split[IMP_SPLITS]; /* text (one id per line, gzip ok) or .npy */
     uint64_t nodes;               /* 0, or the node count the user expects */
     uint64_t mem_limit;
@@ -47,7 +103,7 @@ typedef struct imp_job {
     sl_dtype dtype;               /* SL_DT_NONE: f16 if the source is, else f32 */
     bool quiet;                   /* no progress lines on stdout */
     char source[512];             /* the command line, for dataset.toml */
-} imp_job;
+};
 
 /* Sets the defaults (mem_limit, dtype auto) and the command name. */
 void imp_job_init(imp_job *j, const char *cmd);

@@ -1,13 +1,20 @@
 /* ogb.c - `gnnprep import-ogb`: a dataset from an OGB node-property
- * dataset in its raw download layout (as ogbn-papers100M ships it):
+ * dataset in its raw download layout. OGB ships two:
+ * binary (ogbn-papers100M):
  *   RAW_DIR/raw/data.npz         edge_index.npy  int64 (2, E): sources, destinations
  *                                node_feat.npy   float (N, F)
  *                                num_nodes_list.npy  (1,) = N, checked when present
  *   RAW_DIR/raw/node-label.npz   node_label.npy  (N,) or (N, 1), NaN = unlabelled
+ * CSV (ogbn-arxiv, ogbn-products; read by ogbcsv.c):
+ *   RAW_DIR/raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz,
+ *   num-node-list.csv.gz, num-edge-list.csv.gz
+ * and for both
  *   RAW_DIR/split/NAME/{train,valid,test}.csv.gz   one node id per line
- * Members may be stored or deflated (np.savez / np.savez_compressed) and
- * use zip64; nothing is extracted to disk (see edgelist.h for how the 2xE
- * edge array is read in one pass with two cursors). */
+ * The layout is recognised by its first file: raw/data.npz, else
+ * raw/edge.csv.gz. Npz members may be stored or deflated (np.savez /
+ * np.savez_compressed) and use zip64; nothing is extracted to disk (see
+ * edgelist.h for how the 2xE edge array is read in one pass with two
+ * cursors). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +23,7 @@
 
 #include "core/util.h"
 #include "importutil.h"
+#include "ogbcsv.h"
 #include "prep.h"
 
 static const char usage_line[] = "usage: gnnprep import-ogb RAW_DIR OUT [options]\n";
@@ -24,27 +32,42 @@ static void help(void)
 {
     fputs(usage_line, stdout);
     fputs("\n"
-          "Converts an OGB node-property dataset in its raw layout (e.g. ogbn-papers100M)\n"
-          "into the Sluice dataset OUT (docs/format.md):\n"
+          "Converts an OGB node-property dataset in its raw download layout into the\n"
+          "Sluice dataset OUT (docs/format.md). OGB ships two layouts; the one RAW_DIR/raw\n"
+          "holds is used: the binary one when raw/data.npz is there, else the CSV one.\n"
+          "Binary (ogbn-papers100M):\n"
           "  RAW_DIR/raw/data.npz        edge_index (int64, 2 x E: sources, destinations),\n"
           "                              node_feat (N x F float32; float16/float64 converted),\n"
           "                              num_nodes_list (checked against N when present)\n"
           "  RAW_DIR/raw/node-label.npz  node_label (N or N x 1; NaN = unlabelled -> -1)\n"
+          "CSV (ogbn-arxiv, ogbn-products; gzip text, no header):\n"
+          "  RAW_DIR/raw/edge.csv.gz           one edge \"SRC,DST\" per line\n"
+          "  RAW_DIR/raw/node-feat.csv.gz      one node per line: F numbers separated by\n"
+          "                                    commas (F from line 1; every line has F)\n"
+          "  RAW_DIR/raw/node-label.csv.gz     one class number per line (3 or 3.0); nan,\n"
+          "                                    -1 or an empty line = unlabelled -> -1\n"
+          "  RAW_DIR/raw/num-node-list.csv.gz  N; the other files must agree with it\n"
+          "  RAW_DIR/raw/num-edge-list.csv.gz  E, the number of lines of edge.csv.gz\n"
+          "Both:\n"
           "  RAW_DIR/split/NAME/{train,valid,test}.csv.gz   one node id per line\n"
           "Edge (s, d) makes s an in-neighbour of d. OGB stores some undirected graphs\n"
           "(ogbn-products, ogbn-proteins: add_inverse_edge in OGB's master.csv) with each\n"
           "edge once and its loaders add the reverse edges: pass --undirected for those.\n"
+          "Node features are required (ogbn-proteins has none, and its labels are\n"
+          "multi-label: it is not supported as shipped).\n"
           "\n"
           "options:\n"
           "  --split NAME        the split directory under RAW_DIR/split (default: the only\n"
           "                      one there, e.g. time or sales_ranking)\n",
           stdout);
     fputs(imp_common_help, stdout);
-    fputs("\nEverything is streamed from the archives: memory stays near --mem-limit plus\n"
-          "~40 MiB plus 8 bytes per split id. Temporary disk: the edge sort's runs (about\n"
-          "8 bytes per stored edge, 16 when N >= 2^32) inside .OUT.partial-PID beside OUT;\n"
-          "no archive member is extracted. Reading edge_index inflates its source half\n"
-          "twice when the member is compressed.\n"
+    fputs("\nEverything is streamed from the archives and text files: memory stays near\n"
+          "--mem-limit plus ~40 MiB plus 8 bytes per split id. Temporary disk: the edge\n"
+          "sort's runs (about 8 bytes per stored edge, 16 when N >= 2^32) inside\n"
+          ".OUT.partial-PID beside OUT; nothing is extracted. Reading edge_index inflates\n"
+          "its source half twice when the member is compressed. The CSV layout's feature\n"
+          "rows are converted last, so a node-feat.csv.gz whose row count disagrees with\n"
+          "num-node-list.csv.gz is reported after the edges are sorted.\n"
           "Exit status: 0 done, 2 bad input (nothing is left at OUT), 1 other failure.\n",
           stdout);
 }
@@ -102,6 +125,47 @@ static int find_split(const char *raw, const char *want, char *out, size_t len, 
         return sl_errf(err, errlen, -EINVAL, "%s: several splits (%s); choose one with --split NAME", dir, names);
     if (snprintf(out, len, "%s/%s", dir, want ? want : first) >= (int)len)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    return 0;
+}
+
+/* Where a layout's inputs are; imp_job points into it. */
+typedef struct ogb_paths {
+    char feat[4200], labels[4200], edges[4200], num_nodes[4200], num_edges[4200];
+} ogb_paths;
+
+/* Fills j's inputs for the layout RAW_DIR/raw holds: data.npz -> binary,
+ * else edge.csv.gz -> CSV; neither is bad input. */
+static int find_layout(const char *raw, imp_job *j, ogb_paths *p, char *err, size_t errlen)
+{
+    struct stat st;
+    if (snprintf(p->feat, sizeof p->feat, "%s/raw/data.npz", raw) >= (int)sizeof p->feat)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", raw);
+    if (stat(p->feat, &st) == 0) {
+        snprintf(p->labels, sizeof p->labels, "%s/raw/node-label.npz", raw);
+        j->feat = (imp_src){p->feat, "node_feat.npy"};
+        j->edges = (imp_src){p->feat, "edge_index.npy"};
+        j->num_nodes = (imp_src){p->feat, "num_nodes_list.npy"};
+        j->labels = (imp_src){p->labels, "node_label.npy"};
+        return 0;
+    }
+    int npz_errno = errno;
+    snprintf(p->edges, sizeof p->edges, "%s/raw/edge.csv.gz", raw);
+    if (stat(p->edges, &st) < 0)
+        return sl_errf(err, errlen, -ENOENT, "%s/raw: holds neither data.npz nor edge.csv.gz (%s/raw/data.npz: %s); "
+                       "expected an OGB node-property dataset as downloaded, in its binary layout (raw/data.npz, "
+                       "raw/node-label.npz; ogbn-papers100M) or its CSV layout (raw/edge.csv.gz, node-feat.csv.gz, "
+                       "node-label.csv.gz, num-node-list.csv.gz, num-edge-list.csv.gz; ogbn-arxiv, ogbn-products)",
+                       raw, raw, strerror(npz_errno));
+    snprintf(p->feat, sizeof p->feat, "%s/raw/node-feat.csv.gz", raw);
+    snprintf(p->labels, sizeof p->labels, "%s/raw/node-label.csv.gz", raw);
+    snprintf(p->num_nodes, sizeof p->num_nodes, "%s/raw/num-node-list.csv.gz", raw);
+    snprintf(p->num_edges, sizeof p->num_edges, "%s/raw/num-edge-list.csv.gz", raw);
+    j->feat = (imp_src){p->feat, NULL};
+    j->edges = (imp_src){p->edges, NULL};
+    j->labels = (imp_src){p->labels, NULL};
+    j->num_nodes = (imp_src){p->num_nodes, NULL};
+    j->num_edges = (imp_src){p->num_edges, NULL};
+    j->open = ogbcsv_open;
     return 0;
 }
 
@@ -166,19 +230,16 @@ int prep_import_ogb_main(int argc, char **argv)
                  src < 0 ? strerror(errno) : "not a directory");
         return fail(err, -ENOENT);
     }
-    char data[4200], labels[4200], sdir[4096], tr[4300], va[4300], te[4300];
-    snprintf(data, sizeof data, "%s/raw/data.npz", raw);
-    snprintf(labels, sizeof labels, "%s/raw/node-label.npz", raw);
-    int rc = find_split(raw, split, sdir, sizeof sdir, err, sizeof err);
+    ogb_paths paths;
+    char sdir[4096], tr[4300], va[4300], te[4300];
+    int rc = find_layout(raw, &j, &paths, err, sizeof err);
     if (rc < 0)
+        return fail(err, rc);
+    if ((rc = find_split(raw, split, sdir, sizeof sdir, err, sizeof err)) < 0)
         return fail(err, rc);
     snprintf(tr, sizeof tr, "%s/train.csv.gz", sdir);
     snprintf(va, sizeof va, "%s/valid.csv.gz", sdir);
     snprintf(te, sizeof te, "%s/test.csv.gz", sdir);
-    j.feat = (imp_src){data, "node_feat.npy"};
-    j.edges = (imp_src){data, "edge_index.npy"};
-    j.num_nodes = (imp_src){data, "num_nodes_list.npy"};
-    j.labels = (imp_src){labels, "node_label.npy"};
     j.split[IMP_TRAIN] = tr;
     j.split[IMP_VAL] = va;
     j.split[IMP_TEST] = te;

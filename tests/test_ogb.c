@@ -7,300 +7,23 @@
  * gives byte-identical topology to a large one; every kind of bad input
  * exits 2 naming the file and leaves nothing behind; and a fixture written
  * by real numpy (tests/fixtures/ogb_tiny, see make_ogb_tiny.py) imports to
- * known values. */
+ * known values. The fixtures come from t_ogb.h; test_ogb_csv.c covers OGB's
+ * CSV layout. */
 #include <errno.h>
 #include <math.h>
 
 #include "t_util.h"
 #include "t_imp.h"
+#include "t_ogb.h"
 #include "core/dataset.h"
 #include "core/util.h"
 
 static char gnnprep[4096];
 static char outbuf[1 << 16];
 
-/* ---- a random graph in memory ---- */
-typedef struct fix {
-    uint64_t n, e, f;
-    uint64_t *src, *dst;
-    float *feat;       /* (n, f), values exact in float16 */
-    double *label;     /* (n), NaN = unlabelled */
-    uint64_t *split[3];
-    size_t ns[3];      /* ids in file order (shuffled) */
-} fix;
-
-static uint64_t rng(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return *s >> 33;
-}
-
-static void fix_gen(fix *x, uint64_t n, uint64_t e, uint64_t f, uint64_t seed)
-{
-    memset(x, 0, sizeof *x);
-    x->n = n;
-    x->e = e;
-    x->f = f;
-    x->src = malloc(e * sizeof *x->src);
-    x->dst = malloc(e * sizeof *x->dst);
-    x->feat = malloc(n * f * sizeof *x->feat);
-    x->label = malloc(n * sizeof *x->label);
-    uint64_t s = seed;
-    for (uint64_t i = 0; i < e; i++) {
-        x->src[i] = rng(&s) % n;
-        /* skewed destinations, some self loops and repeats */
-        x->dst[i] = i % 17 == 0 ? x->src[i] : (rng(&s) % n) * (rng(&s) % n) / n;
-        if (i % 13 == 5 && i)
-            x->src[i] = x->src[i - 1], x->dst[i] = x->dst[i - 1];
-    }
-    for (uint64_t i = 0; i < n * f; i++)
-        x->feat[i] = (float)((int64_t)(rng(&s) % 2001) - 1000) / 64.0f;
-    for (uint64_t v = 0; v < n; v++)
-        x->label[v] = v % 5 == 3 ? NAN : (double)(rng(&s) % 7);
-    uint64_t *perm = malloc(n * sizeof *perm);
-    for (uint64_t v = 0; v < n; v++)
-        perm[v] = v;
-    for (uint64_t v = n - 1; v > 0; v--) {
-        uint64_t j = rng(&s) % (v + 1), t = perm[v];
-        perm[v] = perm[j];
-        perm[j] = t;
-    }
-    /* splits hold labelled nodes only, as OGB's do */
-    uint64_t nl = 0;
-    for (uint64_t v = 0; v < n; v++)
-        if (!isnan(x->label[perm[v]]))
-            perm[nl++] = perm[v];
-    size_t cut[4] = {0, nl / 2, nl / 2 + nl / 5, nl / 2 + nl / 5 + nl / 5};
-    for (int k = 0; k < 3; k++) {
-        x->ns[k] = cut[k + 1] - cut[k];
-        x->split[k] = malloc((x->ns[k] + 1) * sizeof(uint64_t));
-        memcpy(x->split[k], perm + cut[k], x->ns[k] * sizeof(uint64_t));
-    }
-    free(perm);
-}
-
-static void fix_free(fix *x)
-{
-    free(x->src);
-    free(x->dst);
-    free(x->feat);
-    free(x->label);
-    for (int k = 0; k < 3; k++)
-        free(x->split[k]);
-}
-
-/* ---- writing the OGB layout ---- */
-typedef struct wopt {
-    int zip;              /* T_ZIP_* for data.npz (node-label.npz is deflated) */
-    const char *feat_t;   /* "<f4" (default), "<f2", "<f8", "|O" */
-    const char *label_t;  /* "<f8" (default), "<f4" */
-    bool label_1d;
-    const char *edge_t;   /* "<i8" (default), "<i4", "<f4" */
-    int edge_rows;        /* 2 (default) */
-    size_t feat_cut;      /* bytes cut off the end of node_feat.npy */
-    bool no_feat, no_numnodes;
-    int64_t numnodes_delta;
-    const char *split;    /* split directory name, "time" by default */
-    const char *split_text[3]; /* replaces a split file's text */
-} wopt;
-
-static unsigned char *npy_of(const char *t, const char *shape, const double *v, size_t n, size_t *len)
-{
-    size_t isz = t[2] == '8' ? 8 : t[2] == '4' ? 4 : t[2] == '2' ? 2 : 1;
-    unsigned char *raw = calloc(n + 1, isz);
-    for (size_t i = 0; i < n; i++) {
-        if (!strcmp(t, "<f8")) {
-            memcpy(raw + 8 * i, &v[i], 8);
-        } else if (!strcmp(t, "<f4")) {
-            float x = (float)v[i];
-            memcpy(raw + 4 * i, &x, 4);
-        } else if (!strcmp(t, "<f2")) {
-            uint16_t h = sl_f32_to_f16((float)v[i]);
-            memcpy(raw + 2 * i, &h, 2);
-        } else if (!strcmp(t, "<i8")) {
-            int64_t x = (int64_t)v[i];
-            memcpy(raw + 8 * i, &x, 8);
-        } else if (!strcmp(t, "<i4")) {
-            int32_t x = (int32_t)v[i];
-            memcpy(raw + 4 * i, &x, 4);
-        } else {
-            raw[i] = (unsigned char)v[i]; /* "|O": bytes that are not a pickle */
-        }
-    }
-    unsigned char *b = t_npy_make(1, t, shape, raw, n * isz, len);
-    free(raw);
-    return b;
-}
-
-static void ogb_write(const char *dir, const fix *x, const wopt *o)
-{
-    char p[4300], shape[128];
-    snprintf(p, sizeof p, "mkdir -p '%s/raw' '%s/split/%s'", dir, dir, o->split ? o->split : "time");
-    assert_int_equal(system(p), 0);
-    const char *edge_t = o->edge_t ? o->edge_t : "<i8";
-    int rows = o->edge_rows ? o->edge_rows : 2;
-    double *ev = malloc((size_t)rows * x->e * sizeof *ev + 8);
-    for (uint64_t i = 0; i < x->e; i++) {
-        ev[i] = (double)(int64_t)x->src[i];
-        ev[x->e + i] = (double)(int64_t)x->dst[i];
-        if (rows == 3)
-            ev[2 * x->e + i] = 0;
-    }
-    size_t le, lf, ln, lm, lx;
-    snprintf(shape, sizeof shape, "(%d, %llu)", rows, (unsigned long long)x->e);
-    unsigned char *me = npy_of(edge_t, shape, ev, (size_t)rows * x->e, &le);
-    double *fv = malloc(x->n * x->f * sizeof *fv + 8);
-    for (uint64_t i = 0; i < x->n * x->f; i++)
-        fv[i] = x->feat[i];
-    snprintf(shape, sizeof shape, "(%llu, %llu)", (unsigned long long)x->n, (unsigned long long)x->f);
-    unsigned char *mf = npy_of(o->feat_t ? o->feat_t : "<f4", shape, fv, x->n * x->f, &lf);
-    double nn = (double)((int64_t)x->n + o->numnodes_delta), ne = (double)x->e;
-    unsigned char *mn = npy_of("<i8", "(1,)", &nn, 1, &ln);
-    unsigned char *mm = npy_of("<i8", "(1,)", &ne, 1, &lm);
-    double junk[4] = {0x80, 4, 'N', '.'};
-    unsigned char *mx = npy_of("|O", "()", junk, 4, &lx); /* edge_feat=None as numpy pickles it */
-    t_member mem[5];
-    size_t k = 0;
-    mem[k++] = (t_member){"edge_index.npy", me, le};
-    mem[k++] = (t_member){"edge_feat.npy", mx, lx};
-    if (!o->no_feat)
-        mem[k++] = (t_member){"node_feat.npy", mf, lf - o->feat_cut};
-    if (!o->no_numnodes)
-        mem[k++] = (t_member){"num_nodes_list.npy", mn, ln};
-    mem[k++] = (t_member){"num_edges_list.npy", mm, lm};
-    snprintf(p, sizeof p, "%s/raw/data.npz", dir);
-    t_zip_write(p, mem, k, o->zip);
-
-    snprintf(shape, sizeof shape, o->label_1d ? "(%llu,)" : "(%llu, 1)", (unsigned long long)x->n);
-    size_t ll;
-    unsigned char *ml = npy_of(o->label_t ? o->label_t : "<f8", shape, x->label, x->n, &ll);
-    t_member lm1 = {"node_label.npy", ml, ll};
-    snprintf(p, sizeof p, "%s/raw/node-label.npz", dir);
-    t_zip_write(p, &lm1, 1, T_ZIP_DEFLATE);
-
-    static const char *const names[3] = {"train", "valid", "test"};
-    for (int s = 0; s < 3; s++) {
-        char *text = malloc(x->ns[s] * 24 + 1);
-        size_t n = 0;
-        text[0] = 0;
-        for (size_t i = 0; i < x->ns[s]; i++)
-            n += (size_t)sprintf(text + n, "%llu\n", (unsigned long long)x->split[s][i]);
-        snprintf(p, sizeof p, "%s/split/%s/%s.csv.gz", dir, o->split ? o->split : "time", names[s]);
-        t_gz_write(p, o->split_text[s] ? o->split_text[s] : text);
-        free(text);
-    }
-    free(ev);
-    free(fv);
-    free(me);
-    free(mf);
-    free(mn);
-    free(mm);
-    free(mx);
-    free(ml);
-}
-
-/* ---- checking the dataset against the fixture ---- */
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Source value as the file held it, then as f32 (what gnnprep converts). */
-static float src_value(const char *feat_t, float v)
-{
-    if (feat_t && !strcmp(feat_t, "<f2"))
-        return sl_f16_to_f32(sl_f32_to_f16(v));
-    return v; /* f4 exact; f8 holds the same float exactly */
-}
-
-static void verify(const char *out, const fix *x, const wopt *o, int cflags, sl_dtype fdt)
-{
-    sl_dataset_meta m;
-    t_load_meta(out, &m);
-    assert_int_equal(m.nodes, x->n);
-    assert_int_equal(m.feat_dim, x->f);
-    assert_int_equal(m.feat_align, SL_FEAT_ALIGN);
-    double maxl = -1;
-    for (uint64_t v = 0; v < x->n; v++)
-        if (!isnan(x->label[v]))
-            maxl = SL_MAX(maxl, x->label[v]);
-    assert_int_equal(m.classes, (uint32_t)maxl + 1);
-    assert_non_null(strstr(m.source, "gnnprep import-ogb"));
-    /* what gnnprep check demands, the importer delivers */
-    char chk[4096];
-    if (t_run(chk, sizeof chk, "'%s' check '%s'", gnnprep, out) != 0)
-        fail_msg("gnnprep check rejects the import:\n%s", chk);
-
-    uint64_t *ip, *ix;
-    size_t ne;
-    t_ref_csc(x->n, x->src, x->dst, x->e, cflags, &ip, &ix, &ne);
-    t_check_topology(out, &m, ip, ix, ne);
-    free(ip);
-    free(ix);
-
-    /* features: every value, the zero padding of each row and of the file */
-    char p[4200];
-    size_t len;
-    snprintf(p, sizeof p, "%s/features.bin", out);
-    unsigned char *b = t_slurp(p, &len);
-    const sl_dsfile *ff = &m.f[SL_F_FEATURES];
-    assert_int_equal(ff->dtype, fdt);
-    size_t es = sl_dtype_size(fdt);
-    assert_int_equal(ff->row_stride, sl_feat_row_stride(x->f * es, SL_FEAT_ALIGN));
-    assert_int_equal(len, sl_round_up(x->n * ff->row_stride, SL_FEAT_FILE_PAD));
-    for (uint64_t v = 0; v < x->n; v++) {
-        const unsigned char *row = b + v * ff->row_stride;
-        for (uint64_t c = 0; c < x->f; c++) {
-            float want = src_value(o->feat_t, x->feat[v * x->f + c]);
-            if (fdt == SL_DT_F32) {
-                float got;
-                memcpy(&got, row + 4 * c, 4);
-                if (memcmp(&got, &want, 4))
-                    fail_msg("feature [%llu][%llu] = %g, expected %g", (unsigned long long)v, (unsigned long long)c,
-                             (double)got, (double)want);
-            } else {
-                uint16_t got, w16 = sl_f32_to_f16(want);
-                memcpy(&got, row + 2 * c, 2);
-                if (got != w16)
-                    fail_msg("f16 feature [%llu][%llu] = %04x, expected %04x", (unsigned long long)v,
-                             (unsigned long long)c, got, w16);
-            }
-        }
-        for (uint64_t k = x->f * es; k < ff->row_stride; k++)
-            if (row[k])
-                fail_msg("row %llu: padding byte %llu is not zero", (unsigned long long)v, (unsigned long long)k);
-    }
-    for (size_t k = x->n * ff->row_stride; k < len; k++)
-        if (b[k])
-            fail_msg("features.bin: tail byte %zu is not zero", k);
-    free(b);
-
-    snprintf(p, sizeof p, "%s/labels.bin", out);
-    b = t_slurp(p, &len);
-    assert_int_equal(len, 4 * x->n);
-    for (uint64_t v = 0; v < x->n; v++) {
-        int32_t got, want = isnan(x->label[v]) ? -1 : (int32_t)x->label[v];
-        memcpy(&got, b + 4 * v, 4);
-        if (got != want)
-            fail_msg("label[%llu] = %d, expected %d", (unsigned long long)v, got, want);
-    }
-    free(b);
-
-    for (int s = 0; s < 3; s++) {
-        uint64_t *ids = malloc((x->ns[s] + 1) * sizeof *ids);
-        memcpy(ids, x->split[s], x->ns[s] * sizeof *ids);
-        qsort(ids, x->ns[s], sizeof *ids, cmp_u64);
-        t_check_split(out, &m, SL_F_TRAIN + s, ids, x->ns[s]);
-        free(ids);
-    }
-}
-
 static void setup_bin(void)
 {
-    t_bin(gnnprep, sizeof gnnprep, "gnnprep");
-    if (!t_exists(gnnprep))
-        fail_msg("%s not built", gnnprep);
+    t_ogb_gnnprep(gnnprep, sizeof gnnprep);
 }
 
 /* ---- round trips ---- */
@@ -333,18 +56,18 @@ static void test_roundtrip(void **state)
     t_scratch(dir, sizeof dir, "ogb-rt");
     for (size_t i = 0; i < SL_ARRAY_LEN(variants); i++) {
         const struct variant *v = &variants[i];
-        fix x;
-        fix_gen(&x, v->n, v->e, v->f, 1000 + i);
-        wopt o = {.zip = v->zip, .feat_t = v->feat_t, .label_t = v->label_t, .label_1d = v->label_1d};
+        t_fix x;
+        t_fix_gen(&x, v->n, v->e, v->f, 1000 + i);
+        t_wopt o = {.zip = v->zip, .feat_t = v->feat_t, .label_t = v->label_t, .label_1d = v->label_1d};
         snprintf(raw, sizeof raw, "%s/ogbn_v%zu", dir, i);
         snprintf(out, sizeof out, "%s/out%zu", dir, i);
-        ogb_write(raw, &x, &o);
+        t_ogb_write(raw, &x, &o);
         int rc = t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' %s", gnnprep, raw, out, v->flags);
         if (rc != 0)
             fail_msg("variant '%s': exit %d\n%s", v->what, rc, outbuf);
         print_message("variant '%s': ok\n", v->what);
-        verify(out, &x, &o, v->cflags, v->fdt);
-        fix_free(&x);
+        t_ogb_verify(out, &x, &o, v->cflags, v->fdt);
+        t_fix_free(&x);
     }
     t_rmrf(dir);
 }
@@ -356,39 +79,39 @@ static void test_split_choice(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200];
     t_scratch(dir, sizeof dir, "ogb-split");
-    fix x;
-    fix_gen(&x, 30, 80, 4, 7);
-    wopt o = {.split = "sales_ranking"};
+    t_fix x;
+    t_fix_gen(&x, 30, 80, 4, 7);
+    t_wopt o = {.split = "sales_ranking"};
     snprintf(raw, sizeof raw, "%s/ogbn_products", dir);
-    ogb_write(raw, &x, &o);
+    t_ogb_write(raw, &x, &o);
     snprintf(out, sizeof out, "%s/out", dir);
     /* the only split is found by itself; products gets the --undirected hint */
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 0);
     assert_non_null(strstr(outbuf, "--undirected"));
-    verify(out, &x, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
     t_rmrf(out);
     /* a second split directory: ambiguous without --split */
-    fix y = x;
+    t_fix y = x;
     uint64_t *sw = y.split[0];
     y.split[0] = y.split[2];
     y.split[2] = sw;
     size_t nw = y.ns[0];
     y.ns[0] = y.ns[2];
     y.ns[2] = nw;
-    wopt o2 = {.split = "other"};
-    ogb_write(raw, &y, &o2);
+    t_wopt o2 = {.split = "other"};
+    t_ogb_write(raw, &y, &o2);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 2);
     assert_non_null(strstr(outbuf, "several splits"));
     t_assert_no_output(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split other --quiet", gnnprep, raw, out), 0);
     assert_string_equal(outbuf, "");
-    verify(out, &y, &o2, 0, SL_DT_F32);
+    t_ogb_verify(out, &y, &o2, 0, SL_DT_F32);
     t_rmrf(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split=sales_ranking", gnnprep, raw, out), 0);
-    verify(out, &x, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb --help", gnnprep), 0);
     assert_non_null(strstr(outbuf, "--mem-limit"));
-    fix_free(&x);
+    t_fix_free(&x);
     t_rmrf(dir);
 }
 
@@ -400,11 +123,11 @@ static void test_mem_limit(void **state)
     setup_bin();
     char dir[4096], raw[4200], o1[4200], o2[4200], p1[4300], p2[4300];
     t_scratch(dir, sizeof dir, "ogb-mem");
-    fix x;
-    fix_gen(&x, 5000, 200000, 2, 99);
-    wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
+    t_fix x;
+    t_fix_gen(&x, 5000, 200000, 2, 99);
+    t_wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
     snprintf(raw, sizeof raw, "%s/raw", dir);
-    ogb_write(raw, &x, &o);
+    t_ogb_write(raw, &x, &o);
     snprintf(o1, sizeof o1, "%s/small", dir);
     snprintf(o2, sizeof o2, "%s/large", dir);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --mem-limit 1M --undirected", gnnprep,
@@ -429,8 +152,8 @@ static void test_mem_limit(void **state)
         free(b1);
         free(b2);
     }
-    verify(o1, &x, &o, T_UNDIRECTED, SL_DT_F32);
-    fix_free(&x);
+    t_ogb_verify(o1, &x, &o, T_UNDIRECTED, SL_DT_F32);
+    t_fix_free(&x);
     t_rmrf(dir);
 }
 
@@ -473,7 +196,7 @@ static const struct bad {
     {M_SPLIT_UNLABELLED, {"test.csv.gz:2", "node 13 of the test split has no label", "node-label.npz"}},
 };
 
-static void apply(enum mutation m, const char *raw, fix *x, wopt *o)
+static void apply(enum mutation m, const char *raw, t_fix *x, t_wopt *o)
 {
     char cmd[8400];
     switch (m) {
@@ -503,7 +226,7 @@ static void apply(enum mutation m, const char *raw, fix *x, wopt *o)
     if (m == M_SPLIT_OVERLAP) {
         x->ns[1] = 0; /* valid empty */
     }
-    ogb_write(raw, x, o);
+    t_ogb_write(raw, x, o);
     switch (m) {
     case M_BAD_ZIP:
         snprintf(cmd, sizeof cmd, "echo 'PK this is no zip' > '%s/raw/data.npz'", raw);
@@ -515,12 +238,12 @@ static void apply(enum mutation m, const char *raw, fix *x, wopt *o)
         break;
     case M_LABEL_LEN: {
         /* a label array one shorter than the node count */
-        fix y = *x;
+        t_fix y = *x;
         y.n = x->n - 1;
         size_t ll;
         char shape[64];
         snprintf(shape, sizeof shape, "(%llu, 1)", (unsigned long long)y.n);
-        unsigned char *ml = npy_of("<f8", shape, x->label, y.n, &ll);
+        unsigned char *ml = t_npy_of("<f8", shape, x->label, y.n, &ll);
         t_member lm1 = {"node_label.npy", ml, ll};
         snprintf(cmd, sizeof cmd, "%s/raw/node-label.npz", raw);
         t_zip_write(cmd, &lm1, 1, T_ZIP_DEFLATE);
@@ -569,9 +292,9 @@ static void test_bad_input(void **state)
     char dir[4096], raw[4200], out[4200];
     t_scratch(dir, sizeof dir, "ogb-bad");
     for (size_t i = 0; i < SL_ARRAY_LEN(bads); i++) {
-        fix x;
-        fix_gen(&x, 20, 40, 3, 5);
-        wopt o = {0};
+        t_fix x;
+        t_fix_gen(&x, 20, 40, 3, 5);
+        t_wopt o = {0};
         snprintf(raw, sizeof raw, "%s/raw%zu", dir, i);
         snprintf(out, sizeof out, "%s/out%zu", dir, i);
         apply(bads[i].m, raw, &x, &o);
@@ -583,7 +306,7 @@ static void test_bad_input(void **state)
                 fail_msg("case %zu: the message lacks \"%s\":\n%s", i, bads[i].want[k], outbuf);
         t_assert_no_output(out);
         x.n = 20;
-        fix_free(&x);
+        t_fix_free(&x);
     }
     t_rmrf(dir);
 }
@@ -594,12 +317,12 @@ static void test_bad_flags(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200], marker[4300];
     t_scratch(dir, sizeof dir, "ogb-flags");
-    fix x;
-    fix_gen(&x, 20, 40, 3, 5);
-    wopt o = {0};
+    t_fix x;
+    t_fix_gen(&x, 20, 40, 3, 5);
+    t_wopt o = {0};
     snprintf(raw, sizeof raw, "%s/raw", dir);
     snprintf(out, sizeof out, "%s/out", dir);
-    ogb_write(raw, &x, &o);
+    t_ogb_write(raw, &x, &o);
     static const struct { const char *args, *want; } cases[] = {
         {"--dtype f64", "--dtype f64"},
         {"--mem-limit abc", "--mem-limit abc"},
@@ -631,7 +354,7 @@ static void test_bad_flags(void **state)
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 2);
     assert_non_null(strstr(outbuf, "already exists"));
     assert_true(t_exists(marker));
-    fix_free(&x);
+    t_fix_free(&x);
     t_rmrf(dir);
 }
 
@@ -652,7 +375,7 @@ static void test_real_numpy(void **state)
     if (rc)
         fail_msg("exit %d\n%s", rc, outbuf);
     /* the values make_ogb_tiny.py writes */
-    fix x;
+    t_fix x;
     memset(&x, 0, sizeof x);
     x.n = 10;
     x.f = 5;
@@ -674,8 +397,8 @@ static void test_real_numpy(void **state)
     x.ns[0] = 4;
     x.ns[1] = 2;
     x.ns[2] = 2;
-    wopt o = {0};
-    verify(out, &x, &o, 0, SL_DT_F32);
+    t_wopt o = {0};
+    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
     t_rmrf(dir);
 }
 
