@@ -1,0 +1,76 @@
+/* launch.h - one gnnlaunch run: what it was asked to do, what it created
+ * and where it stands. main.c fills and tears it down; supervise.c drives
+ * it; control.c reports it. Single-threaded: only the launcher's main
+ * thread touches it. */
+#ifndef SLUICE_LAUNCHER_LAUNCH_H
+#define SLUICE_LAUNCHER_LAUNCH_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "ipc/shm.h"
+#include "launcher/config.h"
+#include "launcher/control.h"
+#include "launcher/layout.h"
+#include "launcher/rundir.h"
+#include "launcher/spawn.h"
+
+#define LAUNCH_GRACE_S 2.0 /* SIGTERM -> SIGKILL grace period when stopping */
+
+enum launch_phase {
+    LAUNCH_SETUP,    /* creating the run; no stage started yet */
+    LAUNCH_RUNNING,  /* stages running */
+    LAUNCH_STOPPING, /* queues closed, SIGTERM sent, waiting (then SIGKILL) */
+    LAUNCH_ENDED,    /* every stage reaped */
+};
+
+enum launch_outcome {
+    LAUNCH_OK,             /* every stage exited 0 on its own: exit 0 */
+    LAUNCH_FAILED,         /* a stage failed or could not start: exit 3 */
+    LAUNCH_INTERRUPTED,    /* SIGINT, SIGTERM or SIGHUP: exit 130 */
+    LAUNCH_STOP_REQUESTED, /* "stop" on the control socket: exit 130 */
+};
+
+struct launch {
+    /* what was asked */
+    sl_config cfg;                  /* effective configuration */
+    char config_path[PATH_MAX];     /* CONFIG, absolute */
+    char stage_dir[PATH_MAX];       /* where the stage programs are */
+    char metrics_file[PATH_MAX];    /* --metrics, absolute, or "" */
+    char trace_file[PATH_MAX];      /* --trace, absolute, or "" */
+    char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
+    bool resume;
+    int ranks;
+
+    /* what was made */
+    char run_id[SHM_RUN_ID_MAX];
+    struct rundir dir;
+    struct layout layout;
+    struct control ctl;
+    struct spawn_child *children; /* (nchildren): rank-major, pipeline order */
+    int nchildren;
+    int sigfd, timerfd, devnull; /* -1 when not open */
+    bool watch_hup;              /* SIGHUP was not ignored when we started */
+
+    /* where it stands */
+    double t_start; /* sl_now() when the run was created */
+    enum launch_phase phase;
+    enum launch_outcome outcome;
+    char cause[1024]; /* why it failed or stopped, for the final message */
+    double kill_at;   /* sl_now() deadline for SIGKILL while stopping */
+    bool hurry;       /* a second interrupt asked for SIGKILL at once */
+};
+
+/* Supervises a running launch until every stage has been reaped (the loop
+ * is described in supervise.c). Returns the exit status for the outcome. */
+int supervise(struct launch *l);
+
+/* Starts a clean stop: closes every queue, unlinks the run's segments,
+ * SIGTERMs every stage, arms the SIGKILL deadline. Only the first call has
+ * an effect; it records outcome and cause. */
+void launch_stop(struct launch *l, enum launch_outcome outcome, const char *cause);
+
+/* Exit status for an outcome: 0, 3 or 130. */
+int launch_exit_code(enum launch_outcome o);
+
+#endif

@@ -1,0 +1,472 @@
+/* main.c - gnnlaunch: checks a training run (flags, config, dataset, stage
+ * programs, output paths) before starting anything, then creates the run
+ * (run directory, shared memory, control sockets), starts the four stage
+ * processes of every rank and supervises them until they end, and removes
+ * everything it created on every way out (DESIGN.md sections 2, 7, 8;
+ * docs/architecture.md).
+ *
+ * Exit status: 0 every stage finished; 2 bad input found before start
+ * (usage, config, dataset, paths) or the run could not be set up; 3 a stage
+ * failed at run time; 130 interrupted (SIGINT, SIGTERM, SIGHUP, or "stop"
+ * on the control socket). The launcher writes only to stderr: stdout
+ * belongs to the stages (the trainer's final result line). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/dataset.h"
+#include "core/util.h"
+#include "ipc/shm.h"
+#include "launcher/launch.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+    "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
+    "                 [--metrics FILE.jsonl] [--trace FILE.json] [--resume] [--run-name NAME]\n"
+    "\n"
+    "Trains the model that CONFIG describes: checks the configuration and the\n"
+    "dataset, creates the run's shared memory and private run directory, starts\n"
+    "gnn-sampler, gnn-extractor, gnn-trainer and gnn-releaser for every rank and\n"
+    "supervises them. Ctrl-C stops the run cleanly.\n"
+    "\n"
+    "  --cpu              train on the CPU with pipeline.ranks ranks (the default)\n"
+    "  --gpus N           one rank per GPU (not built yet: GPU training comes later)\n"
+    "  --epochs E         shorthand for --set train.epochs=E\n"
+    "  --set K=V          override a config key; V is TOML (--set model.fanouts=[10,5])\n"
+    "  --metrics FILE     per-epoch and per-second metrics as JSON lines\n"
+    "  --trace FILE       Chrome trace events (open in Perfetto)\n"
+    "                     (both paths are checked before start; their contents are\n"
+    "                     written once the trainer exists)\n"
+    "  --resume           continue from the last complete epoch's checkpoint\n"
+    "                     (passed to gnn-trainer)\n"
+    "  --run-name NAME    name the run directory (default: the run id); refused\n"
+    "                     while another live run uses the name\n"
+    "  --help, --version\n"
+    "\n"
+    "Exit status: 0 done; 2 bad input (nothing was started); 3 a stage failed;\n"
+    "130 interrupted or stopped. Stage programs are taken from the directory of\n"
+    "gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
+    "$XDG_RUNTIME_DIR/sluice (or /tmp/sluice-UID) and holds the ZeroMQ control\n"
+    "(ipc://RUNDIR/control: status, stop) and metrics (ipc://RUNDIR/metrics)\n"
+    "sockets. See docs/architecture.md.\n";
+
+struct opts {
+    const char *config;
+    long gpus; /* -1: not given */
+    bool cpu;
+    const char **sets; /* (nsets) --set and --epochs values, in order */
+    int nsets;
+    char **owned; /* (nowned) strings made for --epochs */
+    int nowned;
+    const char *metrics, *trace, *run_name;
+    bool resume;
+};
+
+static struct launch g_run; /* static: the exit handler runs after main returns */
+static bool g_cleaned;
+
+/* ---- arguments ------------------------------------------------------------------------ */
+
+static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gnnlaunch: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry 'gnnlaunch --help'.\n");
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* Takes the value of option `name` at argv[*i] ("--name=V" or "--name V");
+ * NULL if arg is not this option. *missing when the value is absent. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+    size_t n = strlen(name);
+    const char *arg = argv[*i];
+    if (strncmp(arg, name, n) != 0)
+        return NULL;
+    if (arg[n] == '=')
+        return arg + n + 1;
+    if (arg[n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static bool parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* -1 to go on, else the exit status (help, version, usage error). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->gpus = -1;
+    o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
+    o->owned = calloc((size_t)argc + 1, sizeof *o->owned);
+    if (!o->sets || !o->owned)
+        return usage_error("%s", "out of memory");
+    bool only_positional = false;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        bool missing = false;
+        if (only_positional || arg[0] != '-' || !strcmp(arg, "-")) {
+            if (o->config)
+                return usage_error("one CONFIG expected, got '%s' as well", arg);
+            o->config = arg;
+        } else if (!strcmp(arg, "--")) {
+            only_positional = true;
+        } else if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else if (!strcmp(arg, "--version")) {
+            printf("gnnlaunch (sluice) %s\n", SLUICE_VERSION);
+            return 0;
+        } else if (!strcmp(arg, "--cpu")) {
+            o->cpu = true;
+        } else if (!strcmp(arg, "--resume")) {
+            o->resume = true;
+        } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
+            if (!parse_long(v, &o->gpus) || o->gpus < 1)
+                return usage_error("--gpus needs a number of GPUs >= 1, not '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--epochs", &missing))) {
+            long e;
+            if (!parse_long(v, &e) || e < 1)
+                return usage_error("--epochs needs a positive integer, not '%s'", v);
+            char *s = malloc(48);
+            if (!s)
+                return usage_error("%s", "out of memory");
+            snprintf(s, 48, "train.epochs=%ld", e);
+            o->owned[o->nowned++] = s;
+            o->sets[o->nsets++] = s;
+        } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
+            o->sets[o->nsets++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "--metrics", &missing))) {
+            o->metrics = v;
+        } else if ((v = opt_value(argc, argv, &i, "--trace", &missing))) {
+            o->trace = v;
+        } else if ((v = opt_value(argc, argv, &i, "--run-name", &missing))) {
+            o->run_name = v;
+        } else if (missing) {
+            return usage_error("%s needs a value", arg);
+        } else {
+            return usage_error("unknown option '%s'", arg);
+        }
+        if (missing)
+            return usage_error("%s needs a value", arg);
+    }
+    if (o->cpu && o->gpus >= 0)
+        return usage_error("%s", "--cpu and --gpus exclude each other");
+    if (o->gpus >= 1)
+        return usage_error("--gpus %ld: GPU training is not built yet (the CUDA trainer comes with a later "
+                           "release); use --cpu",
+                           o->gpus);
+    if (!o->config)
+        return usage_error("%s", "no CONFIG given");
+    return -1;
+}
+
+static void free_opts(struct opts *o)
+{
+    for (int i = 0; i < o->nowned; i++)
+        free(o->owned[i]);
+    free(o->owned);
+    free(o->sets);
+}
+
+/* ---- checks before start --------------------------------------------------------------- */
+
+/* Checks that an output file can be written (its directory exists and is
+ * writable; the file, if there, is a writable non-directory) and makes its
+ * path absolute into abs. Nothing is created. */
+static int check_output(const char *flag, const char *path, char *abs, size_t len, char *err, size_t errlen)
+{
+    if (!*path)
+        return sl_errf(err, errlen, -EINVAL, "%s: empty path", flag);
+    char a[PATH_MAX], b[PATH_MAX];
+    snprintf(a, sizeof a, "%s", path);
+    snprintf(b, sizeof b, "%s", path);
+    const char *dir = dirname(a), *base = basename(b);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, -ENOENT, "%s %s: directory %s does not exist; create it or choose another path",
+                       flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return sl_errf(err, errlen, -EACCES, "%s %s: directory %s is not writable (%s); choose another path", flag,
+                       path, dir, strerror(errno));
+    if (!strcmp(base, ".") || !strcmp(base, "..") || !strcmp(base, "/"))
+        return sl_errf(err, errlen, -EINVAL, "%s %s: not a file name", flag, path);
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return sl_errf(err, errlen, -EISDIR, "%s %s: is a directory; give a file name", flag, path);
+        if (access(path, W_OK) != 0)
+            return sl_errf(err, errlen, -EACCES, "%s %s: cannot be written (%s)", flag, path, strerror(errno));
+    }
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        return sl_errf(err, errlen, -errno, "%s %s: %s", flag, path, strerror(errno));
+    int n = snprintf(abs, len, "%s/%s", strcmp(real, "/") ? real : "", base);
+    if (n < 0 || (size_t)n >= len)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s %s: path too long", flag, path);
+    return 0;
+}
+
+/* Everything that can be wrong with the input, found before anything is
+ * created. 0, or an error message in err. */
+static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    char msg[2048];
+    int rc = sl_config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "%s", msg);
+    if (!realpath(o->config, l->config_path))
+        return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    sl_dataset_meta meta;
+    rc = sl_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    char real[PATH_MAX];
+    if (!realpath(l->cfg.dataset.path, real))
+        return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
+    snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real); /* stages need not share our cwd */
+    l->ranks = (int)l->cfg.pipeline.ranks;
+    if (o->metrics &&
+        (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
+        return rc;
+    if (o->trace && (rc = check_output("--trace", o->trace, l->trace_file, sizeof l->trace_file, err, errlen)) != 0)
+        return rc;
+    if (o->run_name) {
+        if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
+            return rc;
+        snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
+    }
+    l->resume = o->resume;
+    if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
+        return rc;
+    return spawn_check_programs(l->stage_dir, err, errlen);
+}
+
+/* ---- the run ---------------------------------------------------------------------------- */
+
+/* Removes what the run created. Idempotent; also the exit handler, so an
+ * exit() anywhere (ZMQ_CHECK) leaves nothing behind. */
+static void teardown(void)
+{
+    struct launch *l = &g_run;
+    if (g_cleaned)
+        return;
+    g_cleaned = true;
+    for (int i = 0; i < l->nchildren; i++)
+        spawn_signal(&l->children[i], SIGKILL); /* only children still running: an early exit */
+    for (int i = 0; i < l->nchildren; i++)
+        spawn_wait(&l->children[i]);
+    control_close(&l->ctl);
+    layout_free(&l->layout);
+    if (l->run_id[0])
+        shm_run_unlink(l->run_id);
+    rundir_remove(&l->dir);
+    if (l->sigfd >= 0)
+        close(l->sigfd);
+    if (l->timerfd >= 0)
+        close(l->timerfd);
+    if (l->devnull >= 0)
+        close(l->devnull);
+    free(l->children);
+    l->children = NULL;
+    l->nchildren = 0;
+}
+
+/* Blocks the signals the supervisor reads through a signalfd. Must run
+ * before any thread exists (libzmq starts some), so no thread can take a
+ * process-directed SIGINT with its default action. */
+static int setup_signals(struct launch *l, char *err, size_t errlen)
+{
+    struct sigaction old;
+    sigaction(SIGHUP, NULL, &old);
+    l->watch_hup = old.sa_handler != SIG_IGN; /* under nohup, hang-ups stay ignored */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the supervisor; stages get SIG_DFL back */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    if (l->watch_hup)
+        sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+        return sl_errf(err, errlen, -errno, "sigprocmask: %s", strerror(errno));
+    l->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (l->sigfd < 0)
+        return sl_errf(err, errlen, -errno, "signalfd: %s", strerror(errno));
+    l->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (l->timerfd < 0)
+        return sl_errf(err, errlen, -errno, "timerfd_create: %s", strerror(errno));
+    struct itimerspec every_second = {.it_interval = {1, 0}, .it_value = {1, 0}};
+    if (timerfd_settime(l->timerfd, 0, &every_second, NULL) != 0)
+        return sl_errf(err, errlen, -errno, "timerfd_settime: %s", strerror(errno));
+    l->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return 0;
+}
+
+/* Reclaims what dead runs left, then makes the run id, run directory and
+ * shared memory. */
+static int create_run(struct launch *l, char *err, size_t errlen)
+{
+    char msg[1024];
+    int n = shm_run_reclaim(NULL, NULL, NULL, msg, sizeof msg);
+    if (n < 0)
+        fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
+    else if (n > 0)
+        fprintf(stderr, "gnnlaunch: removed %d shared-memory segment%s left by dead runs\n", n, n == 1 ? "" : "s");
+    char base[PATH_MAX];
+    int rc = rundir_base(base, sizeof base, err, errlen);
+    if (rc)
+        return rc;
+    int nd = rundir_reclaim(base);
+    if (nd > 0)
+        fprintf(stderr, "gnnlaunch: removed %d run director%s left by dead runs in %s\n", nd, nd == 1 ? "y" : "ies",
+                base);
+
+    if ((rc = shm_run_id_new(l->run_id, sizeof l->run_id)) != 0)
+        return sl_errf(err, errlen, rc, "cannot make a run id");
+    uint64_t start = 0;
+    shm_pid_start_time(getpid(), &start);
+    struct rundir_state st = {
+        .run_id = l->run_id,
+        .name = l->run_name[0] ? l->run_name : l->run_id,
+        .pid = getpid(),
+        .pid_start = start,
+        .config_path = l->config_path,
+        .metrics_file = l->metrics_file[0] ? l->metrics_file : NULL,
+        .trace_file = l->trace_file[0] ? l->trace_file : NULL,
+        .ranks = l->ranks,
+        .resume = l->resume,
+    };
+    if ((rc = rundir_create(&l->dir, base, st.name, &st, &l->cfg, err, errlen)) != 0)
+        return rc;
+    return layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, err, errlen);
+}
+
+/* Starts the four stages of every rank. A failure stops the run. */
+static void start_stages(struct launch *l)
+{
+    l->children = calloc((size_t)l->ranks * LAYOUT_STAGES, sizeof *l->children);
+    if (!l->children) {
+        launch_stop(l, LAUNCH_FAILED, "out of memory for the process table");
+        return;
+    }
+    char config[PATH_MAX];
+    rundir_file(&l->dir, RUNDIR_CONFIG, config, sizeof config);
+    for (int r = 0; r < l->ranks; r++)
+        for (int s = 0; s < LAYOUT_STAGES; s++) {
+            struct spawn_child *c = &l->children[l->nchildren];
+            c->stage = (enum layout_stage)s;
+            c->rank = r;
+            struct layout_args a = {.stage = c->stage,
+                                    .rank = r,
+                                    .ranks = l->ranks,
+                                    .metrics_block = layout_block(r, c->stage),
+                                    .resume = l->resume};
+            snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
+            snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
+            snprintf(a.config, sizeof a.config, "%s", config);
+            char buf[3 * PATH_MAX + 256], path[PATH_MAX], err[1024];
+            char *argv[LAYOUT_ARGV_MAX];
+            int rc = layout_args_build(&a, buf, sizeof buf, argv, LAYOUT_ARGV_MAX, err, sizeof err);
+            if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
+                rc = sl_errf(err, sizeof err, -ENAMETOOLONG, "stage path too long");
+            if (rc == 0)
+                rc = spawn_start(c, path, argv, l->devnull, err, sizeof err);
+            if (rc) {
+                char cause[1200];
+                snprintf(cause, sizeof cause, "rank %d: %s", r, err);
+                launch_stop(l, LAUNCH_FAILED, cause);
+                return;
+            }
+            l->nchildren++;
+        }
+}
+
+static void report_end(const struct launch *l, int nchildren)
+{
+    double secs = sl_now() - l->t_start;
+    switch (l->outcome) {
+    case LAUNCH_OK:
+        fprintf(stderr, "gnnlaunch: run %s finished: %d stage processes exited cleanly in %.1f s\n", l->run_id,
+                nchildren, secs);
+        break;
+    case LAUNCH_FAILED:
+        fprintf(stderr, "gnnlaunch: run %s failed after %.1f s: %s\n", l->run_id, secs, l->cause);
+        break;
+    case LAUNCH_INTERRUPTED:
+    case LAUNCH_STOP_REQUESTED:
+        fprintf(stderr, "gnnlaunch: run %s %s after %.1f s; every stage stopped and its shared memory removed\n",
+                l->run_id, l->cause, secs);
+        break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    int code = parse_args(argc, argv, &o);
+    if (code >= 0) {
+        free_opts(&o);
+        return code;
+    }
+    struct launch *l = &g_run;
+    l->sigfd = l->timerfd = l->devnull = -1;
+    char err[4096];
+    int rc = check_input(l, &o, err, sizeof err);
+    free_opts(&o);
+    if (rc) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        return EXIT_USAGE;
+    }
+
+    atexit(teardown);
+    l->phase = LAUNCH_SETUP;
+    l->t_start = sl_now();
+    if ((rc = setup_signals(l, err, sizeof err)) != 0 || (rc = create_run(l, err, sizeof err)) != 0) {
+        fprintf(stderr, "gnnlaunch: cannot set up the run: %s\n", err);
+        teardown();
+        return EXIT_USAGE;
+    }
+    control_open(&l->ctl, l->dir.path);
+    start_stages(l);
+    if (l->phase == LAUNCH_SETUP) {
+        l->phase = LAUNCH_RUNNING;
+        fprintf(stderr, "gnnlaunch: run %s: %d rank%s x %d stages started; run directory %s; control %s\n", l->run_id,
+                l->ranks, l->ranks == 1 ? "" : "s", LAYOUT_STAGES, l->dir.path, l->ctl.rep_endpoint);
+    }
+    code = supervise(l);
+    int nchildren = l->nchildren;
+    teardown();
+    report_end(l, nchildren);
+    return code;
+}

@@ -1,0 +1,290 @@
+/* rundir.c - the private run directory: base directory, atomic creation,
+ * owner checks and reclaim of dead runs' directories (see rundir.h). */
+#include "launcher/rundir.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/toml.h"
+#include "core/util.h"
+#include "ipc/shm.h"
+
+#define NEW_PREFIX ".new-" /* directories being created: .new-<run-id> */
+
+/* ---- the base directory ------------------------------------------------------- */
+
+int rundir_base(char *out, size_t len, char *err, size_t errlen)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(out, len, "%s/sluice", xdg);
+    else
+        n = snprintf(out, len, "/tmp/sluice-%lu", (unsigned long)geteuid());
+    if (n < 0 || (size_t)n >= len)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "XDG_RUNTIME_DIR is too long; set it to a shorter directory");
+    if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc,
+                       "cannot create the run directory base %s: %s; set XDG_RUNTIME_DIR to a "
+                       "writable directory",
+                       out, strerror(-rc));
+    }
+    struct stat st;
+    if (lstat(out, &st) != 0) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot stat %s: %s", out, strerror(-rc));
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return sl_errf(err, errlen, -EPERM,
+                       "%s is not a directory owned by you (uid %lu); remove it or set "
+                       "XDG_RUNTIME_DIR to a private directory",
+                       out, (unsigned long)geteuid());
+    if ((st.st_mode & 0777) != 0700 && chmod(out, 0700) != 0) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot make %s private (chmod 0700): %s", out, strerror(-rc));
+    }
+    return 0;
+}
+
+int rundir_name_check(const char *name, char *err, size_t errlen)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= RUNDIR_NAME_MAX)
+        return sl_errf(err, errlen, -EINVAL, "--run-name must have 1 to %d characters", RUNDIR_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_')
+            return sl_errf(err, errlen, -EINVAL,
+                           "--run-name '%s' has character '%c'; use only letters, digits, "
+                           "'-' and '_'",
+                           name, name[i]);
+    return 0;
+}
+
+/* ---- state ---------------------------------------------------------------------- */
+
+/* Writes s as a TOML basic string (quotes included). */
+static void put_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void put_key(FILE *f, const char *key, const char *val)
+{
+    if (!val)
+        return;
+    fprintf(f, "%s = ", key);
+    put_string(f, val);
+    fputc('\n', f);
+}
+
+static int write_state(const char *dir, const char *final, const struct rundir_state *st, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, dir, RUNDIR_STATE) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+    }
+    char sock[PATH_MAX + 16];
+    fprintf(f, "# gnnlaunch run state; removed when the run ends (docs/architecture.md)\n");
+    put_key(f, "run_id", st->run_id);
+    put_key(f, "name", st->name);
+    fprintf(f, "pid = %ld\npid_start = %" PRIu64 "\nranks = %d\nresume = %s\n", (long)st->pid, st->pid_start, st->ranks,
+            st->resume ? "true" : "false");
+    put_key(f, "config", st->config_path);
+    snprintf(sock, sizeof sock, "%s/" RUNDIR_CONFIG, final);
+    put_key(f, "effective_config", sock);
+    snprintf(sock, sizeof sock, "ipc://%s/" RUNDIR_CONTROL, final);
+    put_key(f, "control", sock);
+    snprintf(sock, sizeof sock, "ipc://%s/" RUNDIR_METRICS, final);
+    put_key(f, "publish", sock);
+    put_key(f, "metrics_file", st->metrics_file);
+    put_key(f, "trace_file", st->trace_file);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad)
+        return sl_errf(err, errlen, -EIO, "cannot write %s", path);
+    return 0;
+}
+
+static int write_config(const char *dir, const sl_config *c, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, dir, RUNDIR_CONFIG) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+    }
+    fprintf(f, "# effective configuration of this run (config file + --set), written by gnnlaunch\n");
+    sl_config_write_toml(c, f);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad)
+        return sl_errf(err, errlen, -EIO, "cannot write %s", path);
+    return 0;
+}
+
+int rundir_read_owner(const char *dir, pid_t *pid, uint64_t *start)
+{
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, dir, RUNDIR_STATE) < 0)
+        return -ENAMETOOLONG;
+    if (access(path, F_OK) != 0)
+        return -ENOENT;
+    toml_value *root = toml_parse_file(path, NULL, 0);
+    if (!root)
+        return -EINVAL;
+    const toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start");
+    int rc = -EINVAL;
+    if (p && p->type == TOML_INT && p->u.i > 0 && p->u.i <= INT32_MAX && s && s->type == TOML_INT && s->u.i >= 0) {
+        *pid = (pid_t)p->u.i;
+        *start = (uint64_t)s->u.i;
+        rc = 0;
+    }
+    toml_free(root);
+    return rc;
+}
+
+/* ---- reclaim -------------------------------------------------------------------- */
+
+/* Is the directory base/entry left by a launcher that is gone? */
+static bool entry_is_stale(const char *base, const char *entry)
+{
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, base, entry) < 0)
+        return false;
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return false;
+    pid_t pid;
+    uint64_t start;
+    if (!strncmp(entry, NEW_PREFIX, strlen(NEW_PREFIX))) {
+        /* .new-<run-id>: the run id starts with the launcher's pid */
+        char *end;
+        long v = strtol(entry + strlen(NEW_PREFIX), &end, 10);
+        if (v <= 0 || v > INT32_MAX || *end != '-')
+            return false;
+        return !shm_pid_alive((pid_t)v, 0);
+    }
+    if (rundir_name_check(entry, NULL, 0) != 0 || rundir_read_owner(path, &pid, &start) != 0)
+        return false; /* not ours, or cannot tell: leave it */
+    return !shm_pid_alive(pid, start);
+}
+
+int rundir_reclaim(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return -errno;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !entry_is_stale(base, e->d_name))
+            continue;
+        char path[PATH_MAX];
+        if (sl_path_join(path, sizeof path, base, e->d_name) == 0 && sl_rmtree(path) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* ---- create / remove -------------------------------------------------------------- */
+
+int rundir_create(struct rundir *d, const char *base, const char *name, const struct rundir_state *st,
+                  const sl_config *c, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->base, sizeof d->base, "%s", base);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    int n = snprintf(d->path, sizeof d->path, "%s/%s", base, name);
+    if (n < 0 || (size_t)n + 1 + strlen(RUNDIR_CONTROL) > RUNDIR_SOCKET_MAX)
+        return sl_errf(err, errlen, -ENAMETOOLONG,
+                       "run directory %s/%s is too long for a socket path (%d bytes "
+                       "at most); set XDG_RUNTIME_DIR to a shorter directory or use a shorter --run-name",
+                       base, name, RUNDIR_SOCKET_MAX - 1 - (int)strlen(RUNDIR_CONTROL));
+    char tmp[PATH_MAX];
+    n = snprintf(tmp, sizeof tmp, "%s/" NEW_PREFIX "%s", base, st->run_id);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
+    int rc;
+    if (mkdir(tmp, 0700) != 0) {
+        rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot create %s: %s", tmp, strerror(-rc));
+    }
+    if (chmod(tmp, 0700) != 0) {
+        rc = -errno;
+        sl_errf(err, errlen, rc, "cannot chmod 0700 %s: %s", tmp, strerror(-rc));
+        goto err;
+    }
+    if ((rc = write_state(tmp, d->path, st, err, errlen)) != 0 || (rc = write_config(tmp, c, err, errlen)) != 0)
+        goto err;
+    /* rename() replaces an empty directory and fails on a full one: a run
+     * directory with its name in place is always complete. */
+    for (int attempt = 0;; attempt++) {
+        if (rename(tmp, d->path) == 0)
+            break;
+        rc = -errno;
+        if ((rc != -ENOTEMPTY && rc != -EEXIST) || attempt >= 2) {
+            sl_errf(err, errlen, rc, "cannot create run directory %s: %s", d->path, strerror(-rc));
+            goto err;
+        }
+        pid_t pid;
+        uint64_t start;
+        int orc = rundir_read_owner(d->path, &pid, &start);
+        if (orc == 0 && shm_pid_alive(pid, start)) {
+            rc = sl_errf(err, errlen, -EBUSY,
+                         "run name '%s' is in use by a running gnnlaunch (pid %ld, %s); "
+                         "stop it or choose another --run-name",
+                         name, (long)pid, d->path);
+            goto err;
+        }
+        if (orc != 0) {
+            rc = sl_errf(err, errlen, -EEXIST,
+                         "%s exists but has no readable %s, so it is no run directory of "
+                         "gnnlaunch; remove it or choose another --run-name",
+                         d->path, RUNDIR_STATE);
+            goto err;
+        }
+        sl_rmtree(d->path); /* a dead run's directory: take the name over */
+    }
+    d->created = true;
+    return 0;
+
+err:
+    sl_rmtree(tmp);
+    return rc;
+}
+
+int rundir_file(const struct rundir *d, const char *file, char *out, size_t len)
+{
+    return sl_path_join(out, len, d->path, file);
+}
+
+void rundir_remove(struct rundir *d)
+{
+    if (!d || !d->created)
+        return;
+    sl_rmtree(d->path);
+    d->created = false;
+}

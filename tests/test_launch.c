@@ -1,0 +1,527 @@
+/* test_launch.c - gnnlaunch end to end, with the TEST-ONLY stage programs
+ * of test_stage.c (build/tests/stages, via SLUICE_STAGE_DIR) on a tiny
+ * dataset made by gnnprep synth.
+ *
+ * Every launch runs with its own XDG_RUNTIME_DIR under the scratch
+ * directory, so "the run directory is gone" means that directory's sluice/
+ * is empty, and "nothing left in /dev/shm" means no sluice.<run-id>.*
+ * there. Stages report what they moved into files (SLUICE_TEST_REPORT),
+ * which the happy-path cases check for exactly-once delivery per rank.
+ * Failures are injected with SLUICE_TEST_FAIL (see test_stage.c) or by
+ * this test sending signals. An alarm bounds every case; when it fires it
+ * SIGKILLs the launcher, whose stages then die by PDEATHSIG. */
+#include "t_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "core/util.h"
+#include "ipc/metrics.h"
+#include "ipc/shm.h"
+#include "launcher/config.h"
+#include "launcher/layout.h"
+#include "t_launch.h"
+
+#define CASE_ALARM_S 120
+#define ITEMS_FAST "3000"
+
+static char g_cfg[1200];         /* a valid config */
+static char g_ds[1200];          /* the dataset */
+static unsigned g_seed, g_seed0; /* random state, and the seed it started from */
+
+static void expect_report(const struct t_proc *r, const char *stage, int rank, uint64_t items, bool releaser)
+{
+    char path[1400], buf[256];
+    snprintf(path, sizeof path, "%s/%s.%d", r->report, stage, rank);
+    t_slurp(path, buf, sizeof buf);
+    unsigned long long it, corrupt, dups, distinct;
+    if (sscanf(buf, "items=%llu corrupt=%llu dups=%llu distinct=%llu", &it, &corrupt, &dups, &distinct) != 4)
+        fail_msg("%s: no report ('%s')", path, buf);
+    if (it != items || corrupt || dups || (releaser && distinct != items))
+        fail_msg("%s rank %d: %s (expected %llu items, each once)", stage, rank, buf, (unsigned long long)items);
+}
+
+#ifdef __SANITIZE_THREAD__
+/* as in launcher/control.c: races inside uninstrumented libzmq are false reports */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "race:libzmq.so\n";
+}
+#endif
+
+/* One request on the control socket of run directory `name`; the reply
+ * into out. */
+static void control_request(const char *name, const char *req, char *out, size_t len)
+{
+    char ep[1500];
+    snprintf(ep, sizeof ep, "ipc://%s/%s/control", t_base, name);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_REQ);
+    int ms = 10000, zero = 0;
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_connect(s, ep), 0);
+    assert_int_equal(zmq_send(s, req, strlen(req), 0), (int)strlen(req));
+    int n = zmq_recv(s, out, len - 1, 0);
+    if (n < 0)
+        fail_msg("no answer to '%s' on %s: %s", req, ep, zmq_strerror(zmq_errno()));
+    out[SL_MIN((size_t)n, len - 1)] = '\0';
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+/* ---- cases ------------------------------------------------------------------------------- */
+
+static void test_usage(void **state)
+{
+    struct t_proc r;
+    char dirarg[1400], stage_env[64] = "SLUICE_STAGE_DIR=/nonexistent-sluice-stages";
+    snprintf(dirarg, sizeof dirarg, "--metrics=%s", t_ldir);
+    const struct {
+        const char *args[6];
+        int code;
+        const char *msg;
+    } cases[] = {
+        {{NULL}, 2, "no CONFIG given"},
+        {{"--help"}, 0, "usage: gnnlaunch"},
+        {{"--version"}, 0, "gnnlaunch (sluice) "},
+        {{"--cpu", "--gpus", "2", g_cfg}, 2, "exclude each other"},
+        {{"--gpus", "2", g_cfg}, 2, "GPU training is not built yet"},
+        {{"--gpus=0", g_cfg}, 2, "--gpus needs a number of GPUs >= 1"},
+        {{g_cfg, "--epochs", "x"}, 2, "--epochs needs a positive integer"},
+        {{g_cfg, "--bogus"}, 2, "unknown option '--bogus'"},
+        {{g_cfg, "--set"}, 2, "--set needs a value"},
+        {{g_cfg, g_cfg}, 2, "one CONFIG expected"},
+        {{g_cfg, "--metrics", "/nonexistent-sluice/m.jsonl"}, 2, "directory /nonexistent-sluice does not exist"},
+        {{g_cfg, dirarg}, 2, "is a directory"},
+        {{g_cfg, "--run-name", "a/b"}, 2, "--run-name 'a/b' has character '/'"},
+        {{g_cfg, "--set", "train.lr=fast"}, 2, "--set train.lr=fast: train.lr must be a number"},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        t_launch_run(&r, NULL, cases[i].args, 30);
+        t_expect_code(&r, cases[i].code);
+        t_expect_log(&r, cases[i].msg);
+        t_expect_clean(&r);
+    }
+    const char *env[] = {stage_env, NULL};
+    t_launch_run(&r, env, (const char *[]){g_cfg, NULL}, 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "stage program /nonexistent-sluice-stages/gnn-sampler");
+    t_expect_clean(&r);
+}
+
+static void test_bad_config(void **state)
+{
+    char path[1300], text[1600];
+    snprintf(path, sizeof path, "%s/bad.toml", t_ldir);
+    const struct {
+        const char *body;
+        const char *msg;
+    } cases[] = {
+        {"[model]\nkind = \"sage\"\nfanoutz = [5, 5]\n",
+         "bad.toml:5:11: unknown key model.fanoutz; did you mean model.fanouts?"},
+        {"[train]\n\nepochs = \"three\"\n", "bad.toml:5:10: train.epochs must be an integer"},
+        {"[pipeline]\nranks = 0\n", "bad.toml:4:9: pipeline.ranks = 0 is outside its range"},
+        {"[model\n", "bad.toml:3:"},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        snprintf(text, sizeof text, "[dataset]\npath = \"%s\"\n%s", g_ds, cases[i].body);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+        /* the dataset line comes first, so the case's lines start at 3 */
+        struct t_proc r;
+        t_launch_run(&r, NULL, (const char *[]){"--cpu", path, NULL}, 30);
+        t_expect_code(&r, 2);
+        t_expect_log(&r, cases[i].msg);
+        t_expect_clean(&r);
+    }
+}
+
+static void test_missing_dataset(void **state)
+{
+    struct t_proc r;
+    t_launch_run(&r, NULL, (const char *[]){g_cfg, "--set", "dataset.path=/nonexistent-sluice/ds", NULL}, 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "/nonexistent-sluice/ds");
+    t_expect_clean(&r);
+    /* a dataset with a file missing */
+    char copy[1300], cmd[3000], set[1400];
+    snprintf(copy, sizeof copy, "%s/ds-broken", t_ldir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && rm '%s/labels.bin'", copy, g_ds, copy, copy);
+    assert_int_equal(system(cmd), 0);
+    snprintf(set, sizeof set, "dataset.path=%s", copy);
+    t_launch_run(&r, NULL, (const char *[]){g_cfg, "--set", set, NULL}, 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "labels.bin");
+    t_expect_clean(&r);
+}
+
+static void happy(int ranks)
+{
+    struct t_proc r;
+    char set[64];
+    snprintf(set, sizeof set, "pipeline.ranks=%d", ranks);
+    const char *env[] = {"SLUICE_TEST_ITEMS=" ITEMS_FAST, NULL};
+    t_launch_run(&r, env, (const char *[]){"--cpu", g_cfg, "--set", set, "--epochs", "2", NULL}, 120);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "stage processes exited cleanly");
+    for (int rank = 0; rank < ranks; rank++)
+        for (int s = 0; s < LAYOUT_STAGES; s++)
+            expect_report(&r, layout_stage_name((enum layout_stage)s), rank, strtoull(ITEMS_FAST, NULL, 10),
+                          s == LAYOUT_RELEASER);
+    t_expect_clean(&r);
+}
+
+static void test_happy_one_rank(void **state)
+{
+    happy(1);
+}
+static void test_happy_two_ranks(void **state)
+{
+    happy(2);
+}
+
+static void test_argv_visible(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=2000", NULL};
+    t_launch_start(&r, env, (const char *[]){g_cfg, "--set", "pipeline.ranks=2", NULL});
+    struct t_kid k[T_MAX_KIDS];
+    int n = t_wait_flowing(&r, 8, k, 1);
+    assert_int_equal(n, 8);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        char want[128], comm[64], path[64];
+        snprintf(want, sizeof want, "%s --run=%s --rank=%d --ranks=2 --run-dir=", layout_stage_program(k[i].stage),
+                 k[i].run, k[i].rank);
+        if (strncmp(k[i].cmdline, want, strlen(want)) != 0)
+            fail_msg("pid %ld's command line is '%s', expected it to start '%s'", (long)k[i].pid, k[i].cmdline, want);
+        assert_non_null(strstr(k[i].cmdline, "--config="));
+        snprintf(path, sizeof path, "/proc/%ld/comm", (long)k[i].pid);
+        t_slurp(path, comm, sizeof comm);
+        comm[strcspn(comm, "\n")] = '\0';
+        assert_string_equal(comm, layout_stage_program(k[i].stage)); /* what top shows */
+        assert_true(k[i].rank >= 0 && k[i].rank < 2);
+        seen |= 1 << (k[i].rank * LAYOUT_STAGES + k[i].stage);
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%ld-", (long)r.pid);
+        assert_int_equal(strncmp(k[i].run, prefix, strlen(prefix)), 0);
+    }
+    assert_int_equal(seen, 0xff); /* every stage of both ranks, once */
+    kill(r.pid, SIGINT);
+    t_launch_wait(&r, 30);
+    t_expect_code(&r, 130);
+    t_expect_clean(&r);
+}
+
+static void test_interrupt(void **state)
+{
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < SL_ARRAY_LEN(sigs); i++) {
+        struct t_proc r;
+        const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000", NULL};
+        t_launch_start(&r, env, (const char *[]){g_cfg, NULL});
+        struct t_kid k[T_MAX_KIDS];
+        int n = t_wait_flowing(&r, 4, k, 5);
+        /* SIGINT as a terminal's Ctrl-C sends it: to the whole foreground
+         * process group, which must hold only the launcher */
+        if (sigs[i] == SIGINT)
+            kill(-r.pid, SIGINT);
+        else
+            kill(r.pid, sigs[i]);
+        t_launch_wait(&r, 30);
+        t_expect_code(&r, 130);
+        char want[64];
+        snprintf(want, sizeof want, "interrupted by SIG%s", sigabbrev_np(sigs[i]));
+        t_expect_log(&r, want);
+        t_expect_no_log(&r, "warning"); /* a stage killed by the SIGINT itself would be one */
+        assert_true(t_kids_gone(k, n));
+        t_expect_clean(&r);
+    }
+}
+
+static void test_kill_each_stage(void **state)
+{
+    for (int s = 0; s < LAYOUT_STAGES; s++)
+        for (int round = 0; round < 4; round++) {
+            struct t_proc r;
+            /* odd rounds: stages ignore SIGTERM and must stop because the
+             * launcher closed their queues, before the SIGKILL deadline */
+            const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=500",
+                                 round % 2 ? "SLUICE_TEST_TERM=ignore" : NULL, NULL};
+            t_launch_start(&r, env, (const char *[]){g_cfg, "--set", "pipeline.ranks=2", NULL});
+            struct t_kid k[T_MAX_KIDS];
+            int n = t_wait_flowing(&r, 8, k, 1);
+            int rank = (int)(rand_r(&g_seed) % 2);
+            t_sleep_ms((int)(rand_r(&g_seed) % 300)); /* a random moment */
+            struct t_kid *victim = NULL;
+            for (int i = 0; i < n; i++)
+                if (k[i].stage == s && k[i].rank == rank)
+                    victim = &k[i];
+            assert_non_null(victim);
+            double t_kill = t_now();
+            assert_int_equal(kill(victim->pid, SIGKILL), 0);
+            t_launch_wait(&r, 30);
+            t_expect_code(&r, 3);
+            if (r.t_end - t_kill >= 2.0)
+                fail_msg("%s rank %d killed: the launcher took %.2f s to exit (seed %u)",
+                         layout_stage_program((enum layout_stage)s), rank, r.t_end - t_kill, g_seed0);
+            char want[160];
+            snprintf(want, sizeof want, "%s rank %d (pid %ld) was killed by signal 9 (SIGKILL)",
+                     layout_stage_program((enum layout_stage)s), rank, (long)victim->pid);
+            t_expect_log(&r, want);
+            t_expect_no_log(&r, "sending SIGKILL"); /* every stage stopped on the closed queues */
+            assert_true(t_kids_gone(k, n));
+            t_expect_clean(&r);
+        }
+}
+
+static void test_stage_exits_3(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000", "SLUICE_TEST_FAIL=extractor:1:exit3:20", NULL};
+    t_launch_run(&r, env, (const char *[]){g_cfg, "--set", "pipeline.ranks=2", NULL}, 60);
+    t_expect_code(&r, 3);
+    t_expect_log(&r, "gnn-extractor rank 1 (pid ");
+    t_expect_log(&r, ") exited with status 3");
+    t_expect_clean(&r);
+}
+
+static void test_stage_quits_early(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000", "SLUICE_TEST_FAIL=trainer:0:exit0:5", NULL};
+    t_launch_run(&r, env, (const char *[]){g_cfg, NULL}, 60);
+    t_expect_code(&r, 3);
+    t_expect_log(&r, "exited with status 0 before the end of its input queue r0.train");
+    t_expect_clean(&r);
+}
+
+static void test_hang_ignoring_sigterm(void **state)
+{
+    struct t_proc r;
+    /* the extractor ignores SIGTERM and stops after 3 batches; the trainer
+     * fails after 2, by which time the extractor surely ignores SIGTERM */
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000", "SLUICE_TEST_FAIL=extractor:0:hang-noterm:3,trainer:0:exit3:2",
+                         NULL};
+    t_launch_run(&r, env, (const char *[]){g_cfg, NULL}, 60);
+    t_expect_code(&r, 3);
+    t_expect_log(&r, "gnn-trainer rank 0 (pid ");
+    t_expect_log(&r, ") exited with status 3");
+    t_expect_log(&r, "did not exit within 2 s of SIGTERM; sending SIGKILL");
+    if (r.t_end - r.t0 < 2.0)
+        fail_msg("the launcher ended after %.2f s, before the SIGKILL grace period", r.t_end - r.t0);
+    t_expect_clean(&r);
+}
+
+static void test_launcher_killed(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000", NULL};
+    t_launch_start(&r, env, (const char *[]){g_cfg, "--set", "pipeline.ranks=2", "--run-name", "doomed", NULL});
+    struct t_kid k[T_MAX_KIDS];
+    int n = t_wait_flowing(&r, 8, k, 1);
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", k[0].run);
+    kill(r.pid, SIGKILL);
+    t_launch_wait(&r, 10);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    double t0 = t_now();
+    while (!t_kids_gone(k, n) && t_now() - t0 < 5)
+        t_sleep_ms(5);
+    if (!t_kids_gone(k, n))
+        fail_msg("stages outlived their launcher by 5 s (PR_SET_PDEATHSIG)");
+    /* what the dead launcher left is reclaimed by the next launch */
+    assert_true(t_shm_count(prefix) >= 1 + 2 * LAYOUT_QUEUES);
+    assert_int_equal(t_base_entries(), 1);
+    struct t_proc next;
+    const char *env2[] = {"SLUICE_TEST_ITEMS=100", NULL};
+    t_launch_run(&next, env2, (const char *[]){g_cfg, "--run-name", "doomed", NULL}, 60);
+    t_expect_code(&next, 0);
+    t_expect_log(&next, "shared-memory segments left by dead runs");
+    t_expect_log(&next, "left by dead runs in ");
+    assert_int_equal(t_shm_count(prefix), 0);
+    t_expect_clean(&next);
+}
+
+static void test_control_status(void **state)
+{
+    struct t_proc r;
+    char mfile[1300], mset[1400];
+    snprintf(mfile, sizeof mfile, "%s/metrics.jsonl", t_ldir);
+    snprintf(mset, sizeof mset, "--metrics=%s", mfile);
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000", NULL};
+    t_launch_start(&r, env, (const char *[]){g_cfg, "--run-name", "watched", mset, NULL});
+    struct t_kid k[T_MAX_KIDS];
+    int n = t_wait_flowing(&r, 4, k, 5);
+
+    /* the run directory: private, with its state and effective config */
+    char path[1500], buf[8192];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/watched", t_base);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    snprintf(path, sizeof path, "%s/watched/run.toml", t_base);
+    t_slurp(path, buf, sizeof buf);
+    char want[1500];
+    snprintf(want, sizeof want, "pid = %ld\n", (long)r.pid);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, "run_id = \"%s\"\n", k[0].run);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, "metrics_file = \"%s\"\n", mfile);
+    assert_non_null(strstr(buf, want));
+    snprintf(path, sizeof path, "%s/watched/config.toml", t_base);
+    sl_config c;
+    char err[1024];
+    assert_int_equal(sl_config_load(&c, path, NULL, 0, err, sizeof err), 0);
+    assert_string_equal(c.dataset.path, g_ds);
+
+    /* status */
+    static char reply[1 << 16];
+    control_request("watched", "status", reply, sizeof reply);
+    if (!t_json_valid(reply))
+        fail_msg("status is not valid JSON: %s", reply);
+    snprintf(want, sizeof want, "{\"run_id\":\"%s\",\"name\":\"watched\",\"pid\":%ld,\"state\":\"running\"", k[0].run,
+             (long)r.pid);
+    if (strncmp(reply, want, strlen(want)) != 0)
+        fail_msg("status starts '%.200s', expected '%s'", reply, want);
+    for (int i = 0; i < n; i++) {
+        snprintf(want, sizeof want, "{\"stage\":\"%s\",\"name\":\"%s\",\"rank\":0,\"pid\":%ld,\"alive\":true",
+                 layout_stage_program(k[i].stage), layout_stage_name(k[i].stage), (long)k[i].pid);
+        if (!strstr(reply, want))
+            fail_msg("status lacks '%s': %s", want, reply);
+    }
+    assert_non_null(strstr(reply, "\"state\":\"running\",\"busy_ns\":"));
+    assert_non_null(strstr(reply, "\"heartbeat_age_s\":"));
+    control_request("watched", "hello", reply, sizeof reply);
+    assert_true(t_json_valid(reply));
+    assert_non_null(strstr(reply, "\"ok\":false"));
+
+    /* the publisher: the same snapshot once a second */
+    snprintf(path, sizeof path, "ipc://%s/watched/metrics", t_base);
+    void *ctx = zmq_ctx_new();
+    void *sub = zmq_socket(ctx, ZMQ_SUB);
+    int ms = 5000, zero = 0;
+    zmq_setsockopt(sub, ZMQ_RCVTIMEO, &ms, sizeof ms);
+    zmq_setsockopt(sub, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    assert_int_equal(zmq_connect(sub, path), 0);
+    int got = zmq_recv(sub, reply, sizeof reply - 1, 0);
+    if (got <= 0)
+        fail_msg("nothing published on %s within 5 s", path);
+    reply[SL_MIN((size_t)got, sizeof reply - 1)] = '\0';
+    assert_true(t_json_valid(reply));
+    assert_non_null(strstr(reply, "\"processes\":[{\"stage\":\"gnn-sampler\""));
+    zmq_close(sub);
+    zmq_ctx_term(ctx);
+
+    /* the name is taken while the run lives */
+    struct t_proc twin;
+    t_launch_run(&twin, NULL, (const char *[]){g_cfg, "--run-name", "watched", NULL}, 30);
+    t_expect_code(&twin, 2);
+    t_expect_log(&twin, "run name 'watched' is in use by a running gnnlaunch");
+
+    kill(r.pid, SIGINT);
+    t_launch_wait(&r, 30);
+    t_expect_code(&r, 130);
+    assert_true(t_kids_gone(k, n));
+    t_expect_clean(&r);
+}
+
+static void test_control_stop(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000", NULL};
+    t_launch_start(&r, env, (const char *[]){g_cfg, "--run-name", "stopme", NULL});
+    struct t_kid k[T_MAX_KIDS];
+    int n = t_wait_flowing(&r, 4, k, 5);
+    char reply[256];
+    control_request("stopme", "stop", reply, sizeof reply);
+    assert_string_equal(reply, "{\"ok\":true,\"state\":\"stopping\"}");
+    t_launch_wait(&r, 30);
+    t_expect_code(&r, 130);
+    t_expect_log(&r, "stopped on request");
+    assert_true(t_kids_gone(k, n));
+    t_expect_clean(&r);
+}
+
+/* ---- fixture ----------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    if (t_launch_setup("launch") != 0)
+        return -1;
+    snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
+    snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
+    char prep[1200], out[4096];
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out, "%s synth %s --nodes 300 --avg-degree 4 --feat-dim 8 --classes 3", prep, g_ds) != 0) {
+        fprintf(stderr, "gnnprep synth failed: %s\n", out);
+        return -1;
+    }
+    FILE *f = fopen(g_cfg, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nfanouts = [5, 5]\n\n[train]\nbatch_size = 16\n\n"
+            "[pipeline]\nextract_queue = 4\ntrain_queue = 2\n",
+            g_ds);
+    fclose(f);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    t_rmrf(t_ldir);
+    return 0;
+}
+
+static int case_setup(void **state)
+{
+    alarm(CASE_ALARM_S);
+    return 0;
+}
+
+static int case_teardown(void **state)
+{
+    if (t_lpid > 0) {
+        kill(t_lpid, SIGKILL);
+        waitpid(t_lpid, NULL, 0);
+        t_lpid = 0;
+    }
+    alarm(0);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGALRM, t_launch_alarm);
+    const char *seed = getenv("SLUICE_TEST_SEED");
+    g_seed = seed ? (unsigned)strtoul(seed, NULL, 0) : (unsigned)time(NULL);
+    g_seed0 = g_seed;
+    fprintf(stderr, "test_launch: seed %u (SLUICE_TEST_SEED to repeat)\n", g_seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_usage, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_dataset, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_happy_one_rank, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_happy_two_ranks, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_visible, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_interrupt, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_each_stage, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_stage_exits_3, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_stage_quits_early, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_hang_ignoring_sigterm, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_launcher_killed, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_control_status, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_control_stop, case_setup, case_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

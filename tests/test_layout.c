@@ -1,0 +1,319 @@
+/* test_layout.c - the parts of gnnlaunch that stages and tools share: the
+ * run layout (segment names, queue shapes, creating and removing a run's
+ * shared objects), the stage command line both ways, and the run
+ * directory (atomic creation, names held by live runs, reclaim of dead
+ * ones). The end-to-end behaviour is test_launch.c's. */
+#include "t_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "core/util.h"
+#include "ipc/shm.h"
+#include "launcher/config.h"
+#include "launcher/layout.h"
+#include "launcher/rundir.h"
+
+static char g_dir[1024];
+static char g_run[SHM_RUN_ID_MAX];
+
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+static int count_segments(const char *run)
+{
+    char prefix[SHM_NAME_MAX];
+    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", run);
+    DIR *d = opendir(SHM_DIR);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
+/* ---- stages, queues, names ------------------------------------------------------------ */
+
+static void test_stages_and_queues(void **state)
+{
+    assert_string_equal(layout_stage_program(LAYOUT_EXTRACTOR), "gnn-extractor");
+    assert_string_equal(layout_stage_name(LAYOUT_RELEASER), "releaser");
+    assert_int_equal(layout_stage_from_program("/opt/sluice/bin/gnn-trainer"), LAYOUT_TRAINER);
+    assert_int_equal(layout_stage_from_program("sampler"), LAYOUT_SAMPLER);
+    assert_int_equal(layout_stage_from_program("gnn-sampler2"), -1);
+    assert_int_equal(layout_stage_from_program(NULL), -1);
+    /* the pipeline: sampler -> extract -> extractor -> train -> trainer -> release -> releaser */
+    assert_int_equal(layout_stage_input(LAYOUT_SAMPLER), -1);
+    assert_int_equal(layout_stage_output(LAYOUT_SAMPLER), LAYOUT_Q_EXTRACT);
+    assert_int_equal(layout_stage_input(LAYOUT_EXTRACTOR), LAYOUT_Q_EXTRACT);
+    assert_int_equal(layout_stage_output(LAYOUT_EXTRACTOR), LAYOUT_Q_TRAIN);
+    assert_int_equal(layout_stage_input(LAYOUT_TRAINER), LAYOUT_Q_TRAIN);
+    assert_int_equal(layout_stage_output(LAYOUT_TRAINER), LAYOUT_Q_RELEASE);
+    assert_int_equal(layout_stage_input(LAYOUT_RELEASER), LAYOUT_Q_RELEASE);
+    assert_int_equal(layout_stage_output(LAYOUT_RELEASER), -1);
+    assert_int_equal(layout_block(2, LAYOUT_TRAINER), 10);
+
+    char name[SHM_NAME_MAX], err[256];
+    assert_int_equal(layout_queue_segname(name, sizeof name, "41-a-b", LAYOUT_Q_TRAIN, 3, err, sizeof err), 0);
+    assert_string_equal(name, "/sluice.41-a-b.r3.train");
+    assert_int_equal(layout_metrics_segname(name, sizeof name, "41-a-b", err, sizeof err), 0);
+    assert_string_equal(name, "/sluice.41-a-b.metrics");
+    assert_int_equal(layout_queue_segname(name, sizeof name, "41.a", LAYOUT_Q_TRAIN, 0, err, sizeof err), -EINVAL);
+
+    sl_config c;
+    sl_config_defaults(&c);
+    const struct {
+        int64_t extract, train;
+        uint32_t want[LAYOUT_QUEUES];
+    } shapes[] = {{8, 4, {8, 4, 16}}, {1, 1, {2, 2, 2}}, {5, 3, {8, 4, 8}}, {4096, 4096, {4096, 4096, 8192}}};
+    for (size_t i = 0; i < SL_ARRAY_LEN(shapes); i++) {
+        c.pipeline.extract_queue = shapes[i].extract;
+        c.pipeline.train_queue = shapes[i].train;
+        for (int q = 0; q < LAYOUT_QUEUES; q++) {
+            struct ring_params p;
+            layout_queue_params(&c, (enum layout_queue)q, &p);
+            if (p.capacity != shapes[i].want[q] || p.entry_size != sizeof(struct layout_desc) || p.producers != 1)
+                fail_msg("queues %lld/%lld: %s capacity %u, expected %u", (long long)shapes[i].extract,
+                         (long long)shapes[i].train, layout_queue_name((enum layout_queue)q), p.capacity,
+                         shapes[i].want[q]);
+        }
+    }
+}
+
+static void test_create_and_attach(void **state)
+{
+    sl_config c;
+    sl_config_defaults(&c);
+    char err[512];
+    struct layout l;
+    assert_int_equal(layout_create(&l, g_run, &c, 3, err, sizeof err), 0);
+    assert_int_equal(count_segments(g_run), 1 + 3 * LAYOUT_QUEUES);
+    assert_int_equal(l.metrics.nblocks, 3 * LAYOUT_STAGES);
+    /* a stage finds each queue by name; a descriptor pushed by the launcher's
+     * handle arrives through the attached one */
+    struct ring r;
+    char name[SHM_NAME_MAX];
+    assert_int_equal(layout_queue_segname(name, sizeof name, g_run, LAYOUT_Q_RELEASE, 2, err, sizeof err), 0);
+    assert_int_equal(ring_attach(&r, name, err, sizeof err), 0);
+    struct layout_desc d = {.batch = 77, .slot = 5, .epoch = 1, .aux = {9, 2}}, got;
+    assert_int_equal(ring_push(layout_queue(&l, 2, LAYOUT_Q_RELEASE), &d, 0), 0);
+    assert_int_equal(ring_pop(&r, &got, 0), 0);
+    assert_memory_equal(&d, &got, sizeof d);
+    /* closing the run's queues ends every stream */
+    layout_close_queues(&l);
+    assert_int_equal(ring_pop(&r, &got, RING_FOREVER), -EPIPE);
+    assert_null(layout_queue(&l, 3, LAYOUT_Q_EXTRACT));
+    ring_free(&r);
+    layout_free(&l);
+    assert_int_equal(count_segments(g_run), 1 + 3 * LAYOUT_QUEUES); /* unmapped, not unlinked */
+    assert_int_equal(shm_run_unlink(g_run), 1 + 3 * LAYOUT_QUEUES);
+    /* a taken name: nothing of the second attempt is left */
+    struct shm_seg blocker;
+    char obj[] = "r1.train";
+    assert_int_equal(shm_seg_create(&blocker, g_run, obj, SHM_KIND_RAW, 8, err, sizeof err), 0);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, err, sizeof err), -EEXIST);
+    assert_int_equal(count_segments(g_run), 0); /* layout_create removes the run's segments on failure */
+    shm_seg_detach(&blocker);
+    assert_int_equal(layout_create(&l, g_run, &c, 0, err, sizeof err), -EINVAL);
+}
+
+/* ---- the stage command line -------------------------------------------------------------- */
+
+static void test_args_round_trip(void **state)
+{
+    for (int resume = 0; resume < 2; resume++) {
+        struct layout_args a = {.stage = LAYOUT_TRAINER, .rank = 1, .ranks = 2, .resume = resume};
+        a.metrics_block = layout_block(1, LAYOUT_TRAINER);
+        snprintf(a.run_id, sizeof a.run_id, "123-abc-def");
+        snprintf(a.run_dir, sizeof a.run_dir, "/run/user/1/sluice/x");
+        snprintf(a.config, sizeof a.config, "/run/user/1/sluice/x/config.toml");
+        char buf[8192], err[512];
+        char *argv[LAYOUT_ARGV_MAX];
+        assert_int_equal(layout_args_build(&a, buf, sizeof buf, argv, LAYOUT_ARGV_MAX, err, sizeof err), 0);
+        int argc = 0;
+        while (argv[argc])
+            argc++;
+        assert_int_equal(argc, 7 + resume);
+        assert_string_equal(argv[0], "gnn-trainer");
+        assert_string_equal(argv[1], "--run=123-abc-def");
+        assert_string_equal(argv[2], "--rank=1");
+        struct layout_args b;
+        assert_int_equal(layout_args_parse(argc, argv, &b, err, sizeof err), 0);
+        assert_memory_equal(&a, &b, sizeof a);
+        /* too little room is an error, not a cut command line */
+        assert_int_equal(layout_args_build(&a, buf, 40, argv, LAYOUT_ARGV_MAX, err, sizeof err), -ENAMETOOLONG);
+    }
+    /* "--key value" works as well */
+    char *sep[] = {"gnn-sampler", "--run",    "9-x",       "--rank",          "0", "--ranks", "1", "--run-dir",
+                   "/d",          "--config", "/d/c.toml", "--metrics-block", "0", NULL};
+    struct layout_args b;
+    char err[512];
+    assert_int_equal(layout_args_parse(13, sep, &b, err, sizeof err), 0);
+    assert_int_equal(b.stage, LAYOUT_SAMPLER);
+    assert_string_equal(b.config, "/d/c.toml");
+}
+
+static void test_args_rejected(void **state)
+{
+    const struct {
+        const char *argv[10];
+        const char *msg;
+    } cases[] = {
+        {{"gnn-pump", "--run=1-a"}, "is not a stage program"},
+        {{"gnn-sampler", "--run=1-a", "--rank=0", "--ranks=1", "--run-dir=/d", "--config=/c"}, "missing"},
+        {{"gnn-sampler", "--run=1.a", "--rank=0"}, "has character '.'"},
+        {{"gnn-sampler", "--run=1-a", "--rank=2", "--ranks=2", "--run-dir=/d", "--config=/c", "--metrics-block=8"},
+         "--rank=2 is not below --ranks=2"},
+        {{"gnn-trainer", "--run=1-a", "--rank=0", "--ranks=1", "--run-dir=/d", "--config=/c", "--metrics-block=1"},
+         "does not belong to rank 0 (expected 2)"},
+        {{"gnn-trainer", "--rank=x"}, "--rank=x is not an integer"},
+        {{"gnn-trainer", "--bench"}, "unknown argument '--bench'"},
+        {{"gnn-trainer", "--config"}, "--config needs a value"},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        int argc = 0;
+        while (cases[i].argv[argc])
+            argc++;
+        struct layout_args a;
+        char err[512] = "";
+        assert_int_equal(layout_args_parse(argc, (char **)cases[i].argv, &a, err, sizeof err), -EINVAL);
+        if (!strstr(err, cases[i].msg))
+            fail_msg("case %zu: expected '%s' in '%s'", i, cases[i].msg, err);
+    }
+}
+
+/* ---- the run directory -------------------------------------------------------------------- */
+
+static void state_for(struct rundir_state *st, const char *run_id, pid_t pid, uint64_t start)
+{
+    *st = (struct rundir_state){.run_id = run_id,
+                                .name = "job",
+                                .pid = pid,
+                                .pid_start = start,
+                                .config_path = "/etc/x \"quoted\".toml",
+                                .ranks = 2};
+}
+
+static void test_rundir(void **state)
+{
+    char base[1200], err[1024];
+    snprintf(base, sizeof base, "%s/base", g_dir);
+    setenv("XDG_RUNTIME_DIR", g_dir, 1);
+    char found[PATH_MAX];
+    assert_int_equal(rundir_base(found, sizeof found, err, sizeof err), 0);
+    char want[1200];
+    snprintf(want, sizeof want, "%s/sluice", g_dir);
+    assert_string_equal(found, want);
+    struct stat st;
+    assert_int_equal(stat(found, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(mkdir(base, 0755), 0);
+
+    sl_config c;
+    sl_config_defaults(&c);
+    snprintf(c.dataset.path, sizeof c.dataset.path, "/data/ds");
+    uint64_t me_start;
+    assert_int_equal(shm_pid_start_time(getpid(), &me_start), 0);
+    struct rundir_state s;
+    state_for(&s, "100-a-b", getpid(), me_start);
+    struct rundir d;
+    assert_int_equal(rundir_create(&d, base, "job", &s, &c, err, sizeof err), 0);
+    assert_int_equal(stat(d.path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    pid_t pid;
+    uint64_t start;
+    assert_int_equal(rundir_read_owner(d.path, &pid, &start), 0);
+    assert_int_equal(pid, getpid());
+    assert_int_equal(start, me_start);
+    char path[PATH_MAX];
+    assert_int_equal(rundir_file(&d, RUNDIR_CONFIG, path, sizeof path), 0);
+    sl_config back;
+    assert_int_equal(sl_config_load(&back, path, NULL, 0, err, sizeof err), 0);
+    assert_string_equal(back.dataset.path, "/data/ds");
+
+    /* the name is held while its owner lives... */
+    struct rundir d2;
+    state_for(&s, "101-a-b", getpid(), me_start);
+    assert_int_equal(rundir_create(&d2, base, "job", &s, &c, err, sizeof err), -EBUSY);
+    assert_non_null(strstr(err, "in use by a running gnnlaunch"));
+    /* ...and reclaim leaves it alone; a dead owner's directory goes */
+    struct rundir dd;
+    state_for(&s, "102-a-b", dead_pid(), 0);
+    assert_int_equal(rundir_create(&dd, base, "gone", &s, &c, err, sizeof err), 0);
+    char stray[1300];
+    snprintf(stray, sizeof stray, "%s/.new-%ld-x-y", base, (long)dead_pid()); /* a creation cut short */
+    assert_int_equal(mkdir(stray, 0700), 0);
+    assert_int_equal(rundir_reclaim(base), 2);
+    assert_false(t_exists(dd.path));
+    assert_false(t_exists(stray));
+    assert_true(t_exists(d.path));
+    /* a dead owner's name is taken over */
+    state_for(&s, "103-a-b", dead_pid(), 0);
+    assert_int_equal(rundir_create(&dd, base, "again", &s, &c, err, sizeof err), 0);
+    state_for(&s, "104-a-b", getpid(), me_start);
+    assert_int_equal(rundir_create(&d2, base, "again", &s, &c, err, sizeof err), 0);
+    assert_int_equal(rundir_read_owner(d2.path, &pid, &start), 0);
+    assert_int_equal(pid, getpid());
+    /* a directory that is no run directory is not removed */
+    snprintf(path, sizeof path, "%s/mine", base);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/mine/notes.txt", base);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(rundir_create(&dd, base, "mine", &s, &c, err, sizeof err), -EEXIST);
+    assert_true(t_exists(path));
+
+    rundir_remove(&d);
+    rundir_remove(&d2);
+    assert_false(t_exists(d.path));
+    rundir_remove(&d); /* idempotent */
+
+    /* names and path lengths */
+    assert_int_equal(rundir_name_check("a-b_C9", err, sizeof err), 0);
+    assert_int_equal(rundir_name_check("a.b", err, sizeof err), -EINVAL);
+    assert_int_equal(rundir_name_check("", err, sizeof err), -EINVAL);
+    char deep[600];
+    snprintf(deep, sizeof deep, "%s/%0100d", base, 0);
+    assert_int_equal(mkdir(deep, 0700), 0);
+    assert_int_equal(rundir_create(&dd, deep, "job", &s, &c, err, sizeof err), -ENAMETOOLONG);
+    assert_non_null(strstr(err, "too long for a socket path"));
+}
+
+static int group_setup(void **state)
+{
+    t_scratch(g_dir, sizeof g_dir, "layout");
+    snprintf(g_run, sizeof g_run, "tlayout-%ld", (long)getpid());
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    shm_run_unlink(g_run);
+    t_rmrf(g_dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stages_and_queues),
+        cmocka_unit_test(test_create_and_attach),
+        cmocka_unit_test(test_args_round_trip),
+        cmocka_unit_test(test_args_rejected),
+        cmocka_unit_test(test_rundir),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
