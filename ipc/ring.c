@@ -85,15 +85,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/util.h"
+#include "ipc/futex.h"
 
 #define RING_LINE 128 /* two cache lines: adjacent-line prefetch */
 #define RING_CLOSED (UINT64_C(1) << 63)
@@ -134,21 +133,6 @@ static inline struct ring_slot *slot_at(const struct ring *r, uint64_t pos)
 
 /* ---- futexes --------------------------------------------------------------------- */
 
-/* Sleeps while *word == val, until woken or the absolute CLOCK_MONOTONIC
- * deadline (NULL: none). 0 (woken or value changed), -ETIMEDOUT, -EINTR. */
-static int futex_wait_until(_Atomic uint32_t *word, uint32_t val, const struct timespec *deadline)
-{
-    long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET, val, deadline, NULL, FUTEX_BITSET_MATCH_ANY);
-    if (rc == 0 || errno == EAGAIN)
-        return 0;
-    return -errno; /* ETIMEDOUT, EINTR; anything else is a bug worth surfacing */
-}
-
-static void futex_wake(_Atomic uint32_t *word, int n)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
-}
-
 static void wake_one(_Atomic uint32_t *word)
 {
     atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
@@ -183,15 +167,8 @@ static int waiter_block(struct waiter *w)
         atomic_fetch_add_explicit(w->count, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         w->announced = true;
-        if (w->timeout_ms > 0) {
-            clock_gettime(CLOCK_MONOTONIC, &w->deadline);
-            w->deadline.tv_sec += w->timeout_ms / 1000;
-            w->deadline.tv_nsec += (long)(w->timeout_ms % 1000) * 1000000L;
-            if (w->deadline.tv_nsec >= 1000000000L) {
-                w->deadline.tv_sec++;
-                w->deadline.tv_nsec -= 1000000000L;
-            }
-        }
+        if (w->timeout_ms > 0)
+            futex_deadline(&w->deadline, w->timeout_ms);
         return 0;
     }
     if (w->timed_out)

@@ -58,6 +58,7 @@ enum shm_kind {
     SHM_KIND_RING = 2,
     SHM_KIND_METRICS = 3,
     SHM_KIND_ARENA = 4,
+    SHM_KIND_ALLREDUCE = 5,
     SHM_KIND_MAX_,
 };
 
