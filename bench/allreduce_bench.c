@@ -36,6 +36,7 @@
 #include "core/util.h"
 #include "ipc/allreduce.h"
 #include "ipc/shm.h"
+#include "bench/bench_common.h"
 
 #define MAX_RANKS 64
 #define MAX_SIZES 32
@@ -55,35 +56,7 @@ struct results {
     _Atomic uint32_t wrong; /* ranks that saw a wrong sum */
 };
 
-static char g_run[SHM_RUN_ID_MAX];
 static struct results *g_res;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void cleanup(void)
-{
-    if (g_run[0])
-        shm_run_unlink(g_run);
-}
-
-static void on_signal(int sig)
-{
-    cleanup();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static _Noreturn void die(const char *what, int rc)
-{
-    fprintf(stderr, "allreduce-bench: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
-    cleanup();
-    exit(1);
-}
 
 static uint64_t iters_for(const struct opts *o, uint64_t bytes)
 {
@@ -137,10 +110,10 @@ static int rank_main(const char *name, uint32_t rank, uint32_t ranks, const stru
             rc = allreduce_sum(&a, buf, n, ALLREDUCE_FOREVER);
         if (rc == 0)
             rc = allreduce_sum(&a, NULL, 0, ALLREDUCE_FOREVER); /* start line */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         for (uint64_t i = 0; i < iters && rc == 0; i++)
             rc = allreduce_sum(&a, buf, n, ALLREDUCE_FOREVER);
-        g_res->ns[k][rank] = now_ns() - t0;
+        g_res->ns[k][rank] = bench_now_ns() - t0;
         g_res->iters[k] = iters;
         if (rc)
             break;
@@ -183,10 +156,10 @@ static void run_ranks(const struct opts *o, uint32_t ranks)
     char err[256], obj[32];
     snprintf(obj, sizeof obj, "bench-r%" PRIu32, ranks);
     struct allreduce ar;
-    int rc = allreduce_create(&ar, g_run, obj, ranks, o->max_bytes / sizeof(float), err, sizeof err);
+    int rc = allreduce_create(&ar, bench_run, obj, ranks, o->max_bytes / sizeof(float), err, sizeof err);
     if (rc) {
         fprintf(stderr, "allreduce-bench: %s\n", err);
-        cleanup();
+        bench_cleanup();
         exit(1);
     }
     memset(g_res, 0, sizeof *g_res);
@@ -194,10 +167,10 @@ static void run_ranks(const struct opts *o, uint32_t ranks)
     for (uint32_t r = 0; r < ranks; r++) {
         pids[r] = fork();
         if (pids[r] < 0)
-            die("fork", -errno);
+            bench_die("fork", -errno);
         if (pids[r] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            g_run[0] = '\0'; /* the parent cleans up */
+            bench_run[0] = '\0'; /* the parent cleans up */
             _exit(rank_main(ar.seg.name, r, ranks, o));
         }
     }
@@ -206,7 +179,7 @@ static void run_ranks(const struct opts *o, uint32_t ranks)
         int st = 0;
         pid_t pid = wait(&st);
         if (pid < 0)
-            die("wait", -errno);
+            bench_die("wait", -errno);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             fprintf(stderr, "allreduce-bench: rank process %d failed (status %#x)\n", (int)pid, (unsigned)st);
             if (!failed)
@@ -217,7 +190,7 @@ static void run_ranks(const struct opts *o, uint32_t ranks)
     if (failed || atomic_load(&g_res->wrong)) {
         if (!failed)
             fprintf(stderr, "allreduce-bench: %u ranks saw a wrong sum\n", atomic_load(&g_res->wrong));
-        cleanup();
+        bench_cleanup();
         exit(1);
     }
     uint64_t bytes = o->min_bytes;
@@ -313,12 +286,10 @@ int main(int argc, char **argv)
     }
     g_res = mmap(NULL, sizeof *g_res, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_res == MAP_FAILED)
-        die("mmap", -errno);
-    shm_run_id_new(g_run, sizeof g_run);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+        bench_die("mmap", -errno);
+    bench_begin("allreduce-bench");
     for (int i = 0; i < o.nranks; i++)
         run_ranks(&o, o.ranks[i]);
-    cleanup();
+    bench_cleanup();
     return 0;
 }

@@ -34,6 +34,7 @@
 #include "core/util.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
+#include "bench/bench_common.h"
 
 #define MAX_PROCS 64
 
@@ -52,35 +53,7 @@ struct results {
     _Atomic uint64_t order_errors; /* entries out of per-producer order */
 };
 
-static char g_run[SHM_RUN_ID_MAX];
 static struct results *g_res;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void cleanup(void)
-{
-    if (g_run[0])
-        shm_run_unlink(g_run);
-}
-
-static void on_signal(int sig)
-{
-    cleanup();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static _Noreturn void fail(const char *what, int rc)
-{
-    fprintf(stderr, "ring-bench: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
-    cleanup();
-    exit(1);
-}
 
 /* Start line: each child writes a byte to the ready pipe once attached,
  * then blocks until the parent closes the start pipe. */
@@ -101,12 +74,12 @@ static pid_t spawn(child_fn fn, const char *name, const char *name2, uint32_t id
 {
     pid_t pid = fork();
     if (pid < 0)
-        fail("fork", -errno);
+        bench_die("fork", -errno);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (g_start[1] >= 0)
             close(g_start[1]);
-        g_run[0] = '\0'; /* the parent cleans up */
+        bench_run[0] = '\0'; /* the parent cleans up */
         _exit(fn(name, name2, idx, o, entry));
     }
     return pid;
@@ -118,7 +91,7 @@ static void reap(const pid_t *pids, uint32_t n)
         int st = 0;
         if (waitpid(pids[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             fprintf(stderr, "ring-bench: child %u failed (status %#x)\n", i, (unsigned)st);
-            cleanup();
+            bench_cleanup();
             exit(1);
         }
     }
@@ -175,7 +148,7 @@ static int tput_consumer(const char *name, const char *unused, uint32_t idx, con
             next[p] = s + 1;
         got++;
     }
-    uint64_t t = now_ns();
+    uint64_t t = bench_now_ns();
     ring_free(&r);
     if (rc != -EPIPE) {
         fprintf(stderr, "consumer %u: pop: %s\n", idx, strerror(-rc));
@@ -222,15 +195,15 @@ static void run_tput(const struct opts *o, uint32_t entry)
     snprintf(obj, sizeof obj, "bench-tput-%" PRIu32, entry);
     struct ring r;
     struct ring_params rp = {.entry_size = entry, .capacity = o->capacity, .producers = o->producers};
-    int rc = ring_create(&r, g_run, obj, &rp, err, sizeof err);
+    int rc = ring_create(&r, bench_run, obj, &rp, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ring-bench: %s\n", err);
-        cleanup();
+        bench_cleanup();
         exit(1);
     }
     memset(g_res, 0, sizeof *g_res);
     if (pipe(g_ready) != 0 || pipe(g_start) != 0)
-        fail("pipe", -errno);
+        bench_die("pipe", -errno);
     pid_t pids[2 * MAX_PROCS];
     uint32_t n = 0;
     for (uint32_t i = 0; i < o->consumers; i++)
@@ -245,7 +218,7 @@ static void run_tput(const struct opts *o, uint32_t entry)
             break;
     }
     close(g_ready[0]);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_now_ns();
     close(g_start[1]);
     g_start[0] = g_start[1] = g_ready[0] = g_ready[1] = -1;
     reap(pids, n);
@@ -254,7 +227,7 @@ static void run_tput(const struct opts *o, uint32_t entry)
     if (got != o->items || atomic_load(&g_res->order_errors) != 0) {
         fprintf(stderr, "ring-bench: delivered %" PRIu64 " of %" PRIu64 ", %" PRIu64 " out of order\n", got, o->items,
                 atomic_load(&g_res->order_errors));
-        cleanup();
+        bench_cleanup();
         exit(1);
     }
     print_result(o, "tput", entry,
@@ -308,28 +281,28 @@ static void run_lat(const struct opts *o, uint32_t entry)
     snprintf(obj2, sizeof obj2, "bench-pong-%" PRIu32, entry);
     struct ring ping, pong;
     struct ring_params rp = {.entry_size = entry, .capacity = o->capacity};
-    if (ring_create(&ping, g_run, obj1, &rp, err, sizeof err) ||
-        ring_create(&pong, g_run, obj2, &rp, err, sizeof err)) {
+    if (ring_create(&ping, bench_run, obj1, &rp, err, sizeof err) ||
+        ring_create(&pong, bench_run, obj2, &rp, err, sizeof err)) {
         fprintf(stderr, "ring-bench: %s\n", err);
-        cleanup();
+        bench_cleanup();
         exit(1);
     }
     pid_t pid = spawn(lat_echo, ping.seg.name, pong.seg.name, 0, o, entry);
     uint64_t *rtt = malloc(o->iters * sizeof *rtt);
     if (!rtt)
-        fail("malloc", -ENOMEM);
+        bench_die("malloc", -ENOMEM);
     unsigned char buf[RING_ENTRY_MAX] = {0}, back[RING_ENTRY_MAX];
     for (uint64_t i = 0; i < o->warmup + o->iters; i++) {
         memcpy(buf, &i, sizeof i);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bench_now_ns();
         int rc = ring_push(&ping, buf, RING_FOREVER);
         if (rc == 0)
             rc = ring_pop(&pong, back, RING_FOREVER);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = bench_now_ns();
         if (rc)
-            fail("ping-pong", rc);
+            bench_die("ping-pong", rc);
         if (memcmp(buf, back, entry) != 0)
-            fail("ping-pong: entry came back changed", -EIO);
+            bench_die("ping-pong: entry came back changed", -EIO);
         if (i >= o->warmup)
             rtt[i - o->warmup] = t1 - t0;
     }
@@ -456,16 +429,14 @@ int main(int argc, char **argv)
     }
     g_res = mmap(NULL, sizeof *g_res, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (g_res == MAP_FAILED)
-        fail("mmap", -errno);
-    shm_run_id_new(g_run, sizeof g_run);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+        bench_die("mmap", -errno);
+    bench_begin("ring-bench");
     for (int i = 0; i < o.nentries; i++) {
         if (o.tput)
             run_tput(&o, o.entries[i]);
         if (o.lat)
             run_lat(&o, o.entries[i]);
     }
-    cleanup();
+    bench_cleanup();
     return 0;
 }
