@@ -41,6 +41,7 @@ struct launch {
     char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
     bool resume;
     int ranks;
+    struct layout_arena_plan arena; /* each rank's batch arena */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];

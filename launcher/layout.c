@@ -2,14 +2,20 @@
  * (the contract is in layout.h and docs/architecture.md). */
 #include "launcher/layout.h"
 
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "core/util.h"
+
+_Static_assert(BATCH_LAYERS_MAX == SL_MAX_LAYERS, "a batch holds as many layers as a config may ask for");
 
 static const char *const programs[LAYOUT_STAGES] = {"gnn-sampler", "gnn-extractor", "gnn-trainer", "gnn-releaser"};
 static const char *const queue_names[LAYOUT_QUEUES] = {"extract", "train", "release"};
@@ -71,6 +77,20 @@ int layout_queue_segname(char *out, size_t len, const char *run_id, enum layout_
     return shm_name(out, len, run_id, obj, err, errlen);
 }
 
+static void arena_object(char *out, size_t len, int rank)
+{
+    snprintf(out, len, "r%d.arena", rank);
+}
+
+int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen)
+{
+    if (rank < 0 || rank >= LAYOUT_RANKS_MAX)
+        return sl_errf(err, errlen, -EINVAL, "no arena of rank %d", rank);
+    char obj[SHM_OBJECT_MAX];
+    arena_object(obj, sizeof obj, rank);
+    return shm_name(out, len, run_id, obj, err, errlen);
+}
+
 static uint32_t pow2_at_least(int64_t n)
 {
     uint32_t c = 2;
@@ -88,13 +108,182 @@ void layout_queue_params(const sl_config *c, enum layout_queue q, struct ring_pa
         (struct ring_params){.entry_size = sizeof(struct layout_desc), .capacity = pow2_at_least(want), .producers = 1};
 }
 
+/* ---- sizing the batch arenas ---------------------------------------------------------- */
+
+#define INDPTR_CHUNK 65536 /* indptr entries per read (512 KiB) */
+
+int layout_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, char *err, size_t errlen)
+{
+    const sl_dsfile *f = &m->f[SL_F_INDPTR];
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, dir, f->file) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, f->file);
+    uint64_t count;
+    if (f->dtype != SL_DT_U64 || sl_add_ovf(m->nodes, 1, &count))
+        return sl_errf(err, errlen, -EINVAL, "%s: not a u64 array of %" PRIu64 " + 1 entries; run gnnprep check", path,
+                       m->nodes);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    uint64_t *buf = malloc(INDPTR_CHUNK * sizeof *buf);
+    int rc = buf ? 0 : sl_errf(err, errlen, -ENOMEM, "out of memory reading %s", path);
+    uint64_t prev = 0, max = 0;
+    for (uint64_t i = 0; rc == 0 && i < count;) {
+        size_t n = (size_t)SL_MIN((uint64_t)INDPTR_CHUNK, count - i), got;
+        int r = sl_pread_full(fd, buf, n * sizeof *buf, (off_t)(i * sizeof *buf), &got);
+        if (r == -EIO)
+            rc = sl_errf(err, errlen, -EINVAL, "%s: ends at entry %" PRIu64 " of %" PRIu64 "; run gnnprep check", path,
+                         i + got / sizeof *buf, count);
+        else if (r)
+            rc = sl_errf(err, errlen, r, "%s: read failed: %s", path, strerror(-r));
+        for (size_t j = 0; rc == 0 && j < n; j++) {
+            uint64_t v = le64toh(buf[j]);
+            if (i + j == 0 ? v != 0 : v < prev)
+                rc = sl_errf(err, errlen, -EINVAL,
+                             "%s: entry %" PRIu64 " is %" PRIu64 " after %" PRIu64
+                             " (CSC offsets start at 0 and never decrease); run gnnprep check",
+                             path, i + j, v, prev);
+            max = SL_MAX(max, v - prev);
+            prev = v;
+        }
+        i += n;
+    }
+    if (rc == 0 && prev != m->edges)
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "%s: ends at %" PRIu64 ", but dataset.toml counts %" PRIu64 " edges; run gnnprep check", path,
+                     prev, m->edges);
+    free(buf);
+    close(fd);
+    if (rc == 0)
+        *out = max;
+    return rc;
+}
+
+/* "[10, -1, 5]" into buf. */
+static const char *fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int64_t k = 0; k < n && used + 1 < len; k++) {
+        int w = snprintf(buf + used, len - used, "%s%" PRId64, k ? ", " : "[", f[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used + 1 < len)
+        snprintf(buf + used, len - used, "]");
+    return buf;
+}
+
+int layout_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct layout_arena_plan *p, char *err,
+                      size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    struct batch_shape *s = &p->shape;
+    s->batch_size = (uint64_t)c->train.batch_size;
+    s->layers = (uint32_t)c->model.n_fanouts;
+    s->nodes = m->nodes;
+    s->edges = m->edges;
+    s->max_in_degree = BATCH_UNKNOWN;
+    bool all = false;
+    for (int64_t k = 0; k < c->model.n_fanouts && k < BATCH_LAYERS_MAX; k++) {
+        s->fanouts[k] = c->model.fanouts[k];
+        all |= c->model.fanouts[k] < 0;
+    }
+    if (all) {
+        int rc = layout_max_in_degree(c->dataset.path, m, &s->max_in_degree, err, errlen);
+        if (rc)
+            return rc;
+    }
+    char msg[768], fan[160];
+    int rc = batch_plan(s, &p->batch, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "model.fanouts = %s, train.batch_size = %" PRId64 ": %s",
+                       fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size, msg);
+    p->params.slot_size = (size_t)p->batch.max_bytes;
+    uint32_t slots = batch_arena_slots((uint64_t)c->pipeline.extract_queue, (uint64_t)c->pipeline.train_queue,
+                                       (uint64_t)c->pipeline.samplers, (uint64_t)c->pipeline.extractors);
+    p->params.nslots = SL_MIN(slots, ARENA_SLOTS_MAX);
+    size_t bytes = p->batch.max_bytes <= SIZE_MAX / 2 ? arena_mem_size(&p->params) : 0;
+    if (bytes == 0 || sl_add_ovf(bytes, SHM_DATA_OFFSET, &p->rank_bytes))
+        return sl_errf(err, errlen, -EOVERFLOW,
+                       "model.fanouts = %s, train.batch_size = %" PRId64 ": %" PRIu32 " slots of %" PRIu64
+                       " bytes are more than an arena can hold; lower train.batch_size or "
+                       "model.fanouts",
+                       fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size, slots,
+                       p->batch.max_bytes);
+    return 0;
+}
+
+int layout_arena_check(const struct layout_arena_plan *p, int ranks, uint64_t mem_available, uint64_t shm_free,
+                       char *err, size_t errlen)
+{
+    uint64_t total;
+    bool ovf = sl_mul_ovf(p->rank_bytes, (uint64_t)(ranks > 0 ? ranks : 1), &total);
+    const char *limit = NULL;
+    char have[32], need[32], slot[32], what[160];
+    if (mem_available != UINT64_MAX && (ovf || total > mem_available / 2)) {
+        snprintf(what, sizeof what, "more than half of the %s of available memory (MemAvailable)",
+                 sl_fmt_bytes(mem_available, have, sizeof have));
+        limit = what;
+    } else if (shm_free != UINT64_MAX && (ovf || total > shm_free)) {
+        snprintf(what, sizeof what,
+                 "more than the %s free in " SHM_DIR " (a stage would die of SIGBUS when it "
+                 "fills up; a container needs a larger --shm-size)",
+                 sl_fmt_bytes(shm_free, have, sizeof have));
+        limit = what;
+    }
+    if (!limit)
+        return 0;
+    char deg[64] = "";
+    if (p->shape.max_in_degree != BATCH_UNKNOWN)
+        snprintf(deg, sizeof deg, ", max in-degree %" PRIu64, p->shape.max_in_degree);
+    char fan[160];
+    fanouts_str(p->shape.fanouts, p->shape.layers, fan, sizeof fan);
+    return sl_errf(err, errlen, -ENOMEM,
+                   "the batch arenas would need %s%s (%d rank%s x %" PRIu32 " slots x %s for a worst-case batch of "
+                   "train.batch_size = %" PRIu64 " targets with model.fanouts = %s: up to %" PRIu64
+                   " nodes%s), %s; lower train.batch_size, use smaller (finite) model.fanouts, or lower "
+                   "pipeline.extract_queue, pipeline.train_queue, pipeline.samplers or pipeline.extractors "
+                   "(or pipeline.ranks)",
+                   ovf ? "more than " : "", sl_fmt_bytes(ovf ? UINT64_MAX : total, need, sizeof need), ranks,
+                   ranks == 1 ? "" : "s", p->params.nslots, sl_fmt_bytes(p->params.slot_size, slot, sizeof slot),
+                   p->shape.batch_size, fan, p->batch.n_max[p->shape.layers], deg, limit);
+}
+
+int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t errlen)
+{
+    *mem_available = *shm_free = UINT64_MAX;
+    int rc = 0;
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f) {
+        rc = sl_errf(err, errlen, -errno, "/proc/meminfo: %s", strerror(errno));
+    } else {
+        char line[256];
+        unsigned long long kib;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1 && kib <= UINT64_MAX / 1024)
+                *mem_available = (uint64_t)kib * 1024;
+        fclose(f);
+        if (*mem_available == UINT64_MAX)
+            rc = sl_errf(err, errlen, -ENOENT, "/proc/meminfo has no MemAvailable line");
+    }
+    struct statvfs vfs;
+    uint64_t bytes;
+    if (statvfs(SHM_DIR, &vfs) != 0)
+        rc = rc ? rc : sl_errf(err, errlen, -errno, SHM_DIR ": %s", strerror(errno));
+    else if (!sl_mul_ovf(vfs.f_bavail, vfs.f_frsize, &bytes))
+        *shm_free = bytes;
+    return rc;
+}
+
 /* ---- launcher side -------------------------------------------------------------- */
 
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, char *err, size_t errlen)
+int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
+                  char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
-    if (ranks < 1 || ranks > LAYOUT_RANKS_MAX)
-        return sl_errf(err, errlen, -EINVAL, "%d ranks is outside 1..%d", ranks, LAYOUT_RANKS_MAX);
+    if (ranks < 1 || ranks > LAYOUT_RANKS_MAX || !arena)
+        return sl_errf(err, errlen, -EINVAL, "%d ranks is outside 1..%d, or no arena shape", ranks, LAYOUT_RANKS_MAX);
     int rc = shm_run_id_check(run_id, err, errlen);
     if (rc)
         return rc;
@@ -104,13 +293,14 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
     if (rc)
         goto err;
     l->queues = calloc((size_t)ranks * LAYOUT_QUEUES, sizeof *l->queues);
-    if (!l->queues) {
-        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %d ranks' queue handles", ranks);
+    l->arenas = calloc((size_t)ranks, sizeof *l->arenas);
+    if (!l->queues || !l->arenas) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %d ranks' queue and arena handles", ranks);
         goto err;
     }
-    for (int r = 0; r < ranks; r++)
+    for (int r = 0; r < ranks; r++) {
+        char obj[SHM_OBJECT_MAX];
         for (int q = 0; q < LAYOUT_QUEUES; q++) {
-            char obj[SHM_OBJECT_MAX];
             struct ring_params p;
             queue_object(obj, sizeof obj, (enum layout_queue)q, r);
             layout_queue_params(c, (enum layout_queue)q, &p);
@@ -118,6 +308,11 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
             if (rc)
                 goto err;
         }
+        arena_object(obj, sizeof obj, r);
+        rc = arena_create(&l->arenas[r], run_id, obj, arena, err, errlen);
+        if (rc)
+            goto err;
+    }
     return 0;
 
 err:
@@ -134,13 +329,24 @@ struct ring *layout_queue(const struct layout *l, int rank, enum layout_queue q)
     return r->sh ? r : NULL;
 }
 
-void layout_close_queues(struct layout *l)
+struct arena *layout_arena(const struct layout *l, int rank)
 {
-    if (!l || !l->queues)
+    if (!l || !l->arenas || rank < 0 || rank >= l->ranks)
+        return NULL;
+    struct arena *a = &l->arenas[rank];
+    return a->hdr ? a : NULL;
+}
+
+void layout_close(struct layout *l)
+{
+    if (!l)
         return;
-    for (int i = 0; i < l->ranks * LAYOUT_QUEUES; i++)
+    for (int i = 0; l->queues && i < l->ranks * LAYOUT_QUEUES; i++)
         if (l->queues[i].sh)
             ring_close(&l->queues[i]);
+    for (int r = 0; l->arenas && r < l->ranks; r++)
+        if (l->arenas[r].hdr)
+            arena_close(&l->arenas[r]);
 }
 
 void layout_free(struct layout *l)
@@ -150,7 +356,11 @@ void layout_free(struct layout *l)
     if (l->queues)
         for (int i = 0; i < l->ranks * LAYOUT_QUEUES; i++)
             ring_free(&l->queues[i]);
+    if (l->arenas)
+        for (int r = 0; r < l->ranks; r++)
+            arena_free(&l->arenas[r]);
     free(l->queues);
+    free(l->arenas);
     metrics_free(&l->metrics);
     memset(l, 0, sizeof *l);
 }

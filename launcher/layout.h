@@ -13,12 +13,28 @@
  *     /sluice.<run>.r<R>.extract   ring: sampler -> extractor of rank R
  *     /sluice.<run>.r<R>.train     ring: extractor -> trainer of rank R
  *     /sluice.<run>.r<R>.release   ring: trainer -> releaser of rank R
+ *     /sluice.<run>.r<R>.arena     batch arena of rank R (ipc/arena.h)
+ *
+ * Batch arena. Each slot holds one sampled batch (ipc/batch.h) and is
+ * sized for the worst case of the run's batch shape: train.batch_size,
+ * model.fanouts, and the dataset's node and edge counts and, only when a
+ * fanout is -1, its largest in-degree (streamed from indptr.bin). The
+ * launcher and the sampler both get that shape from layout_arena_plan(),
+ * so a batch the sampler writes always fits. The slot count is
+ * batch_arena_slots() of the pipeline's queue depths and thread counts.
+ * The sampler takes a slot (arena_alloc), writes the batch and pushes its
+ * index in a descriptor; the extractor fills the batch's alias[]; the
+ * releaser gives the slot back (arena_release) after the trainer is done.
+ * Before anything is created, layout_arena_check() refuses arenas that
+ * would take more than half of MemAvailable, or more than /dev/shm has
+ * free, summed over the ranks.
  *
  * Each ring carries struct layout_desc entries and is created for one
  * producing process: the producing stage calls ring_producer_done() once,
  * when it will push no more, which closes the ring so the consumer drains
- * it and sees -EPIPE (end of stream). The launcher calls ring_close() on
- * every ring when it stops a run, so blocked stages wake up.
+ * it and sees -EPIPE (end of stream). When the launcher stops a run it
+ * closes every ring and every arena (layout_close), so blocked stages
+ * wake up with -EPIPE, a sampler waiting in arena_alloc included.
  *
  * Stage command line (built by layout_args_build, read by
  * layout_args_parse; `--key value` is accepted as well as `--key=value`):
@@ -35,6 +51,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dataset.h"
+#include "ipc/arena.h"
+#include "ipc/batch.h"
 #include "ipc/metrics.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
@@ -90,10 +109,44 @@ static inline uint32_t layout_block(int rank, enum layout_stage s)
     return (uint32_t)rank * LAYOUT_STAGES + s;
 }
 
-/* Segment names: "/sluice.<run>.metrics" and "/sluice.<run>.r<R>.<queue>". */
+/* Segment names: "/sluice.<run>.metrics", "/sluice.<run>.r<R>.<queue>"
+ * and "/sluice.<run>.r<R>.arena". */
 int layout_metrics_segname(char *out, size_t len, const char *run_id, char *err, size_t errlen);
 int layout_queue_segname(char *out, size_t len, const char *run_id, enum layout_queue q, int rank, char *err,
                          size_t errlen);
+int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen);
+
+/* The batch arena of each rank, as sized for a configuration and dataset. */
+struct layout_arena_plan {
+    struct batch_shape shape;   /* bounds every batch of the run (batch_init takes it) */
+    struct batch_plan batch;    /* the worst case of that shape */
+    struct arena_params params; /* slot_size = batch.max_bytes; nslots = batch_arena_slots() */
+    uint64_t rank_bytes;        /* one rank's arena segment, header page included */
+};
+
+/* Sizes the arenas: the shape from c (train.batch_size, model.fanouts)
+ * and m (nodes, edges; the max in-degree only when a fanout is -1, read
+ * from c->dataset.path's indptr), its worst case and the slot count.
+ * Reads the whole indptr.bin when a fanout is -1 (streamed in 512 KiB
+ * reads), else no file. 0; -EOVERFLOW or -EINVAL with a message naming
+ * the keys to change; -errno if indptr.bin cannot be read. */
+int layout_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct layout_arena_plan *p, char *err,
+                      size_t errlen);
+
+/* The largest in-degree of a dataset, streaming its indptr.bin (in dir)
+ * and checking it as it goes (starts at 0, never decreases, ends at the
+ * edge count). 0, -EINVAL (damaged file: run gnnprep check) or -errno. */
+int layout_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, char *err, size_t errlen);
+
+/* Refuses (-ENOMEM, with a message naming the keys to change) arenas of
+ * `ranks` ranks that would take more than half of mem_available or more
+ * than shm_free bytes; UINT64_MAX for either skips that test. */
+int layout_arena_check(const struct layout_arena_plan *p, int ranks, uint64_t mem_available, uint64_t shm_free,
+                       char *err, size_t errlen);
+
+/* MemAvailable from /proc/meminfo and the bytes free in /dev/shm: 0 or
+ * -errno (either is then UINT64_MAX). */
+int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t errlen);
 
 /* Ring shape of queue q for configuration c: capacity is the configured
  * pipeline.extract_queue / pipeline.train_queue (the release queue: their
@@ -106,19 +159,25 @@ struct layout {
     char run_id[SHM_RUN_ID_MAX];
     int ranks;
     struct metrics_page metrics;
-    struct ring *queues; /* (ranks, LAYOUT_QUEUES) */
+    struct ring *queues;  /* (ranks, LAYOUT_QUEUES) */
+    struct arena *arenas; /* (ranks) */
 };
 
-/* Creates the metrics page and the queues of every rank. On failure
- * nothing of the run is left in /dev/shm. */
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, char *err, size_t errlen);
+/* Creates the metrics page, and the queues and batch arena (of shape
+ * arena, from layout_arena_plan) of every rank. On failure nothing of the
+ * run is left in /dev/shm. */
+int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
+                  char *err, size_t errlen);
 
 /* Queue q of rank r (NULL out of range or not created). */
 struct ring *layout_queue(const struct layout *l, int rank, enum layout_queue q);
 
-/* ring_close() on every queue of the run: blocked stages wake (-EPIPE).
- * Never blocks. */
-void layout_close_queues(struct layout *l);
+/* The batch arena of rank r (NULL out of range or not created). */
+struct arena *layout_arena(const struct layout *l, int rank);
+
+/* ring_close() on every queue and arena_close() on every arena of the
+ * run: blocked stages wake (-EPIPE). Never blocks. */
+void layout_close(struct layout *l);
 
 /* Unmaps everything (never unlinks: shm_run_unlink does). Accepts NULL and
  * zeroed or half-built layouts. */

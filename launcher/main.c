@@ -12,6 +12,7 @@
  * belongs to the stages (the trainer's final result line). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -253,6 +254,13 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real); /* stages need not share our cwd */
     l->ranks = (int)l->cfg.pipeline.ranks;
+    if ((rc = layout_arena_plan(&l->cfg, &meta, &l->arena, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    uint64_t mem, shm_free;
+    if (layout_memory(&mem, &shm_free, msg, sizeof msg) != 0)
+        fprintf(stderr, "gnnlaunch: warning: %s; the batch arenas' size is checked only against what was read\n", msg);
+    if ((rc = layout_arena_check(&l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     if (o->metrics &&
         (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
         return rc;
@@ -369,7 +377,17 @@ static int create_run(struct launch *l, char *err, size_t errlen)
     };
     if ((rc = rundir_create(&l->dir, base, st.name, &st, &l->cfg, err, errlen)) != 0)
         return rc;
-    return layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, err, errlen);
+    if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, &l->arena.params, err, errlen)) != 0)
+        return rc;
+    char slot[32], rank[32], all[32];
+    const struct layout_arena_plan *a = &l->arena;
+    fprintf(stderr,
+            "gnnlaunch: batch arena per rank: %" PRIu32
+            " slots x %s = %s (%d rank%s: %s); a batch holds at most %" PRIu64 " nodes\n",
+            a->params.nslots, sl_fmt_bytes(a->params.slot_size, slot, sizeof slot),
+            sl_fmt_bytes(a->rank_bytes, rank, sizeof rank), l->ranks, l->ranks == 1 ? "" : "s",
+            sl_fmt_bytes(a->rank_bytes * (uint64_t)l->ranks, all, sizeof all), a->batch.n_max[a->shape.layers]);
+    return 0;
 }
 
 /* Starts the four stages of every rank. A failure stops the run. */

@@ -55,7 +55,7 @@ void launch_stop(struct launch *l, enum launch_outcome outcome, const char *caus
     snprintf(l->cause, sizeof l->cause, "%s", cause);
     if (l->nchildren)
         fprintf(stderr, "gnnlaunch: %s; stopping the run\n", cause);
-    layout_close_queues(&l->layout);
+    layout_close(&l->layout);
     if (l->run_id[0])
         shm_run_unlink(l->run_id);
     for (int i = 0; i < l->nchildren; i++)

@@ -43,6 +43,13 @@ static void expect_report(const struct t_proc *r, const char *stage, int rank, u
         fail_msg("%s: no report ('%s')", path, buf);
     if (it != items || corrupt || dups || (releaser && distinct != items))
         fail_msg("%s rank %d: %s (expected %llu items, each once)", stage, rank, buf, (unsigned long long)items);
+    /* every slot the sampler took came back by the end of the stream */
+    const char *a = strstr(buf, "arena_free=");
+    unsigned free_slots, slots;
+    if (!a || sscanf(a, "arena_free=%u arena_slots=%u", &free_slots, &slots) != 2 || slots == 0)
+        fail_msg("%s: no arena counts ('%s')", path, buf);
+    if (releaser && free_slots != slots)
+        fail_msg("%s rank %d: %u of %u arena slots free at the end of the stream", stage, rank, free_slots, slots);
 }
 
 #ifdef __SANITIZE_THREAD__
@@ -172,6 +179,8 @@ static void happy(int ranks)
     t_launch_run(&r, env, (const char *[]){"--cpu", g_cfg, "--set", set, "--epochs", "2", NULL}, 120);
     t_expect_code(&r, 0);
     t_expect_log(&r, "stage processes exited cleanly");
+    /* 4 + 2 queued, 2 samplers, 2 extractors, the trainer's and the releaser's */
+    t_expect_log(&r, "gnnlaunch: batch arena per rank: 12 slots x ");
     for (int rank = 0; rank < ranks; rank++)
         for (int s = 0; s < LAYOUT_STAGES; s++)
             expect_report(&r, layout_stage_name((enum layout_stage)s), rank, strtoull(ITEMS_FAST, NULL, 10),
@@ -186,6 +195,36 @@ static void test_happy_one_rank(void **state)
 static void test_happy_two_ranks(void **state)
 {
     happy(2);
+}
+
+/* Arenas that would not fit in memory: refused before anything starts,
+ * naming the keys to change. A graph of 200k nodes makes worst-case
+ * batches of tens of MiB with fanouts -1 (which also makes gnnlaunch read
+ * the max in-degree from indptr.bin), and 1024 ranks with the longest
+ * queues need petabytes, beyond any machine's memory. */
+static void test_arena_too_large(void **state)
+{
+    char ds[1300], set[1400], prep[1200], out[4096];
+    snprintf(ds, sizeof ds, "%s/ds-big", t_ldir);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out, "%s synth %s --nodes 200000 --avg-degree 10 --feat-dim 1 --classes 2", prep, ds) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    snprintf(set, sizeof set, "dataset.path=%s", ds);
+    struct t_proc r;
+    t_launch_run(&r, NULL,
+                 (const char *[]){g_cfg, "--set", set, "--set", "pipeline.ranks=1024", "--set", "model.fanouts=[-1,-1]",
+                                  "--set", "train.batch_size=10000000", "--set", "pipeline.extract_queue=4096", "--set",
+                                  "pipeline.train_queue=4096", NULL},
+                 60);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "the batch arenas would need ");
+    t_expect_log(&r, "1024 ranks x 8198 slots x ");
+    t_expect_log(&r, "model.fanouts = [-1, -1]");
+    t_expect_log(&r, ", max in-degree ");
+    t_expect_log(&r, "lower train.batch_size");
+    t_expect_no_log(&r, "batch arena per rank"); /* nothing was created */
+    t_expect_clean(&r);
+    t_rmrf(ds);
 }
 
 static void test_argv_visible(void **state)
@@ -214,7 +253,12 @@ static void test_argv_visible(void **state)
         snprintf(prefix, sizeof prefix, "%ld-", (long)r.pid);
         assert_int_equal(strncmp(k[i].run, prefix, strlen(prefix)), 0);
     }
-    assert_int_equal(seen, 0xff); /* every stage of both ranks, once */
+    assert_int_equal(seen, 0xff);          /* every stage of both ranks, once */
+    for (int rank = 0; rank < 2; rank++) { /* each rank's batch arena, while the run lives */
+        char arena[128];
+        snprintf(arena, sizeof arena, SHM_PREFIX "%s.r%d.arena", k[0].run, rank);
+        assert_int_equal(t_shm_count(arena), 1);
+    }
     kill(r.pid, SIGINT);
     t_launch_wait(&r, 30);
     t_expect_code(&r, 130);
@@ -514,6 +558,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_happy_one_rank, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_happy_two_ranks, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_argv_visible, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_too_large, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_interrupt, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_kill_each_stage, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_stage_exits_3, case_setup, case_teardown),

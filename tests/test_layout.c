@@ -71,6 +71,9 @@ static void test_stages_and_queues(void **state)
     assert_int_equal(layout_metrics_segname(name, sizeof name, "41-a-b", err, sizeof err), 0);
     assert_string_equal(name, "/sluice.41-a-b.metrics");
     assert_int_equal(layout_queue_segname(name, sizeof name, "41.a", LAYOUT_Q_TRAIN, 0, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_arena_segname(name, sizeof name, "41-a-b", 3, err, sizeof err), 0);
+    assert_string_equal(name, "/sluice.41-a-b.r3.arena");
+    assert_int_equal(layout_arena_segname(name, sizeof name, "41-a-b", -1, err, sizeof err), -EINVAL);
 
     sl_config c;
     sl_config_defaults(&c);
@@ -98,8 +101,10 @@ static void test_create_and_attach(void **state)
     sl_config_defaults(&c);
     char err[512];
     struct layout l;
-    assert_int_equal(layout_create(&l, g_run, &c, 3, err, sizeof err), 0);
-    assert_int_equal(count_segments(g_run), 1 + 3 * LAYOUT_QUEUES);
+    const struct arena_params ap = {.slot_size = 1000, .nslots = 4};
+    assert_int_equal(layout_create(&l, g_run, &c, 3, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 3, &ap, err, sizeof err), 0);
+    assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
     assert_int_equal(l.metrics.nblocks, 3 * LAYOUT_STAGES);
     /* a stage finds each queue by name; a descriptor pushed by the launcher's
      * handle arrives through the attached one */
@@ -111,22 +116,179 @@ static void test_create_and_attach(void **state)
     assert_int_equal(ring_push(layout_queue(&l, 2, LAYOUT_Q_RELEASE), &d, 0), 0);
     assert_int_equal(ring_pop(&r, &got, 0), 0);
     assert_memory_equal(&d, &got, sizeof d);
-    /* closing the run's queues ends every stream */
-    layout_close_queues(&l);
+    /* each rank's arena: a stage attaches it by name and sees the
+     * launcher's slots; a child blocked on an empty arena wakes with
+     * -EPIPE when the run is closed */
+    assert_null(layout_arena(&l, 3));
+    struct arena *mine = layout_arena(&l, 1);
+    assert_non_null(mine);
+    assert_int_equal(mine->nslots, 4);
+    assert_int_equal(mine->slot_size, 1000);
+    assert_int_equal(layout_arena_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        struct arena a;
+        uint32_t slot;
+        if (arena_attach(&a, name, NULL, 0) != 0)
+            _exit(10);
+        for (int i = 0; i < 4; i++)
+            if (arena_alloc(&a, &slot, 0) != 0)
+                _exit(11);
+        _exit(arena_alloc(&a, &slot, RING_FOREVER) == -EPIPE ? 0 : 12);
+    }
+    double t0 = sl_now();
+    while (arena_available(mine) > 0 && sl_now() - t0 < 10)
+        usleep(1000);
+    usleep(50000); /* let it block */
+    assert_int_equal(arena_available(mine), 0);
+    assert_int_equal(arena_available(layout_arena(&l, 2)), 4); /* ranks do not share */
+    /* closing the run ends every stream and every wait for a slot */
+    layout_close(&l);
+    int st;
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
     assert_int_equal(ring_pop(&r, &got, RING_FOREVER), -EPIPE);
     assert_null(layout_queue(&l, 3, LAYOUT_Q_EXTRACT));
     ring_free(&r);
     layout_free(&l);
-    assert_int_equal(count_segments(g_run), 1 + 3 * LAYOUT_QUEUES); /* unmapped, not unlinked */
-    assert_int_equal(shm_run_unlink(g_run), 1 + 3 * LAYOUT_QUEUES);
+    assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1)); /* unmapped, not unlinked */
+    assert_int_equal(shm_run_unlink(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
     /* a taken name: nothing of the second attempt is left */
     struct shm_seg blocker;
     char obj[] = "r1.train";
     assert_int_equal(shm_seg_create(&blocker, g_run, obj, SHM_KIND_RAW, 8, err, sizeof err), 0);
-    assert_int_equal(layout_create(&l, g_run, &c, 2, err, sizeof err), -EEXIST);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &ap, err, sizeof err), -EEXIST);
     assert_int_equal(count_segments(g_run), 0); /* layout_create removes the run's segments on failure */
     shm_seg_detach(&blocker);
-    assert_int_equal(layout_create(&l, g_run, &c, 0, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 0, &ap, err, sizeof err), -EINVAL);
+    /* an arena that cannot be made: nothing of the run is left either */
+    const struct arena_params huge = {.slot_size = SIZE_MAX / 4, .nslots = 4};
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &huge, err, sizeof err), -EINVAL);
+    assert_int_equal(count_segments(g_run), 0);
+}
+
+/* ---- sizing the batch arenas --------------------------------------------------------------- */
+
+/* Writes DIR/indptr.bin (n + 1 entries, degree deg(v)) and fills a meta
+ * that describes it. */
+static void write_indptr(const char *dir, uint64_t n, uint64_t (*deg)(uint64_t), sl_dataset_meta *m)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/indptr.bin", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t at = 0;
+    for (uint64_t v = 0; v <= n; v++) {
+        assert_int_equal(fwrite(&at, 8, 1, f), 1);
+        if (v < n)
+            at += deg(v);
+    }
+    fclose(f);
+    memset(m, 0, sizeof *m);
+    m->nodes = n;
+    m->edges = at;
+    snprintf(m->f[SL_F_INDPTR].file, sizeof m->f[SL_F_INDPTR].file, "indptr.bin");
+    m->f[SL_F_INDPTR].dtype = SL_DT_U64;
+}
+
+/* degree 3, but 77 for node 131070 and 0 for node 131071: the hub's
+ * offsets straddle the second read's boundary (65536 entries a read) */
+static uint64_t deg_hub(uint64_t v)
+{
+    return v == 131070 ? 77 : v == 131071 ? 0 : 3;
+}
+
+static void test_arena_plan(void **state)
+{
+    sl_config c;
+    sl_config_defaults(&c);
+    char err[1024];
+    struct layout_arena_plan p;
+    sl_dataset_meta m;
+    /* finite fanouts: no file is read (the dataset path does not exist) */
+    memset(&m, 0, sizeof m);
+    m.nodes = 1000;
+    m.edges = 4000;
+    snprintf(m.f[SL_F_INDPTR].file, sizeof m.f[SL_F_INDPTR].file, "indptr.bin");
+    m.f[SL_F_INDPTR].dtype = SL_DT_U64;
+    snprintf(c.dataset.path, sizeof c.dataset.path, "%s/nonexistent", g_dir);
+    c.train.batch_size = 16;
+    c.model.n_fanouts = c.model.layers = 2;
+    c.model.fanouts[0] = c.model.fanouts[1] = 5;
+    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    assert_int_equal(p.shape.max_in_degree, BATCH_UNKNOWN);
+    assert_int_equal(p.batch.n_max[2], 16 + 80 + 480);
+    assert_int_equal(p.params.slot_size, batch_max_bytes(&p.shape, NULL, 0));
+    assert_int_equal(p.params.nslots, batch_arena_slots(8, 4, 2, 2)); /* the defaults */
+    assert_int_equal(p.params.nslots, 18);
+    assert_int_equal(p.rank_bytes, arena_mem_size(&p.params) + SHM_DATA_OFFSET);
+    /* a -1 fanout streams indptr.bin for the max in-degree */
+    c.model.fanouts[1] = -1;
+    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "indptr.bin"));
+    char ds[1100];
+    snprintf(ds, sizeof ds, "%s/ds", g_dir);
+    assert_int_equal(mkdir(ds, 0755), 0);
+    snprintf(c.dataset.path, sizeof c.dataset.path, "%s", ds);
+    write_indptr(ds, 200000, deg_hub, &m);
+    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    assert_int_equal(p.shape.max_in_degree, 77);
+    assert_int_equal(p.batch.e_max[1], (16 + 80) * 77);
+    uint64_t d;
+    /* damaged files are refused with the entry at fault */
+    m.edges += 1;
+    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "dataset.toml counts"));
+    m.edges -= 1;
+    m.nodes += 1;
+    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "ends at entry 200001 of 200002"));
+    m.nodes -= 1;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/indptr.bin", ds);
+    FILE *f = fopen(path, "r+b");
+    uint64_t back = 5;
+    fseek(f, 8 * 70000, SEEK_SET);
+    fwrite(&back, 8, 1, f);
+    fclose(f);
+    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "entry 70000 is 5 after 209997"));
+
+    /* absurd shapes: refused, naming the keys */
+    c.model.n_fanouts = c.model.layers = 1;
+    c.model.fanouts[0] = 1000000;
+    c.train.batch_size = 10000000;
+    m.nodes = 1ull << 40;
+    m.edges = 1ull << 45;
+    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), -EOVERFLOW);
+    assert_non_null(strstr(err, "model.fanouts = [1000000], train.batch_size = 10000000: "));
+
+    /* memory: half of MemAvailable and all of /dev/shm's free space, summed over ranks */
+    m.nodes = 1000;
+    m.edges = 4000;
+    c.model.fanouts[0] = 5;
+    c.train.batch_size = 16;
+    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    uint64_t rb = p.rank_bytes;
+    assert_int_equal(layout_arena_check(&p, 2, 4 * rb, UINT64_MAX, err, sizeof err), 0);
+    assert_int_equal(layout_arena_check(&p, 3, 4 * rb, UINT64_MAX, err, sizeof err), -ENOMEM);
+    const char *keys[] = {"3 ranks x 18 slots",  "more than half of the",  "MemAvailable",     "train.batch_size = 16",
+                          "model.fanouts = [5]", "pipeline.extract_queue", "pipeline.samplers"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++)
+        if (!strstr(err, keys[i]))
+            fail_msg("expected '%s' in '%s'", keys[i], err);
+    assert_int_equal(layout_arena_check(&p, 3, UINT64_MAX, 3 * rb, err, sizeof err), 0);
+    assert_int_equal(layout_arena_check(&p, 3, UINT64_MAX, 3 * rb - 1, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "free in /dev/shm"));
+    p.rank_bytes = UINT64_MAX / 2;
+    assert_int_equal(layout_arena_check(&p, 1024, UINT64_MAX - 1, UINT64_MAX, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "need more than"));
+    /* this machine's numbers are readable */
+    uint64_t mem, shm_free;
+    assert_int_equal(layout_memory(&mem, &shm_free, err, sizeof err), 0);
+    assert_true(mem > 0 && mem < UINT64_MAX && shm_free < UINT64_MAX);
 }
 
 /* ---- the stage command line -------------------------------------------------------------- */
@@ -309,11 +471,9 @@ static int group_teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stages_and_queues),
-        cmocka_unit_test(test_create_and_attach),
-        cmocka_unit_test(test_args_round_trip),
-        cmocka_unit_test(test_args_rejected),
-        cmocka_unit_test(test_rundir),
+        cmocka_unit_test(test_stages_and_queues), cmocka_unit_test(test_create_and_attach),
+        cmocka_unit_test(test_arena_plan),        cmocka_unit_test(test_args_round_trip),
+        cmocka_unit_test(test_args_rejected),     cmocka_unit_test(test_rundir),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

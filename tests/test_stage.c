@@ -7,16 +7,27 @@
  *
  * It keeps the stage contract (docs/architecture.md): parses the command
  * line with layout_args_parse, loads the effective config, attaches the
- * metrics page and claims its block, heartbeats, and moves descriptors
- * through its rank's queues as a real little pipeline:
- *   sampler    pushes SLUICE_TEST_ITEMS descriptors {batch = i, aux[0] =
- *              check(rank, i), aux[1] = rank} into the extract queue
- *   extractor  extract -> train, trainer  train -> release, verifying each
- *   releaser   pops the release queue and records each batch in a bitmap
+ * metrics page and claims its block, heartbeats, attaches its rank's batch
+ * arena and moves real batches through its rank's queues as a little
+ * pipeline:
+ *   sampler    for i < SLUICE_TEST_ITEMS: takes an arena slot, samples
+ *              batch i of the dataset's graph from seed check(rank, i)
+ *              with the config's batch size and fanouts (tests/t_batch.c,
+ *              sized by layout_arena_plan like the launcher's arena), and
+ *              pushes {batch = i, slot, aux[0] = check(rank, i), aux[1] =
+ *              rank} into the extract queue
+ *   extractor  checks the batch's header (batch_view), fills its alias[]
+ *              from the node ids, extract -> train
+ *   trainer    checks the whole batch, rebuilds it from its seed and
+ *              compares, checks alias[], train -> release
+ *   releaser   returns the slot (arena_release) and records each batch in
+ *              a bitmap
  * Each producer calls ring_producer_done at the end of its stream, so the
  * close flows down the pipeline. With SLUICE_TEST_REPORT set, each stage
- * writes DIR/<stage>.<rank>: "items=N corrupt=C dups=D distinct=K end=E"
- * (end: eos = end of stream, stopped = a queue was closed under it).
+ * writes DIR/<stage>.<rank>: "items=N corrupt=C dups=D distinct=K end=E
+ * arena_free=F arena_slots=S" (end: eos = end of stream, stopped = a queue
+ * or the arena was closed under it; F counts free slots when the stage
+ * ended: all of them for the releaser at end of stream).
  *
  * Environment:
  *   SLUICE_TEST_ITEMS     descriptors per rank (default 1000)
@@ -41,11 +52,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dataset.h"
 #include "core/util.h"
+#include "ipc/arena.h"
+#include "ipc/batch.h"
 #include "ipc/metrics.h"
 #include "ipc/ring.h"
 #include "launcher/config.h"
 #include "launcher/layout.h"
+#include "t_batch.h"
 
 #define POLL_MS 200
 
@@ -56,6 +71,11 @@ static struct metrics_block *g_block;
 static enum fail_mode g_fail = FAIL_NONE;
 static uint64_t g_fail_at;
 static uint64_t g_delay_us;
+static struct arena g_arena;            /* this rank's batch arena */
+static struct layout_arena_plan g_plan; /* the run's batch shape */
+static struct t_csc g_graph;            /* sampler, trainer: the dataset's graph */
+static void *g_rebuilt;                 /* trainer: a batch rebuilt from its seed */
+static int g_complaints;
 
 static uint64_t check_value(int rank, uint64_t i)
 {
@@ -192,6 +212,126 @@ static void attach_queue(struct ring *r, int q)
         die(2, "%s", err);
 }
 
+/* ---- batches ---------------------------------------------------------------------------- */
+
+static uint32_t targets_of(uint64_t seed)
+{
+    return 1 + (uint32_t)(seed % SL_MIN(g_plan.shape.batch_size, g_plan.shape.nodes));
+}
+
+/* What the extractor writes as the feature-buffer slot of a node. */
+static uint32_t alias_of(uint64_t node)
+{
+    return (uint32_t)(node * 2654435761u % 1000003u);
+}
+
+/* Reports a bad batch (the first few) and returns false. */
+static bool complain(const struct layout_desc *d, const char *fmt, ...) SL_PRINTF(2, 3);
+static bool complain(const struct layout_desc *d, const char *fmt, ...)
+{
+    if (g_complaints++ < 5) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "test-stage %s rank %d: batch %" PRIu64 " in slot %" PRIu32 ": ",
+                layout_stage_program(g_args.stage), g_args.rank, d->batch, d->slot);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    return false;
+}
+
+static void open_batches(void)
+{
+    char err[2048], name[SHM_NAME_MAX];
+    sl_config cfg;
+    sl_dataset_meta meta;
+    if (sl_config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0 ||
+        sl_meta_read(cfg.dataset.path, &meta, false, err, sizeof err) != 0 ||
+        layout_arena_plan(&cfg, &meta, &g_plan, err, sizeof err) != 0)
+        die(2, "%s", err);
+    if (layout_arena_segname(name, sizeof name, g_args.run_id, g_args.rank, err, sizeof err) != 0 ||
+        arena_attach(&g_arena, name, err, sizeof err) != 0)
+        die(2, "%s", err);
+    if (g_arena.slot_size < g_plan.params.slot_size)
+        die(2, "arena slots of %zu bytes are smaller than this configuration's batches (%zu bytes)", g_arena.slot_size,
+            g_plan.params.slot_size);
+    if (g_args.stage == LAYOUT_SAMPLER || g_args.stage == LAYOUT_TRAINER) {
+        if (t_csc_load(&g_graph, cfg.dataset.path, &meta, err, sizeof err) != 0)
+            die(2, "%s", err);
+        if (!(g_rebuilt = malloc(g_plan.params.slot_size)))
+            die(3, "out of memory");
+    }
+}
+
+/* Sampler: takes a slot (heartbeating while none is free) and writes batch
+ * d->batch into it. 0, or -EPIPE when the run is stopping. */
+static int sample(struct layout_desc *d)
+{
+    uint32_t slot;
+    for (;;) {
+        uint64_t t0 = metrics_now_ns();
+        int rc = arena_alloc(&g_arena, &slot, POLL_MS);
+        metrics_add(&g_block->wait_ns, metrics_now_ns() - t0);
+        metrics_heartbeat(g_block);
+        if (rc == 0)
+            break;
+        if (rc == -EPIPE)
+            return rc;
+        if (rc != -ETIMEDOUT && rc != -EINTR)
+            die(3, "arena_alloc: %s", strerror(-rc));
+    }
+    char err[512];
+    struct batch_id id = {.batch = d->batch, .epoch = d->epoch, .rank = (uint32_t)g_args.rank};
+    if (t_sample_batch(&g_graph, &g_plan.shape, targets_of(d->aux[0]), d->aux[0], &id, (unsigned)(d->batch % 4),
+                       arena_slot(&g_arena, slot), g_arena.slot_size, err, sizeof err) != 0)
+        die(3, "%s", err);
+    d->slot = slot;
+    return 0;
+}
+
+/* Extractor, trainer, releaser: checks the batch d names and does the
+ * stage's part. false if anything is wrong. */
+static bool handle(const struct layout_desc *d)
+{
+    void *slot = arena_slot(&g_arena, d->slot);
+    if (!slot)
+        return complain(d, "no such slot (%" PRIu32 " slots)", g_arena.nslots);
+    if (g_args.stage == LAYOUT_RELEASER) {
+        int rc = arena_release(&g_arena, d->slot);
+        return rc == 0 || complain(d, "arena_release: %s", strerror(-rc));
+    }
+    char err[512];
+    struct batch_view v, w;
+    unsigned flags = g_args.stage == LAYOUT_EXTRACTOR ? BATCH_VIEW_HEADER_ONLY : 0;
+    if (batch_view(slot, g_arena.slot_size, flags, &v, err, sizeof err) != 0)
+        return complain(d, "%s", err);
+    if (v.h.batch != d->batch || v.h.epoch != d->epoch || v.h.rank != (uint32_t)g_args.rank)
+        return complain(d, "holds batch %" PRIu64 " of epoch %" PRIu32 ", rank %" PRIu32, v.h.batch, v.h.epoch,
+                        v.h.rank);
+    if (g_args.stage == LAYOUT_EXTRACTOR) {
+        for (uint32_t i = 0; i < batch_nodes(&v); i++)
+            v.alias[i] = alias_of(v.nodes[i]);
+        batch_set_aliased(&v);
+        return true;
+    }
+    /* the trainer: the batch must be the one its seed makes */
+    struct batch_id id = {.batch = d->batch, .epoch = d->epoch, .rank = (uint32_t)g_args.rank};
+    if (t_sample_batch(&g_graph, &g_plan.shape, targets_of(d->aux[0]), d->aux[0], &id, 0, g_rebuilt,
+                       g_plan.params.slot_size, err, sizeof err) != 0 ||
+        batch_view(g_rebuilt, g_plan.params.slot_size, 0, &w, err, sizeof err) != 0)
+        return complain(d, "cannot rebuild it: %s", err);
+    if (t_batch_compare(&v, &w, err, sizeof err) != 0)
+        return complain(d, "differs from the batch its seed makes: %s", err);
+    if (!(v.h.flags & BATCH_ALIASED))
+        return complain(d, "the extractor did not mark it aliased");
+    for (uint32_t i = 0; i < batch_nodes(&v); i++)
+        if (v.alias[i] != alias_of(v.nodes[i]))
+            return complain(d, "alias[%" PRIu32 "] = %" PRIu32 ", expected %" PRIu32, i, v.alias[i],
+                            alias_of(v.nodes[i]));
+    return true;
+}
+
 static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t distinct, const char *end)
 {
     const char *dir = getenv("SLUICE_TEST_REPORT");
@@ -202,8 +342,10 @@ static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t dis
     FILE *f = fopen(path, "w");
     if (!f)
         die(3, "cannot write %s", path);
-    fprintf(f, "items=%" PRIu64 " corrupt=%" PRIu64 " dups=%" PRIu64 " distinct=%" PRIu64 " end=%s\n", items, corrupt,
-            dups, distinct, end);
+    fprintf(f,
+            "items=%" PRIu64 " corrupt=%" PRIu64 " dups=%" PRIu64 " distinct=%" PRIu64 " end=%s arena_free=%" PRIu32
+            " arena_slots=%" PRIu32 "\n",
+            items, corrupt, dups, distinct, end, arena_available(&g_arena), g_arena.nslots);
     fclose(f);
 }
 
@@ -242,6 +384,7 @@ int main(int argc, char **argv)
         attach_queue(&in, qin);
     if (qout >= 0)
         attach_queue(&out, qout);
+    open_batches();
 
     uint64_t done = 0, corrupt = 0, dups = 0, distinct = 0;
     uint64_t *seen = g_args.stage == LAYOUT_RELEASER ? calloc((n_items + 63) / 64 + 1, 8) : NULL;
@@ -252,15 +395,21 @@ int main(int argc, char **argv)
         if (qin < 0) {
             if (done == n_items)
                 break;
-            d = (struct layout_desc){.batch = done,
-                                     .slot = (uint32_t)(done % 64),
-                                     .epoch = 0,
-                                     .aux = {check_value(g_args.rank, done), (uint64_t)g_args.rank}};
+            d = (struct layout_desc){
+                .batch = done, .epoch = 0, .aux = {check_value(g_args.rank, done), (uint64_t)g_args.rank}};
+            uint64_t t0 = metrics_now_ns();
+            if (sample(&d) == -EPIPE) {
+                end = "stopped"; /* the launcher closed the arena to stop the run */
+                break;
+            }
+            metrics_add(&b->busy_ns, metrics_now_ns() - t0);
         } else if (pop(&in, &d) == -EPIPE) {
             break; /* end of stream, or the launcher closed the queue to stop the run */
         }
         uint64_t t0 = metrics_now_ns();
-        if (d.batch >= n_items || d.aux[1] != (uint64_t)g_args.rank || d.aux[0] != check_value(g_args.rank, d.batch)) {
+        bool batch_ok = qin < 0 || handle(&d); /* (the releaser releases here) */
+        if (d.batch >= n_items || d.aux[1] != (uint64_t)g_args.rank || d.aux[0] != check_value(g_args.rank, d.batch) ||
+            !batch_ok) {
             corrupt++;
         } else if (seen) {
             uint64_t bit = UINT64_C(1) << (d.batch % 64);
@@ -273,6 +422,8 @@ int main(int argc, char **argv)
         pause_us(g_delay_us);
         metrics_add(&b->busy_ns, metrics_now_ns() - t0);
         if (qout >= 0 && push(&out, &d) == -EPIPE) {
+            if (qin < 0)
+                arena_release(&g_arena, d.slot); /* never reached the pipeline */
             end = "stopped";
             done++;
             break;
@@ -288,6 +439,9 @@ int main(int argc, char **argv)
     report(done, corrupt, dups, distinct, end);
     metrics_set_state(b, METRICS_DONE);
     free(seen);
+    free(g_rebuilt);
+    t_csc_free(&g_graph);
+    arena_free(&g_arena);
     ring_free(&in);
     ring_free(&out);
     metrics_free(&page);
