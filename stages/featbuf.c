@@ -1,0 +1,805 @@
+/* featbuf.c - the per-rank feature buffer (API in featbuf.h).
+ *
+ * Protocol
+ * --------
+ * Memory (one segment, or memory the creator owns, page aligned):
+ *
+ *     struct featbuf_hdr   read-only line (magic, version, sizes, offsets,
+ *                          policy) written once by featbuf_mem_format; the
+ *                          process-shared robust mutex; the broken flag;
+ *                          standby head/tail/length; counters
+ *     slots                nslots x struct featbuf_slot (node, refs,
+ *                          state futex word, waiters, standby prev/next)
+ *     map                  n_nodes x uint32 slot index or FEATBUF_ABSENT
+ *     rows                 nslots x stride bytes, page aligned (CPU only)
+ *
+ * The lock. One mutex (PTHREAD_PROCESS_SHARED, PTHREAD_MUTEX_ROBUST)
+ *   guards the map, every slot's node/refs/links and the standby list.
+ *   Extractors take it once per batch (featbuf_acquire_many) and the
+ *   releaser once per trained batch (featbuf_release_many); inside, each
+ *   node costs a map lookup and O(1) list surgery, so a batch of 10^5 nodes
+ *   holds it for about a millisecond, while the same batch's reads take tens
+ *   of milliseconds. Contention is bounded by batch rate, not row rate;
+ *   a finer scheme (per-node CAS on the map, as GNNDrive does) is a later
+ *   optimisation behind the same API.
+ *   If a process dies holding the lock, the next locker gets EOWNERDEAD:
+ *   it marks the buffer broken, makes the mutex consistent and returns
+ *   -EPIPE; every later call returns -EPIPE and the run is torn down
+ *   (DESIGN.md section 8) - the half-done list surgery is never trusted.
+ *
+ * Slot state. A slot's `state` word (INVALID / LOADING / VALID) is the
+ *   futex word its waiters sleep on. Transitions:
+ *     INVALID|VALID -> LOADING   acquire claims a standby slot (lock held;
+ *                                refs 0 -> 1, so nobody else reads it)
+ *     LOADING -> VALID           featbuf_loaded, by the claimer, without the
+ *                                lock: store-release after the row is written
+ *     LOADING -> INVALID         featbuf_load_failed (lock held: the node
+ *                                also leaves the map)
+ *   A slot with refs > 0 is never on standby, so it is never claimed again:
+ *   while a caller holds a reference the slot's node cannot change and its
+ *   state only moves forward from LOADING, so waiters see no ABA.
+ *   Readers of the state (acquire under the lock, waiters) load it with
+ *   acquire order, so a VALID they see carries the loader's row writes.
+ *
+ * Waiting without lost wake-ups. A waiter increments the slot's `waiters`
+ *   (seq_cst), re-reads the broken flag and the state, and only then calls
+ *   FUTEX_WAIT(state, LOADING) (shared futex: waiters and loaders live in
+ *   different processes). The loader stores the new state (seq_cst) before
+ *   it loads `waiters` (seq_cst): either it sees the waiter and wakes all
+ *   sleepers on the word, or the waiter's re-check sees the new state (and
+ *   if it raced into FUTEX_WAIT, the word no longer equals LOADING and the
+ *   kernel returns at once). So loaded() makes no system call unless
+ *   someone sleeps. featbuf_mark_broken() sets the flag, then adds a
+ *   BROKEN bit to every LOADING word and wakes every slot with waiters; the
+ *   changed word makes a racing FUTEX_WAIT return at once.
+ *
+ * Who writes what: the creator formats everything once and stores the
+ *   magic last (release). Under the lock: the map, slot node/refs/links,
+ *   standby head/tail/count, counters, and the state transitions that
+ *   start or abandon a load. Without the lock: LOADING -> VALID (claimer),
+ *   `waiters` (waiters), the broken flag and bits (mark_broken). A row's
+ *   bytes are written only by the claimer of its LOADING slot, read by
+ *   holders of a reference on its VALID slot, and owned by the buffer's
+ *   creator like the rest of the segment.
+ *
+ * The reserve. -EAGAIN means every slot is referenced. References are held
+ *   by extractors in the middle of a batch and by whole batches downstream
+ *   (train queue, trainer), which the releaser drops without waiting on
+ *   anything in this buffer. With S >= extractors x max_nodes_per_batch,
+ *   the extractors together hold fewer than S slots while one of them is
+ *   still acquiring (each holds < max_nodes_per_batch then, sharing only
+ *   lowers the count), so when acquire fails some slot is held downstream
+ *   and its release is coming: waiting for the releaser and retrying always
+ *   makes progress. featbuf_acquire_many is all or nothing, so a failed
+ *   batch holds nothing while it waits. If nothing is downstream (the
+ *   stress test: each extractor releases its own batch) -EAGAIN cannot
+ *   happen at all at that size.
+ *
+ *   A caller that got -EAGAIN sleeps in featbuf_wait_standby() on the
+ *   header's `standby_seq` word, read before its acquire; a release that
+ *   put any slot on standby bumps it (seq_cst, after unlocking) and wakes
+ *   its sleepers if `standby_waiters` is non-zero (same announce / re-check
+ *   pattern as the slot words). A release between the caller's read and
+ *   its sleep changes the word, so that wake-up is never lost.
+ *
+ * Eviction is a policy behind struct featbuf_policy_ops, called with the
+ *   lock held: put (refs reached 0), take (a hit on a standby slot) and
+ *   victim (pick and remove the slot to reuse). LRU keeps the standby list
+ *   oldest first; a lookahead policy can pick another member later.
+ *
+ * Dead peers. A loader that dies leaves its slot LOADING: waiters sleep
+ *   until their timeout or until the supervisor calls
+ *   featbuf_mark_broken(). References of a dead process are never dropped;
+ *   the run is torn down anyway. */
+#include "stages/featbuf.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "ipc/futex.h"
+
+#define LINK_NIL UINT32_MAX        /* end of the standby list */
+#define LINK_OFF (UINT32_MAX - 1u) /* prev/next of a slot not on standby */
+#define STATE_MASK 0x3u
+#define STATE_BROKEN 0x4u /* added to LOADING words by mark_broken */
+#define PAGE 4096u
+
+struct featbuf_hdr {
+    _Atomic uint64_t magic; /* FEATBUF_MAGIC; stored last (release) */
+    uint32_t version;
+    uint32_t nslots;
+    uint64_t n_nodes;
+    uint64_t row_bytes;
+    uint64_t stride;
+    uint64_t slots_off; /* offsets from the start of the memory */
+    uint64_t map_off;
+    uint64_t rows_off; /* 0 when rows are on the device */
+    uint64_t total;
+    uint32_t policy;
+    uint32_t reserved0;
+    _Alignas(64) pthread_mutex_t lock;
+    _Atomic uint32_t broken;
+    _Alignas(64) _Atomic uint32_t standby_seq; /* futex word: bumped when slots reach standby */
+    _Atomic uint32_t standby_waiters;
+    /* guarded by lock, on their own line */
+    _Alignas(64) uint32_t head;
+    uint32_t tail, count;
+    uint64_t hits, waits, loads, evictions, failed;
+};
+
+struct featbuf_slot {
+    uint64_t node;          /* FEATBUF_NONE when it holds none (lock) */
+    uint32_t refs;          /* references held (lock) */
+    _Atomic uint32_t state; /* enum featbuf_state [+ STATE_BROKEN]; futex word */
+    _Atomic uint32_t waiters;
+    uint32_t prev, next; /* standby links, LINK_OFF when not on it (lock) */
+    uint32_t reserved0;
+};
+
+struct featbuf_policy_ops {
+    const char *name;
+    void (*put)(struct featbuf *fb, uint32_t slot); /* refs reached 0 */
+    void (*take)(struct featbuf *fb, uint32_t slot); /* hit on a standby slot */
+    uint32_t (*victim)(struct featbuf *fb);          /* pick + remove; LINK_NIL if none */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- standby list (doubly linked through the slots, lock held) ---------- */
+
+static void list_unlink(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    struct featbuf_slot *x = &fb->slots[s];
+    if (x->prev == LINK_NIL)
+        h->head = x->next;
+    else
+        fb->slots[x->prev].next = x->next;
+    if (x->next == LINK_NIL)
+        h->tail = x->prev;
+    else
+        fb->slots[x->next].prev = x->prev;
+    x->prev = x->next = LINK_OFF;
+    h->count--;
+}
+
+static void list_push_tail(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    struct featbuf_slot *x = &fb->slots[s];
+    x->next = LINK_NIL;
+    x->prev = h->tail;
+    if (h->tail == LINK_NIL)
+        h->head = s;
+    else
+        fb->slots[h->tail].next = s;
+    h->tail = s;
+    h->count++;
+}
+
+static void list_push_head(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    struct featbuf_slot *x = &fb->slots[s];
+    x->prev = LINK_NIL;
+    x->next = h->head;
+    if (h->head == LINK_NIL)
+        h->tail = s;
+    else
+        fb->slots[h->head].prev = s;
+    h->head = s;
+    h->count++;
+}
+
+/* ---- LRU policy: oldest at the head; empty slots are put first --------- */
+
+static void lru_put(struct featbuf *fb, uint32_t s)
+{
+    if (fb->slots[s].node == FEATBUF_NONE)
+        list_push_head(fb, s); /* nothing worth keeping: reuse it first */
+    else
+        list_push_tail(fb, s);
+}
+
+static void lru_take(struct featbuf *fb, uint32_t s) { list_unlink(fb, s); }
+
+static uint32_t lru_victim(struct featbuf *fb)
+{
+    uint32_t s = fb->hdr->head;
+    if (s != LINK_NIL)
+        list_unlink(fb, s);
+    return s;
+}
+
+static const struct featbuf_policy_ops policies[FEATBUF_POLICY_MAX_] = {
+    [FEATBUF_POLICY_LRU] = {"lru", lru_put, lru_take, lru_victim},
+};
+
+/* ---- layout ------------------------------------------------------------ */
+
+struct layout {
+    uint64_t stride, slots_off, map_off, rows_off, total;
+};
+
+static int plan(const struct featbuf_params *p, struct layout *l, char *err, size_t errlen)
+{
+    if (!p || p->nslots == 0 || p->nslots > FEATBUF_SLOTS_MAX || p->n_nodes == 0 || p->row_bytes == 0 ||
+        p->policy >= FEATBUF_POLICY_MAX_) {
+        set_err(err, errlen, "feature buffer: bad parameters (need 1..%u slots, nodes > 0, row bytes > 0, a known "
+                "policy); check the [buffer] section of the config", FEATBUF_SLOTS_MAX);
+        return -EINVAL;
+    }
+    uint64_t align = p->row_align ? p->row_align : FEATBUF_ROW_ALIGN_DEFAULT;
+    if (align & (align - 1)) {
+        set_err(err, errlen, "feature buffer: row alignment %zu is not a power of two", p->row_align);
+        return -EINVAL;
+    }
+    uint64_t v, map_bytes, rows_bytes = 0;
+    l->stride = sl_round_up(p->row_bytes, align);
+    l->slots_off = sl_round_up(sizeof(struct featbuf_hdr), 64);
+    if (sl_mul_ovf(p->nslots, sizeof(struct featbuf_slot), &v) || sl_add_ovf(l->slots_off, v, &v))
+        goto ovf;
+    l->map_off = sl_round_up(v, 64);
+    if (sl_mul_ovf(p->n_nodes, sizeof(uint32_t), &map_bytes) || sl_add_ovf(l->map_off, map_bytes, &v) ||
+        v > UINT64_MAX - PAGE)
+        goto ovf;
+    l->rows_off = 0;
+    l->total = v;
+    if (!p->rows_on_device) {
+        l->rows_off = sl_round_up(v, PAGE);
+        if (l->stride < p->row_bytes || sl_mul_ovf(p->nslots, l->stride, &rows_bytes) ||
+            sl_add_ovf(l->rows_off, rows_bytes, &l->total))
+            goto ovf;
+    }
+    if (l->total > SIZE_MAX)
+        goto ovf;
+    return 0;
+ovf:
+    set_err(err, errlen, "feature buffer: %u slots x %zu-byte rows for %llu nodes overflows the address space; "
+            "use fewer slots", p->nslots, p->row_bytes, (unsigned long long)p->n_nodes);
+    return -ENOMEM;
+}
+
+size_t featbuf_mem_size(const struct featbuf_params *p)
+{
+    struct layout l;
+    return plan(p, &l, NULL, 0) ? 0 : (size_t)l.total;
+}
+
+size_t featbuf_map_bytes(const struct featbuf_params *p)
+{
+    uint64_t v;
+    if (!p || sl_mul_ovf(p->n_nodes, sizeof(uint32_t), &v) || v > SIZE_MAX)
+        return 0;
+    return (size_t)v;
+}
+
+int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, char *err, size_t errlen)
+{
+    struct layout l;
+    int rc = plan(p, &l, err, errlen);
+    if (rc)
+        return rc;
+    if (!mem || len < l.total || ((uintptr_t)mem % PAGE)) {
+        set_err(err, errlen, "feature buffer: needs %llu bytes of page-aligned memory, got %zu",
+                (unsigned long long)l.total, len);
+        return -EINVAL;
+    }
+    unsigned char *base = mem;
+    struct featbuf_hdr *h = mem;
+    memset(h, 0, sizeof *h);
+    h->version = FEATBUF_VERSION;
+    h->nslots = p->nslots;
+    h->n_nodes = p->n_nodes;
+    h->row_bytes = p->row_bytes;
+    h->stride = l.stride;
+    h->slots_off = l.slots_off;
+    h->map_off = l.map_off;
+    h->rows_off = l.rows_off;
+    h->total = l.total;
+    h->policy = p->policy;
+
+    pthread_mutexattr_t ma;
+    if ((rc = pthread_mutexattr_init(&ma)) != 0)
+        goto mutex_err;
+    if ((rc = pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED)) == 0 &&
+        (rc = pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST)) == 0)
+        rc = pthread_mutex_init(&h->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    if (rc)
+        goto mutex_err;
+
+    struct featbuf_slot *slots = (struct featbuf_slot *)(base + l.slots_off);
+    for (uint32_t i = 0; i < p->nslots; i++) {
+        slots[i].node = FEATBUF_NONE;
+        slots[i].refs = 0;
+        atomic_init(&slots[i].state, FEATBUF_INVALID);
+        atomic_init(&slots[i].waiters, 0);
+        slots[i].prev = i == 0 ? LINK_NIL : i - 1;
+        slots[i].next = i + 1 == p->nslots ? LINK_NIL : i + 1;
+        slots[i].reserved0 = 0;
+    }
+    h->head = 0;
+    h->tail = p->nslots - 1;
+    h->count = p->nslots;
+    memset(base + l.map_off, 0xff, (size_t)(p->n_nodes * sizeof(uint32_t))); /* FEATBUF_ABSENT */
+    atomic_store_explicit(&h->magic, FEATBUF_MAGIC, memory_order_release);
+    return 0;
+mutex_err:
+    set_err(err, errlen, "feature buffer: cannot make a process-shared robust mutex: %s", strerror(rc));
+    return -rc;
+}
+
+int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen)
+{
+    struct shm_seg keep = fb->seg; /* create/attach bind after mapping */
+    memset(fb, 0, sizeof *fb);
+    fb->seg = keep;
+    struct featbuf_hdr *h = mem;
+    if (!mem || len < sizeof *h || atomic_load_explicit(&h->magic, memory_order_acquire) != FEATBUF_MAGIC ||
+        h->version != FEATBUF_VERSION) {
+        set_err(err, errlen, "feature buffer: memory is not a version %u feature buffer; recreate the run",
+                FEATBUF_VERSION);
+        return -EINVAL;
+    }
+    struct featbuf_params p = {.n_nodes = h->n_nodes, .nslots = h->nslots, .row_bytes = (size_t)h->row_bytes,
+                               .row_align = 1, .rows_on_device = h->rows_off == 0, .policy = h->policy};
+    struct layout l;
+    uint64_t rows_bytes = 0;
+    if (plan(&p, &l, NULL, 0) || sl_mul_ovf(h->nslots, h->stride, &rows_bytes) || h->total > len || h->slots_off != l.slots_off || h->map_off != l.map_off ||
+        h->stride < h->row_bytes || (h->rows_off && h->rows_off != l.rows_off) ||
+        (h->rows_off && rows_bytes > h->total - h->rows_off)) {
+        set_err(err, errlen, "feature buffer: header sizes do not match its %zu bytes; the segment is damaged", len);
+        return -EINVAL;
+    }
+    unsigned char *base = mem;
+    fb->hdr = h;
+    fb->slots = (struct featbuf_slot *)(base + h->slots_off);
+    fb->map = (uint32_t *)(base + h->map_off);
+    fb->rows = h->rows_off ? base + h->rows_off : NULL;
+    fb->stride = (size_t)h->stride;
+    fb->row_bytes = (size_t)h->row_bytes;
+    fb->nslots = h->nslots;
+    fb->n_nodes = h->n_nodes;
+    fb->policy = &policies[h->policy];
+    return 0;
+}
+
+int featbuf_create(struct featbuf *fb, const char *run_id, const char *object, const struct featbuf_params *p,
+                   char *err, size_t errlen)
+{
+    memset(fb, 0, sizeof *fb);
+    size_t need = featbuf_mem_size(p);
+    if (need == 0) {
+        struct layout l;
+        return plan(p, &l, err, errlen); /* reports the bad parameters */
+    }
+    int rc = shm_seg_create(&fb->seg, run_id, object, SHM_KIND_FEATBUF, need, err, errlen);
+    if (rc)
+        return rc;
+    rc = featbuf_mem_format(fb->seg.data, fb->seg.data_size, p, err, errlen);
+    if (rc == 0)
+        rc = featbuf_init(fb, fb->seg.data, fb->seg.data_size, err, errlen);
+    if (rc) {
+        char name[SHM_NAME_MAX];
+        memcpy(name, fb->seg.name, sizeof name);
+        featbuf_free(fb);
+        shm_seg_unlink(name);
+    }
+    return rc;
+}
+
+int featbuf_attach(struct featbuf *fb, const char *name, char *err, size_t errlen)
+{
+    memset(fb, 0, sizeof *fb);
+    int rc = shm_seg_attach(&fb->seg, name, SHM_KIND_FEATBUF, 0, err, errlen);
+    if (rc == 0)
+        rc = featbuf_init(fb, fb->seg.data, fb->seg.data_size, err, errlen);
+    if (rc)
+        featbuf_free(fb);
+    return rc;
+}
+
+void featbuf_free(struct featbuf *fb)
+{
+    if (!fb)
+        return;
+    shm_seg_detach(&fb->seg);
+    memset(fb, 0, sizeof *fb);
+}
+
+/* ---- locking ----------------------------------------------------------- */
+
+static bool is_broken(const struct featbuf *fb)
+{
+    return atomic_load_explicit(&fb->hdr->broken, memory_order_acquire) != 0;
+}
+
+void featbuf_mark_broken(struct featbuf *fb)
+{
+    atomic_store_explicit(&fb->hdr->broken, 1, memory_order_seq_cst);
+    for (uint32_t i = 0; i < fb->nslots; i++) {
+        struct featbuf_slot *x = &fb->slots[i];
+        uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed);
+        while ((st & STATE_MASK) == FEATBUF_LOADING && !(st & STATE_BROKEN) &&
+               !atomic_compare_exchange_weak_explicit(&x->state, &st, st | STATE_BROKEN, memory_order_seq_cst,
+                                                      memory_order_relaxed))
+            ;
+        if (atomic_load_explicit(&x->waiters, memory_order_seq_cst))
+            futex_wake(&x->state, INT_MAX);
+    }
+    atomic_fetch_add_explicit(&fb->hdr->standby_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&fb->hdr->standby_waiters, memory_order_seq_cst))
+        futex_wake(&fb->hdr->standby_seq, INT_MAX);
+}
+
+/* 0 with the lock held, or -EPIPE (broken; the lock is not held). */
+static int lock(struct featbuf *fb)
+{
+    if (is_broken(fb))
+        return -EPIPE;
+    int rc = pthread_mutex_lock(&fb->hdr->lock);
+    if (rc == EOWNERDEAD) {
+        featbuf_mark_broken(fb);
+        pthread_mutex_consistent(&fb->hdr->lock);
+        pthread_mutex_unlock(&fb->hdr->lock);
+        return -EPIPE;
+    }
+    if (rc) {
+        featbuf_mark_broken(fb); /* ENOTRECOVERABLE: someone saw EOWNERDEAD before */
+        return -EPIPE;
+    }
+    if (is_broken(fb)) {
+        pthread_mutex_unlock(&fb->hdr->lock);
+        return -EPIPE;
+    }
+    return 0;
+}
+
+static void unlock(struct featbuf *fb) { pthread_mutex_unlock(&fb->hdr->lock); }
+
+/* ---- debug checks ------------------------------------------------------ */
+
+#ifdef SLUICE_DEBUG
+#include <stdlib.h>
+/* O(1) checks of one slot after an operation on it (lock held). */
+static void debug_slot(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_slot *x = &fb->slots[s];
+    bool on = x->prev != LINK_OFF;
+    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & STATE_MASK;
+    bool ok = (x->refs == 0) == on && (x->prev == LINK_OFF) == (x->next == LINK_OFF) &&
+              (x->node == FEATBUF_NONE ? st == FEATBUF_INVALID
+                                       : x->node < fb->n_nodes && fb->map[x->node] == s && st != FEATBUF_INVALID) &&
+              (st != FEATBUF_LOADING || x->refs > 0);
+    if (!ok) {
+        fprintf(stderr, "featbuf: invariant broken at slot %u (node %llu refs %u state %u prev %u next %u)\n", s,
+                (unsigned long long)x->node, x->refs, st, x->prev, x->next);
+        abort();
+    }
+}
+#define DEBUG_SLOT(fb, s) debug_slot(fb, s)
+#else
+#define DEBUG_SLOT(fb, s) ((void)0)
+#endif
+
+/* ---- acquire / release (lock held) -------------------------------------- */
+
+static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uint8_t *todo)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    if (node >= fb->n_nodes)
+        return -EINVAL;
+    uint32_t s = fb->map[node];
+    if (s != FEATBUF_ABSENT) {
+        struct featbuf_slot *x = &fb->slots[s];
+        if (x->refs++ == 0)
+            fb->policy->take(fb, s);
+        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & STATE_MASK;
+        if (st == FEATBUF_VALID) {
+            *todo = FEATBUF_HIT;
+            h->hits++;
+        } else {
+            *todo = FEATBUF_WAIT;
+            h->waits++;
+        }
+        *slot = s;
+        DEBUG_SLOT(fb, s);
+        return 0;
+    }
+    s = fb->policy->victim(fb);
+    if (s == LINK_NIL)
+        return -EAGAIN;
+    struct featbuf_slot *x = &fb->slots[s];
+    if (x->node != FEATBUF_NONE) {
+        fb->map[x->node] = FEATBUF_ABSENT;
+        h->evictions++;
+    }
+    x->node = node;
+    x->refs = 1;
+    fb->map[node] = s;
+    atomic_store_explicit(&x->state, FEATBUF_LOADING, memory_order_relaxed);
+    h->loads++;
+    *slot = s;
+    *todo = FEATBUF_LOAD;
+    DEBUG_SLOT(fb, s);
+    return 0;
+}
+
+static int release_locked(struct featbuf *fb, uint32_t s)
+{
+    if (s >= fb->nslots)
+        return -EINVAL;
+    struct featbuf_slot *x = &fb->slots[s];
+    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & STATE_MASK;
+    if (x->refs == 0 || (x->refs == 1 && st == FEATBUF_LOADING))
+        return -EINVAL;
+    if (--x->refs == 0)
+        fb->policy->put(fb, s);
+    DEBUG_SLOT(fb, s);
+    return 0;
+}
+
+/* Abandons a LOADING slot (lock held): node out of the map, INVALID. */
+static void unload_locked(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_slot *x = &fb->slots[s];
+    fb->map[x->node] = FEATBUF_ABSENT;
+    x->node = FEATBUF_NONE;
+    atomic_store_explicit(&x->state, FEATBUF_INVALID, memory_order_seq_cst);
+}
+
+int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *todo)
+{
+    uint8_t t;
+    int rc = featbuf_acquire_many(fb, &node, 1, slot, &t);
+    if (rc == 0)
+        *todo = t;
+    return rc;
+}
+
+int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *todo)
+{
+    int rc = lock(fb);
+    if (rc)
+        return rc;
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        rc = acquire_locked(fb, nodes[i], &slots[i], &todo[i]);
+        if (rc)
+            break;
+    }
+    if (rc) {
+        /* undo in reverse, so a slot claimed and then waited on within the
+         * batch drops its waiter reference before its loader's */
+        while (i-- > 0) {
+            if (todo[i] == FEATBUF_LOAD) {
+                unload_locked(fb, slots[i]);
+                fb->hdr->loads--;
+            } else if (todo[i] == FEATBUF_HIT) {
+                fb->hdr->hits--;
+            } else {
+                fb->hdr->waits--;
+            }
+            struct featbuf_slot *x = &fb->slots[slots[i]];
+            if (--x->refs == 0)
+                fb->policy->put(fb, slots[i]);
+            DEBUG_SLOT(fb, slots[i]);
+        }
+    }
+    unlock(fb);
+    return rc;
+}
+
+/* Wakes the sleepers of slot after its state changed (seq_cst store). */
+static void wake_slot(struct featbuf *fb, uint32_t s)
+{
+    if (atomic_load_explicit(&fb->slots[s].waiters, memory_order_seq_cst))
+        futex_wake(&fb->slots[s].state, INT_MAX);
+}
+
+int featbuf_loaded(struct featbuf *fb, uint32_t slot)
+{
+    if (slot >= fb->nslots)
+        return -EINVAL;
+    uint32_t expect = FEATBUF_LOADING;
+    if (!atomic_compare_exchange_strong_explicit(&fb->slots[slot].state, &expect, FEATBUF_VALID,
+                                                 memory_order_seq_cst, memory_order_relaxed))
+        return (expect & STATE_BROKEN) || is_broken(fb) ? -EPIPE : -EINVAL;
+    wake_slot(fb, slot);
+    return 0;
+}
+
+int featbuf_load_failed(struct featbuf *fb, uint32_t slot)
+{
+    if (slot >= fb->nslots)
+        return -EINVAL;
+    int rc = lock(fb);
+    if (rc)
+        return rc;
+    struct featbuf_slot *x = &fb->slots[slot];
+    if (atomic_load_explicit(&x->state, memory_order_relaxed) != FEATBUF_LOADING || x->refs == 0) {
+        unlock(fb);
+        return -EINVAL;
+    }
+    unload_locked(fb, slot);
+    fb->hdr->failed++;
+    DEBUG_SLOT(fb, slot);
+    unlock(fb);
+    wake_slot(fb, slot);
+    return 0;
+}
+
+int featbuf_wait_valid(struct featbuf *fb, uint32_t slot, int timeout_ms)
+{
+    if (slot >= fb->nslots)
+        return -EINVAL;
+    struct featbuf_slot *x = &fb->slots[slot];
+    struct timespec deadline;
+    if (timeout_ms >= 0)
+        futex_deadline(&deadline, timeout_ms);
+    for (;;) {
+        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire);
+        if (is_broken(fb) || (st & STATE_BROKEN))
+            return -EPIPE;
+        if (st == FEATBUF_VALID)
+            return 0;
+        if (st == FEATBUF_INVALID)
+            return -EIO;
+        atomic_fetch_add_explicit(&x->waiters, 1, memory_order_seq_cst);
+        st = atomic_load_explicit(&x->state, memory_order_seq_cst);
+        int rc = 0;
+        if (st == FEATBUF_LOADING && !is_broken(fb))
+            rc = futex_wait_until(&x->state, FEATBUF_LOADING, timeout_ms >= 0 ? &deadline : NULL);
+        atomic_fetch_sub_explicit(&x->waiters, 1, memory_order_relaxed);
+        if (rc == -ETIMEDOUT && atomic_load_explicit(&x->state, memory_order_acquire) == FEATBUF_LOADING)
+            return -ETIMEDOUT;
+    }
+}
+
+int featbuf_release(struct featbuf *fb, uint32_t slot) { return featbuf_release_many(fb, &slot, 1); }
+
+int featbuf_release_many(struct featbuf *fb, const uint32_t *slots, uint32_t n)
+{
+    int rc = lock(fb), first = 0;
+    if (rc)
+        return rc;
+    uint32_t before = fb->hdr->count;
+    for (uint32_t i = 0; i < n; i++) {
+        rc = release_locked(fb, slots[i]);
+        if (rc && !first)
+            first = rc; /* drop the rest anyway; report the first bad one */
+    }
+    bool freed = fb->hdr->count != before;
+    unlock(fb);
+    if (freed) {
+        atomic_fetch_add_explicit(&fb->hdr->standby_seq, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&fb->hdr->standby_waiters, memory_order_seq_cst))
+            futex_wake(&fb->hdr->standby_seq, INT_MAX);
+    }
+    return first;
+}
+
+uint32_t featbuf_standby_seq(struct featbuf *fb)
+{
+    return atomic_load_explicit(&fb->hdr->standby_seq, memory_order_seq_cst);
+}
+
+int featbuf_wait_standby(struct featbuf *fb, uint32_t seen, int timeout_ms)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    struct timespec deadline;
+    if (timeout_ms >= 0)
+        futex_deadline(&deadline, timeout_ms);
+    for (;;) {
+        if (is_broken(fb))
+            return -EPIPE;
+        if (atomic_load_explicit(&h->standby_seq, memory_order_seq_cst) != seen)
+            return 0;
+        atomic_fetch_add_explicit(&h->standby_waiters, 1, memory_order_seq_cst);
+        int rc = 0;
+        if (atomic_load_explicit(&h->standby_seq, memory_order_seq_cst) == seen && !is_broken(fb))
+            rc = futex_wait_until(&h->standby_seq, seen, timeout_ms >= 0 ? &deadline : NULL);
+        atomic_fetch_sub_explicit(&h->standby_waiters, 1, memory_order_relaxed);
+        if (rc == -ETIMEDOUT && atomic_load_explicit(&h->standby_seq, memory_order_seq_cst) == seen)
+            return -ETIMEDOUT;
+    }
+}
+
+void *featbuf_row(const struct featbuf *fb, uint32_t slot)
+{
+    if (!fb->rows || slot >= fb->nslots)
+        return NULL;
+    return fb->rows + (size_t)slot * fb->stride;
+}
+
+uint32_t featbuf_lookup(struct featbuf *fb, uint64_t node)
+{
+    if (node >= fb->n_nodes || lock(fb))
+        return FEATBUF_ABSENT;
+    uint32_t s = fb->map[node];
+    unlock(fb);
+    return s;
+}
+
+int featbuf_stats(struct featbuf *fb, struct featbuf_stats *out)
+{
+    int rc = lock(fb);
+    if (rc)
+        return rc;
+    struct featbuf_hdr *h = fb->hdr;
+    *out = (struct featbuf_stats){.hits = h->hits, .waits = h->waits, .loads = h->loads,
+                                  .evictions = h->evictions, .failed = h->failed, .standby = h->count};
+    unlock(fb);
+    return 0;
+}
+
+static int check_locked(struct featbuf *fb, char *err, size_t errlen)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    for (uint32_t s = 0; s < fb->nslots; s++) {
+        struct featbuf_slot *x = &fb->slots[s];
+        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & STATE_MASK;
+        if (x->node == FEATBUF_NONE ? st != FEATBUF_INVALID : (x->node >= fb->n_nodes || fb->map[x->node] != s)) {
+            set_err(err, errlen, "slot %u: node %llu state %u disagrees with the map", s,
+                    (unsigned long long)x->node, st);
+            return -EUCLEAN;
+        }
+        if (x->node != FEATBUF_NONE && st == FEATBUF_INVALID) {
+            set_err(err, errlen, "slot %u: INVALID but holds node %llu", s, (unsigned long long)x->node);
+            return -EUCLEAN;
+        }
+        if ((x->refs == 0) != (x->prev != LINK_OFF) || (x->prev == LINK_OFF) != (x->next == LINK_OFF)) {
+            set_err(err, errlen, "slot %u: refs %u but standby links %u/%u", s, x->refs, x->prev, x->next);
+            return -EUCLEAN;
+        }
+        if (st == FEATBUF_LOADING && x->refs == 0) {
+            set_err(err, errlen, "slot %u: LOADING with no reference", s);
+            return -EUCLEAN;
+        }
+    }
+    for (uint64_t v = 0; v < fb->n_nodes; v++) {
+        uint32_t s = fb->map[v];
+        if (s != FEATBUF_ABSENT && (s >= fb->nslots || fb->slots[s].node != v)) {
+            set_err(err, errlen, "map: node %llu -> slot %u, which holds another node", (unsigned long long)v, s);
+            return -EUCLEAN;
+        }
+    }
+    uint32_t len = 0, prev = LINK_NIL;
+    for (uint32_t s = h->head; s != LINK_NIL; s = fb->slots[s].next) {
+        if (s >= fb->nslots || fb->slots[s].prev != prev || ++len > fb->nslots) {
+            set_err(err, errlen, "standby list: bad link at slot %u (after %u entries)", s, len);
+            return -EUCLEAN;
+        }
+        prev = s;
+    }
+    if (prev != h->tail || len != h->count) {
+        set_err(err, errlen, "standby list: tail %u / count %u, walked %u ending at %u", h->tail, h->count, len, prev);
+        return -EUCLEAN;
+    }
+    return 0;
+}
+
+int featbuf_check(struct featbuf *fb, char *err, size_t errlen)
+{
+    int rc = lock(fb);
+    if (rc)
+        return rc;
+    rc = check_locked(fb, err, errlen);
+    unlock(fb);
+    return rc;
+}

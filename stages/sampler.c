@@ -1,0 +1,463 @@
+/* sampler.c - the topology handle, the epoch shuffle and node-wise
+ * neighbour sampling into a batch slot (protocol and choices: sampler.h). */
+#include "stages/sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/util.h"
+
+/* Fanouts up to this many use a linear scan of the picks so far as
+ * Floyd's set (f^2/2 compares of values in one cache line or two);
+ * larger ones a stamped hash set. */
+#define PICK_SCAN_MAX 24
+
+/* ---- randomness --------------------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t next64(uint64_t *state)
+{
+    return mix64(*state += 0x9E3779B97F4A7C15ull);
+}
+
+/* Lemire, "Fast random integer generation in an interval" (2019): the high
+ * word of x * range, rejecting the (2^64 mod range) low words that would
+ * make some results more likely. */
+static inline uint64_t below(uint64_t *state, uint64_t range)
+{
+    unsigned __int128 m = (unsigned __int128)next64(state) * range;
+    uint64_t lo = (uint64_t)m;
+    if (lo < range) {
+        uint64_t t = (0 - range) % range;
+        while (lo < t) {
+            m = (unsigned __int128)next64(state) * range;
+            lo = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+uint64_t sampler_rand_below(uint64_t *state, uint64_t range)
+{
+    return below(state, range);
+}
+
+uint64_t sampler_batch_seed(uint64_t seed, uint32_t epoch, uint32_t rank, uint64_t batch)
+{
+    uint64_t h = mix64(seed ^ 0x5A3C1E0F00000000ull);
+    h = mix64(h ^ ((uint64_t)epoch << 32 | rank));
+    return mix64(h ^ batch);
+}
+
+/* ---- topology ------------------------------------------------------------------------ */
+
+static int map_file(const char *dir, const sl_dsfile *f, size_t *len, const void **out, bool random, char *err,
+                    size_t errlen)
+{
+    char path[4096];
+    *out = NULL;
+    *len = 0;
+    if (sl_path_join(path, sizeof path, dir, f->file))
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, f->file);
+    if (f->bytes == 0)
+        return 0;
+    if (f->bytes > SIZE_MAX)
+        return sl_errf(err, errlen, -EOVERFLOW, "%s: %" PRIu64 " bytes do not fit the address space", path, f->bytes);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    void *p = mmap(NULL, (size_t)f->bytes, PROT_READ, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return sl_errf(err, errlen, -e, "%s: cannot map %" PRIu64 " bytes: %s", path, f->bytes, strerror(e));
+    if (random)
+        (void)madvise(p, (size_t)f->bytes, MADV_RANDOM); /* advice only */
+    *out = p;
+    *len = (size_t)f->bytes;
+    return 0;
+}
+
+/* Reads a whole dataset file of exactly f->bytes into buf. */
+static int read_whole(const char *dir, const sl_dsfile *f, void *buf, char *err, size_t errlen)
+{
+    char path[4096];
+    if (sl_path_join(path, sizeof path, dir, f->file))
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, f->file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    size_t got = 0;
+    int rc = sl_pread_full(fd, buf, (size_t)f->bytes, 0, &got);
+    close(fd);
+    if (rc)
+        return sl_errf(err, errlen, rc, "%s: read failed: %s", path, strerror(-rc));
+    if (got != f->bytes)
+        return sl_errf(err, errlen, -EINVAL, "%s: %zu of %" PRIu64 " bytes read (file shrank?); run gnnprep check",
+                       path, got, f->bytes);
+    return 0;
+}
+
+int sampler_topo_open(struct sampler_topo *t, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    const sl_dsfile *fp = &m->f[SL_F_INDPTR], *fi = &m->f[SL_F_INDICES];
+    int rc;
+    if (!fp->present || !fi->present || m->nodes == 0)
+        return sl_errf(err, errlen, -EINVAL, "%s: the dataset has no graph (indptr.bin, indices.bin)", dir);
+    uint64_t want;
+    sl_dtype id = sl_id_dtype(m->nodes);
+    if (fp->dtype != SL_DT_U64 || fi->dtype != id || sl_mul_ovf(m->nodes + 1, 8, &want) || fp->bytes != want ||
+        sl_mul_ovf(m->edges, sl_dtype_size(id), &want) || fi->bytes != want || m->nodes + 1 > SIZE_MAX / 8)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: indptr/indices types or sizes disagree with %" PRIu64 " nodes and %" PRIu64
+                       " edges; run gnnprep check",
+                       dir, m->nodes, m->edges);
+    t->nodes = m->nodes;
+    t->edges = m->edges;
+    t->indices_u64 = id == SL_DT_U64;
+    t->indptr = malloc((size_t)fp->bytes);
+    if (!t->indptr) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for indptr (%" PRIu64 " bytes)", dir, fp->bytes);
+        goto err;
+    }
+    if ((rc = read_whole(dir, fp, t->indptr, err, errlen)))
+        goto err;
+    if (t->indptr[0] != 0 || t->indptr[t->nodes] != t->edges) {
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "%s/%s: starts at %" PRIu64 " and ends at %" PRIu64 " (want 0 and %" PRIu64 "); run gnnprep check",
+                     dir, fp->file, t->indptr[0], t->indptr[t->nodes], t->edges);
+        goto err;
+    }
+    for (uint64_t v = 0; v < t->nodes; v++) {
+        if (t->indptr[v + 1] < t->indptr[v]) {
+            rc = sl_errf(err, errlen, -EINVAL, "%s/%s: decreases at node %" PRIu64 "; run gnnprep check", dir, fp->file,
+                         v);
+            goto err;
+        }
+        uint64_t d = t->indptr[v + 1] - t->indptr[v];
+        if (d > t->max_in_degree)
+            t->max_in_degree = d;
+    }
+    if ((rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen)))
+        goto err;
+    const sl_dsfile *fl = &m->f[SL_F_LABELS];
+    if (fl->present) {
+        if (fl->dtype != SL_DT_I32 || fl->bytes != t->nodes * 4) {
+            rc = sl_errf(err, errlen, -EINVAL, "%s/%s: not i32[%" PRIu64 "]; run gnnprep check", dir, fl->file,
+                         t->nodes);
+            goto err;
+        }
+        const void *p;
+        if ((rc = map_file(dir, fl, &t->labels_len, &p, true, err, errlen)))
+            goto err;
+        t->labels = p;
+    }
+    return 0;
+err:
+    sampler_topo_free(t);
+    return rc;
+}
+
+void sampler_topo_free(struct sampler_topo *t)
+{
+    if (!t)
+        return;
+    free(t->indptr);
+    if (t->indices_len)
+        munmap((void *)t->indices, t->indices_len);
+    if (t->labels_len)
+        munmap((void *)t->labels, t->labels_len);
+    memset(t, 0, sizeof *t);
+}
+
+int sampler_split_load(const char *dir, const sl_dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
+                       size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    if (split != SL_F_TRAIN && split != SL_F_VAL && split != SL_F_TEST)
+        return sl_errf(err, errlen, -EINVAL, "not a split file index: %d", split);
+    const sl_dsfile *f = &m->f[split];
+    if (!f->present)
+        return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no %s split", dir, sl_dsfile_key[split]);
+    size_t es = sl_dtype_size(f->dtype);
+    uint64_t want;
+    if ((f->dtype != SL_DT_U32 && f->dtype != SL_DT_U64) || sl_mul_ovf(f->rows, es, &want) || want != f->bytes ||
+        f->rows > SIZE_MAX / 8)
+        return sl_errf(err, errlen, -EINVAL, "%s/%s: not a u32/u64 vector of %" PRIu64 " ids; run gnnprep check", dir,
+                       f->file, f->rows);
+    uint64_t *out = malloc(f->rows ? (size_t)f->rows * 8 : 8);
+    if (!out)
+        return sl_errf(err, errlen, -ENOMEM, "%s/%s: no memory for %" PRIu64 " ids", dir, f->file, f->rows);
+    int rc = 0;
+    if (f->rows && (rc = read_whole(dir, f, out, err, errlen)))
+        goto err;
+    if (f->dtype == SL_DT_U32) /* widen in place, back to front */
+        for (uint64_t i = f->rows; i-- > 0;)
+            out[i] = ((const uint32_t *)out)[i];
+    for (uint64_t i = 0; i < f->rows; i++)
+        if (out[i] >= m->nodes) {
+            rc = sl_errf(err, errlen, -EINVAL,
+                         "%s/%s: id %" PRIu64 " at %" PRIu64 " is not below %" PRIu64 " nodes; run gnnprep check", dir,
+                         f->file, out[i], i, m->nodes);
+            goto err;
+        }
+    *ids = out;
+    *n = f->rows;
+    return 0;
+err:
+    free(out);
+    return rc;
+}
+
+/* ---- epochs --------------------------------------------------------------------------- */
+
+int sampler_epoch_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint32_t epoch, uint32_t rank, uint32_t ranks,
+                        uint64_t *out, uint64_t *share, char *err, size_t errlen)
+{
+    *share = 0;
+    if (ranks == 0 || rank >= ranks)
+        return sl_errf(err, errlen, -EINVAL, "rank %" PRIu32 " of %" PRIu32 " ranks", rank, ranks);
+    /* The slice bounds, without overflow for any n. */
+    unsigned __int128 lo128 = (unsigned __int128)n * rank / ranks;
+    unsigned __int128 hi128 = (unsigned __int128)n * (rank + 1) / ranks;
+    uint64_t lo = (uint64_t)lo128, hi = (uint64_t)hi128;
+    /* Fisher-Yates from the back, seeded by (seed, epoch) only, so every
+     * rank computes the same permutation; positions at or above lo are
+     * final once the loop passes them, so the loop stops at lo. */
+    memcpy(out, ids, (size_t)n * sizeof *out);
+    uint64_t st = sampler_batch_seed(seed, epoch, UINT32_MAX, UINT64_MAX);
+    for (uint64_t i = n; i > 1 && i > lo; i--) {
+        uint64_t j = below(&st, i);
+        uint64_t x = out[i - 1];
+        out[i - 1] = out[j];
+        out[j] = x;
+    }
+    memmove(out, out + lo, (size_t)(hi - lo) * sizeof *out);
+    *share = hi - lo;
+    return 0;
+}
+
+/* ---- the sampler ------------------------------------------------------------------------ */
+
+static uint64_t pow2_at_least(uint64_t x)
+{
+    uint64_t c = 16;
+    while (c < x)
+        c <<= 1;
+    return c;
+}
+
+int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct batch_shape *shape, char *err,
+                 size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->topo = t;
+    s->shape = *shape;
+    s->shape.nodes = t->nodes;
+    s->shape.edges = t->edges;
+    s->shape.max_in_degree = t->max_in_degree;
+    int rc = batch_plan(&s->shape, &s->plan, err, errlen);
+    if (rc)
+        return rc;
+    uint64_t nmax = s->plan.n_max[s->plan.layers];
+    uint64_t cap = pow2_at_least(2 * nmax);
+    uint64_t fmax = 0;
+    for (uint32_t k = 0; k < s->plan.layers; k++)
+        if (s->shape.fanouts[k] >= 0 && (uint64_t)s->shape.fanouts[k] > fmax)
+            fmax = (uint64_t)s->shape.fanouts[k];
+    fmax = SL_MIN(fmax, SL_MAX(t->max_in_degree, 1));
+    uint64_t pcap = pow2_at_least(2 * fmax);
+    s->mask = cap - 1;
+    s->shift = (unsigned)(64 - __builtin_ctzll(cap));
+    s->pick_mask = pcap - 1;
+    s->pick_shift = (unsigned)(64 - __builtin_ctzll(pcap));
+    s->keys = malloc(cap * sizeof *s->keys);
+    s->vals = malloc(cap * sizeof *s->vals);
+    s->stamp = calloc(cap, sizeof *s->stamp);
+    s->pick_keys = malloc(pcap * sizeof *s->pick_keys);
+    s->pick_stamp = calloc(pcap, sizeof *s->pick_stamp);
+    s->picks = malloc((fmax ? fmax : 1) * sizeof *s->picks);
+    if (!s->keys || !s->vals || !s->stamp || !s->pick_keys || !s->pick_stamp || !s->picks) {
+        sampler_free(s);
+        return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
+    }
+    return 0;
+}
+
+void sampler_free(struct sampler *s)
+{
+    if (!s)
+        return;
+    free(s->keys);
+    free(s->vals);
+    free(s->stamp);
+    free(s->pick_keys);
+    free(s->pick_stamp);
+    free(s->picks);
+    memset(s, 0, sizeof *s);
+}
+
+/* Next stamp of a stamped table; on wrap-around the table is wiped once. */
+static uint32_t next_stamp(uint32_t *cur, uint32_t *stamp, uint64_t cap)
+{
+    if (++*cur == 0) {
+        memset(stamp, 0, cap * sizeof *stamp);
+        *cur = 1;
+    }
+    return *cur;
+}
+
+/* Fibonacci hashing: the top bits of key * 2^64/phi, as many as the
+ * table has (mask = 2^bits - 1). */
+static inline uint64_t slot_of(uint64_t key, unsigned shift)
+{
+    return (key * 0x9E3779B97F4A7C15ull) >> shift;
+}
+
+/* The local id of global node g, adding it to the batch if new: the local
+ * id, or the writer's error (< 0). */
+static inline int64_t local_of(struct sampler *s, struct batch_writer *w, uint64_t g)
+{
+    uint64_t i = slot_of(g, s->shift);
+    for (;;) {
+        if (s->stamp[i] != s->cur) {
+            int64_t l = batch_add_node(w, g);
+            if (l < 0)
+                return l;
+            s->stamp[i] = s->cur;
+            s->keys[i] = g;
+            s->vals[i] = (uint32_t)l;
+            return l;
+        }
+        if (s->keys[i] == g)
+            return s->vals[i];
+        i = (i + 1) & s->mask;
+    }
+}
+
+/* Inserts position p into the stamped pick set; false if present. */
+static inline bool pick_insert(struct sampler *s, uint64_t p)
+{
+    uint64_t i = slot_of(p, s->pick_shift);
+    while (s->pick_stamp[i] == s->pick_cur) {
+        if (s->pick_keys[i] == p)
+            return false;
+        i = (i + 1) & s->pick_mask;
+    }
+    s->pick_stamp[i] = s->pick_cur;
+    s->pick_keys[i] = p;
+    return true;
+}
+
+/* Floyd's algorithm: f distinct positions of [0, d), uniform over the
+ * f-subsets, into s->picks. For j = d-f .. d-1 draw t in [0, j]; take t
+ * unless already taken, else j (which cannot have been taken yet). */
+static void floyd(struct sampler *s, uint64_t *rng, uint64_t d, uint64_t f)
+{
+    uint64_t *p = s->picks;
+    if (f <= PICK_SCAN_MAX) {
+        for (uint64_t j = d - f, n = 0; j < d; j++, n++) {
+            uint64_t t = below(rng, j + 1);
+            for (uint64_t i = 0; i < n; i++)
+                if (p[i] == t) {
+                    t = j;
+                    break;
+                }
+            p[n] = t;
+        }
+        return;
+    }
+    next_stamp(&s->pick_cur, s->pick_stamp, s->pick_mask + 1);
+    for (uint64_t j = d - f, n = 0; j < d; j++, n++) {
+        uint64_t t = below(rng, j + 1);
+        if (!pick_insert(s, t)) {
+            t = j;
+            pick_insert(s, t);
+        }
+        p[n] = t;
+    }
+}
+
+static inline uint64_t neighbour(const struct sampler_topo *t, uint64_t e)
+{
+    return t->indices_u64 ? ((const uint64_t *)t->indices)[e] : ((const uint32_t *)t->indices)[e];
+}
+
+int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
+                   const struct batch_id *id, uint64_t seed, uint64_t *edges, char *err, size_t errlen)
+{
+    const struct sampler_topo *t = s->topo;
+    struct batch_writer w;
+    uint64_t rng = seed, total = 0;
+    if (edges)
+        *edges = 0;
+    int rc = batch_init(&w, slot, size, &s->shape, n_targets, id, err, errlen);
+    if (rc)
+        return rc;
+    next_stamp(&s->cur, s->stamp, s->mask + 1);
+    for (uint32_t i = 0; i < n_targets; i++) {
+        uint64_t g = targets[i];
+        if (g >= t->nodes)
+            return sl_errf(err, errlen, -ERANGE, "sampler: target %" PRIu64 " is not below %" PRIu64 " nodes", g,
+                           t->nodes);
+        uint64_t j = slot_of(g, s->shift);
+        while (s->stamp[j] == s->cur) {
+            if (s->keys[j] == g)
+                return sl_errf(err, errlen, -EINVAL, "sampler: target %" PRIu64 " appears twice in one batch", g);
+            j = (j + 1) & s->mask;
+        }
+        s->stamp[j] = s->cur;
+        s->keys[j] = g;
+        s->vals[j] = i;
+        batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
+    }
+    for (uint32_t k = 0; k < s->shape.layers; k++) {
+        int64_t f = s->shape.fanouts[k];
+        batch_begin_block(&w);
+        uint32_t ndst = w.nn;
+        for (uint32_t v = 0; v < ndst && !w.rc; v++) {
+            uint64_t g = w.nodes[v];
+            uint64_t beg = t->indptr[g], d = t->indptr[g + 1] - beg;
+            uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
+            uint32_t *out = take ? batch_reserve_edges(&w, (uint32_t)take) : NULL;
+            if (take && !out)
+                break;
+            if (take == d) {
+                for (uint64_t i = 0; i < d; i++) {
+                    int64_t l = local_of(s, &w, neighbour(t, beg + i));
+                    if (l < 0)
+                        break;
+                    out[i] = (uint32_t)l;
+                }
+            } else {
+                floyd(s, &rng, d, take);
+                for (uint64_t i = 0; i < take; i++) {
+                    int64_t l = local_of(s, &w, neighbour(t, beg + s->picks[i]));
+                    if (l < 0)
+                        break;
+                    out[i] = (uint32_t)l;
+                }
+            }
+            total += take;
+            batch_end_dst(&w);
+        }
+        batch_end_block(&w);
+    }
+    rc = batch_finish(&w, err, errlen);
+    if (rc == 0 && edges)
+        *edges = total;
+    return rc;
+}
