@@ -499,7 +499,7 @@ static void debug_slot(struct featbuf *fb, uint32_t s)
 
 /* ---- acquire / release (lock held) -------------------------------------- */
 
-static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uint8_t *todo)
+static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uint8_t *action)
 {
     struct featbuf_hdr *h = fb->hdr;
     if (node >= fb->n_nodes)
@@ -511,10 +511,10 @@ static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uin
             fb->policy->take(fb, s);
         uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & STATE_MASK;
         if (st == FEATBUF_VALID) {
-            *todo = FEATBUF_HIT;
+            *action = FEATBUF_HIT;
             h->hits++;
         } else {
-            *todo = FEATBUF_WAIT;
+            *action = FEATBUF_WAIT;
             h->waits++;
         }
         *slot = s;
@@ -535,7 +535,7 @@ static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uin
     atomic_store_explicit(&x->state, FEATBUF_LOADING, memory_order_relaxed);
     h->loads++;
     *slot = s;
-    *todo = FEATBUF_LOAD;
+    *action = FEATBUF_LOAD;
     DEBUG_SLOT(fb, s);
     return 0;
 }
@@ -563,23 +563,23 @@ static void unload_locked(struct featbuf *fb, uint32_t s)
     atomic_store_explicit(&x->state, FEATBUF_INVALID, memory_order_seq_cst);
 }
 
-int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *todo)
+int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *action)
 {
     uint8_t t;
     int rc = featbuf_acquire_many(fb, &node, 1, slot, &t);
     if (rc == 0)
-        *todo = t;
+        *action = t;
     return rc;
 }
 
-int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *todo)
+int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action)
 {
     int rc = lock(fb);
     if (rc)
         return rc;
     uint32_t i;
     for (i = 0; i < n; i++) {
-        rc = acquire_locked(fb, nodes[i], &slots[i], &todo[i]);
+        rc = acquire_locked(fb, nodes[i], &slots[i], &action[i]);
         if (rc)
             break;
     }
@@ -587,10 +587,10 @@ int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, 
         /* undo in reverse, so a slot claimed and then waited on within the
          * batch drops its waiter reference before its loader's */
         while (i-- > 0) {
-            if (todo[i] == FEATBUF_LOAD) {
+            if (action[i] == FEATBUF_LOAD) {
                 unload_locked(fb, slots[i]);
                 fb->hdr->loads--;
-            } else if (todo[i] == FEATBUF_HIT) {
+            } else if (action[i] == FEATBUF_HIT) {
                 fb->hdr->hits--;
             } else {
                 fb->hdr->waits--;

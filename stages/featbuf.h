@@ -55,7 +55,7 @@ enum featbuf_state {
 };
 
 /* What featbuf_acquire{,_many} asks of the caller for one node. */
-enum featbuf_todo {
+enum featbuf_action {
     FEATBUF_HIT = 0,
     FEATBUF_WAIT = 1,
     FEATBUF_LOAD = 2,
@@ -130,17 +130,17 @@ int featbuf_attach(struct featbuf *fb, const char *name, char *err, size_t errle
 void featbuf_free(struct featbuf *fb);
 
 /* Takes a reference on a slot for node (step 1 of DESIGN.md section 4) and
- * sets *slot and *todo (enum featbuf_todo). Blocks only on the buffer's
+ * sets *slot and *action (enum featbuf_action). Blocks only on the buffer's
  * lock (held for a few list operations). -EINVAL (node out of range),
  * -EAGAIN (every slot is referenced: nothing taken; wait for the releaser
  * and retry), -EPIPE (broken). */
-int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *todo);
+int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *action);
 
-/* The same for n nodes under one hold of the lock: slots[i] and todo[i]
+/* The same for n nodes under one hold of the lock: slots[i] and action[i]
  * for nodes[i]. All or nothing: on any error no reference is held and no
  * map entry changed (slots claimed before the failure are put back
  * INVALID at the standby head; their old rows stay evicted). */
-int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *todo);
+int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action);
 
 /* Waiting for room after -EAGAIN, without polling: read the standby
  * sequence before acquiring, and if acquire says -EAGAIN, sleep until a

@@ -64,9 +64,9 @@ static void checked(struct featbuf *fb)
 static uint32_t load(struct featbuf *fb, uint64_t node)
 {
     uint32_t s;
-    int todo;
-    assert_int_equal(featbuf_acquire(fb, node, &s, &todo), 0);
-    assert_int_equal(todo, FEATBUF_LOAD);
+    int action;
+    assert_int_equal(featbuf_acquire(fb, node, &s, &action), 0);
+    assert_int_equal(action, FEATBUF_LOAD);
     row_fill(fb, s, node);
     assert_int_equal(featbuf_loaded(fb, s), 0);
     return s;
@@ -113,20 +113,20 @@ static void test_hit_miss_lru(void **state)
     size_t len;
     void *mem = mk(&fb, 64, 4, &len);
     uint32_t s[4], t;
-    int todo;
+    int action;
     for (uint64_t v = 0; v < 4; v++)
         s[v] = load(&fb, v);
     checked(&fb);
     /* a second reference on a valid row is a hit on the same slot */
-    assert_int_equal(featbuf_acquire(&fb, 1, &t, &todo), 0);
-    assert_int_equal(todo, FEATBUF_HIT);
+    assert_int_equal(featbuf_acquire(&fb, 1, &t, &action), 0);
+    assert_int_equal(action, FEATBUF_HIT);
     assert_int_equal(t, s[1]);
     assert_int_equal(featbuf_release(&fb, t), 0);
     /* every slot referenced: a new node cannot get one, nothing changes */
     struct featbuf_stats st0, st1;
     assert_int_equal(featbuf_stats(&fb, &st0), 0);
     assert_int_equal(st0.standby, 0);
-    assert_int_equal(featbuf_acquire(&fb, 9, &t, &todo), -EAGAIN);
+    assert_int_equal(featbuf_acquire(&fb, 9, &t, &action), -EAGAIN);
     assert_int_equal(featbuf_stats(&fb, &st1), 0);
     assert_true(st0.loads == st1.loads && st0.hits == st1.hits && st0.evictions == st1.evictions &&
                 st0.waits == st1.waits && st0.standby == st1.standby);
@@ -141,8 +141,8 @@ static void test_hit_miss_lru(void **state)
     assert_int_equal(featbuf_stats(&fb, &st0), 0);
     assert_int_equal(st0.standby, 4);
     /* node 0 is still valid on standby: reused without a reload */
-    assert_int_equal(featbuf_acquire(&fb, 0, &t, &todo), 0);
-    assert_int_equal(todo, FEATBUF_HIT);
+    assert_int_equal(featbuf_acquire(&fb, 0, &t, &action), 0);
+    assert_int_equal(action, FEATBUF_HIT);
     assert_int_equal(t, s[0]);
     assert_true(row_ok(&fb, t, 0));
     /* new nodes take the oldest standby slots: node 2's, then node 3's */
@@ -178,8 +178,8 @@ static void test_many_all_or_nothing(void **state)
      * on own load), 6 (miss: none left)} fails whole */
     uint64_t nodes[4] = {2, 5, 5, 6};
     uint32_t slots[4];
-    uint8_t todo[4];
-    assert_int_equal(featbuf_acquire_many(&fb, nodes, 4, slots, todo), -EAGAIN);
+    uint8_t action[4];
+    assert_int_equal(featbuf_acquire_many(&fb, nodes, 4, slots, action), -EAGAIN);
     checked(&fb);
     struct featbuf_stats st;
     assert_int_equal(featbuf_stats(&fb, &st), 0);
@@ -188,10 +188,10 @@ static void test_many_all_or_nothing(void **state)
     assert_int_equal(featbuf_lookup(&fb, 5), FEATBUF_ABSENT);
     assert_int_equal(featbuf_lookup(&fb, 3), FEATBUF_ABSENT); /* its row was evicted */
     /* the same batch without node 6 succeeds; the duplicate waits on itself */
-    assert_int_equal(featbuf_acquire_many(&fb, nodes, 3, slots, todo), 0);
-    assert_int_equal(todo[0], FEATBUF_HIT);
-    assert_int_equal(todo[1], FEATBUF_LOAD);
-    assert_int_equal(todo[2], FEATBUF_WAIT);
+    assert_int_equal(featbuf_acquire_many(&fb, nodes, 3, slots, action), 0);
+    assert_int_equal(action[0], FEATBUF_HIT);
+    assert_int_equal(action[1], FEATBUF_LOAD);
+    assert_int_equal(action[2], FEATBUF_WAIT);
     assert_int_equal(slots[1], slots[2]);
     assert_int_equal(slots[0], s2);
     /* out-of-range nodes are refused, nothing held */
@@ -241,11 +241,11 @@ static void test_wait_outcomes(void **state)
         size_t len;
         void *mem = mk(&fb, 16, 2, &len);
         uint32_t s, t;
-        int todo;
-        assert_int_equal(featbuf_acquire(&fb, 7, &s, &todo), 0);
-        assert_int_equal(todo, FEATBUF_LOAD);
-        assert_int_equal(featbuf_acquire(&fb, 7, &t, &todo), 0);
-        assert_int_equal(todo, FEATBUF_WAIT);
+        int action;
+        assert_int_equal(featbuf_acquire(&fb, 7, &s, &action), 0);
+        assert_int_equal(action, FEATBUF_LOAD);
+        assert_int_equal(featbuf_acquire(&fb, 7, &t, &action), 0);
+        assert_int_equal(action, FEATBUF_WAIT);
         assert_int_equal(t, s);
         assert_int_equal(featbuf_wait_valid(&fb, s, 20), -ETIMEDOUT);
         struct waiter w[3];
@@ -285,7 +285,7 @@ static void test_wait_outcomes(void **state)
         }
         if (mode == 2) {
             assert_int_equal(featbuf_release(&fb, s), -EPIPE);
-            assert_int_equal(featbuf_acquire(&fb, 1, &t, &todo), -EPIPE);
+            assert_int_equal(featbuf_acquire(&fb, 1, &t, &action), -EPIPE);
             assert_int_equal(featbuf_loaded(&fb, s), -EPIPE);
         } else {
             checked(&fb);
@@ -297,7 +297,7 @@ static void test_wait_outcomes(void **state)
 struct room_waiter {
     struct featbuf *fb;
     uint32_t slot;
-    int rc, todo, retries;
+    int rc, action, retries;
 };
 
 static void *room_main(void *arg)
@@ -305,13 +305,13 @@ static void *room_main(void *arg)
     struct room_waiter *w = arg;
     uint32_t seq = featbuf_standby_seq(w->fb);
     uint64_t node = 5;
-    uint8_t todo = 0;
-    while ((w->rc = featbuf_acquire_many(w->fb, &node, 1, &w->slot, &todo)) == -EAGAIN &&
+    uint8_t action = 0;
+    while ((w->rc = featbuf_acquire_many(w->fb, &node, 1, &w->slot, &action)) == -EAGAIN &&
            (w->rc = featbuf_wait_standby(w->fb, seq, 30000)) == 0) {
         w->retries++;
         seq = featbuf_standby_seq(w->fb);
     }
-    w->todo = todo;
+    w->action = action;
     return NULL;
 }
 
@@ -333,7 +333,7 @@ static void test_wait_standby(void **state)
     assert_int_equal(featbuf_release(&fb, s0), 0);
     pthread_join(th, NULL);
     assert_int_equal(w.rc, 0);
-    assert_int_equal(w.todo, FEATBUF_LOAD);
+    assert_int_equal(w.action, FEATBUF_LOAD);
     assert_int_equal(w.slot, s0); /* node 0's row evicted for node 5 */
     assert_true(w.retries <= 1);
     assert_int_equal(featbuf_lookup(&fb, 0), FEATBUF_ABSENT);
@@ -376,12 +376,12 @@ static void test_owner_dead(void **state)
         int st;
         assert_int_equal(waitpid(pid, &st, 0), pid);
         uint32_t t;
-        int todo;
-        rc = featbuf_acquire(&fb, 1, &t, &todo);
+        int action;
+        rc = featbuf_acquire(&fb, 1, &t, &action);
         if (rc == -EPIPE)
             break;
         assert_int_equal(rc, 0); /* the kill missed the lock: all is well */
-        assert_int_equal(todo, FEATBUF_HIT);
+        assert_int_equal(action, FEATBUF_HIT);
         assert_int_equal(featbuf_release(&fb, t), 0);
     }
     printf("# owner died holding the lock after %d tries\n", tries + 1);
@@ -458,7 +458,7 @@ static void *extractor_main(void *arg)
     unsigned seed = x->seed;
     uint64_t nodes[BATCH];
     uint32_t slots[BATCH];
-    uint8_t todo[BATCH];
+    uint8_t action[BATCH];
     for (uint32_t b = 0; b < BATCHES; b++) {
         /* distinct nodes, skewed towards a hot set so extractors share */
         for (uint32_t i = 0; i < BATCH; i++) {
@@ -481,18 +481,18 @@ static void *extractor_main(void *arg)
                 while ((rc = featbuf_acquire(fb, nodes[i], &slots[i], &t)) == -EAGAIN && x->q &&
                        (rc = featbuf_wait_standby(fb, seq, 60000)) == 0)
                     seq = featbuf_standby_seq(fb);
-                todo[i] = (uint8_t)t;
+                action[i] = (uint8_t)t;
                 jitter(&seed);
             }
         } else {
             uint32_t seq = featbuf_standby_seq(fb);
-            while ((rc = featbuf_acquire_many(fb, nodes, BATCH, slots, todo)) == -EAGAIN && x->q &&
+            while ((rc = featbuf_acquire_many(fb, nodes, BATCH, slots, action)) == -EAGAIN && x->q &&
                    (rc = featbuf_wait_standby(fb, seq, 60000)) == 0)
                 seq = featbuf_standby_seq(fb);
         }
         SCHK(rc == 0, "acquire: %d at the minimum buffer size", rc);
         for (uint32_t i = 0; i < BATCH; i++) {
-            if (todo[i] != FEATBUF_LOAD)
+            if (action[i] != FEATBUF_LOAD)
                 continue;
             uint32_t was = 0;
             SCHK(atomic_compare_exchange_strong(&x->sc->loading[nodes[i]], &was, 1),
@@ -508,13 +508,13 @@ static void *extractor_main(void *arg)
             SCHK(featbuf_loaded(fb, slots[i]) == 0, "loaded");
         }
         for (uint32_t i = 0; i < BATCH; i++)
-            if (todo[i] == FEATBUF_WAIT)
+            if (action[i] == FEATBUF_WAIT)
                 SCHK(featbuf_wait_valid(fb, slots[i], 60000) == 0, "wait_valid on node %llu",
                      (unsigned long long)nodes[i]);
         jitter(&seed);
         for (uint32_t i = 0; i < BATCH; i++)
-            SCHK(row_ok(fb, slots[i], nodes[i]), "row of node %llu in slot %u is wrong (todo %u)",
-                 (unsigned long long)nodes[i], slots[i], todo[i]);
+            SCHK(row_ok(fb, slots[i], nodes[i]), "row of node %llu in slot %u is wrong (action %u)",
+                 (unsigned long long)nodes[i], slots[i], action[i]);
         if (!x->q) {
             SCHK(featbuf_release_many(fb, slots, BATCH) == 0, "release");
             continue;
