@@ -20,13 +20,13 @@
  * case: a hang fails the test, kills the children and removes the run's
  * segments. Nothing may be left in /dev/shm. */
 #include "t_util.h"
+#include "t_mp.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include "core/util.h"
@@ -78,10 +78,7 @@ struct results {
     struct rank_res r[MAX_RANKS];
 };
 
-static char g_run[SHM_RUN_ID_MAX];
 static uint64_t g_seed;
-static pid_t g_children[MAX_RANKS];
-static volatile sig_atomic_t g_nchildren;
 
 /* ---- verifiable data ----------------------------------------------------------------- */
 
@@ -269,29 +266,6 @@ out:
 
 /* ---- processes ----------------------------------------------------------------------- */
 
-static void on_alarm(int sig)
-{
-    static const char msg[] = "test_allreduce: a case did not finish in time (hang); killing its processes\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    for (int i = 0; i < g_nchildren; i++)
-        if (g_children[i] > 0)
-            kill(g_children[i], SIGKILL);
-    shm_run_unlink(g_run);
-    _exit(1);
-}
-
-/* Runs in each child right after fork: die with the parent, and let fatal
- * signals kill it instead of cmocka's handlers resuming the suite here. */
-static void child_init(void)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
-    for (size_t i = 0; i < SL_ARRAY_LEN(sigs); i++)
-        signal(sigs[i], SIG_DFL);
-    alarm(0);
-}
-
 typedef int (*rank_fn)(struct allreduce *a, const struct cfg *c, struct rank_res *me);
 
 static int child_main(rank_fn fn, const char *name, const struct cfg *c, struct rank_res *me, uint32_t rank)
@@ -322,22 +296,22 @@ static void run_start(struct run *r, const struct cfg *c, rank_fn fn, uint32_t f
     snprintf(r->what, sizeof r->what, "%s R=%u max_floats=%zu seed=%#llx", label, c->ranks, c->max_floats,
              (unsigned long long)g_seed);
     char err[512];
-    if (shm_seg_create(&r->rseg, g_run, "results", SHM_KIND_RAW, sizeof(struct results), err, sizeof err) != 0)
+    if (shm_seg_create(&r->rseg, t_mp_run, "results", SHM_KIND_RAW, sizeof(struct results), err, sizeof err) != 0)
         fail_msg("%s: %s", r->what, err);
     r->res = r->rseg.data;
-    if (allreduce_create(&r->ar, g_run, "grad", c->ranks, c->max_floats, err, sizeof err) != 0)
+    if (allreduce_create(&r->ar, t_mp_run, "grad", c->ranks, c->max_floats, err, sizeof err) != 0)
         fail_msg("%s: %s", r->what, err);
     alarm(CASE_ALARM_S);
-    g_nchildren = 0;
+    t_mp_nchildren = 0;
     for (uint32_t k = 0; k < forked; k++) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            child_init();
+            t_mp_child_init();
             _exit(child_main(fn, r->ar.seg.name, c, &r->res->r[k], k));
         }
         r->pids[k] = pid;
-        g_children[g_nchildren++] = pid;
+        t_mp_track(pid);
     }
 }
 
@@ -354,7 +328,7 @@ static void run_reap(struct run *r, uint32_t forked, pid_t skip)
                      r->res->r[k].msg);
     }
     alarm(0);
-    g_nchildren = 0;
+    t_mp_nchildren = 0;
 }
 
 /* Checks each rank's reports: no wrong element, `steps` steps each
@@ -400,7 +374,7 @@ static void run_end(struct run *r)
     snprintf(name, sizeof name, "%s", r->rseg.name);
     shm_seg_detach(&r->rseg);
     assert_int_equal(shm_seg_unlink(name), 0);
-    assert_int_equal(shm_run_unlink(g_run), 0); /* nothing else of the run in /dev/shm */
+    assert_int_equal(shm_run_unlink(t_mp_run), 0); /* nothing else of the run in /dev/shm */
 }
 
 static void run_steps(const struct cfg *c, const char *label)
@@ -741,14 +715,14 @@ static void test_create_attach_errors(void **state)
 {
     char err[512];
     struct allreduce ar, a, b;
-    assert_int_equal(allreduce_create(&ar, g_run, "grad", 0, 16, err, sizeof err), -EINVAL);
-    assert_int_equal(allreduce_create(&ar, g_run, "grad", ALLREDUCE_RANKS_MAX + 1, 16, err, sizeof err), -EINVAL);
-    assert_int_equal(allreduce_create(&ar, g_run, "grad", 2, 0, err, sizeof err), -EINVAL);
+    assert_int_equal(allreduce_create(&ar, t_mp_run, "grad", 0, 16, err, sizeof err), -EINVAL);
+    assert_int_equal(allreduce_create(&ar, t_mp_run, "grad", ALLREDUCE_RANKS_MAX + 1, 16, err, sizeof err), -EINVAL);
+    assert_int_equal(allreduce_create(&ar, t_mp_run, "grad", 2, 0, err, sizeof err), -EINVAL);
     assert_int_equal(allreduce_mem_size(0, 16), 0);
-    assert_int_equal(shm_run_unlink(g_run), 0); /* failed creates leave nothing */
+    assert_int_equal(shm_run_unlink(t_mp_run), 0); /* failed creates leave nothing */
 
-    assert_int_equal(allreduce_create(&ar, g_run, "grad", 2, 16, err, sizeof err), 0);
-    assert_int_equal(allreduce_create(&b, g_run, "grad", 2, 16, err, sizeof err), -EEXIST);
+    assert_int_equal(allreduce_create(&ar, t_mp_run, "grad", 2, 16, err, sizeof err), 0);
+    assert_int_equal(allreduce_create(&b, t_mp_run, "grad", 2, 16, err, sizeof err), -EEXIST);
     assert_int_equal(allreduce_attach(&a, ar.seg.name, 2, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "rank 2"));
     assert_int_equal(allreduce_attach(&a, ar.seg.name, 0, err, sizeof err), 0);
@@ -761,20 +735,20 @@ static void test_create_attach_errors(void **state)
     allreduce_free(&a);
 
     char name[SHM_NAME_MAX];
-    snprintf(name, sizeof name, "/" SHM_PREFIX "%s.missing", g_run);
+    snprintf(name, sizeof name, "/" SHM_PREFIX "%s.missing", t_mp_run);
     assert_int_equal(allreduce_attach(&a, name, 0, err, sizeof err), -ENOENT);
     struct ring ring;
     struct ring_params rp = {.entry_size = 8, .capacity = 4};
-    assert_int_equal(ring_create(&ring, g_run, "q", &rp, err, sizeof err), 0);
+    assert_int_equal(ring_create(&ring, t_mp_run, "q", &rp, err, sizeof err), 0);
     assert_int_equal(allreduce_attach(&a, ring.seg.name, 0, err, sizeof err), -EINVAL); /* not an all-reduce */
     ring_free(&ring);
     allreduce_free(&ar);
     allreduce_free(NULL);
     allreduce_free(&a); /* zeroed by the failed attach */
-    assert_true(shm_run_unlink(g_run) == 2);
+    assert_true(shm_run_unlink(t_mp_run) == 2);
 
     /* One rank: returns at once with the buffer as it was. */
-    assert_int_equal(allreduce_create(&ar, g_run, "one", 1, 4, err, sizeof err), 0);
+    assert_int_equal(allreduce_create(&ar, t_mp_run, "one", 1, 4, err, sizeof err), 0);
     assert_int_equal(allreduce_attach(&a, ar.seg.name, 0, err, sizeof err), 0);
     assert_int_equal(allreduce_sum(&a, x, 4, ALLREDUCE_FOREVER), 0);
     assert_true(x[0] == 1 && x[1] == 2 && x[2] == 3 && x[3] == 4);
@@ -784,43 +758,29 @@ static void test_create_attach_errors(void **state)
     assert_int_equal(allreduce_sum(&a, x, 4, ALLREDUCE_FOREVER), -EPIPE);
     allreduce_free(&a);
     allreduce_free(&ar);
-    assert_int_equal(shm_run_unlink(g_run), 1);
-}
-
-static int teardown(void **state)
-{
-    for (int i = 0; i < g_nchildren; i++)
-        if (g_children[i] > 0) {
-            kill(g_children[i], SIGKILL);
-            waitpid(g_children[i], NULL, 0);
-        }
-    g_nchildren = 0;
-    alarm(0);
-    shm_run_unlink(g_run);
-    return 0;
+    assert_int_equal(shm_run_unlink(t_mp_run), 1);
 }
 
 int main(void)
 {
-    assert_int_equal(shm_run_id_new(g_run, sizeof g_run), 0);
+    t_mp_init("test_allreduce");
     const char *seed = getenv("SLUICE_TEST_SEED");
     g_seed = seed ? strtoull(seed, NULL, 0) : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
     print_message("seed %#llx (SLUICE_TEST_SEED=%#llx reproduces it)\n", (unsigned long long)g_seed,
                   (unsigned long long)g_seed);
-    signal(SIGALRM, on_alarm);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_create_attach_errors, teardown),
-        cmocka_unit_test_teardown(test_order_matters, teardown),
-        cmocka_unit_test_teardown(test_exact_sums, teardown),
-        cmocka_unit_test_teardown(test_many_steps, teardown),
-        cmocka_unit_test_teardown(test_mismatch, teardown),
-        cmocka_unit_test_teardown(test_timeout_resume, teardown),
-        cmocka_unit_test_teardown(test_poll_timeout_zero, teardown),
-        cmocka_unit_test_teardown(test_close_wakes_waiters, teardown),
-        cmocka_unit_test_teardown(test_kill_rank, teardown),
-        cmocka_unit_test_teardown(test_threads, teardown),
+        cmocka_unit_test_teardown(test_create_attach_errors, t_mp_teardown),
+        cmocka_unit_test_teardown(test_order_matters, t_mp_teardown),
+        cmocka_unit_test_teardown(test_exact_sums, t_mp_teardown),
+        cmocka_unit_test_teardown(test_many_steps, t_mp_teardown),
+        cmocka_unit_test_teardown(test_mismatch, t_mp_teardown),
+        cmocka_unit_test_teardown(test_timeout_resume, t_mp_teardown),
+        cmocka_unit_test_teardown(test_poll_timeout_zero, t_mp_teardown),
+        cmocka_unit_test_teardown(test_close_wakes_waiters, t_mp_teardown),
+        cmocka_unit_test_teardown(test_kill_rank, t_mp_teardown),
+        cmocka_unit_test_teardown(test_threads, t_mp_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    shm_run_unlink(g_run);
+    shm_run_unlink(t_mp_run);
     return rc;
 }

@@ -15,11 +15,11 @@
  * hang fails the test instead of stalling the suite, and kills the children
  * and removes the run's segments when it fires. */
 #include "t_util.h"
+#include "t_mp.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include "core/util.h"
@@ -63,10 +63,7 @@ struct mp_results {
     _Atomic uint64_t bitmap[];
 };
 
-static char g_run[SHM_RUN_ID_MAX];
 static uint32_t g_seed;
-static pid_t g_children[MAX_PROD + MAX_CONS];
-static volatile sig_atomic_t g_nchildren;
 
 static uint32_t item_check(uint32_t p, uint64_t s)
 {
@@ -79,30 +76,7 @@ static uint32_t item_check(uint32_t p, uint64_t s)
 
 /* ---- hang guard ------------------------------------------------------------------------- */
 
-static void on_alarm(int sig)
-{
-    static const char msg[] = "test_ring_mp: a case did not finish in time (hang); killing its processes\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    for (int i = 0; i < g_nchildren; i++)
-        if (g_children[i] > 0)
-            kill(g_children[i], SIGKILL);
-    shm_run_unlink(g_run); /* readdir + unlink: good enough on this last path */
-    _exit(1);
-}
-
 /* ---- children --------------------------------------------------------------------------- */
-
-/* Runs in each child right after fork: die with the parent, and let fatal
- * signals kill it instead of cmocka's handlers resuming the suite here. */
-static void child_init(void)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
-    for (size_t i = 0; i < SL_ARRAY_LEN(sigs); i++)
-        signal(sigs[i], SIG_DFL);
-    alarm(0);
-}
 
 static int producer_main(const char *ring_name, struct mp_results *res, const struct mp_cfg *c, uint32_t id)
 {
@@ -195,7 +169,7 @@ static void run_case(const struct mp_cfg *c)
     char err[512];
     uint64_t bits = (uint64_t)c->producers * c->per_producer;
     struct shm_seg rseg;
-    assert_int_equal(shm_seg_create(&rseg, g_run, "results", SHM_KIND_RAW,
+    assert_int_equal(shm_seg_create(&rseg, t_mp_run, "results", SHM_KIND_RAW,
                                     sizeof(struct mp_results) + (bits + 63) / 64 * 8, err, sizeof err),
                      0);
     struct mp_results *res = rseg.data;
@@ -203,13 +177,13 @@ static void run_case(const struct mp_cfg *c)
     struct ring_params rp = {.entry_size = sizeof(struct mp_item),
                              .capacity = c->capacity,
                              .producers = c->mode == MP_NORMAL ? c->producers : 0};
-    if (ring_create(&r, g_run, "ring", &rp, err, sizeof err) != 0)
+    if (ring_create(&r, t_mp_run, "ring", &rp, err, sizeof err) != 0)
         fail_msg("%s: %s", what, err);
 
     alarm(CASE_ALARM_S);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    g_nchildren = 0;
+    t_mp_nchildren = 0;
     pid_t cons[MAX_CONS], prod[MAX_PROD];
     for (uint32_t i = 0; i < c->consumers + c->producers; i++) {
         bool is_cons = i < c->consumers;
@@ -217,11 +191,11 @@ static void run_case(const struct mp_cfg *c)
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            child_init();
+            t_mp_child_init();
             _exit(is_cons ? consumer_main(r.seg.name, res, c, id) : producer_main(r.seg.name, res, c, id));
         }
         (is_cons ? cons : prod)[id] = pid;
-        g_children[g_nchildren++] = pid;
+        t_mp_track(pid);
     }
 
     /* Failure injection, then the supervisor's reaction: notice, close. */
@@ -244,7 +218,7 @@ static void run_case(const struct mp_cfg *c)
         ring_close(&r);
     }
     for (uint32_t i = 0; i < c->consumers + c->producers; i++) {
-        pid_t pid = g_children[i];
+        pid_t pid = t_mp_children[i];
         if (pid == victim)
             continue;
         int st;
@@ -253,7 +227,7 @@ static void run_case(const struct mp_cfg *c)
             fail_msg("%s: child %u (pid %d) ended with status %#x", what, i, (int)pid, st);
     }
     alarm(0);
-    g_nchildren = 0;
+    t_mp_nchildren = 0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 
@@ -308,7 +282,7 @@ static void run_case(const struct mp_cfg *c)
 
     ring_free(&r);
     shm_seg_detach(&rseg);
-    shm_run_unlink(g_run);
+    shm_run_unlink(t_mp_run);
 }
 
 static uint64_t scaled(uint64_t n)
@@ -381,36 +355,22 @@ static void test_kill_consumer(void **state)
                               .after = scaled(100000)});
 }
 
-static int teardown(void **state)
-{
-    for (int i = 0; i < g_nchildren; i++)
-        if (g_children[i] > 0) {
-            kill(g_children[i], SIGKILL);
-            waitpid(g_children[i], NULL, 0);
-        }
-    g_nchildren = 0;
-    alarm(0);
-    shm_run_unlink(g_run);
-    return 0;
-}
-
 int main(void)
 {
-    assert_int_equal(shm_run_id_new(g_run, sizeof g_run), 0);
+    t_mp_init("test_ring_mp");
     const char *seed = getenv("SLUICE_TEST_SEED");
     g_seed = seed ? (uint32_t)strtoul(seed, NULL, 0) : (uint32_t)time(NULL) ^ (uint32_t)getpid();
-    signal(SIGALRM, on_alarm);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_exactly_once_3x3, teardown),
-        cmocka_unit_test_teardown(test_exactly_once_1x4, teardown),
-        cmocka_unit_test_teardown(test_exactly_once_4x1, teardown),
-        cmocka_unit_test_teardown(test_exactly_once_small_ring, teardown),
-        cmocka_unit_test_teardown(test_close_midstream, teardown),
-        cmocka_unit_test_teardown(test_kill_producer, teardown),
-        cmocka_unit_test_teardown(test_kill_holding_claim, teardown),
-        cmocka_unit_test_teardown(test_kill_consumer, teardown),
+        cmocka_unit_test_teardown(test_exactly_once_3x3, t_mp_teardown),
+        cmocka_unit_test_teardown(test_exactly_once_1x4, t_mp_teardown),
+        cmocka_unit_test_teardown(test_exactly_once_4x1, t_mp_teardown),
+        cmocka_unit_test_teardown(test_exactly_once_small_ring, t_mp_teardown),
+        cmocka_unit_test_teardown(test_close_midstream, t_mp_teardown),
+        cmocka_unit_test_teardown(test_kill_producer, t_mp_teardown),
+        cmocka_unit_test_teardown(test_kill_holding_claim, t_mp_teardown),
+        cmocka_unit_test_teardown(test_kill_consumer, t_mp_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    shm_run_unlink(g_run);
+    shm_run_unlink(t_mp_run);
     return rc;
 }
