@@ -176,8 +176,9 @@ int batch_init(struct batch_writer *w, void *slot, size_t size, const struct bat
                const struct batch_id *id, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
-    if (!slot || (uintptr_t)slot % 8 != 0 || !s || !id)
-        return w->rc = sl_errf(err, errlen, -EINVAL, "batch: no slot, shape or id, or a slot not 8-byte aligned");
+    if (!slot || (uintptr_t)slot % 8 != 0 || !s || !id || id->split >= BATCH_SPLITS)
+        return w->rc = sl_errf(err, errlen, -EINVAL,
+                               "batch: no slot, shape or id, a slot not 8-byte aligned, or an unknown split");
     if (targets == 0 || targets > s->batch_size || targets > s->nodes)
         return w->rc = sl_errf(err, errlen, -EINVAL,
                                "batch: %" PRIu32 " targets is outside 1..%" PRIu64 " (batch size %" PRIu64 ", %" PRIu64
@@ -203,6 +204,7 @@ int batch_init(struct batch_writer *w, void *slot, size_t size, const struct bat
     h->batch = id->batch;
     h->epoch = id->epoch;
     h->rank = id->rank;
+    h->split = id->split;
     h->layers = s->layers;
     h->targets = targets;
     w->h = h;
@@ -467,6 +469,8 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
                        h->version, BATCH_VERSION);
     if (!(h->flags & BATCH_SEALED))
         return view_fail(err, errlen, h, "unfinished (the sampler passed it on before batch_finish)");
+    if (h->split >= BATCH_SPLITS)
+        return view_fail(err, errlen, h, "split %" PRIu32 " is not train, val or test", h->split);
     if (h->layers < 1 || h->layers > BATCH_LAYERS_MAX)
         return view_fail(err, errlen, h, "%" PRIu32 " layers is outside 1..%d", h->layers, BATCH_LAYERS_MAX);
     if (h->targets < 1 || h->n[0] != h->targets)

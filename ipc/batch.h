@@ -92,6 +92,15 @@ enum batch_flags {
     BATCH_ALIASED = 1u << 1, /* the extractor filled alias[] */
 };
 
+/* Which split a batch's targets come from: training batches are trained
+ * on, validation and test batches only evaluated (no gradients). */
+enum batch_split {
+    BATCH_TRAIN = 0,
+    BATCH_VAL = 1,
+    BATCH_TEST = 2,
+    BATCH_SPLITS = 3,
+};
+
 /* The header at offset 0 of a slot. Written by the sampler (flags also by
  * the extractor); read through batch_view(), never trusted directly. */
 struct batch_hdr {
@@ -106,7 +115,7 @@ struct batch_hdr {
     uint64_t bytes;                   /* end of the used part of the slot */
     uint32_t n[BATCH_LAYERS_MAX + 1]; /* nodes after hop k (cumulative); n[0] = B */
     uint32_t e[BATCH_LAYERS_MAX];     /* edges sampled in block k */
-    uint32_t reserved0;
+    uint32_t split;                   /* enum batch_split: what the targets are for */
     uint64_t labels_off, nodes_off, alias_off;
     uint64_t indptr_off[BATCH_LAYERS_MAX];
     uint64_t src_off[BATCH_LAYERS_MAX];
@@ -158,6 +167,7 @@ uint32_t batch_arena_slots(uint64_t extract_queue, uint64_t train_queue, uint64_
 struct batch_id {
     uint64_t batch;
     uint32_t epoch, rank;
+    uint32_t split; /* enum batch_split (0 = training) */
 };
 
 /* The sampler's handle on the slot it is filling. Errors are sticky: after

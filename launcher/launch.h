@@ -42,6 +42,7 @@ struct launch {
     bool resume;
     int ranks;
     struct layout_arena_plan arena; /* each rank's batch arena */
+    struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];

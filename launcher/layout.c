@@ -91,6 +91,15 @@ int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, ch
     return shm_name(out, len, run_id, obj, err, errlen);
 }
 
+int layout_featbuf_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen)
+{
+    if (rank < 0 || rank >= LAYOUT_RANKS_MAX)
+        return sl_errf(err, errlen, -EINVAL, "no feature buffer of rank %d", rank);
+    char obj[SHM_OBJECT_MAX];
+    snprintf(obj, sizeof obj, "r%d.featbuf", rank);
+    return shm_name(out, len, run_id, obj, err, errlen);
+}
+
 static uint32_t pow2_at_least(int64_t n)
 {
     uint32_t c = 2;
@@ -250,6 +259,85 @@ int layout_arena_check(const struct layout_arena_plan *p, int ranks, uint64_t me
                    p->shape.batch_size, fan, p->batch.n_max[p->shape.layers], deg, limit);
 }
 
+int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const struct layout_arena_plan *a,
+                        struct layout_featbuf_plan *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    const sl_dsfile *f = &m->f[SL_F_FEATURES];
+    if (!f->present || f->cols == 0)
+        return sl_errf(err, errlen, -EINVAL, "dataset %s has no features.bin; gnnlaunch trains on node features",
+                       c->dataset.path);
+    uint64_t row_bytes = f->cols * sl_dtype_size(f->dtype);
+    p->stride = sl_round_up(row_bytes, FEATBUF_ROW_ALIGN_DEFAULT);
+    uint64_t n_max = a->batch.n_max[a->shape.layers], reserve, bytes, slots;
+    if (sl_mul_ovf((uint64_t)c->pipeline.extractors, n_max, &reserve) ||
+        sl_mul_ovf((uint64_t)c->pipeline.feature_buffer_mb, 1ull << 20, &bytes))
+        return sl_errf(err, errlen, -EOVERFLOW, "pipeline.extractors x batch nodes or pipeline.feature_buffer_mb overflows");
+    p->reserve = SL_MIN(reserve, m->nodes);
+    slots = SL_MIN(bytes / p->stride, m->nodes);
+    slots = SL_MIN(slots, (uint64_t)FEATBUF_SLOTS_MAX);
+    char have[32], need[32];
+    if (slots < p->reserve) {
+        uint64_t mb = (p->reserve * p->stride + (1ull << 20) - 1) >> 20;
+        char fan[160];
+        fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan);
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.feature_buffer_mb = %" PRId64 " holds %" PRIu64 " rows of %" PRIu64
+                       " bytes, but %" PRId64 " extractor thread%s with batches of up to %" PRIu64
+                       " nodes (train.batch_size = %" PRId64 ", model.fanouts = %s) need %" PRIu64
+                       " slots so extraction cannot deadlock; raise pipeline.feature_buffer_mb to at least %" PRIu64
+                       ", or lower pipeline.extractors, train.batch_size or model.fanouts",
+                       c->pipeline.feature_buffer_mb, slots, p->stride, c->pipeline.extractors,
+                       c->pipeline.extractors == 1 ? "" : "s", n_max, c->train.batch_size, fan, p->reserve, mb);
+    }
+    p->params = (struct featbuf_params){
+        .n_nodes = m->nodes,
+        .nslots = (uint32_t)slots,
+        .row_bytes = (size_t)row_bytes,
+        .row_align = FEATBUF_ROW_ALIGN_DEFAULT,
+        .policy = FEATBUF_POLICY_LRU,
+    };
+    p->rank_bytes = featbuf_mem_size(&p->params);
+    if (p->rank_bytes == 0)
+        return sl_errf(err, errlen, -EOVERFLOW, "a feature buffer of %" PRIu64 " slots x %" PRIu64
+                       " bytes for %" PRIu64 " nodes is too large", slots, p->stride, m->nodes);
+    uint64_t staging = (uint64_t)c->pipeline.staging_mb << 20;
+    uint64_t threads = (uint64_t)c->pipeline.ranks * (uint64_t)c->pipeline.extractors;
+    p->staging_per_thread = staging / threads / 4096 * 4096;
+    uint64_t one = sl_round_up(f->row_stride, 4096) + 4096;
+    if (p->staging_per_thread < one)
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.staging_mb = %" PRId64 " gives each of the %" PRIu64
+                       " extractor threads (pipeline.ranks x pipeline.extractors) %s, less than one row's read (%s); "
+                       "raise pipeline.staging_mb",
+                       c->pipeline.staging_mb, threads, sl_fmt_bytes(p->staging_per_thread, have, sizeof have),
+                       sl_fmt_bytes(one, need, sizeof need));
+    return 0;
+}
+
+int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct layout_arena_plan *a, int ranks,
+                         uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen)
+{
+    uint64_t per = f->rank_bytes + a->rank_bytes, total;
+    bool ovf = per < f->rank_bytes || sl_mul_ovf(per, (uint64_t)(ranks > 0 ? ranks : 1), &total);
+    char have[32], need[32], fb[32];
+    const char *limit = NULL;
+    if (mem_available != UINT64_MAX && (ovf || total > mem_available / 2))
+        limit = "half of the available memory (MemAvailable)";
+    else if (shm_free != UINT64_MAX && (ovf || total > shm_free))
+        limit = "what is free in " SHM_DIR " (a container needs a larger --shm-size)";
+    if (!limit)
+        return 0;
+    return sl_errf(err, errlen, -ENOMEM,
+                   "the feature buffers and batch arenas would need %s (%d rank%s x (%s feature buffer + %s arena)), "
+                   "more than %s, which is %s; lower pipeline.feature_buffer_mb (or pipeline.ranks)",
+                   sl_fmt_bytes(ovf ? UINT64_MAX : total, need, sizeof need), ranks, ranks == 1 ? "" : "s",
+                   sl_fmt_bytes(f->rank_bytes, fb, sizeof fb), sl_fmt_bytes(a->rank_bytes, have, sizeof have), limit,
+                   sl_fmt_bytes(mem_available != UINT64_MAX && (ovf || total > mem_available / 2) ? mem_available
+                                                                                               : shm_free,
+                                have, sizeof have));
+}
+
 int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t errlen)
 {
     *mem_available = *shm_free = UINT64_MAX;
@@ -279,7 +367,7 @@ int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t
 /* ---- launcher side -------------------------------------------------------------- */
 
 int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
-                  char *err, size_t errlen)
+                  const struct featbuf_params *fb, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
     if (ranks < 1 || ranks > LAYOUT_RANKS_MAX || !arena)
@@ -294,7 +382,9 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
         goto err;
     l->queues = calloc((size_t)ranks * LAYOUT_QUEUES, sizeof *l->queues);
     l->arenas = calloc((size_t)ranks, sizeof *l->arenas);
-    if (!l->queues || !l->arenas) {
+    if (fb)
+        l->featbufs = calloc((size_t)ranks, sizeof *l->featbufs);
+    if (!l->queues || !l->arenas || (fb && !l->featbufs)) {
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %d ranks' queue and arena handles", ranks);
         goto err;
     }
@@ -312,6 +402,12 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
         rc = arena_create(&l->arenas[r], run_id, obj, arena, err, errlen);
         if (rc)
             goto err;
+        if (fb) {
+            snprintf(obj, sizeof obj, "r%d.featbuf", r);
+            rc = featbuf_create(&l->featbufs[r], run_id, obj, fb, err, errlen);
+            if (rc)
+                goto err;
+        }
     }
     return 0;
 
@@ -337,10 +433,21 @@ struct arena *layout_arena(const struct layout *l, int rank)
     return a->hdr ? a : NULL;
 }
 
+struct featbuf *layout_featbuf(const struct layout *l, int rank)
+{
+    if (!l || !l->featbufs || rank < 0 || rank >= l->ranks)
+        return NULL;
+    struct featbuf *f = &l->featbufs[rank];
+    return f->hdr ? f : NULL;
+}
+
 void layout_close(struct layout *l)
 {
     if (!l)
         return;
+    for (int r = 0; l->featbufs && r < l->ranks; r++)
+        if (l->featbufs[r].hdr)
+            featbuf_mark_broken(&l->featbufs[r]);
     for (int i = 0; l->queues && i < l->ranks * LAYOUT_QUEUES; i++)
         if (l->queues[i].sh)
             ring_close(&l->queues[i]);
@@ -359,8 +466,12 @@ void layout_free(struct layout *l)
     if (l->arenas)
         for (int r = 0; r < l->ranks; r++)
             arena_free(&l->arenas[r]);
+    if (l->featbufs)
+        for (int r = 0; r < l->ranks; r++)
+            featbuf_free(&l->featbufs[r]);
     free(l->queues);
     free(l->arenas);
+    free(l->featbufs);
     metrics_free(&l->metrics);
     memset(l, 0, sizeof *l);
 }

@@ -14,6 +14,7 @@
  *     /sluice.<run>.r<R>.train     ring: extractor -> trainer of rank R
  *     /sluice.<run>.r<R>.release   ring: trainer -> releaser of rank R
  *     /sluice.<run>.r<R>.arena     batch arena of rank R (ipc/arena.h)
+ *     /sluice.<run>.r<R>.featbuf   feature buffer of rank R (stages/featbuf.h)
  *
  * Batch arena. Each slot holds one sampled batch (ipc/batch.h) and is
  * sized for the worst case of the run's batch shape: train.batch_size,
@@ -58,6 +59,7 @@
 #include "ipc/ring.h"
 #include "ipc/shm.h"
 #include "launcher/config.h"
+#include "stages/featbuf.h"
 
 #define LAYOUT_RANKS_MAX 1024 /* pipeline.ranks' upper bound */
 
@@ -115,6 +117,7 @@ int layout_metrics_segname(char *out, size_t len, const char *run_id, char *err,
 int layout_queue_segname(char *out, size_t len, const char *run_id, enum layout_queue q, int rank, char *err,
                          size_t errlen);
 int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen);
+int layout_featbuf_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen);
 
 /* The batch arena of each rank, as sized for a configuration and dataset. */
 struct layout_arena_plan {
@@ -148,6 +151,36 @@ int layout_arena_check(const struct layout_arena_plan *p, int ranks, uint64_t me
  * -errno (either is then UINT64_MAX). */
 int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t errlen);
 
+/* The feature buffer of each rank, as sized for a configuration, dataset
+ * and batch shape. Slots: pipeline.feature_buffer_mb MiB over the row
+ * stride (feat_dim x element size rounded up to 64 bytes), at most one per
+ * node. The reserve is min(N, pipeline.extractors x the most nodes one
+ * batch can hold): with fewer slots extraction could deadlock
+ * (featbuf.c, "The reserve"), so such a buffer is refused. Staging:
+ * pipeline.staging_mb is shared by all ranks and, within a rank, split
+ * evenly between its extractor threads; each needs room for at least one
+ * row's read (the row stride in the file rounded out to 4 KiB blocks, plus
+ * one block for a row that straddles two). */
+struct layout_featbuf_plan {
+    struct featbuf_params params;
+    uint64_t stride;             /* bytes per slot row */
+    uint64_t reserve;            /* fewest slots that cannot deadlock */
+    uint64_t rank_bytes;         /* one rank's segment (featbuf_mem_size) */
+    uint64_t staging_per_thread; /* staging bytes of one extractor thread */
+};
+
+/* Sizes the feature buffers. 0; -EINVAL with a message naming the keys to
+ * change (buffer below the reserve, staging below one row per thread, no
+ * features in the dataset); -EOVERFLOW. */
+int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const struct layout_arena_plan *a,
+                        struct layout_featbuf_plan *p, char *err, size_t errlen);
+
+/* Refuses (-ENOMEM, naming the keys to change) feature buffers that, with
+ * the batch arenas, would take more than half of mem_available or more than
+ * shm_free bytes over `ranks` ranks (UINT64_MAX skips a test). */
+int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct layout_arena_plan *a, int ranks,
+                         uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen);
+
 /* Ring shape of queue q for configuration c: capacity is the configured
  * pipeline.extract_queue / pipeline.train_queue (the release queue: their
  * sum, so a trainer never waits on the releaser for long) rounded up to a
@@ -161,13 +194,15 @@ struct layout {
     struct metrics_page metrics;
     struct ring *queues;  /* (ranks, LAYOUT_QUEUES) */
     struct arena *arenas; /* (ranks) */
+    struct featbuf *featbufs; /* (ranks), or NULL when made without */
 };
 
-/* Creates the metrics page, and the queues and batch arena (of shape
- * arena, from layout_arena_plan) of every rank. On failure nothing of the
- * run is left in /dev/shm. */
+/* Creates the metrics page, and the queues, batch arena (of shape arena,
+ * from layout_arena_plan) and, when fb is not NULL, feature buffer (from
+ * layout_featbuf_plan) of every rank. On failure nothing of the run is
+ * left in /dev/shm. */
 int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
-                  char *err, size_t errlen);
+                  const struct featbuf_params *fb, char *err, size_t errlen);
 
 /* Queue q of rank r (NULL out of range or not created). */
 struct ring *layout_queue(const struct layout *l, int rank, enum layout_queue q);
@@ -175,8 +210,12 @@ struct ring *layout_queue(const struct layout *l, int rank, enum layout_queue q)
 /* The batch arena of rank r (NULL out of range or not created). */
 struct arena *layout_arena(const struct layout *l, int rank);
 
-/* ring_close() on every queue and arena_close() on every arena of the
- * run: blocked stages wake (-EPIPE). Never blocks. */
+/* The feature buffer of rank r (NULL out of range or not created). */
+struct featbuf *layout_featbuf(const struct layout *l, int rank);
+
+/* ring_close() on every queue, arena_close() on every arena and
+ * featbuf_mark_broken() on every feature buffer of the run: blocked stages
+ * wake (-EPIPE). Never blocks. */
 void layout_close(struct layout *l);
 
 /* Unmaps everything (never unlinks: shm_run_unlink does). Accepts NULL and

@@ -261,6 +261,9 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         fprintf(stderr, "gnnlaunch: warning: %s; the batch arenas' size is checked only against what was read\n", msg);
     if ((rc = layout_arena_check(&l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    if ((rc = layout_featbuf_plan(&l->cfg, &meta, &l->arena, &l->featbuf, msg, sizeof msg)) != 0 ||
+        (rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     if (o->metrics &&
         (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
         return rc;
@@ -377,7 +380,8 @@ static int create_run(struct launch *l, char *err, size_t errlen)
     };
     if ((rc = rundir_create(&l->dir, base, st.name, &st, &l->cfg, err, errlen)) != 0)
         return rc;
-    if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, &l->arena.params, err, errlen)) != 0)
+    if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, &l->arena.params, &l->featbuf.params, err,
+                            errlen)) != 0)
         return rc;
     char slot[32], rank[32], all[32];
     const struct layout_arena_plan *a = &l->arena;
@@ -387,6 +391,14 @@ static int create_run(struct launch *l, char *err, size_t errlen)
             a->params.nslots, sl_fmt_bytes(a->params.slot_size, slot, sizeof slot),
             sl_fmt_bytes(a->rank_bytes, rank, sizeof rank), l->ranks, l->ranks == 1 ? "" : "s",
             sl_fmt_bytes(a->rank_bytes * (uint64_t)l->ranks, all, sizeof all), a->batch.n_max[a->shape.layers]);
+    const struct layout_featbuf_plan *f = &l->featbuf;
+    char map[32];
+    fprintf(stderr,
+            "gnnlaunch: feature buffer per rank: %" PRIu32 " slots x %" PRIu64 " B = %s (node map %s), at least %" PRIu64
+            " slots needed; staging %s per extractor thread\n",
+            f->params.nslots, f->stride, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
+            sl_fmt_bytes(featbuf_map_bytes(&f->params), map, sizeof map), f->reserve,
+            sl_fmt_bytes(f->staging_per_thread, all, sizeof all));
     return 0;
 }
 

@@ -250,6 +250,90 @@ int sampler_epoch_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint32_t
     return 0;
 }
 
+uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks)
+{
+    if (ranks == 0 || rank >= ranks)
+        return 0;
+    return (uint64_t)((unsigned __int128)n * (rank + 1) / ranks - (unsigned __int128)n * rank / ranks);
+}
+
+/* ---- the batch stream ------------------------------------------------------------------ */
+
+bool sampler_stream_evaluates(const struct sampler_stream *s, uint32_t e)
+{
+    return s->nb[BATCH_VAL] > 0 && ((e + 1) % s->eval_every == 0 || e + 1 == s->epochs);
+}
+
+int sampler_stream_init(struct sampler_stream *s, const uint64_t split_n[BATCH_SPLITS], uint32_t rank, uint32_t ranks,
+                        uint64_t batch_size, uint32_t epochs, uint32_t eval_every, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (epochs == 0 || batch_size == 0 || ranks == 0 || rank >= ranks || eval_every == 0)
+        return sl_errf(err, errlen, -EINVAL,
+                       "batch stream: %" PRIu32 " epochs, batch size %" PRIu64 ", rank %" PRIu32 " of %" PRIu32
+                       ", eval every %" PRIu32,
+                       epochs, batch_size, rank, ranks, eval_every);
+    s->epochs = epochs;
+    s->eval_every = eval_every;
+    s->rank = rank;
+    s->ranks = ranks;
+    s->batch_size = batch_size;
+    for (int k = 0; k < BATCH_SPLITS; k++) {
+        s->share[k] = sampler_share_size(split_n[k], rank, ranks);
+        s->nb[k] = sampler_batch_count(s->share[k], batch_size);
+    }
+    s->start = malloc(((size_t)epochs + 1) * sizeof *s->start);
+    if (!s->start)
+        return sl_errf(err, errlen, -ENOMEM, "no memory for a %" PRIu32 "-epoch batch stream", epochs);
+    uint64_t g = 0;
+    for (uint32_t e = 0; e < epochs; e++) {
+        s->start[e] = g;
+        g += s->nb[BATCH_TRAIN] + (sampler_stream_evaluates(s, e) ? s->nb[BATCH_VAL] : 0);
+    }
+    s->start[epochs] = g + s->nb[BATCH_TEST];
+    return 0;
+}
+
+void sampler_stream_free(struct sampler_stream *s)
+{
+    free(s->start);
+    s->start = NULL;
+}
+
+void sampler_stream_at(const struct sampler_stream *s, uint64_t g, struct sampler_pos *p)
+{
+    /* the last epoch whose start is <= g */
+    uint32_t lo = 0, hi = s->epochs - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (s->start[mid] <= g)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    uint64_t off = g - s->start[lo];
+    p->epoch = lo;
+    if (off < s->nb[BATCH_TRAIN]) {
+        p->split = BATCH_TRAIN;
+    } else {
+        off -= s->nb[BATCH_TRAIN];
+        if (sampler_stream_evaluates(s, lo) && off < s->nb[BATCH_VAL]) {
+            p->split = BATCH_VAL;
+        } else {
+            off -= sampler_stream_evaluates(s, lo) ? s->nb[BATCH_VAL] : 0;
+            p->split = BATCH_TEST;
+        }
+    }
+    p->k = off;
+    p->first = off * s->batch_size;
+    p->targets = (uint32_t)SL_MIN(s->batch_size, s->share[p->split] - p->first);
+}
+
+uint64_t sampler_pos_seed(uint64_t seed, uint32_t rank, const struct sampler_pos *p)
+{
+    return sampler_batch_seed(seed, p->epoch, rank, ((uint64_t)p->split << 56) | p->k);
+}
+
 /* ---- the sampler ------------------------------------------------------------------------ */
 
 static uint64_t pow2_at_least(uint64_t x)

@@ -92,6 +92,60 @@ static inline uint64_t sampler_batch_count(uint64_t n, uint64_t batch_size)
     return batch_size ? (n + batch_size - 1) / batch_size : 0;
 }
 
+/* Targets in rank `rank` of `ranks`'s share of a split of n ids (the
+ * slice sampler_epoch_share hands out: the same size every epoch). */
+uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks);
+
+/* The batch stream of one rank: what batch number g (0, 1, 2, ... over the
+ * whole run; struct layout_desc.batch) is. Epoch e consists of the training
+ * batches of e, then - if e is an evaluation epoch ((e + 1) is a multiple
+ * of eval_every, or e is the last) - the validation batches; after the
+ * last epoch come the test batches (their epoch is the last one). Each
+ * pass over a split cuts the rank's share of that split (shuffled per
+ * epoch for training, by sampler_epoch_share at epoch 0 for validation
+ * and test, so evaluation batches are the same every time) into batches
+ * of batch_size targets, the last one shorter. The sampler, the trainer
+ * and the tests all derive batches from this one definition. */
+struct sampler_stream {
+    uint32_t epochs, eval_every, rank, ranks;
+    uint64_t batch_size;
+    uint64_t share[BATCH_SPLITS]; /* targets of each split in this rank's share */
+    uint64_t nb[BATCH_SPLITS];    /* batches per pass over each split */
+    uint64_t *start;              /* (epochs + 1): first g of each epoch; start[epochs] = total */
+};
+
+/* Where batch g of a stream is. */
+struct sampler_pos {
+    uint32_t epoch;
+    uint32_t split;    /* enum batch_split */
+    uint64_t k;        /* batch within the pass over the split */
+    uint64_t first;    /* its first target's index in the rank's share */
+    uint32_t targets;  /* its target count */
+};
+
+/* split_n: ids in the train, val and test splits (0 for an absent one).
+ * 0, -EINVAL (no epochs, batch size 0, rank >= ranks) or -ENOMEM. */
+int sampler_stream_init(struct sampler_stream *s, const uint64_t split_n[BATCH_SPLITS], uint32_t rank, uint32_t ranks,
+                        uint64_t batch_size, uint32_t epochs, uint32_t eval_every, char *err, size_t errlen);
+void sampler_stream_free(struct sampler_stream *s);
+
+/* Whether epoch e ends with a validation pass. */
+bool sampler_stream_evaluates(const struct sampler_stream *s, uint32_t e);
+
+/* Batches in the run. */
+static inline uint64_t sampler_stream_len(const struct sampler_stream *s)
+{
+    return s->start[s->epochs];
+}
+
+/* Batch g (< sampler_stream_len) of the stream. O(log epochs). */
+void sampler_stream_at(const struct sampler_stream *s, uint64_t g, struct sampler_pos *p);
+
+/* The seed of batch p of rank `rank` for run seed `seed`: training batch k
+ * of epoch e gets sampler_batch_seed(seed, e, rank, k); evaluation batches
+ * get distinct seeds (split in the top bits of the batch number). */
+uint64_t sampler_pos_seed(uint64_t seed, uint32_t rank, const struct sampler_pos *p);
+
 /* One sampler thread's reusable state. */
 struct sampler {
     const struct sampler_topo *topo;

@@ -1,9 +1,24 @@
-/* sampler_main.c - gnn-sampler. For now the stage-only benchmark mode
- * (issue 4, "Stage-only modes"): T threads sample batches of the training
- * split into private buffers for S seconds and report batches and sampled
- * edges per second as key=value lines. The stage-process mode (attached to
- * a run by gnnlaunch) is not built yet: any other invocation prints the
- * usage and exits 2.
+/* sampler_main.c - gnn-sampler: the stage process (started by gnnlaunch
+ * with the stage command line of launcher/layout.h) and the stage-only
+ * benchmark (--bench).
+ *
+ * Stage. pipeline.samplers threads take global batch numbers g = 0, 1, ...
+ * from one atomic counter; the rank's batch stream (struct sampler_stream:
+ * each epoch's training batches, validation batches after evaluation
+ * epochs, test batches at the end) says which split, epoch and batch k of
+ * the pass g is. A thread recomputes the epoch's shuffled training share
+ * when its epoch changes, takes an arena slot, samples the batch into it
+ * with seed sampler_pos_seed(train.seed, rank, pos) and pushes
+ * {batch = g, slot, epoch, aux = {sampled edges, split}} into the extract
+ * queue. So a batch's contents depend only on (seed, rank, g); with
+ * pipeline.ordered the pushes also happen in the order of g (stage_turn),
+ * which makes the whole stream reproducible. After the last batch the extract queue is closed
+ * for writing (ring_producer_done). A closed queue or arena (the run is
+ * stopping) ends the stage quietly; a sampling error fails it (exit 3).
+ *
+ * Benchmark. T threads sample batches of the training split into private
+ * buffers for S seconds and report batches and sampled edges per second
+ * as key=value lines.
  *
  * Work split in the benchmark: the split is shuffled once (epoch 0, rank 0
  * of 1) and cut into batches; threads take global batch numbers g from one
@@ -21,6 +36,7 @@
 
 #include "core/util.h"
 #include "stages/sampler.h"
+#include "stages/stage.h"
 
 #define CHECK(stmt)                                                                                                    \
     do {                                                                                                               \
@@ -50,7 +66,8 @@ static void usage(FILE *f)
                "  --seed S          run seed (default 0)\n"
                "  --help            this text\n"
                "\n"
-               "The stage mode (started by gnnlaunch) is not available in this build.\n");
+               "Without --bench, gnn-sampler is the sampling stage of a run and is started by\n"
+               "gnnlaunch with the run's arguments (--run=... --rank=... --config=...).\n");
 }
 
 struct bench {
@@ -192,8 +209,155 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
     return failed;
 }
 
+/* ---- the stage ------------------------------------------------------------------------- */
+
+struct srun {
+    struct stage *st;
+    struct sampler_topo topo;
+    struct sampler_stream stream;
+    uint64_t *ids[BATCH_SPLITS];     /* each split's node ids */
+    uint64_t n_ids[BATCH_SPLITS];
+    uint64_t *eval_share[BATCH_SPLITS]; /* val and test: this rank's share, fixed */
+    uint64_t seed;
+    bool ordered;
+    struct stage_turn turn;
+    atomic_uint_fast64_t next;
+    atomic_bool stop;
+};
+
+static void *stage_thread(void *arg)
+{
+    struct srun *r = arg;
+    struct stage *st = r->st;
+    char msg[1024];
+    struct sampler s;
+    struct batch_shape shape = st->plan.shape;
+    if (sampler_init(&s, &r->topo, &shape, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    uint64_t *train = malloc((size_t)SL_MAX(r->n_ids[BATCH_TRAIN], 1) * sizeof *train);
+    if (!train)
+        stage_fail(st, "no memory for a %" PRIu64 "-target epoch share", r->n_ids[BATCH_TRAIN]);
+    uint32_t cur = UINT32_MAX;
+    uint32_t rank = (uint32_t)st->args.rank;
+    uint64_t total = sampler_stream_len(&r->stream);
+    while (!atomic_load(&r->stop)) {
+        uint64_t g = atomic_fetch_add(&r->next, 1);
+        if (g >= total)
+            break;
+        struct sampler_pos p;
+        sampler_stream_at(&r->stream, g, &p);
+        const uint64_t *share = r->eval_share[p.split];
+        if (p.split == BATCH_TRAIN) {
+            if (p.epoch != cur) {
+                uint64_t n;
+                if (sampler_epoch_share(r->ids[BATCH_TRAIN], r->n_ids[BATCH_TRAIN], r->seed, p.epoch, rank,
+                                        (uint32_t)st->args.ranks, train, &n, msg, sizeof msg) != 0)
+                    stage_fail(st, "%s", msg);
+                cur = p.epoch;
+            }
+            share = train;
+        }
+        uint32_t slot;
+        if (stage_alloc(st, &slot) != 0)
+            break;
+        uint64_t t0 = metrics_now_ns(), edges;
+        struct batch_id id = {.batch = g, .epoch = p.epoch, .rank = rank, .split = p.split};
+        void *mem = arena_slot(&st->arena, slot);
+        if (sampler_sample(&s, mem, st->arena.slot_size, share + p.first, p.targets, &id,
+                           sampler_pos_seed(r->seed, rank, &p), &edges, msg, sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p.epoch, msg);
+        metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
+        metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
+        struct layout_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
+        if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
+            arena_release(&st->arena, slot); /* never entered the pipeline */
+            atomic_store(&r->stop, true);
+            stage_turn_abort(&r->turn);
+            break;
+        }
+        if (r->ordered)
+            stage_turn_done(&r->turn, g);
+        metrics_add(&st->block->items, 1);
+    }
+    free(train);
+    sampler_free(&s);
+    return NULL;
+}
+
+static int stage_main(int argc, char **argv)
+{
+    static struct stage st;
+    static struct srun r;
+    char msg[1024];
+    stage_open(&st, argc, argv, 0);
+    r.st = &st;
+    const char *dir = st.cfg.dataset.path;
+    uint32_t rank = (uint32_t)st.args.rank, ranks = (uint32_t)st.args.ranks;
+    if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
+        stage_fail(&st, "%s", msg);
+    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    for (int k = 0; k < BATCH_SPLITS; k++) {
+        int rc = sampler_split_load(dir, &st.meta, files[k], &r.ids[k], &r.n_ids[k], msg, sizeof msg);
+        if (rc == -ENOENT && k != BATCH_TRAIN)
+            continue; /* no validation or test split: nothing to evaluate */
+        if (rc)
+            stage_fail(&st, "%s", msg);
+    }
+    r.seed = (uint64_t)st.cfg.train.seed;
+    if (sampler_stream_init(&r.stream, r.n_ids, rank, ranks, st.plan.shape.batch_size, (uint32_t)st.cfg.train.epochs,
+                            (uint32_t)st.cfg.train.eval_every, msg, sizeof msg) != 0)
+        stage_fail(&st, "%s", msg);
+    for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
+        uint64_t n;
+        r.eval_share[k] = malloc((size_t)SL_MAX(r.n_ids[k], 1) * sizeof(uint64_t));
+        if (!r.eval_share[k] || (r.n_ids[k] && sampler_epoch_share(r.ids[k], r.n_ids[k], r.seed, 0, rank, ranks,
+                                                                   r.eval_share[k], &n, msg, sizeof msg) != 0))
+            stage_fail(&st, "%s", r.eval_share[k] ? msg : "out of memory");
+    }
+    r.ordered = st.cfg.pipeline.ordered;
+    stage_turn_init(&r.turn);
+    int nthreads = (int)st.cfg.pipeline.samplers;
+    stage_note(&st,
+               "%" PRIu64 " batches: %" PRIu64 " training targets (%" PRIu64 " batches) x %" PRIu32
+               " epochs, %" PRIu64 " validation and %" PRIu64 " test targets; %d thread%s%s",
+               sampler_stream_len(&r.stream), r.stream.share[BATCH_TRAIN], r.stream.nb[BATCH_TRAIN], r.stream.epochs,
+               r.stream.share[BATCH_VAL], r.stream.share[BATCH_TEST], nthreads, nthreads == 1 ? "" : "s",
+               r.ordered ? ", in order" : "");
+    pthread_t *t = calloc((size_t)nthreads, sizeof *t);
+    if (!t)
+        stage_fail(&st, "out of memory");
+    for (int i = 0; i < nthreads; i++) {
+        int rc = pthread_create(&t[i], NULL, stage_thread, &r);
+        if (rc)
+            stage_fail(&st, "cannot start sampler thread %d: %s", i, strerror(rc));
+    }
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(t[i], NULL);
+    stage_end_output(&st);
+    free(t);
+    stage_turn_destroy(&r.turn);
+    for (int k = 0; k < BATCH_SPLITS; k++) {
+        free(r.ids[k]);
+        free(r.eval_share[k]);
+    }
+    sampler_stream_free(&r.stream);
+    sampler_topo_free(&r.topo);
+    stage_close(&st);
+    return 0;
+}
+
+static bool bench_mode(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--bench", 7) || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return argc < 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (!bench_mode(argc, argv))
+        return stage_main(argc, argv);
     static const struct option opts[] = {
         {"bench", required_argument, NULL, 'b'},
         {"fanouts", required_argument, NULL, 'f'},

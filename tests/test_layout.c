@@ -102,8 +102,8 @@ static void test_create_and_attach(void **state)
     char err[512];
     struct layout l;
     const struct arena_params ap = {.slot_size = 1000, .nslots = 4};
-    assert_int_equal(layout_create(&l, g_run, &c, 3, NULL, err, sizeof err), -EINVAL);
-    assert_int_equal(layout_create(&l, g_run, &c, 3, &ap, err, sizeof err), 0);
+    assert_int_equal(layout_create(&l, g_run, &c, 3, NULL, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 3, &ap, NULL, err, sizeof err), 0);
     assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
     assert_int_equal(l.metrics.nblocks, 3 * LAYOUT_STAGES);
     /* a stage finds each queue by name; a descriptor pushed by the launcher's
@@ -159,13 +159,13 @@ static void test_create_and_attach(void **state)
     struct shm_seg blocker;
     char obj[] = "r1.train";
     assert_int_equal(shm_seg_create(&blocker, g_run, obj, SHM_KIND_RAW, 8, err, sizeof err), 0);
-    assert_int_equal(layout_create(&l, g_run, &c, 2, &ap, err, sizeof err), -EEXIST);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &ap, NULL, err, sizeof err), -EEXIST);
     assert_int_equal(count_segments(g_run), 0); /* layout_create removes the run's segments on failure */
     shm_seg_detach(&blocker);
-    assert_int_equal(layout_create(&l, g_run, &c, 0, &ap, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 0, &ap, NULL, err, sizeof err), -EINVAL);
     /* an arena that cannot be made: nothing of the run is left either */
     const struct arena_params huge = {.slot_size = SIZE_MAX / 4, .nslots = 4};
-    assert_int_equal(layout_create(&l, g_run, &c, 2, &huge, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &huge, NULL, err, sizeof err), -EINVAL);
     assert_int_equal(count_segments(g_run), 0);
 }
 
@@ -289,6 +289,96 @@ static void test_arena_plan(void **state)
     uint64_t mem, shm_free;
     assert_int_equal(layout_memory(&mem, &shm_free, err, sizeof err), 0);
     assert_true(mem > 0 && mem < UINT64_MAX && shm_free < UINT64_MAX);
+}
+
+/* ---- sizing the feature buffers --------------------------------------------------------------- */
+
+static void test_featbuf_plan(void **state)
+{
+    sl_config c;
+    sl_config_defaults(&c);
+    char err[1024];
+    struct layout_arena_plan a;
+    struct layout_featbuf_plan f;
+    sl_dataset_meta m;
+    memset(&m, 0, sizeof m);
+    m.nodes = 100000;
+    m.edges = 400000;
+    snprintf(c.dataset.path, sizeof c.dataset.path, "%s/nonexistent", g_dir);
+    c.train.batch_size = 100;
+    c.model.n_fanouts = c.model.layers = 2;
+    c.model.fanouts[0] = c.model.fanouts[1] = 5;
+    c.pipeline.extractors = 2;
+    assert_int_equal(layout_arena_plan(&c, &m, &a, err, sizeof err), 0);
+    assert_int_equal(a.batch.n_max[2], 3600);
+    /* no features: refused */
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "no features.bin"));
+    /* dim 100 f32: 400-byte rows, 448-byte slots; 2 x 3600 slots needed */
+    m.feat_dim = 100;
+    m.f[SL_F_FEATURES] = (sl_dsfile){.present = true, .dtype = SL_DT_F32, .rows = m.nodes, .cols = 100,
+                                     .row_stride = 512, .bytes = 512 * m.nodes};
+    c.pipeline.feature_buffer_mb = 4;
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
+    assert_int_equal(f.stride, 448);
+    assert_int_equal(f.reserve, 7200);
+    assert_int_equal(f.params.nslots, (4u << 20) / 448);
+    assert_int_equal(f.params.row_bytes, 400);
+    assert_int_equal(f.params.n_nodes, m.nodes);
+    assert_int_equal(f.rank_bytes, featbuf_mem_size(&f.params));
+    assert_int_equal(f.staging_per_thread, (64u << 20) / 2);
+    /* below the reserve: refused with the size that would do */
+    c.pipeline.feature_buffer_mb = 3;
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
+    const char *keys[] = {"pipeline.feature_buffer_mb = 3 holds 7021 rows", "need 7200 slots",
+                          "raise pipeline.feature_buffer_mb to at least 4", "pipeline.extractors"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++)
+        if (!strstr(err, keys[i]))
+            fail_msg("expected '%s' in '%s'", keys[i], err);
+    /* never more slots than nodes, and a small graph needs no more than its nodes */
+    m.nodes = 5000;
+    c.pipeline.feature_buffer_mb = 1024;
+    assert_int_equal(layout_arena_plan(&c, &m, &a, err, sizeof err), 0);
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
+    assert_int_equal(f.params.nslots, 5000);
+    assert_int_equal(f.reserve, 5000);
+    /* staging below one row per thread: refused */
+    c.pipeline.staging_mb = 1;
+    c.pipeline.ranks = 64;
+    c.pipeline.extractors = 8;
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "raise pipeline.staging_mb"));
+    c.pipeline.staging_mb = 64;
+    c.pipeline.ranks = 1;
+    c.pipeline.extractors = 2;
+    /* memory: buffers and arenas together */
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
+    uint64_t per = f.rank_bytes + a.rank_bytes;
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, 4 * per, UINT64_MAX, err, sizeof err), 0);
+    assert_int_equal(layout_featbuf_check(&f, &a, 3, 4 * per, UINT64_MAX, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "lower pipeline.feature_buffer_mb"));
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, UINT64_MAX, 2 * per - 1, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "/dev/shm"));
+    /* created with the run, attached by name, marked broken by layout_close */
+    struct layout l;
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &a.params, &f.params, err, sizeof err), 0);
+    assert_int_equal(count_segments(g_run), 1 + 2 * (LAYOUT_QUEUES + 2));
+    char name[SHM_NAME_MAX];
+    struct featbuf fb;
+    assert_int_equal(layout_featbuf_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
+    assert_int_equal(featbuf_attach(&fb, name, err, sizeof err), 0);
+    assert_int_equal(fb.nslots, 5000);
+    uint32_t slot;
+    int action;
+    assert_int_equal(featbuf_acquire(&fb, 42, &slot, &action), 0);
+    assert_int_equal(action, FEATBUF_LOAD);
+    assert_null(layout_featbuf(&l, 2));
+    assert_non_null(layout_featbuf(&l, 0));
+    layout_close(&l);
+    assert_int_equal(featbuf_wait_valid(&fb, slot, -1), -EPIPE);
+    featbuf_free(&fb);
+    layout_free(&l);
+    assert_int_equal(shm_run_unlink(g_run), 1 + 2 * (LAYOUT_QUEUES + 2));
 }
 
 /* ---- the stage command line -------------------------------------------------------------- */
@@ -472,7 +562,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stages_and_queues), cmocka_unit_test(test_create_and_attach),
-        cmocka_unit_test(test_arena_plan),        cmocka_unit_test(test_args_round_trip),
+        cmocka_unit_test(test_arena_plan),        cmocka_unit_test(test_featbuf_plan),
+        cmocka_unit_test(test_args_round_trip),
         cmocka_unit_test(test_args_rejected),     cmocka_unit_test(test_rundir),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

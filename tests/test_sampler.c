@@ -324,6 +324,60 @@ static void test_determinism(void **state)
     sampler_free(&b);
 }
 
+/* The batch stream: every batch number maps to one (epoch, split, k), the
+ * passes come in the documented order, and the sizes add up. */
+static void test_stream(void **state)
+{
+    (void)state;
+    struct sampler_stream s;
+    const uint64_t n[BATCH_SPLITS] = {1001, 250, 99};
+    assert_int_equal(sampler_stream_init(&s, n, 0, 3, 0, 5, 2, err, sizeof err), -EINVAL);
+    assert_int_equal(sampler_stream_init(&s, n, 3, 3, 10, 5, 2, err, sizeof err), -EINVAL);
+    for (uint32_t rank = 0; rank < 3; rank++) {
+        /* 5 epochs, validation after epochs 1, 3 and 4 (the last) */
+        assert_int_equal(sampler_stream_init(&s, n, rank, 3, 10, 5, 2, err, sizeof err), 0);
+        uint64_t share_t = sampler_share_size(1001, rank, 3), share_v = sampler_share_size(250, rank, 3);
+        uint64_t share_x = sampler_share_size(99, rank, 3);
+        assert_int_equal(s.share[BATCH_TRAIN], share_t);
+        uint64_t nbt = (share_t + 9) / 10, nbv = (share_v + 9) / 10, nbx = (share_x + 9) / 10;
+        assert_int_equal(sampler_stream_len(&s), 5 * nbt + 3 * nbv + nbx);
+        assert_false(sampler_stream_evaluates(&s, 0));
+        assert_true(sampler_stream_evaluates(&s, 1));
+        assert_true(sampler_stream_evaluates(&s, 4));
+        uint64_t targets[5][BATCH_SPLITS] = {{0}};
+        struct sampler_pos prev = {0}, p;
+        for (uint64_t g = 0; g < sampler_stream_len(&s); g++) {
+            sampler_stream_at(&s, g, &p);
+            assert_true(p.epoch < 5 && p.split < BATCH_SPLITS);
+            assert_int_equal(p.first, p.k * 10);
+            assert_true(p.targets >= 1 && p.targets <= 10);
+            targets[p.epoch][p.split] += p.targets;
+            if (g > 0) /* never backwards: epochs, then splits in order within an epoch */
+                assert_true(p.epoch > prev.epoch || (p.epoch == prev.epoch && p.split >= prev.split));
+            if (g > 0 && p.epoch == prev.epoch && p.split == prev.split)
+                assert_int_equal(p.k, prev.k + 1);
+            prev = p;
+        }
+        for (uint32_t e = 0; e < 5; e++) {
+            assert_int_equal(targets[e][BATCH_TRAIN], share_t);
+            assert_int_equal(targets[e][BATCH_VAL], e == 1 || e == 3 || e == 4 ? share_v : 0);
+            assert_int_equal(targets[e][BATCH_TEST], e == 4 ? share_x : 0);
+        }
+        /* evaluation batches get seeds of their own */
+        struct sampler_pos a = {.epoch = 1, .split = BATCH_TRAIN, .k = 2}, b = a;
+        b.split = BATCH_VAL;
+        assert_true(sampler_pos_seed(7, rank, &a) != sampler_pos_seed(7, rank, &b));
+        assert_int_equal(sampler_pos_seed(7, rank, &a), sampler_batch_seed(7, 1, rank, 2));
+        sampler_stream_free(&s);
+    }
+    /* no validation split: nothing to evaluate, no empty passes */
+    const uint64_t only[BATCH_SPLITS] = {40, 0, 0};
+    assert_int_equal(sampler_stream_init(&s, only, 0, 1, 10, 3, 1, err, sizeof err), 0);
+    assert_int_equal(sampler_stream_len(&s), 12);
+    assert_false(sampler_stream_evaluates(&s, 2));
+    sampler_stream_free(&s);
+}
+
 static void test_epoch_share(void **state)
 {
     (void)state;
@@ -594,7 +648,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_structure),   cmocka_unit_test(test_fanout_all), cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_epoch_share), cmocka_unit_test(test_unbiased),   cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_damaged),     cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_damaged),     cmocka_unit_test(test_cli),        cmocka_unit_test(test_stream),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

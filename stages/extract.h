@@ -1,0 +1,154 @@
+/* extract.h - the extraction engine behind gnn-extractor (DESIGN.md
+ * section 4, steps 1-3; issue 4, gnn-extractor): reads the feature rows of
+ * a batch's nodes from features.bin into the rank's feature buffer.
+ *
+ * Source. struct extract_source is the features file, opened once per
+ * process and shared read-only by every extractor thread:
+ *   EXTRACT_IO_DIRECT    O_DIRECT reads through io_uring. Each read covers
+ *                        the row's extent rounded out to the file's direct
+ *                        I/O alignment (statx STATX_DIOALIGN, else 512):
+ *                        the format pads rows to a power of two <= 512 B
+ *                        or a multiple of 512 B, so a row never costs
+ *                        more blocks than the format requires. A file
+ *                        system that refuses O_DIRECT (EINVAL at open)
+ *                        falls back to EXTRACT_IO_BUFFERED, announced.
+ *   EXTRACT_IO_BUFFERED  the same reads through the page cache (no
+ *                        alignment needed; exactly the row's bytes).
+ *   EXTRACT_IO_MMAP      the file mapped read-only (MADV_RANDOM); a load is
+ *                        a copy out of the mapping.
+ * Announcements (what mode is in use, and each fallback) go to stderr,
+ * prefixed with the program name, once per process.
+ *
+ * Engine. struct extractor is one thread's: a long-lived io_uring of
+ * `depth` entries (or, when io_uring is unavailable - not built with
+ * liburing, or io_uring_queue_init fails at run time, or the environment
+ * sets SLUICE_NO_IO_URING=1 - pread(2), announced once per process), and
+ * its part of the staging buffer, registered with the ring (fixed-buffer
+ * reads). A read lands in staging; its row is then copied into the
+ * feature-buffer slot and the slot marked valid (the copy is the seam
+ * where a GPU rank will cudaMemcpyAsync from pinned staging instead).
+ *
+ * One batch (extractor_run):
+ *   1. featbuf_acquire_many over the batch's nodes (all or nothing); on
+ *      -EAGAIN (every slot referenced) sleep in featbuf_wait_standby and
+ *      retry, calling the idle hook at least every 200 ms.
+ *   2. Reads for every FEATBUF_LOAD answer, up to `depth` in flight,
+ *      submitted in batches and reaped in batches; as each completes its
+ *      row is copied into the slot and featbuf_loaded() called. Short reads
+ *      are completed with a follow-up read of the rest; -EAGAIN / -EINTR
+ *      are resubmitted; any other error, or end of file (the file shrank
+ *      under us), fails the batch.
+ *   3. featbuf_wait_valid on every FEATBUF_WAIT answer (rows another
+ *      extractor is loading).
+ * On success slots[i] is the slot of nodes[i] and the caller holds one
+ * reference per node (released later, by the releaser, with
+ * featbuf_release_many over the same slots). On failure every load still
+ * outstanding is failed (featbuf_load_failed), every reference taken is
+ * dropped, and -EIO (or the error) returns with a message naming the node
+ * id, the file offset and the errno text.
+ *
+ * Thread safety: an extract_source is shared; a struct extractor belongs
+ * to one thread. Errors: 0 or -errno with a message in err (may be NULL).
+ * -EPIPE: the feature buffer is broken (run torn down). */
+#ifndef SLUICE_STAGES_EXTRACT_H
+#define SLUICE_STAGES_EXTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dataset.h"
+#include "stages/featbuf.h"
+
+enum extract_io {
+    EXTRACT_IO_DIRECT = 0,
+    EXTRACT_IO_BUFFERED = 1,
+    EXTRACT_IO_MMAP = 2,
+};
+
+/* "direct", "buffered", "mmap" (pipeline.io); -1 if unknown. */
+int extract_io_parse(const char *s);
+const char *extract_io_name(enum extract_io io);
+
+struct extract_source {
+    int fd;                 /* features.bin; O_DIRECT when io == DIRECT */
+    enum extract_io io;     /* what is in use (after any fallback) */
+    uint64_t rows;          /* N */
+    uint64_t row_bytes;     /* feat_dim x element size: bytes a slot needs */
+    uint64_t row_stride;    /* bytes between rows in the file */
+    uint64_t file_bytes;    /* size recorded in dataset.toml */
+    uint32_t align;         /* read alignment: direct I/O's (the larger of
+                             * statx's offset and memory alignments), else 1 */
+    uint64_t extent_max;    /* most bytes one row's read covers */
+    uint64_t entry_bytes;   /* staging bytes per read in flight: extent_max
+                             * rounded up to 64 */
+    const unsigned char *map; /* EXTRACT_IO_MMAP: the mapping */
+    size_t map_len;
+    const char *prog;       /* announcement prefix ("gnn-extractor") */
+    char path[4096];        /* dir/features.bin, for messages */
+};
+
+/* Opens dir/features.bin of the dataset m (as from sl_meta_read) for io.
+ * 0; -ENOENT (no features); -EINVAL (file size differs from dataset.toml:
+ * run gnnprep check); -errno. prog prefixes announcements. */
+int extract_source_open(struct extract_source *src, const char *dir, const sl_dataset_meta *m, enum extract_io io,
+                        const char *prog, char *err, size_t errlen);
+void extract_source_free(struct extract_source *src);
+
+/* Staging bytes one engine of this depth needs: depth x entry_bytes,
+ * rounded up to 4096 (EXTRACT_IO_MMAP needs none but answers the same). */
+size_t extract_staging_bytes(const struct extract_source *src, unsigned depth);
+
+/* Counters of one engine, cumulative over its batches. */
+struct extract_stats {
+    uint64_t batches;
+    uint64_t rows;      /* nodes handed out (hits + waits + loads) */
+    uint64_t hits;      /* rows already valid in the buffer */
+    uint64_t waits;     /* rows another extractor was loading */
+    uint64_t loads;     /* rows this engine read */
+    uint64_t io_ops;    /* read requests completed (follow-ups included) */
+    uint64_t io_bytes;  /* bytes read from the file (aligned extents) */
+    uint64_t retries;   /* -EAGAIN / -EINTR resubmissions and short-read follow-ups */
+    uint64_t wait_ns;   /* time asleep for buffer room or others' rows */
+};
+
+/* Called while extractor_run sleeps (at least every 200 ms): the stage
+ * heartbeats here. A nonzero return aborts the batch with that error. */
+typedef int (*extract_idle_fn)(void *arg);
+
+struct extractor {
+    const struct extract_source *src;
+    struct featbuf *fb;
+    unsigned depth;
+    unsigned char *staging; /* depth x entry_bytes, aligned to 4096 */
+    size_t staging_len;
+    bool own_staging;
+    bool use_uring;
+    void *ring;             /* struct io_uring *, when use_uring */
+    extract_idle_fn idle;
+    void *idle_arg;
+    struct extract_stats st;
+    /* per-batch scratch, grown as needed */
+    uint8_t *action;
+    uint32_t cap;
+    void *inflight;         /* private bookkeeping of reads in flight */
+};
+
+/* Prepares one thread's engine over src and fb with `depth` reads in
+ * flight (1..4096). staging: extract_staging_bytes(src, depth) bytes
+ * aligned to 4096 that the engine may use (registered with its ring), or
+ * NULL to allocate its own (EXTRACT_IO_MMAP uses none). 0; -EINVAL (bad
+ * depth, fb rows smaller than a row or on the device, fb with fewer nodes
+ * than the file, staging too small or misaligned); -ENOMEM. */
+int extractor_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
+                   void *staging, size_t staging_len, char *err, size_t errlen);
+void extractor_free(struct extractor *x);
+
+/* Extracts one batch of n nodes (any ids < rows, repeats allowed) as
+ * described above. slots has room for n. Blocks on the reads, on room in
+ * the buffer and on rows other extractors load. -EINVAL: a node >= rows
+ * (nothing taken). An engine whose ring failed with reads still in flight
+ * fails every later batch with -EIO. */
+int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32_t *slots, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,180 @@
+/* extractor_main.c - gnn-extractor: the extraction stage of a run
+ * (started by gnnlaunch) and, with --bench, the stage-only benchmark
+ * (stages/extract_bench.c).
+ *
+ * Stage. pipeline.extractors threads, each with its own engine (one
+ * io_uring, its part of the staging buffer; stages/extract.h), pop batch
+ * descriptors from the extract queue, read the features of every node of
+ * the batch into the rank's feature buffer (taking one reference per node),
+ * write the slots into the batch's alias[], mark it aliased and push the
+ * descriptor into the train queue. With pipeline.ordered the pushes happen
+ * in batch-number order (the sampler's stream is 0, 1, 2, ... in order
+ * too), so the trainer sees the sampling order. The staging buffer of the
+ * rank (pipeline.staging_mb / pipeline.ranks) is split evenly between the
+ * threads; a thread whose share cannot hold pipeline.io_depth reads runs
+ * with fewer in flight (announced once). I/O errors fail the stage (exit
+ * 3) naming the node, the file offset and the errno; a closed queue or a
+ * broken feature buffer (the run is stopping) ends it quietly. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/extract.h"
+#include "stages/stage.h"
+
+int extract_bench_main(int argc, char **argv); /* extract_bench.c */
+
+struct xrun {
+    struct stage *st;
+    struct extract_source src;
+    unsigned depth;
+    bool ordered;
+    struct stage_turn turn;
+    atomic_bool stop;
+};
+
+static int idle(void *arg)
+{
+    struct xrun *r = arg;
+    stage_heartbeat(r->st);
+    return atomic_load(&r->stop) ? -EPIPE : 0;
+}
+
+struct xthread {
+    struct xrun *r;
+    pthread_t tid;
+    struct extract_stats st;
+};
+
+static void stop_all(struct xrun *r)
+{
+    atomic_store(&r->stop, true);
+    stage_turn_abort(&r->turn);
+}
+
+static void *thread_main(void *arg)
+{
+    struct xthread *t = arg;
+    struct xrun *r = t->r;
+    struct stage *st = r->st;
+    char msg[1024];
+    struct extractor x;
+    if (extractor_init(&x, &r->src, &st->fb, r->depth, NULL, 0, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    x.idle = idle;
+    x.idle_arg = r;
+    struct layout_desc d;
+    while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
+        uint64_t t0 = metrics_now_ns();
+        struct extract_stats before = x.st;
+        struct batch_view v;
+        stage_view(st, &d, BATCH_VIEW_HEADER_ONLY, &v);
+        uint32_t n = batch_nodes(&v);
+        int rc = extractor_run(&x, v.nodes, n, v.alias, msg, sizeof msg);
+        if (rc == -EPIPE) {
+            stop_all(r);
+            break;
+        }
+        if (rc)
+            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
+        batch_set_aliased(&v);
+        uint64_t waited = x.st.wait_ns - before.wait_ns, spent = metrics_now_ns() - t0;
+        metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
+        metrics_add(&st->block->wait_ns, waited);
+        metrics_add(&st->block->bytes, x.st.io_bytes - before.io_bytes);
+        metrics_add(&st->block->io_ops, x.st.io_ops - before.io_ops);
+        metrics_add(&st->block->errors, x.st.retries - before.retries);
+        if ((r->ordered && stage_turn_wait(st, &r->turn, d.batch) != 0) || stage_push(st, &d) != 0) {
+            /* the run is stopping: the batch's references die with the buffer */
+            stop_all(r);
+            break;
+        }
+        if (r->ordered)
+            stage_turn_done(&r->turn, d.batch);
+        metrics_add(&st->block->items, 1);
+    }
+    t->st = x.st;
+    extractor_free(&x);
+    return NULL;
+}
+
+static int stage_main(int argc, char **argv)
+{
+    static struct stage st;
+    static struct xrun r;
+    char msg[1024], who[64];
+    stage_open(&st, argc, argv, STAGE_NEED_FEATBUF);
+    r.st = &st;
+    snprintf(who, sizeof who, "%s rank %d", st.prog, st.args.rank);
+    static const enum extract_io modes[] = {[SL_IO_DIRECT] = EXTRACT_IO_DIRECT,
+                                            [SL_IO_BUFFERED] = EXTRACT_IO_BUFFERED,
+                                            [SL_IO_MMAP] = EXTRACT_IO_MMAP};
+    if (extract_source_open(&r.src, st.cfg.dataset.path, &st.meta, modes[st.cfg.pipeline.io], who, msg, sizeof msg))
+        stage_fail(&st, "%s", msg);
+    if (st.fb.row_bytes < r.src.row_bytes || !st.fb.rows)
+        stage_fail(&st, "feature buffer rows hold %zu bytes, the dataset's rows %" PRIu64, st.fb.row_bytes,
+                   r.src.row_bytes);
+    int nthreads = (int)st.cfg.pipeline.extractors;
+    uint64_t share = ((uint64_t)st.cfg.pipeline.staging_mb << 20) / (uint64_t)st.args.ranks / (uint64_t)nthreads;
+    uint64_t fit = share / extract_staging_bytes(&r.src, 1);
+    r.depth = (unsigned)SL_MIN((uint64_t)st.cfg.pipeline.io_depth, fit);
+    if (r.depth == 0)
+        stage_fail(&st, "pipeline.staging_mb = %" PRId64 " leaves each extractor thread less than one row's read; raise it",
+                   st.cfg.pipeline.staging_mb);
+    if (r.depth < st.cfg.pipeline.io_depth)
+        stage_note(&st, "pipeline.io_depth = %" PRId64 " reads do not fit in a thread's %" PRIu64
+                   " KiB of staging; using %u (raise pipeline.staging_mb for more)",
+                   st.cfg.pipeline.io_depth, share >> 10, r.depth);
+    r.ordered = st.cfg.pipeline.ordered;
+    stage_turn_init(&r.turn);
+    struct xthread *t = calloc((size_t)nthreads, sizeof *t);
+    if (!t)
+        stage_fail(&st, "out of memory");
+    for (int i = 0; i < nthreads; i++) {
+        t[i].r = &r;
+        int rc = pthread_create(&t[i].tid, NULL, thread_main, &t[i]);
+        if (rc)
+            stage_fail(&st, "cannot start extractor thread %d: %s", i, strerror(rc));
+    }
+    struct extract_stats sum = {0};
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(t[i].tid, NULL);
+        sum.batches += t[i].st.batches;
+        sum.rows += t[i].st.rows;
+        sum.hits += t[i].st.hits;
+        sum.waits += t[i].st.waits;
+        sum.loads += t[i].st.loads;
+        sum.io_bytes += t[i].st.io_bytes;
+    }
+    if (!atomic_load(&r.stop))
+        stage_end_output(&st);
+    stage_note(&st,
+               "%" PRIu64 " batches, %" PRIu64 " rows: %" PRIu64 " hits, %" PRIu64 " shared, %" PRIu64
+               " read (%.1f MiB), hit rate %.3f",
+               sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
+               sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0);
+    free(t);
+    stage_turn_destroy(&r.turn);
+    extract_source_free(&r.src);
+    stage_close(&st);
+    return 0;
+}
+
+static bool bench_mode(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--bench", 7) || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return argc < 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (bench_mode(argc, argv))
+        return extract_bench_main(argc, argv);
+    return stage_main(argc, argv);
+}

@@ -1,0 +1,249 @@
+/* stage.c - joining a run as a stage process (API and contract in stage.h). */
+#include "stages/stage.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_flag g_failing = ATOMIC_FLAG_INIT;
+
+/* Setup errors: exit 2 before the stage did anything. */
+static _Noreturn void open_fail(const struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
+static _Noreturn void open_fail(const struct stage *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s rank %d: ", s->prog, s->args.rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (s->block)
+        metrics_set_state(s->block, METRICS_FAILED);
+    exit(2);
+}
+
+void stage_note(const struct stage *s, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s rank %d: %s\n", s->prog, s->args.rank, line);
+}
+
+_Noreturn void stage_fail(struct stage *s, const char *fmt, ...)
+{
+    if (atomic_flag_test_and_set(&g_failing)) {
+        /* another thread is already reporting; it exits the process */
+        for (;;)
+            pause();
+    }
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s rank %d: %s\n", s->prog, s->args.rank, line);
+    if (s->block) {
+        metrics_add(&s->block->errors, 1);
+        metrics_set_state(s->block, METRICS_FAILED);
+    }
+    fflush(stderr);
+    exit(3);
+}
+
+static void attach_queue(struct stage *s, struct ring *r, int q)
+{
+    char name[SHM_NAME_MAX], err[512];
+    if (layout_queue_segname(name, sizeof name, s->args.run_id, (enum layout_queue)q, s->args.rank, err,
+                             sizeof err) ||
+        ring_attach(r, name, err, sizeof err))
+        open_fail(s, "%s", err);
+}
+
+void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
+{
+    char err[2048], name[SHM_NAME_MAX];
+    memset(s, 0, sizeof *s);
+    s->prog = argc > 0 ? argv[0] : "gnn-stage";
+    const char *slash = strrchr(s->prog, '/');
+    if (slash)
+        s->prog = slash + 1;
+    if (layout_args_parse(argc, argv, &s->args, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n(stage programs are started by gnnlaunch; run `%s --help` for the stage-only modes)\n",
+                s->prog, err, s->prog);
+        exit(2);
+    }
+    s->prog = layout_stage_program(s->args.stage);
+    if (sl_config_load(&s->cfg, s->args.config, NULL, 0, err, sizeof err) != 0)
+        open_fail(s, "%s", err);
+    if (layout_metrics_segname(name, sizeof name, s->args.run_id, err, sizeof err) ||
+        metrics_attach(&s->page, name, 0, err, sizeof err))
+        open_fail(s, "%s", err);
+    struct metrics_block *b = metrics_block(&s->page, s->args.metrics_block);
+    if (!b || metrics_claim(b, layout_stage_name(s->args.stage), s->args.rank, err, sizeof err) != 0)
+        open_fail(s, "cannot claim metrics block %" PRIu32 ": %s", s->args.metrics_block, b ? err : "out of range");
+    s->block = b;
+    if (sl_meta_read(s->cfg.dataset.path, &s->meta, true, err, sizeof err) != 0)
+        open_fail(s, "dataset %s: %s", s->cfg.dataset.path, err);
+    if (layout_arena_plan(&s->cfg, &s->meta, &s->plan, err, sizeof err) != 0)
+        open_fail(s, "%s", err);
+    if (layout_arena_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
+        arena_attach(&s->arena, name, err, sizeof err))
+        open_fail(s, "%s", err);
+    if (s->arena.slot_size < s->plan.batch.max_bytes)
+        open_fail(s, "arena slots of %zu bytes are smaller than this configuration's batches (%" PRIu64 " bytes)",
+                  s->arena.slot_size, s->plan.batch.max_bytes);
+    int qin = layout_stage_input(s->args.stage), qout = layout_stage_output(s->args.stage);
+    if (qin >= 0) {
+        attach_queue(s, &s->in, qin);
+        s->has_in = true;
+    }
+    if (qout >= 0) {
+        attach_queue(s, &s->out, qout);
+        s->has_out = true;
+    }
+    if (needs & STAGE_NEED_FEATBUF) {
+        if (layout_featbuf_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
+            featbuf_attach(&s->fb, name, err, sizeof err))
+            open_fail(s, "%s", err);
+        if (s->fb.n_nodes != s->meta.nodes)
+            open_fail(s, "feature buffer %s maps %" PRIu64 " nodes but the dataset has %" PRIu64, name,
+                      s->fb.n_nodes, s->meta.nodes);
+        s->has_fb = true;
+    }
+    metrics_heartbeat(s->block);
+}
+
+void stage_close(struct stage *s)
+{
+    if (s->block && atomic_load(&s->block->state) == METRICS_RUNNING)
+        metrics_set_state(s->block, METRICS_DONE);
+    if (s->has_fb)
+        featbuf_free(&s->fb);
+    if (s->has_in)
+        ring_free(&s->in);
+    if (s->has_out)
+        ring_free(&s->out);
+    arena_free(&s->arena);
+    metrics_free(&s->page);
+    s->block = NULL;
+}
+
+/* Runs op (a ring or arena call with a timeout) until it is not a timeout,
+ * heartbeating between tries and counting the time as waiting. */
+#define STAGE_WAIT_LOOP(s, what, call)                                                                                 \
+    for (;;) {                                                                                                         \
+        uint64_t t0_ = metrics_now_ns();                                                                               \
+        int rc_ = (call);                                                                                              \
+        metrics_add(&(s)->block->wait_ns, metrics_now_ns() - t0_);                                                     \
+        metrics_heartbeat((s)->block);                                                                                 \
+        if (rc_ == 0 || rc_ == -EPIPE)                                                                                 \
+            return rc_;                                                                                                \
+        if (rc_ != -ETIMEDOUT && rc_ != -EINTR && rc_ != -EAGAIN)                                                      \
+            stage_fail((s), "%s: %s", (what), strerror(-rc_));                                                         \
+    }
+
+int stage_pop(struct stage *s, struct layout_desc *d)
+{
+    STAGE_WAIT_LOOP(s, "popping from the input queue", ring_pop(&s->in, d, STAGE_POLL_MS));
+}
+
+int stage_push(struct stage *s, const struct layout_desc *d)
+{
+    STAGE_WAIT_LOOP(s, "pushing to the output queue", ring_push(&s->out, d, STAGE_POLL_MS));
+}
+
+int stage_alloc(struct stage *s, uint32_t *slot)
+{
+    STAGE_WAIT_LOOP(s, "taking a batch arena slot", arena_alloc(&s->arena, slot, STAGE_POLL_MS));
+}
+
+void stage_end_output(struct stage *s)
+{
+    if (s->has_out)
+        ring_producer_done(&s->out);
+}
+
+void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, struct batch_view *v)
+{
+    char err[512];
+    void *slot = arena_slot(&s->arena, d->slot);
+    if (!slot)
+        stage_fail(s, "batch %" PRIu64 ": descriptor names arena slot %" PRIu32 " of %" PRIu32, d->batch, d->slot,
+                   s->arena.nslots);
+    if (batch_view(slot, s->arena.slot_size, flags, v, err, sizeof err) != 0)
+        stage_fail(s, "batch %" PRIu64 " in arena slot %" PRIu32 " is damaged: %s", d->batch, d->slot, err);
+    if (v->h.batch != d->batch || v->h.epoch != d->epoch || v->h.rank != (uint32_t)s->args.rank)
+        stage_fail(s,
+                   "arena slot %" PRIu32 " holds batch %" PRIu64 " of epoch %" PRIu32 " rank %" PRIu32
+                   ", not batch %" PRIu64 " of epoch %" PRIu32 " as its descriptor says",
+                   d->slot, v->h.batch, v->h.epoch, v->h.rank, d->batch, d->epoch);
+}
+
+/* ---- ordered hand-off ------------------------------------------------------------------- */
+
+void stage_turn_init(struct stage_turn *t)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    t->next = 0;
+    t->aborted = false;
+}
+
+void stage_turn_destroy(struct stage_turn *t)
+{
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+}
+
+int stage_turn_wait(struct stage *s, struct stage_turn *t, uint64_t seq)
+{
+    int rc = 0;
+    uint64_t t0 = metrics_now_ns();
+    pthread_mutex_lock(&t->mu);
+    while (!t->aborted && t->next != seq) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += STAGE_POLL_MS * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->cv, &t->mu, &dl);
+        metrics_heartbeat(s->block);
+    }
+    if (t->aborted)
+        rc = -EPIPE;
+    pthread_mutex_unlock(&t->mu);
+    metrics_add(&s->block->wait_ns, metrics_now_ns() - t0);
+    return rc;
+}
+
+void stage_turn_done(struct stage_turn *t, uint64_t seq)
+{
+    pthread_mutex_lock(&t->mu);
+    if (t->next == seq)
+        t->next = seq + 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void stage_turn_abort(struct stage_turn *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->aborted = true;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}

@@ -1,0 +1,115 @@
+/* stage.h - what every stage program does to join a run (the stage
+ * contract of docs/architecture.md): parse the command line gnnlaunch
+ * built, load the effective config and the dataset's metadata, claim its
+ * metrics block, attach its rank's batch arena, queues and feature buffer,
+ * and move descriptors with bounded waits that keep the heartbeat fresh.
+ *
+ * Ends of a stream. A pop that returns -EPIPE means the input ring is
+ * closed and drained: end of stream after the producer's
+ * ring_producer_done, or the launcher stopping the run (it then also sends
+ * SIGTERM). A push or arena_alloc that returns -EPIPE means the run is
+ * being stopped. Either way the stage finishes without error; a stage that
+ * cannot go on calls stage_fail (exit 3, state FAILED, one line on stderr
+ * naming the stage and rank, which the launcher's log keeps).
+ *
+ * Threads. After stage_open, stage_pop/stage_push/stage_alloc and the
+ * metrics counters may be used from any number of threads of the stage.
+ * stage_end and stage_close run once, on the main thread, after the others
+ * have stopped. */
+#ifndef SLUICE_STAGES_STAGE_H
+#define SLUICE_STAGES_STAGE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dataset.h"
+#include "core/util.h"
+#include "ipc/arena.h"
+#include "ipc/metrics.h"
+#include "ipc/ring.h"
+#include "launcher/config.h"
+#include "launcher/layout.h"
+#include "stages/featbuf.h"
+
+#define STAGE_POLL_MS 200 /* longest sleep between heartbeats */
+
+enum stage_needs {
+    STAGE_NEED_FEATBUF = 1u << 0, /* attach the rank's feature buffer */
+};
+
+struct stage {
+    struct layout_args args;
+    const char *prog;   /* "gnn-sampler", ... */
+    sl_config cfg;      /* the run's effective configuration */
+    sl_dataset_meta meta;
+    struct layout_arena_plan plan; /* the batch shape, as the launcher sized it */
+    struct metrics_page page;
+    struct metrics_block *block; /* this process's counters */
+    struct arena arena;
+    struct ring in, out; /* input / output queue (zeroed when the stage has none) */
+    bool has_in, has_out;
+    struct featbuf fb; /* when STAGE_NEED_FEATBUF */
+    bool has_fb;
+};
+
+/* Joins the run: everything listed above. Bad arguments or segments exit
+ * 2 with a message (the launcher reports it); nothing to undo. */
+void stage_open(struct stage *s, int argc, char **argv, unsigned needs);
+
+/* Unmaps everything; marks the block DONE (unless it failed). */
+void stage_close(struct stage *s);
+
+/* Pops a descriptor from the input queue, heartbeating while it waits
+ * (counted as wait time). 0, or -EPIPE at the end of the stream. */
+int stage_pop(struct stage *s, struct layout_desc *d);
+
+/* Pushes into the output queue the same way. 0 or -EPIPE (stopping). */
+int stage_push(struct stage *s, const struct layout_desc *d);
+
+/* Takes a free arena slot the same way. 0 or -EPIPE (stopping). */
+int stage_alloc(struct stage *s, uint32_t *slot);
+
+/* The output queue will see no more pushes from this process
+ * (ring_producer_done), so its consumer drains it and ends. */
+void stage_end_output(struct stage *s);
+
+/* Reports a run-time failure and exits 3. Thread-safe (the first caller
+ * wins; the message names stage and rank). */
+_Noreturn void stage_fail(struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* The announcement prefix "gnn-<stage> rank <r>: " helpers print before a
+ * line of their own. */
+void stage_note(const struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* A batch arena slot and its checked view; fails the stage when the batch
+ * in it is damaged or is not the one the descriptor names. flags as
+ * batch_view. */
+void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, struct batch_view *v);
+
+/* Keeps the heartbeat fresh; for loops that wait outside the calls above. */
+static inline void stage_heartbeat(struct stage *s)
+{
+    metrics_heartbeat(s->block);
+}
+
+/* In-order hand-off for pipeline.ordered: threads that finish batches out
+ * of order wait in turn_wait until every earlier batch (in the stage's
+ * sequence 0, 1, 2, ...) has passed turn_done. */
+struct stage_turn {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    uint64_t next;     /* the sequence number whose turn it is */
+    bool aborted;
+};
+void stage_turn_init(struct stage_turn *t);
+void stage_turn_destroy(struct stage_turn *t);
+/* Sleeps (heartbeating) until it is seq's turn. 0 or -EPIPE when
+ * stage_turn_abort was called. */
+int stage_turn_wait(struct stage *s, struct stage_turn *t, uint64_t seq);
+/* Passes the turn to seq + 1. */
+void stage_turn_done(struct stage_turn *t, uint64_t seq);
+/* Wakes every waiter for good (a thread failed or the run stops). */
+void stage_turn_abort(struct stage_turn *t);
+
+#endif

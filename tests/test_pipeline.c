@@ -1,0 +1,220 @@
+/* test_pipeline.c - the real stages end to end under gnnlaunch: gnn-sampler
+ * -> gnn-extractor -> a row-checking consumer in the trainer's place
+ * (row_check_stage.c) -> gnn-releaser, on synthetic datasets whose
+ * features are larger than the feature buffer, for whole epochs.
+ *
+ * The consumer rebuilds every batch from its seed and compares it, checks
+ * every feature row against features.bin, every epoch's targets exactly
+ * once and (ordered runs) the order; the releaser fails the run if any
+ * reference is left at the end. Cases cover one and two ranks, every I/O
+ * mode, the pread fallback, rows smaller than a disk block (f16, dim 3), a
+ * feature file truncated under a running extractor, and a buffer below the
+ * deadlock reserve (refused before start). */
+#include "t_util.h"
+
+#include <errno.h>
+#include <signal.h>
+
+#include "t_launch.h"
+
+#define CASE_ALARM_S 240
+
+static char g_pipe[1200];            /* the stage directory: real stages + the consumer */
+static char g_ds[1200], g_ds16[1200]; /* f32 dim 100, f16 dim 3 */
+static char g_cfg[1200];
+
+static void write_config(const char *path, const char *ds, const char *extra)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nfanouts = [5, 5]\n\n[train]\nbatch_size = 100\nepochs = 2\nseed = 7\n\n"
+            "[pipeline]\nsamplers = 2\nextractors = 2\nextract_queue = 4\ntrain_queue = 4\nfeature_buffer_mb = 4\n"
+            "staging_mb = 4\nio_depth = 16\n%s",
+            ds, extra ? extra : "");
+    fclose(f);
+}
+
+/* The consumer's report for rank: every field as expected. */
+static void expect_rows_ok(const struct t_proc *r, int rank, unsigned epochs)
+{
+    char path[1400], buf[512];
+    snprintf(path, sizeof path, "%s/trainer.%d", r->report, rank);
+    t_slurp(path, buf, sizeof buf);
+    unsigned long long batches, rows, bad_rows, bad_batches, dups, complete, order, passes_bad;
+    if (sscanf(buf, "batches=%llu rows=%llu bad_rows=%llu bad_batches=%llu dups=%llu epochs_complete=%llu "
+                    "order_errors=%llu eval_passes_bad=%llu",
+               &batches, &rows, &bad_rows, &bad_batches, &dups, &complete, &order, &passes_bad) != 8)
+        fail_msg("%s: no report ('%s'); see %s", path, buf, r->log);
+    if (batches == 0 || rows < batches || bad_rows || bad_batches || dups || complete != epochs || order || passes_bad)
+        fail_msg("rank %d: %s (want every row and batch right, %u complete epochs)", rank, buf, epochs);
+}
+
+static void run_ok(const char *cfg, const char *const *env_extra, const char *const *args, int ranks, unsigned epochs)
+{
+    struct t_proc r;
+    const char *env[8] = {NULL};
+    int n = 0;
+    static char dir[1300];
+    snprintf(dir, sizeof dir, "SLUICE_STAGE_DIR=%s", g_pipe);
+    env[n++] = dir;
+    for (int i = 0; env_extra && env_extra[i] && n < 7; i++)
+        env[n++] = env_extra[i];
+    const char *argv[16] = {"--cpu", cfg};
+    int a = 2;
+    for (int i = 0; args && args[i] && a < 15; i++)
+        argv[a++] = args[i];
+    t_launch_run(&r, env, argv, 200);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "gnnlaunch: feature buffer per rank: ");
+    t_expect_log(&r, "gnn-releaser rank 0: released ");
+    for (int k = 0; k < ranks; k++)
+        expect_rows_ok(&r, k, epochs);
+    t_expect_clean(&r);
+}
+
+static void test_one_rank_direct(void **state)
+{
+    (void)state;
+    run_ok(g_cfg, NULL, NULL, 1, 2);
+}
+
+static void test_two_ranks_ordered_buffered(void **state)
+{
+    (void)state;
+    run_ok(g_cfg, (const char *[]){"SLUICE_TEST_DELAY_US=200", NULL},
+           (const char *[]){"--set", "pipeline.ranks=2", "--set", "pipeline.ordered=true", "--set",
+                            "pipeline.io=buffered", "--set", "train.eval_every=2", "--epochs", "3", NULL},
+           2, 3);
+}
+
+static void test_mmap(void **state)
+{
+    (void)state;
+    run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.io=mmap", "--epochs", "1", NULL}, 1, 1);
+}
+
+static void test_pread_fallback(void **state)
+{
+    (void)state;
+    struct t_proc r;
+    static char dir[1300];
+    snprintf(dir, sizeof dir, "SLUICE_STAGE_DIR=%s", g_pipe);
+    t_launch_run(&r, (const char *[]){dir, "SLUICE_NO_IO_URING=1", NULL},
+                 (const char *[]){"--cpu", g_cfg, "--epochs", "1", NULL}, 200);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "pread");
+    expect_rows_ok(&r, 0, 1);
+    t_expect_clean(&r);
+}
+
+static void test_small_rows_f16(void **state)
+{
+    (void)state;
+    char cfg[1300];
+    snprintf(cfg, sizeof cfg, "%s/f16.toml", t_ldir);
+    write_config(cfg, g_ds16, "ordered = true\n");
+    run_ok(cfg, NULL, NULL, 1, 2);
+}
+
+/* features.bin shrinks while the run reads it: the extractor fails naming
+ * the node and offset, the launcher stops everything and exits 3. */
+static void test_file_truncated_under_us(void **state)
+{
+    (void)state;
+    char ds[1300], cfg[1300], out[4096];
+    snprintf(ds, sizeof ds, "%s/ds-trunc", t_ldir);
+    snprintf(cfg, sizeof cfg, "%s/trunc.toml", t_ldir);
+    assert_int_equal(t_run(out, sizeof out, "rm -rf '%s' && cp -r '%s' '%s'", ds, g_ds, ds), 0);
+    write_config(cfg, ds, NULL);
+    struct t_proc r;
+    static char dir[1300];
+    snprintf(dir, sizeof dir, "SLUICE_STAGE_DIR=%s", g_pipe);
+    t_launch_run(&r, (const char *[]){dir, "SLUICE_TEST_TRUNCATE_AT=3", "SLUICE_TEST_DELAY_US=20000", NULL},
+                 (const char *[]){"--cpu", cfg, NULL}, 200);
+    t_expect_code(&r, 3);
+    t_expect_log(&r, "gnn-extractor rank 0");
+    t_expect_log(&r, "offset");
+    t_expect_clean(&r);
+    t_rmrf(ds);
+}
+
+/* A buffer below extractors x the largest batch could deadlock: refused
+ * before anything starts, naming the key and the size that would do. */
+static void test_buffer_below_reserve(void **state)
+{
+    (void)state;
+    struct t_proc r;
+    static char dir[1300];
+    snprintf(dir, sizeof dir, "SLUICE_STAGE_DIR=%s", g_pipe);
+    t_launch_run(&r, (const char *[]){dir, NULL},
+                 (const char *[]){"--cpu", g_cfg, "--set", "pipeline.feature_buffer_mb=1", NULL}, 60);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "raise pipeline.feature_buffer_mb to at least 4");
+    t_expect_clean(&r);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (t_launch_setup("pipeline") != 0)
+        return -1;
+    const char *bin = getenv("SLUICE_BIN");
+    snprintf(g_pipe, sizeof g_pipe, "%s/../tests/pipeline", bin ? bin : "build/bin");
+    snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
+    snprintf(g_ds16, sizeof g_ds16, "%s/ds16", t_ldir);
+    snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
+    char prep[1200], out[4096];
+    t_bin(prep, sizeof prep, "gnnprep");
+    /* 20000 rows of 512 bytes on disk (10 MB) against a 4 MiB buffer */
+    if (t_run(out, sizeof out, "%s synth %s --nodes 20000 --avg-degree 8 --feat-dim 100 --classes 5 --seed 3 --train-frac 0.4", prep,
+              g_ds) != 0 ||
+        t_run(out, sizeof out, "%s synth %s --nodes 30000 --avg-degree 6 --feat-dim 3 --classes 4 --dtype f16", prep,
+              g_ds16) != 0) {
+        fprintf(stderr, "gnnprep synth failed: %s\n", out);
+        return -1;
+    }
+    write_config(g_cfg, g_ds, NULL);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    t_rmrf(t_ldir);
+    return 0;
+}
+
+static int case_setup(void **state)
+{
+    (void)state;
+    alarm(CASE_ALARM_S);
+    return 0;
+}
+
+static int case_teardown(void **state)
+{
+    (void)state;
+    if (t_lpid > 0) {
+        kill(t_lpid, SIGKILL);
+        waitpid(t_lpid, NULL, 0);
+        t_lpid = 0;
+    }
+    alarm(0);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGALRM, t_launch_alarm);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_one_rank_direct, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_two_ranks_ordered_buffered, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_mmap, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_pread_fallback, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_small_rows_f16, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_file_truncated_under_us, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_below_reserve, case_setup, case_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
