@@ -262,7 +262,7 @@ err:
 
 static const char *kind_name(uint32_t kind)
 {
-    static const char *names[] = {"any", "raw", "ring", "metrics", "arena", "all-reduce", "feature buffer"};
+    static const char *names[] = {"any", "raw", "ring", "metrics", "arena", "all-reduce", "feature buffer", "results page"};
     return kind < SL_ARRAY_LEN(names) ? names[kind] : "unknown";
 }
 

@@ -60,6 +60,7 @@ enum shm_kind {
     SHM_KIND_ARENA = 4,
     SHM_KIND_ALLREDUCE = 5,
     SHM_KIND_FEATBUF = 6,
+    SHM_KIND_RESULTS = 7,
     SHM_KIND_MAX_,
 };
 

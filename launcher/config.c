@@ -55,6 +55,9 @@ static const key keys[] = {
      "Seed for initialisation, shuffling, sampling and dropout."},
     {"train.eval_every", K_INT, OFF(train.eval_every), "1", 1, 1e6, NULL,
      "Evaluate validation accuracy every this many epochs (and after the last)."},
+    {"train.checkpoint_dir", K_STR, OFF(train.checkpoint_dir), "\"\"", 0, 0, NULL,
+     "Where checkpoints go (epoch-NNNNNN.safetensors, one per epoch; relative to the current directory). "
+     "Empty: checkpoints/<run name>, the run name being --run-name or the config file's name without .toml."},
 
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
      "Data-parallel ranks with --cpu (with --gpus N, one rank per GPU)."},
@@ -441,12 +444,19 @@ void sl_config_write_reference(FILE *f)
     }
 }
 
+static void write_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const char *p = s; *p; p++)
+        fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+    fputc('"', f);
+}
+
 void sl_config_write_toml(const sl_config *c, FILE *f)
 {
-    fprintf(f, "[dataset]\npath = \"");
-    for (const char *p = c->dataset.path; *p; p++)
-        fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
-    fprintf(f, "\"\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
+    fprintf(f, "[dataset]\npath = ");
+    write_str(f, c->dataset.path);
+    fprintf(f, "\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
             sl_model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
     for (int64_t i = 0; i < c->model.n_fanouts; i++)
         fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
@@ -454,6 +464,9 @@ void sl_config_write_toml(const sl_config *c, FILE *f)
     fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\nseed = %" PRId64
                "\neval_every = %" PRId64 "\n",
             c->train.epochs, c->train.batch_size, c->train.lr, c->train.seed, c->train.eval_every);
+    fprintf(f, "checkpoint_dir = ");
+    write_str(f, c->train.checkpoint_dir);
+    fputc('\n', f);
     fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
                "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
                "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\n",

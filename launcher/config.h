@@ -39,6 +39,7 @@ typedef struct sl_config {
         double lr;
         int64_t seed;
         int64_t eval_every;
+        char checkpoint_dir[4096]; /* "" until gnnlaunch resolves it */
     } train;
     struct {
         int64_t ranks;

@@ -40,9 +40,11 @@ struct launch {
     char trace_file[PATH_MAX];      /* --trace, absolute, or "" */
     char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
     bool resume;
+    uint32_t start_epoch; /* with --resume: epochs the checkpoint already holds */
     int ranks;
     struct layout_arena_plan arena; /* each rank's batch arena */
     struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
+    size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];
@@ -61,6 +63,13 @@ struct launch {
     char cause[1024]; /* why it failed or stopped, for the final message */
     double kill_at;   /* sl_now() deadline for SIGKILL while stopping */
     bool hurry;       /* a second interrupt asked for SIGKILL at once */
+
+    /* training progress (progress.c) */
+    uint64_t next_epoch;  /* the next epoch line to print */
+    uint64_t epochs_done; /* epochs printed (resumed ones included) */
+    double val_acc, test_acc;
+    bool have_test;
+    double busy0[LAYOUT_STAGES], wait0[LAYOUT_STAGES]; /* stage seconds at the last line */
 };
 
 /* Supervises a running launch until every stage has been reaped (the loop
@@ -71,6 +80,12 @@ int supervise(struct launch *l);
  * SIGTERMs every stage, arms the SIGKILL deadline. Only the first call has
  * an effect; it records outcome and cause. */
 void launch_stop(struct launch *l, enum launch_outcome outcome, const char *cause);
+
+/* Prints the epoch lines every rank has published (stdout). */
+void progress_poll(struct launch *l);
+/* At the end: the remaining epoch lines and, for a run that completed,
+ * the final test_acc=... line. */
+void progress_final(struct launch *l);
 
 /* Exit status for an outcome: 0, 3 or 130. */
 int launch_exit_code(enum launch_outcome o);

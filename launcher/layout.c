@@ -366,10 +366,22 @@ int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t
 
 /* ---- launcher side -------------------------------------------------------------- */
 
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
-                  const struct featbuf_params *fb, char *err, size_t errlen)
+int layout_allreduce_segname(char *out, size_t len, const char *run_id, char *err, size_t errlen)
+{
+    return shm_name(out, len, run_id, "allreduce", err, errlen);
+}
+
+int layout_results_segname(char *out, size_t len, const char *run_id, char *err, size_t errlen)
+{
+    return shm_name(out, len, run_id, "results", err, errlen);
+}
+
+int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct layout_objects *o,
+                  char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
+    const struct arena_params *arena = o ? o->arena : NULL;
+    const struct featbuf_params *fb = o ? o->featbuf : NULL;
     if (ranks < 1 || ranks > LAYOUT_RANKS_MAX || !arena)
         return sl_errf(err, errlen, -EINVAL, "%d ranks is outside 1..%d, or no arena shape", ranks, LAYOUT_RANKS_MAX);
     int rc = shm_run_id_check(run_id, err, errlen);
@@ -409,6 +421,12 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
                 goto err;
         }
     }
+    if (o->allreduce_floats &&
+        (rc = allreduce_create(&l->allreduce, run_id, "allreduce", (uint32_t)ranks, o->allreduce_floats, err,
+                               errlen)) != 0)
+        goto err;
+    if (o->epochs && (rc = results_create(&l->results, run_id, "results", (uint32_t)ranks, o->epochs, err, errlen)) != 0)
+        goto err;
     return 0;
 
 err:
@@ -448,6 +466,8 @@ void layout_close(struct layout *l)
     for (int r = 0; l->featbufs && r < l->ranks; r++)
         if (l->featbufs[r].hdr)
             featbuf_mark_broken(&l->featbufs[r]);
+    if (l->allreduce.sh)
+        allreduce_close(&l->allreduce);
     for (int i = 0; l->queues && i < l->ranks * LAYOUT_QUEUES; i++)
         if (l->queues[i].sh)
             ring_close(&l->queues[i]);
@@ -472,6 +492,9 @@ void layout_free(struct layout *l)
     free(l->queues);
     free(l->arenas);
     free(l->featbufs);
+    if (l->allreduce.sh)
+        allreduce_free(&l->allreduce);
+    results_free(&l->results);
     metrics_free(&l->metrics);
     memset(l, 0, sizeof *l);
 }
@@ -517,6 +540,8 @@ int layout_args_build(const struct layout_args *a, char *buf, size_t len, char *
     pack(&p, "--run-dir=%s", a->run_dir);
     pack(&p, "--config=%s", a->config);
     pack(&p, "--metrics-block=%" PRIu32, a->metrics_block);
+    if (a->start_epoch)
+        pack(&p, "--start-epoch=%" PRIu32, a->start_epoch);
     if (a->resume)
         pack(&p, "--resume");
     if (p.full)
@@ -557,7 +582,8 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
             a->resume = true;
             continue;
         }
-        static const char *const names[] = {"--run", "--rank", "--ranks", "--run-dir", "--config", "--metrics-block"};
+        static const char *const names[] = {"--run",    "--rank",          "--ranks",      "--run-dir",
+                                            "--config", "--metrics-block", "--start-epoch"};
         int which = -1;
         const char *val = NULL;
         for (int k = 0; k < (int)SL_ARRAY_LEN(names) && which < 0; k++) {
@@ -599,6 +625,11 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
         case 5:
             if (!parse_int(val, 0, (long)METRICS_BLOCKS_MAX - 1, &block))
                 return sl_errf(err, errlen, -EINVAL, "%s: --metrics-block=%s is not a block index", prog, val);
+            break;
+        case 6:
+            if (!parse_int(val, 0, 1000000, &v))
+                return sl_errf(err, errlen, -EINVAL, "%s: --start-epoch=%s is not an epoch number", prog, val);
+            a->start_epoch = (uint32_t)v;
             break;
         default:
             return sl_errf(err, errlen, -EINVAL,

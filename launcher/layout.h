@@ -15,6 +15,8 @@
  *     /sluice.<run>.r<R>.release   ring: trainer -> releaser of rank R
  *     /sluice.<run>.r<R>.arena     batch arena of rank R (ipc/arena.h)
  *     /sluice.<run>.r<R>.featbuf   feature buffer of rank R (stages/featbuf.h)
+ *     /sluice.<run>.allreduce      the trainers' gradient all-reduce (ipc/allreduce.h)
+ *     /sluice.<run>.results        per-epoch results of every rank (ipc/results.h)
  *
  * Batch arena. Each slot holds one sampled batch (ipc/batch.h) and is
  * sized for the worst case of the run's batch shape: train.batch_size,
@@ -41,7 +43,8 @@
  * layout_args_parse; `--key value` is accepted as well as `--key=value`):
  *
  *     gnn-<stage> --run=<run-id> --rank=<r> --ranks=<n> --run-dir=<dir>
- *                 --config=<dir>/config.toml --metrics-block=<i> [--resume]
+ *                 --config=<dir>/config.toml --metrics-block=<i>
+ *                 [--start-epoch=<e>] [--resume]
  *
  * Functions return 0 or -errno with a message in err (may be NULL). */
 #ifndef SLUICE_LAUNCHER_LAYOUT_H
@@ -53,9 +56,11 @@
 #include <stdint.h>
 
 #include "core/dataset.h"
+#include "ipc/allreduce.h"
 #include "ipc/arena.h"
 #include "ipc/batch.h"
 #include "ipc/metrics.h"
+#include "ipc/results.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
 #include "launcher/config.h"
@@ -118,6 +123,9 @@ int layout_queue_segname(char *out, size_t len, const char *run_id, enum layout_
                          size_t errlen);
 int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen);
 int layout_featbuf_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen);
+/* "/sluice.<run>.allreduce" and "/sluice.<run>.results". */
+int layout_allreduce_segname(char *out, size_t len, const char *run_id, char *err, size_t errlen);
+int layout_results_segname(char *out, size_t len, const char *run_id, char *err, size_t errlen);
 
 /* The batch arena of each rank, as sized for a configuration and dataset. */
 struct layout_arena_plan {
@@ -195,14 +203,22 @@ struct layout {
     struct ring *queues;  /* (ranks, LAYOUT_QUEUES) */
     struct arena *arenas; /* (ranks) */
     struct featbuf *featbufs; /* (ranks), or NULL when made without */
+    struct allreduce allreduce; /* the trainers' gradient all-reduce (sh NULL when made without) */
+    struct results results;     /* the results page (hdr NULL when made without) */
 };
 
-/* Creates the metrics page, and the queues, batch arena (of shape arena,
- * from layout_arena_plan) and, when fb is not NULL, feature buffer (from
- * layout_featbuf_plan) of every rank. On failure nothing of the run is
- * left in /dev/shm. */
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct arena_params *arena,
-                  const struct featbuf_params *fb, char *err, size_t errlen);
+/* What layout_create makes besides the metrics page and the queues. */
+struct layout_objects {
+    const struct arena_params *arena;     /* each rank's batch arena (layout_arena_plan); required */
+    const struct featbuf_params *featbuf; /* each rank's feature buffer (layout_featbuf_plan), or NULL */
+    size_t allreduce_floats;              /* the trainers' all-reduce of this many floats, or 0 */
+    uint64_t epochs;                      /* the results page for this many epochs, or 0 */
+};
+
+/* Creates the metrics page, the queues of every rank and the objects o
+ * asks for. On failure nothing of the run is left in /dev/shm. */
+int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct layout_objects *o,
+                  char *err, size_t errlen);
 
 /* Queue q of rank r (NULL out of range or not created). */
 struct ring *layout_queue(const struct layout *l, int rank, enum layout_queue q);
@@ -213,9 +229,9 @@ struct arena *layout_arena(const struct layout *l, int rank);
 /* The feature buffer of rank r (NULL out of range or not created). */
 struct featbuf *layout_featbuf(const struct layout *l, int rank);
 
-/* ring_close() on every queue, arena_close() on every arena and
- * featbuf_mark_broken() on every feature buffer of the run: blocked stages
- * wake (-EPIPE). Never blocks. */
+/* ring_close() on every queue, arena_close() on every arena,
+ * featbuf_mark_broken() on every feature buffer and allreduce_close() on
+ * the all-reduce of the run: blocked stages wake (-EPIPE). Never blocks. */
 void layout_close(struct layout *l);
 
 /* Unmaps everything (never unlinks: shm_run_unlink does). Accepts NULL and
@@ -230,6 +246,7 @@ struct layout_args {
     uint32_t metrics_block;
     char run_dir[PATH_MAX];
     char config[PATH_MAX];
+    uint32_t start_epoch; /* first epoch to run (epochs before it are in the checkpoint resumed from) */
     bool resume;
 };
 

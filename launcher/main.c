@@ -29,6 +29,8 @@
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
+#include "ops/ckpt.h"
+#include "stages/trainer.h"
 
 #define EXIT_USAGE 2
 
@@ -235,6 +237,62 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
     return 0;
 }
 
+/* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
+ * the config file's name without .toml); relative paths are made absolute
+ * (stages need not share our cwd). With --resume, the newest complete
+ * checkpoint there sets the first epoch to run; without, existing
+ * checkpoints are noted (this run will overwrite them). */
+static int check_checkpoints(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[1024];
+    size_t cap = sizeof l->cfg.train.checkpoint_dir;
+    if (!dir[0]) {
+        const char *base = strrchr(o->config, '/');
+        base = o->run_name ? o->run_name : base ? base + 1 : o->config;
+        size_t n = strlen(base);
+        if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
+            n -= 5;
+        snprintf(rel, sizeof rel, "checkpoints/%.*s", (int)SL_MIN(n, 200), base);
+    } else {
+        snprintf(rel, sizeof rel, "%s", dir);
+    }
+    if (rel[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd))
+            return sl_errf(err, errlen, -errno, "cannot read the current directory: %s", strerror(errno));
+        if (sl_path_join(dir, cap, cwd, rel) != 0)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "train.checkpoint_dir: path too long");
+    } else {
+        snprintf(dir, cap, "%s", rel);
+    }
+    char path[PATH_MAX];
+    uint32_t epoch = 0;
+    int rc = ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg);
+    if (rc != 0 && rc != -ENOENT)
+        return sl_errf(err, errlen, rc, "train.checkpoint_dir = \"%s\": %s", dir, msg);
+    if (l->resume) {
+        if (rc == -ENOENT)
+            return sl_errf(err, errlen, -ENOENT,
+                           "--resume: no checkpoint in %s (train.checkpoint_dir); run without --resume to start "
+                           "afresh",
+                           dir);
+        if (epoch >= (uint32_t)l->cfg.train.epochs)
+            return sl_errf(err, errlen, -EINVAL,
+                           "--resume: %s already holds %" PRIu32 " of train.epochs = %" PRId64
+                           " epochs; pass a larger --epochs to train on",
+                           path, epoch, l->cfg.train.epochs);
+        l->start_epoch = epoch;
+        l->next_epoch = l->epochs_done = epoch;
+        fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
+                l->cfg.train.epochs);
+    } else if (rc == 0) {
+        fprintf(stderr,
+                "gnnlaunch: note: %s holds checkpoints up to epoch %" PRIu32
+                "; this run starts afresh and replaces them (--resume continues instead)\n",
+                dir, epoch);
+    }
+    return 0;
+}
+
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
@@ -261,6 +319,10 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         fprintf(stderr, "gnnlaunch: warning: %s; the batch arenas' size is checked only against what was read\n", msg);
     if ((rc = layout_arena_check(&l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    size_t floats = trainer_reduce_floats(&l->cfg, &meta, msg, sizeof msg);
+    if (floats == 0)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s", o->config, msg);
+    l->reduce_floats = l->ranks > 1 ? floats : 0; /* one rank needs no all-reduce */
     if ((rc = layout_featbuf_plan(&l->cfg, &meta, &l->arena, &l->featbuf, msg, sizeof msg)) != 0 ||
         (rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
@@ -275,6 +337,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
     l->resume = o->resume;
+    if ((rc = check_checkpoints(l, o, err, errlen)) != 0)
+        return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
         return rc;
     return spawn_check_programs(l->stage_dir, err, errlen);
@@ -380,8 +444,12 @@ static int create_run(struct launch *l, char *err, size_t errlen)
     };
     if ((rc = rundir_create(&l->dir, base, st.name, &st, &l->cfg, err, errlen)) != 0)
         return rc;
-    if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks, &l->arena.params, &l->featbuf.params, err,
-                            errlen)) != 0)
+    if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks,
+                            &(struct layout_objects){.arena = &l->arena.params,
+                                                     .featbuf = &l->featbuf.params,
+                                                     .allreduce_floats = l->reduce_floats,
+                                                     .epochs = (uint64_t)l->cfg.train.epochs},
+                            err, errlen)) != 0)
         return rc;
     char slot[32], rank[32], all[32];
     const struct layout_arena_plan *a = &l->arena;
@@ -421,6 +489,7 @@ static void start_stages(struct launch *l)
                                     .rank = r,
                                     .ranks = l->ranks,
                                     .metrics_block = layout_block(r, c->stage),
+                                    .start_epoch = l->start_epoch,
                                     .resume = l->resume};
             snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
@@ -496,6 +565,7 @@ int main(int argc, char **argv)
     }
     code = supervise(l);
     int nchildren = l->nchildren;
+    progress_final(l);
     teardown();
     report_end(l, nchildren);
     return code;

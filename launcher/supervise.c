@@ -200,6 +200,7 @@ int supervise(struct launch *l)
             ssize_t r = read(l->timerfd, &ticks, sizeof ticks);
             (void)r;
             control_publish(&l->ctl, l);
+            progress_poll(l);
         }
         kill_overdue(l);
     }

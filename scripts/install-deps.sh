@@ -15,6 +15,7 @@ pkgs=(
     libarchive-dev    # reading .npz (zip) archives of OGB datasets
     zlib1g-dev        # .csv.gz split files of OGB datasets
     libxxhash-dev     # XXH3 checksums of dataset files
+    libjansson-dev    # JSON headers of safetensors checkpoints
     clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz) and their smoke test
 )
 if [[ "${1:-}" == "--bench" ]]; then

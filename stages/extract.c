@@ -17,10 +17,13 @@
  *    copy is where a GPU rank will cudaMemcpyAsync from pinned staging).
  *    A read that makes no progress (0 bytes, or a follow-up that ends
  *    where the last one did) hit the end of the file: the file shrank.
- *    Backends: io_uring (fill to depth, one io_uring_submit_and_wait per
- *    round, reap every ready completion with io_uring_peek_batch_cqe +
- *    io_uring_cq_advance; fixed buffer and fixed file when registration
- *    works), pread(2) (one read at a time), mmap (a copy per row).
+ *    Backends: io_uring (depth reads kept in flight: an entry whose read
+ *    completes takes the next row at once; requests are submitted
+ *    SUBMIT_BATCH at a time and with each io_uring_submit_and_wait, which
+ *    sleeps for at least one completion; every ready completion is reaped
+ *    with io_uring_peek_batch_cqe + io_uring_cq_advance; fixed buffer and
+ *    fixed file when registration works), pread(2) (one read at a time),
+ *    mmap (a copy per row).
  * 3. featbuf_wait_valid for every WAIT answer, in 200 ms slices with the
  *    idle hook between them.
  *
@@ -68,6 +71,7 @@
 #define ENTRY_ALIGN 64u
 #define DIO_ALIGN_DEFAULT 512u
 #define AGAIN_MAX 64u     /* -EAGAIN/-EINTR repeats of one request in a row */
+#define SUBMIT_BATCH 4u   /* io_uring requests handed to the kernel per io_uring_submit */
 #define WAIT_SLICE_MS 200 /* longest sleep between calls of the idle hook */
 
 /* ---- announcements ------------------------------------------------------- */
@@ -124,7 +128,10 @@ const char *extract_io_name(enum extract_io io)
     return "unknown";
 }
 
-static bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+static bool pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b)
 {
@@ -181,15 +188,14 @@ int extract_source_open(struct extract_source *src, const char *dir, const sl_da
     if (io != EXTRACT_IO_DIRECT && io != EXTRACT_IO_BUFFERED && io != EXTRACT_IO_MMAP)
         return sl_errf(err, errlen, -EINVAL, "unknown I/O mode %d", (int)io);
     if (!f->present)
-        return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no [features] table; it cannot be trained on",
-                       dir);
+        return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no [features] table; it cannot be trained on", dir);
     if (f->dtype != SL_DT_F32 && f->dtype != SL_DT_F16)
         return sl_errf(err, errlen, -EINVAL, "%s/%s: features of dtype %s; only f32 and f16 are supported", dir,
                        f->file, sl_dtype_name(f->dtype));
     uint64_t row_bytes, span;
     if (f->cols == 0 || sl_mul_ovf(f->cols, sl_dtype_size(f->dtype), &row_bytes) || f->row_stride < row_bytes ||
-        f->rows == 0 || sl_mul_ovf(f->rows, f->row_stride, &span) || span > f->bytes ||
-        row_bytes > (1u << 30) || f->row_stride > (1u << 30))
+        f->rows == 0 || sl_mul_ovf(f->rows, f->row_stride, &span) || span > f->bytes || row_bytes > (1u << 30) ||
+        f->row_stride > (1u << 30))
         return sl_errf(err, errlen, -EINVAL,
                        "%s/%s: shape [%" PRIu64 ", %" PRIu64 "] with row stride %" PRIu64 " and %" PRIu64
                        " bytes do not add up; run gnnprep check",
@@ -230,8 +236,10 @@ int extract_source_open(struct extract_source *src, const char *dir, const sl_da
         uint32_t a = dio_align(src->fd);
         if (a == 0 || !pow2(a) || a > STAGING_ALIGN) {
             char why[96];
-            snprintf(why, sizeof why, a == 0 ? "statx reports no direct I/O alignment"
-                                             : "direct I/O alignment %u is not a power of two up to 4096", a);
+            snprintf(why, sizeof why,
+                     a == 0 ? "statx reports no direct I/O alignment"
+                            : "direct I/O alignment %u is not a power of two up to 4096",
+                     a);
             rc = reopen_buffered(src, why, err, errlen);
             if (rc)
                 goto err;
@@ -313,7 +321,7 @@ struct xstate {
     struct xread *rd; /* (depth) */
     uint32_t *spare;  /* (depth) entries with no read */
     uint32_t nspare;
-    uint32_t *loads; /* (cap) batch positions answered FEATBUF_LOAD */
+    uint32_t *loads;       /* (cap) batch positions answered FEATBUF_LOAD */
     uint32_t nloads, next; /* this batch's loads, and how many were started */
     bool wedged;
     /* the batch being run */
@@ -475,16 +483,22 @@ static const struct xbackend be_pread = {pread_loads};
 static const struct xbackend be_mmap = {mmap_loads};
 
 #ifdef SLUICE_HAVE_URING
-/* Queues entry e's request (submitted by the next io_uring_submit*). */
-static void uring_queue(struct extractor *x, uint32_t e)
+/* Queues entry e's request (submitted by the next io_uring_submit*).
+ * false if the ring had no room (cannot happen: requests prepared or in
+ * flight never exceed depth <= sq entries); the load has then failed. */
+static bool uring_queue(struct extractor *x, uint32_t e)
 {
     struct xstate *xs = x->inflight;
     struct io_uring *ring = x->ring;
     struct xread *r = &xs->rd[e];
     struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-    if (!sqe) { /* cannot happen (requests <= depth <= sq entries), but be safe */
+    if (!sqe) {
         io_uring_submit(ring);
         sqe = io_uring_get_sqe(ring);
+    }
+    if (!sqe) {
+        read_failed(x, r, -EBUSY, false);
+        return false;
     }
     void *buf = entry_buf(x, e) + r->from;
     unsigned len = r->len - r->from;
@@ -497,37 +511,64 @@ static void uring_queue(struct extractor *x, uint32_t e)
     if (xs->fixed_file)
         sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, e);
+    return true;
 }
 
+/* Keeps up to depth reads in flight: an entry whose read completes takes
+ * the batch's next row at once, and prepared requests go to the kernel
+ * SUBMIT_BATCH at a time (plus whatever is left at each wait). Submitting
+ * a few at a time as completions are handled, rather than all of a round
+ * at once, keeps the device busy evenly; measured in
+ * bench/results/extractor-fio-2026-11-22.md. */
 static void uring_loads(struct extractor *x)
 {
     struct xstate *xs = x->inflight;
     struct io_uring *ring = x->ring;
+    unsigned queued = 0; /* prepared since the last submission */
     for (;;) {
         while (xs->nspare && xs->next < xs->nloads && !xs->rc) {
             uint32_t e = xs->spare[--xs->nspare];
             read_setup(x, &xs->rd[e], xs->loads[xs->next++]);
-            uring_queue(x, e);
+            if (!uring_queue(x, e)) {
+                xs->spare[xs->nspare++] = e;
+                continue;
+            }
+            if (++queued == SUBMIT_BATCH) {
+                io_uring_submit(ring);
+                queued = 0;
+            }
         }
         if (xs->nspare == x->depth)
             return;
         int rc = io_uring_submit_and_wait(ring, 1);
+        queued = 0;
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             /* the ring is unusable with reads in flight: give their loads up */
+            batch_error(x, rc, "%s: io_uring_submit_and_wait failed: %s", x->src->path, strerror(-rc));
             for (uint32_t e = 0; e < x->depth; e++)
                 if (xs->rd[e].busy)
                     read_failed(x, &xs->rd[e], rc, false);
-            batch_error(x, rc, "%s: io_uring_submit_and_wait failed: %s", x->src->path, strerror(-rc));
             xs->wedged = true;
             return;
         }
         unsigned n = io_uring_peek_batch_cqe(ring, xs->cqes, x->depth);
         for (unsigned i = 0; i < n; i++) {
             uint32_t e = (uint32_t)io_uring_cqe_get_data64(xs->cqes[i]);
-            if (read_complete(x, e, xs->cqes[i]->res) == READ_AGAIN)
-                uring_queue(x, e);
-            else
+            if (read_complete(x, e, xs->cqes[i]->res) != READ_AGAIN) {
+                if (xs->next >= xs->nloads || xs->rc) {
+                    xs->spare[xs->nspare++] = e;
+                    continue;
+                }
+                read_setup(x, &xs->rd[e], xs->loads[xs->next++]); /* the entry's next row */
+            }
+            if (!uring_queue(x, e)) {
                 xs->spare[xs->nspare++] = e;
+                continue;
+            }
+            if (++queued == SUBMIT_BATCH) {
+                io_uring_submit(ring);
+                queued = 0;
+            }
         }
         io_uring_cq_advance(ring, n);
     }
@@ -550,7 +591,6 @@ static int uring_start(struct extractor *x, char *why, size_t whylen)
 #ifdef IORING_SETUP_COOP_TASKRUN
     p.flags = IORING_SETUP_COOP_TASKRUN; /* no IPI to run completions: this thread reaps them itself */
 #endif
-    if (getenv("XFLAGS")) p.flags = (unsigned)strtoul(getenv("XFLAGS"), NULL, 0);
     int rc = io_uring_queue_init_params(x->depth, ring, &p);
     if (rc == -EINVAL && p.flags) {
         memset(&p, 0, sizeof p);
@@ -573,8 +613,7 @@ static int uring_start(struct extractor *x, char *why, size_t whylen)
                  x->staging_len, strerror(-rc));
     xs->fixed_file = io_uring_register_files(ring, &x->src->fd, 1) == 0;
     announce(x->src, ANN_URING, "extracting with io_uring: %u reads in flight per thread, %s buffers, %s file",
-             x->depth, xs->fixed_buf ? "registered" : "unregistered",
-             xs->fixed_file ? "registered" : "unregistered");
+             x->depth, xs->fixed_buf ? "registered" : "unregistered", xs->fixed_file ? "registered" : "unregistered");
     return 0;
 }
 #else
@@ -599,8 +638,9 @@ int extractor_init(struct extractor *x, const struct extract_source *src, struct
     if (depth < 1 || depth > DEPTH_MAX)
         return sl_errf(err, errlen, -EINVAL, "I/O depth %u is outside 1..%u", depth, DEPTH_MAX);
     if (!fb->rows)
-        return sl_errf(err, errlen, -EINVAL, "the feature buffer keeps its rows on the device; this engine "
-                                             "writes host rows only");
+        return sl_errf(err, errlen, -EINVAL,
+                       "the feature buffer keeps its rows on the device; this engine "
+                       "writes host rows only");
     if (fb->row_bytes < src->row_bytes)
         return sl_errf(err, errlen, -EINVAL, "feature buffer rows hold %zu bytes, %s's rows %" PRIu64, fb->row_bytes,
                        src->path, src->row_bytes);
@@ -760,8 +800,7 @@ static void wait_row(struct extractor *x, uint32_t i)
             continue;
         }
         if (rc == -EIO)
-            batch_error(x, -EIO,
-                        "%s: node %" PRIu64 " at offset %" PRIu64 ": the extractor that was reading it failed",
+            batch_error(x, -EIO, "%s: node %" PRIu64 " at offset %" PRIu64 ": the extractor that was reading it failed",
                         s->path, node, node * s->row_stride);
         else if (rc == -EPIPE)
             batch_error(x, rc, "the feature buffer is broken (the run is stopping)");
@@ -784,8 +823,8 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
         return 0;
     for (uint32_t i = 0; i < n; i++)
         if (nodes[i] >= s->rows)
-            return sl_errf(err, errlen, -EINVAL, "node %" PRIu64 " is out of range: %s has %" PRIu64 " rows",
-                           nodes[i], s->path, s->rows);
+            return sl_errf(err, errlen, -EINVAL, "node %" PRIu64 " is out of range: %s has %" PRIu64 " rows", nodes[i],
+                           s->path, s->rows);
     int rc = grow(x, n, err, errlen);
     if (rc)
         return rc;

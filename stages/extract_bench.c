@@ -12,7 +12,8 @@
  * featbuf_release_many, until S seconds have passed. Results are key=value
  * lines on stdout: the settings first, then rows_per_s, iops (completed
  * read requests per second), MBps (bytes read from the file, 10^6 B/s),
- * hit_rate ((hits + rows shared with another thread) / rows) and peak RSS.
+ * hit_rate ((hits + shared) / rows, where shared rows were being loaded
+ * by another thread or an earlier entry of the same batch) and peak RSS.
  *
  * Exit: 0; 1 run-time failure (message on stderr); 2 bad flags (usage on
  * stderr). */
@@ -89,7 +90,10 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* Uniform in [0, n) (multiply-shift; bias below 2^-32 for n < 2^32). */
-static uint64_t below(uint64_t *s, uint64_t n) { return (uint64_t)(((unsigned __int128)splitmix(s) * n) >> 64); }
+static uint64_t below(uint64_t *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)splitmix(s) * n) >> 64);
+}
 
 static void *worker_run(void *arg)
 {
@@ -131,8 +135,8 @@ out:
     return NULL;
 }
 
-static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t threads, uint64_t rows_arg,
-               double seconds, uint32_t batch, uint64_t seed)
+static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t threads, uint64_t rows_arg, double seconds,
+               uint32_t batch, uint64_t seed)
 {
     char err[1024];
     sl_dataset_meta m;
@@ -150,8 +154,8 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
     uint64_t need = threads * batch;
     uint64_t nslots = rows_arg ? rows_arg : SL_MAX(need, SL_MIN(src.rows / 16, 262144));
     if (nslots < need || nslots > FEATBUF_SLOTS_MAX) {
-        fprintf(stderr, PROG ": --buffer-rows %" PRIu64 " must be in %" PRIu64 "..%u (threads x batch nodes)\n",
-                nslots, need, FEATBUF_SLOTS_MAX);
+        fprintf(stderr, PROG ": --buffer-rows %" PRIu64 " must be in %" PRIu64 "..%u (threads x batch nodes)\n", nslots,
+                need, FEATBUF_SLOTS_MAX);
         extract_source_free(&src);
         return 2;
     }
@@ -226,8 +230,8 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
     }
     if (!failed) {
         const char *backend = src.io == EXTRACT_IO_MMAP ? "mmap" : uring ? "io_uring" : "pread";
-        printf("io_backend=%s\nseconds=%.3f\nbatches=%" PRIu64 "\nrows=%" PRIu64 "\nhits=%" PRIu64
-               "\nshared=%" PRIu64 "\nloads=%" PRIu64 "\nio_ops=%" PRIu64 "\nread_bytes=%" PRIu64
+        printf("io_backend=%s\nseconds=%.3f\nbatches=%" PRIu64 "\nrows=%" PRIu64 "\nhits=%" PRIu64 "\nshared=%" PRIu64
+               "\nloads=%" PRIu64 "\nio_ops=%" PRIu64 "\nread_bytes=%" PRIu64
                "\nread_bytes_per_load=%.1f\nretries=%" PRIu64 "\nwait_s=%.3f\n"
                "rows_per_s=%.0f\niops=%.0f\nMBps=%.1f\nhit_rate=%.4f\npeak_rss_bytes=%" PRIu64 "\n",
                backend, wall, sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, sum.io_ops, sum.io_bytes,
@@ -245,16 +249,11 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
 int extract_bench_main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"bench", required_argument, NULL, 'b'},
-        {"io-depth", required_argument, NULL, 'q'},
-        {"threads", required_argument, NULL, 't'},
-        {"buffer-rows", required_argument, NULL, 'r'},
-        {"seconds", required_argument, NULL, 's'},
-        {"batch-nodes", required_argument, NULL, 'n'},
-        {"io", required_argument, NULL, 'i'},
-        {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"bench", required_argument, NULL, 'b'},   {"io-depth", required_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 't'}, {"buffer-rows", required_argument, NULL, 'r'},
+        {"seconds", required_argument, NULL, 's'}, {"batch-nodes", required_argument, NULL, 'n'},
+        {"io", required_argument, NULL, 'i'},      {"seed", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     const char *dir = NULL;
     uint64_t depth = 64, threads = 1, rows = 0, batch = 1024, seed = 0;

@@ -304,9 +304,7 @@ static int stage_main(int argc, char **argv)
             stage_fail(&st, "%s", msg);
     }
     r.seed = (uint64_t)st.cfg.train.seed;
-    if (sampler_stream_init(&r.stream, r.n_ids, rank, ranks, st.plan.shape.batch_size, (uint32_t)st.cfg.train.epochs,
-                            (uint32_t)st.cfg.train.eval_every, msg, sizeof msg) != 0)
-        stage_fail(&st, "%s", msg);
+    stage_stream(&st, &r.stream);
     for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
         uint64_t n;
         r.eval_share[k] = malloc((size_t)SL_MAX(r.n_ids[k], 1) * sizeof(uint64_t));
@@ -315,7 +313,9 @@ static int stage_main(int argc, char **argv)
             stage_fail(&st, "%s", r.eval_share[k] ? msg : "out of memory");
     }
     r.ordered = st.cfg.pipeline.ordered;
-    stage_turn_init(&r.turn);
+    /* resumed runs start at the first batch of the first epoch not in the checkpoint */
+    atomic_store(&r.next, r.stream.start[st.args.start_epoch]);
+    stage_turn_init(&r.turn, r.stream.start[st.args.start_epoch]);
     int nthreads = (int)st.cfg.pipeline.samplers;
     stage_note(&st,
                "%" PRIu64 " batches: %" PRIu64 " training targets (%" PRIu64 " batches) x %" PRIu32

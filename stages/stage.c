@@ -1,6 +1,8 @@
 /* stage.c - joining a run as a stage process (API and contract in stage.h). */
 #include "stages/stage.h"
 
+#include "stages/sampler.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -190,7 +192,22 @@ void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, st
 
 /* ---- ordered hand-off ------------------------------------------------------------------- */
 
-void stage_turn_init(struct stage_turn *t)
+void stage_stream(struct stage *s, struct sampler_stream *out)
+{
+    char msg[512];
+    uint64_t n[BATCH_SPLITS];
+    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    for (int k = 0; k < BATCH_SPLITS; k++)
+        n[k] = s->meta.f[files[k]].present ? s->meta.f[files[k]].rows : 0;
+    if (sampler_stream_init(out, n, (uint32_t)s->args.rank, (uint32_t)s->args.ranks, s->plan.shape.batch_size,
+                            (uint32_t)s->cfg.train.epochs, (uint32_t)s->cfg.train.eval_every, msg, sizeof msg) != 0)
+        stage_fail(s, "%s", msg);
+    if (s->args.start_epoch >= out->epochs)
+        stage_fail(s, "--start-epoch=%" PRIu32 " is not below train.epochs = %" PRIu32, s->args.start_epoch,
+                   out->epochs);
+}
+
+void stage_turn_init(struct stage_turn *t, uint64_t first)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -198,7 +215,7 @@ void stage_turn_init(struct stage_turn *t)
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, &ca);
     pthread_condattr_destroy(&ca);
-    t->next = 0;
+    t->next = first;
     t->aborted = false;
 }
 

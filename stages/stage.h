@@ -87,6 +87,12 @@ void stage_note(const struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
  * batch_view. */
 void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, struct batch_view *v);
 
+/* The rank's batch stream for this run (sampler.h), from the config and
+ * the dataset's split sizes; fails the stage when it cannot be built. The
+ * first batch of the run is stream.start[args.start_epoch]. */
+struct sampler_stream;
+void stage_stream(struct stage *s, struct sampler_stream *out);
+
 /* Keeps the heartbeat fresh; for loops that wait outside the calls above. */
 static inline void stage_heartbeat(struct stage *s)
 {
@@ -95,14 +101,14 @@ static inline void stage_heartbeat(struct stage *s)
 
 /* In-order hand-off for pipeline.ordered: threads that finish batches out
  * of order wait in turn_wait until every earlier batch (in the stage's
- * sequence 0, 1, 2, ...) has passed turn_done. */
+ * sequence first, first + 1, ...) has passed turn_done. */
 struct stage_turn {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     uint64_t next;     /* the sequence number whose turn it is */
     bool aborted;
 };
-void stage_turn_init(struct stage_turn *t);
+void stage_turn_init(struct stage_turn *t, uint64_t first); /* first: the first sequence number */
 void stage_turn_destroy(struct stage_turn *t);
 /* Sleeps (heartbeating) until it is seq's turn. 0 or -EPIPE when
  * stage_turn_abort was called. */

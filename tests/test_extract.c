@@ -13,10 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/io_uring.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -47,8 +47,9 @@ static void dataset(char *out, size_t len, unsigned dim, const char *dtype)
     t_bin(gnnprep, sizeof gnnprep, "gnnprep");
     if (!t_exists(gnnprep))
         fail_msg("%s is not built", gnnprep);
-    if (t_run(log, sizeof log, "'%s' synth '%s' --nodes %u --avg-degree 2 --feat-dim %u --classes 4 --dtype %s --seed 7",
-              gnnprep, out, NODES, dim, dtype) != 0)
+    if (t_run(log, sizeof log,
+              "'%s' synth '%s' --nodes %u --avg-degree 2 --feat-dim %u --classes 4 --dtype %s --seed 7", gnnprep, out,
+              NODES, dim, dtype) != 0)
         fail_msg("gnnprep synth failed:\n%s", log);
 }
 
@@ -209,8 +210,8 @@ static void run_checked(struct extractor *x, const struct ref *r, const uint64_t
     }
     uint64_t loads = x->st.loads - before.loads, hits = x->st.hits - before.hits, waits = x->st.waits - before.waits;
     if (x->st.batches != before.batches + 1 || x->st.rows != before.rows + n || loads + hits + waits != n)
-        fail_msg("%s: counters: batches %" PRIu64 " rows %" PRIu64 " loads %" PRIu64 " hits %" PRIu64
-                 " waits %" PRIu64 " for %u nodes",
+        fail_msg("%s: counters: batches %" PRIu64 " rows %" PRIu64 " loads %" PRIu64 " hits %" PRIu64 " waits %" PRIu64
+                 " for %u nodes",
                  combo, x->st.batches - before.batches, x->st.rows - before.rows, loads, hits, waits, n);
 }
 
@@ -253,8 +254,8 @@ static void test_rows(void **state)
                             worst = SL_MAX(worst, extent(&src, v));
                         if (src.extent_max != worst ||
                             (a == 512 && worst != SL_MAX(512, sl_round_up(src.row_bytes, 512))))
-                            fail_msg("%s: extent_max %" PRIu64 ", widest row extent %" PRIu64, combo,
-                                     src.extent_max, worst);
+                            fail_msg("%s: extent_max %" PRIu64 ", widest row extent %" PRIu64, combo, src.extent_max,
+                                     worst);
                     } else {
                         assert_int_equal(src.align, 1);
                         assert_int_equal(src.extent_max, src.row_bytes);
@@ -290,8 +291,8 @@ static void test_rows(void **state)
                     }
                     run_checked(&x, &r, nodes, N, slots, combo);
                     if (x.st.loads != distinct || x.st.waits != N - distinct || x.st.hits != 0)
-                        fail_msg("%s: first batch: %" PRIu64 " loads %" PRIu64 " waits %" PRIu64
-                                 " hits, %" PRIu64 " distinct nodes",
+                        fail_msg("%s: first batch: %" PRIu64 " loads %" PRIu64 " waits %" PRIu64 " hits, %" PRIu64
+                                 " distinct nodes",
                                  combo, x.st.loads, x.st.waits, x.st.hits, distinct);
                     if (x.st.io_bytes != expect_bytes || x.st.io_ops != distinct || x.st.retries != 0)
                         fail_msg("%s: read %" PRIu64 " bytes in %" PRIu64 " requests (%" PRIu64
@@ -376,8 +377,8 @@ static void test_args(void **state)
     buf_make(&b, NODES - 1, 8, (size_t)src.row_bytes);
     assert_int_equal(extractor_init(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), -EINVAL);
     buf_free(&b);
-    struct featbuf_params p = {.n_nodes = NODES, .nslots = 8, .row_bytes = (size_t)src.row_bytes,
-                               .rows_on_device = true};
+    struct featbuf_params p = {
+        .n_nodes = NODES, .nslots = 8, .row_bytes = (size_t)src.row_bytes, .rows_on_device = true};
     size_t len = featbuf_mem_size(&p);
     void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(mem != MAP_FAILED);
@@ -393,10 +394,8 @@ static void test_args(void **state)
     /* the source: no features, bad mode, a file whose size changed */
     sl_dataset_meta m2 = m;
     m2.f[SL_F_FEATURES].present = false;
-    assert_int_equal(extract_source_open(&src, dir, &m2, EXTRACT_IO_DIRECT, "test_extract", err, sizeof err),
-                     -ENOENT);
-    assert_int_equal(extract_source_open(&src, dir, &m, (enum extract_io)7, "test_extract", err, sizeof err),
-                     -EINVAL);
+    assert_int_equal(extract_source_open(&src, dir, &m2, EXTRACT_IO_DIRECT, "test_extract", err, sizeof err), -ENOENT);
+    assert_int_equal(extract_source_open(&src, dir, &m, (enum extract_io)7, "test_extract", err, sizeof err), -EINVAL);
     m2 = m;
     m2.f[SL_F_FEATURES].bytes += 4096;
     m2.f[SL_F_FEATURES].rows += 8;
@@ -503,8 +502,14 @@ static void test_threads(void **state)
             pthread_t th[T];
             alarm(120); /* a deadlock fails instead of hanging */
             for (int i = 0; i < T; i++) {
-                t[i] = (struct mt){.src = &src, .r = &r, .fb = &b.fb, .depth = 1u + 7u * (unsigned)i,
-                                   .id = (unsigned)i, .batch = MT_BATCH, .hot = 150, .failures = &failures};
+                t[i] = (struct mt){.src = &src,
+                                   .r = &r,
+                                   .fb = &b.fb,
+                                   .depth = 1u + 7u * (unsigned)i,
+                                   .id = (unsigned)i,
+                                   .batch = MT_BATCH,
+                                   .hot = 150,
+                                   .failures = &failures};
                 assert_int_equal(pthread_create(&th[i], NULL, mt_main, &t[i]), 0);
             }
             uint64_t loads = 0, waits = 0, rows = 0;
@@ -529,8 +534,8 @@ static void test_threads(void **state)
                 fail_msg("%s: %" PRIu64 " rows, buffer counted %" PRIu64 " loads, engines %" PRIu64 ", %" PRIu64
                          " failed",
                          combo, rows, fs.loads, loads, fs.failed);
-            printf("# %s: loads=%" PRIu64 " waits=%" PRIu64 " hits=%" PRIu64 " evictions=%" PRIu64 "\n", combo,
-                   loads, waits, fs.hits, fs.evictions);
+            printf("# %s: loads=%" PRIu64 " waits=%" PRIu64 " hits=%" PRIu64 " evictions=%" PRIu64 "\n", combo, loads,
+                   waits, fs.hits, fs.evictions);
             buf_free(&b);
             extract_source_free(&src);
             free(r.bytes);
@@ -556,15 +561,19 @@ struct later {
     struct featbuf *fb;
     uint32_t *slots;
     uint32_t n;
-    int ms;
+    struct idle_count *ic;
+    int rc;
 };
 
+/* Releases once the extractor has slept through two idle calls. */
 static void *release_later(void *arg)
 {
     struct later *l = arg;
-    struct timespec ts = {l->ms / 1000, (long)(l->ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    assert_int_equal(featbuf_release_many(l->fb, l->slots, l->n), 0);
+    while (atomic_load(&l->ic->calls) < 2) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    l->rc = featbuf_release_many(l->fb, l->slots, l->n); /* checked by the main thread */
     return NULL;
 }
 
@@ -590,14 +599,15 @@ static void test_wait_for_room(void **state)
     uint32_t hslots[8], mslots[4];
     run_checked(&x, &r, held, 8, hslots, "fill");
     /* every slot is referenced: the next batch waits for the release */
-    struct later l = {.fb = &b.fb, .slots = hslots, .n = 8, .ms = 450};
+    struct later l = {.fb = &b.fb, .slots = hslots, .n = 8, .ic = &ic};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, release_later, &l), 0);
     double t0 = sl_now();
     run_checked(&x, &r, more, 4, mslots, "after the release");
     double waited = sl_now() - t0;
     pthread_join(th, NULL);
-    if (atomic_load(&ic.calls) < 1 || waited < 0.3)
+    assert_int_equal(l.rc, 0);
+    if (atomic_load(&ic.calls) < 2 || waited < 0.35)
         fail_msg("waited %.3f s with %d idle calls", waited, atomic_load(&ic.calls));
     assert_true(x.st.wait_ns > 0);
     assert_int_equal(featbuf_release_many(&b.fb, mslots, 4), 0);
@@ -738,14 +748,24 @@ static void test_read_error(void **state)
 struct failer {
     struct featbuf *fb;
     uint32_t slot;
+    int rc;
 };
 
+/* Fails the load once the extractor holds its WAIT reference, and some
+ * time later, so that it is most likely asleep on the slot by then. */
 static void *fail_later(void *arg)
 {
     struct failer *f = arg;
-    struct timespec ts = {0, 300 * 1000000L};
+    struct featbuf_stats st;
+    do {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+        f->rc = featbuf_stats(f->fb, &st);
+    } while (f->rc == 0 && st.waits == 0);
+    struct timespec ts = {0, 100 * 1000000L};
     nanosleep(&ts, NULL);
-    assert_int_equal(featbuf_load_failed(f->fb, f->slot), 0);
+    if (f->rc == 0)
+        f->rc = featbuf_load_failed(f->fb, f->slot); /* checked by the main thread */
     return NULL;
 }
 
@@ -760,20 +780,21 @@ static void test_wait_failed(void **state)
     assert_int_equal(extract_source_open(&src, dir, &m, EXTRACT_IO_DIRECT, "test_extract", err, sizeof err), 0);
     struct buf b;
     buf_make(&b, NODES, 16, (size_t)src.row_bytes);
-    /* "another extractor" claims node 9 by hand and fails it 300 ms later */
+    /* "another extractor" claims node 9 by hand and fails it later */
     uint32_t s9;
     int action;
     assert_int_equal(featbuf_acquire(&b.fb, 9, &s9, &action), 0);
     assert_int_equal(action, FEATBUF_LOAD);
     struct extractor x;
     assert_int_equal(extractor_init(&x, &src, &b.fb, 2, NULL, 0, err, sizeof err), 0);
-    struct failer f = {&b.fb, s9};
+    struct failer f = {&b.fb, s9, 0};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, fail_later, &f), 0);
     uint64_t nodes[3] = {8, 9, 10};
     uint32_t slots[3];
     int rc = extractor_run(&x, nodes, 3, slots, err, sizeof err);
     pthread_join(th, NULL);
+    assert_int_equal(f.rc, 0);
     char want[96];
     snprintf(want, sizeof want, "node 9 at offset %" PRIu64, 9 * src.row_stride);
     if (rc != -EIO || !strstr(err, want))
@@ -840,8 +861,9 @@ static void test_bench(void **state)
     dataset(dir, sizeof dir, 128, "f32");
     static const char *const modes[] = {"direct", "buffered", "mmap"};
     for (unsigned i = 0; i < SL_ARRAY_LEN(modes); i++) {
-        char *argv[] = {"gnn-extractor", "--bench", dir, "--seconds", "0.3", "--io-depth", "8", "--threads", "2",
-                        "--batch-nodes", "64", "--io", (char *)modes[i], "--seed", "3", NULL};
+        char *argv[] = {
+            "gnn-extractor", "--bench", dir,    "--seconds",      "0.3",    "--io-depth", "8", "--threads", "2",
+            "--batch-nodes", "64",      "--io", (char *)modes[i], "--seed", "3",          NULL};
         int rc = bench_child(out, sizeof out, argv);
         if (rc != 0)
             fail_msg("--io %s: exit %d:\n%s", modes[i], rc, out);
@@ -907,9 +929,15 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_io_parse),   cmocka_unit_test(test_rows),       cmocka_unit_test(test_args),
-        cmocka_unit_test(test_threads),    cmocka_unit_test(test_wait_for_room), cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_read_error), cmocka_unit_test(test_wait_failed), cmocka_unit_test(test_bench),
+        cmocka_unit_test(test_io_parse),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_wait_for_room),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_read_error),
+        cmocka_unit_test(test_wait_failed),
+        cmocka_unit_test(test_bench),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }

@@ -102,8 +102,8 @@ static void test_create_and_attach(void **state)
     char err[512];
     struct layout l;
     const struct arena_params ap = {.slot_size = 1000, .nslots = 4};
-    assert_int_equal(layout_create(&l, g_run, &c, 3, NULL, NULL, err, sizeof err), -EINVAL);
-    assert_int_equal(layout_create(&l, g_run, &c, 3, &ap, NULL, err, sizeof err), 0);
+    assert_int_equal(layout_create(&l, g_run, &c, 3, &(struct layout_objects){0}, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 3, &(struct layout_objects){.arena = &ap}, err, sizeof err), 0);
     assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
     assert_int_equal(l.metrics.nblocks, 3 * LAYOUT_STAGES);
     /* a stage finds each queue by name; a descriptor pushed by the launcher's
@@ -159,13 +159,13 @@ static void test_create_and_attach(void **state)
     struct shm_seg blocker;
     char obj[] = "r1.train";
     assert_int_equal(shm_seg_create(&blocker, g_run, obj, SHM_KIND_RAW, 8, err, sizeof err), 0);
-    assert_int_equal(layout_create(&l, g_run, &c, 2, &ap, NULL, err, sizeof err), -EEXIST);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &(struct layout_objects){.arena = &ap}, err, sizeof err), -EEXIST);
     assert_int_equal(count_segments(g_run), 0); /* layout_create removes the run's segments on failure */
     shm_seg_detach(&blocker);
-    assert_int_equal(layout_create(&l, g_run, &c, 0, &ap, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 0, &(struct layout_objects){.arena = &ap}, err, sizeof err), -EINVAL);
     /* an arena that cannot be made: nothing of the run is left either */
     const struct arena_params huge = {.slot_size = SIZE_MAX / 4, .nslots = 4};
-    assert_int_equal(layout_create(&l, g_run, &c, 2, &huge, NULL, err, sizeof err), -EINVAL);
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &(struct layout_objects){.arena = &huge}, err, sizeof err), -EINVAL);
     assert_int_equal(count_segments(g_run), 0);
 }
 
@@ -361,8 +361,8 @@ static void test_featbuf_plan(void **state)
     assert_non_null(strstr(err, "/dev/shm"));
     /* created with the run, attached by name, marked broken by layout_close */
     struct layout l;
-    assert_int_equal(layout_create(&l, g_run, &c, 2, &a.params, &f.params, err, sizeof err), 0);
-    assert_int_equal(count_segments(g_run), 1 + 2 * (LAYOUT_QUEUES + 2));
+    assert_int_equal(layout_create(&l, g_run, &c, 2, &(struct layout_objects){.arena = &a.params, .featbuf = &f.params, .allreduce_floats = 100, .epochs = 3}, err, sizeof err), 0);
+    assert_int_equal(count_segments(g_run), 3 + 2 * (LAYOUT_QUEUES + 2));
     char name[SHM_NAME_MAX];
     struct featbuf fb;
     assert_int_equal(layout_featbuf_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
@@ -372,13 +372,40 @@ static void test_featbuf_plan(void **state)
     int action;
     assert_int_equal(featbuf_acquire(&fb, 42, &slot, &action), 0);
     assert_int_equal(action, FEATBUF_LOAD);
+    /* the results page: an epoch is complete once every rank published it */
+    struct results res;
+    assert_int_equal(layout_results_segname(name, sizeof name, g_run, err, sizeof err), 0);
+    assert_int_equal(results_attach(&res, name, err, sizeof err), 0);
+    struct results_rec sum, *rec = results_slot(&res, 0, 1);
+    assert_non_null(rec);
+    rec->val_labelled = 10;
+    rec->val_correct = 7;
+    rec->seconds = 2.5;
+    results_publish(rec, 1);
+    assert_false(results_epoch(&l.results, 1, &sum));
+    rec = results_slot(&res, 1, 1);
+    rec->val_labelled = 10;
+    rec->val_correct = 2;
+    rec->seconds = 3.5;
+    assert_false(results_epoch(&l.results, 1, &sum));
+    results_publish(rec, 1);
+    assert_true(results_epoch(&l.results, 1, &sum));
+    assert_int_equal(sum.val_labelled, 20);
+    assert_int_equal(sum.val_correct, 9);
+    assert_true(sum.seconds == 3.5);
+    assert_null(results_slot(&res, 2, 1));
+    /* a record is reused only after the reader consumed its epoch */
+    assert_null(results_slot(&res, 0, 1 + RESULTS_WINDOW));
+    results_consume(&l.results, 1);
+    assert_non_null(results_slot(&res, 0, 1 + RESULTS_WINDOW));
+    results_free(&res);
     assert_null(layout_featbuf(&l, 2));
     assert_non_null(layout_featbuf(&l, 0));
     layout_close(&l);
     assert_int_equal(featbuf_wait_valid(&fb, slot, -1), -EPIPE);
     featbuf_free(&fb);
     layout_free(&l);
-    assert_int_equal(shm_run_unlink(g_run), 1 + 2 * (LAYOUT_QUEUES + 2));
+    assert_int_equal(shm_run_unlink(g_run), 3 + 2 * (LAYOUT_QUEUES + 2));
 }
 
 /* ---- the stage command line -------------------------------------------------------------- */

@@ -1,0 +1,120 @@
+/* model.h - the GNN models the trainer runs on CPU (DESIGN.md section 6;
+ * issue 5): GraphSAGE (mean aggregator, separate self and neighbour
+ * weights), GCN, GAT (multi-head) and a feature-only MLP, over the sampled
+ * blocks of one batch (ipc/batch.h), with forward, backward and the
+ * optimizer step. Built from the operators of ops/ops.h.
+ *
+ * Shapes. A batch has L = layers blocks; GNN layer i (0 = the one that
+ * reads the raw features) aggregates over block batch_block_for_layer(v, i)
+ * = L-1-i, whose sources are local ids 0 .. n[L-i]-1 and destinations
+ * 0 .. n[L-1-i]-1 (destinations are a prefix of sources). The input x has
+ * one row per node of the batch (n[L] x in_dim, row-major float); the
+ * output is one row of logits per target (B x classes). Layer sizes:
+ * in_dim -> hidden -> ... -> hidden -> classes (layers = config's
+ * model.layers; a 1-layer model maps in_dim -> classes). Between layers:
+ * ReLU then dropout (training only); nothing after the last layer.
+ *   sage: h'_v = W_self h_v + W_neigh mean_{u in N(v)} h_u + b
+ *         (mean over the block's sampled in-neighbours; 0 if none)
+ *   gcn:  h'_v = W (sum_{u in N(v) + v} h_u / sqrt(d_v d_u)) + b, with
+ *         d_v = 1 + in-degree of v in the block and d_u = 1 + out-degree
+ *         of u in the block (self loops added; DGL GraphConv norm="both")
+ *   gat:  per head k: z = W_k h; e_uv = LeakyReLU_0.2(a_src_k . z_u +
+ *         a_dst_k . z_v) over u in N(v) + v (self loop), alpha = softmax
+ *         of e over v's in-edges, h'_v = sum_u alpha_uv z_u + b_k; hidden
+ *         layers concatenate the heads (hidden / heads each), the last
+ *         layer averages them (classes each)
+ *   mlp:  h' = W h + b over the targets only (the blocks are ignored)
+ *
+ * Initialisation (documented in docs/training.md): every weight matrix
+ * Glorot/Xavier uniform U(-a, a), a = sqrt(6 / (fan_in + fan_out)), every
+ * attention vector the same with fan_in = head dim, fan_out = 1, biases 0;
+ * drawn from a splitmix64 stream seeded with train.seed, tensors in the
+ * order model_tensor() lists them. Same seed, same weights, bit for bit.
+ *
+ * Determinism. Given the same parameters, batch, input and dropout seed,
+ * forward and backward give bit-identical results whatever the thread
+ * count (reductions are in a fixed order; BLAS is called with a fixed
+ * thread count per process, ops_set_threads).
+ *
+ * Errors: 0 or -errno with a message in err (may be NULL). */
+#ifndef SLUICE_OPS_MODEL_H
+#define SLUICE_OPS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/batch.h"
+
+enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 }; /* = sl_model_kind */
+
+struct model_config {
+    enum model_kind kind;
+    uint32_t layers;  /* 1 .. BATCH_LAYERS_MAX */
+    uint32_t in_dim;  /* feature dimension */
+    uint32_t hidden;  /* hidden size (a multiple of heads for gat) */
+    uint32_t classes; /* output size */
+    uint32_t heads;   /* gat only */
+    float dropout;    /* 0 .. 0.95 */
+    uint64_t seed;    /* initialisation */
+};
+
+/* One parameter tensor: a name (e.g. "layers.0.w_self"), its shape
+ * (rows x cols; cols = 1 for vectors) and where it lives in the flat
+ * parameter (and gradient) array. */
+struct model_tensor {
+    char name[48];
+    uint32_t ndim;     /* 1 or 2 */
+    uint64_t shape[2]; /* shape[1] = 1 when ndim = 1 */
+    size_t offset;     /* in floats */
+    size_t count;      /* shape[0] * shape[1] */
+};
+
+struct model; /* opaque */
+
+/* Builds a model with Glorot-initialised parameters. -EINVAL for a bad
+ * configuration (message names the key), -ENOMEM. */
+int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen);
+void model_destroy(struct model *m);
+
+/* Parameters and gradients: one flat float array each, model_nparams()
+ * long; tensors in a fixed order. */
+size_t model_nparams(const struct model *m);
+float *model_params(struct model *m);
+float *model_grads(struct model *m);
+uint32_t model_ntensors(const struct model *m);
+const struct model_tensor *model_tensor(const struct model *m, uint32_t i);
+
+/* Forward pass over a batch: x is n[L] x in_dim (the input rows in local
+ * id order), logits gets B x classes. train: dropout on (its mask drawn
+ * from dropout_seed) and activations kept for model_backward; otherwise
+ * nothing is kept. The view's arrays and x must stay valid until
+ * backward (neither is copied). */
+int model_forward(struct model *m, const struct batch_view *v, const float *x, bool train, uint64_t dropout_seed,
+                  float *logits, char *err, size_t errlen);
+
+/* Mean cross-entropy over the targets whose label is >= 0 (labels from the
+ * batch), its gradient with respect to the logits (dlogits, B x classes,
+ * zero rows for unlabelled targets; may be NULL when not training), the
+ * number of labelled targets and how many of them the argmax gets right. */
+float model_loss(const float *logits, const int32_t *labels, uint32_t b, uint32_t classes, float *dlogits,
+                 uint32_t *labelled, uint32_t *correct);
+
+/* Backward pass of the last training forward: sets model_grads() (it
+ * overwrites, never accumulates). */
+int model_backward(struct model *m, const float *dlogits, char *err, size_t errlen);
+
+/* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected,
+ * no weight decay) keeps m and v moments, one float each per parameter. */
+struct adam {
+    float lr, beta1, beta2, eps; /* 0.9, 0.999, 1e-8 by default */
+    uint64_t step;               /* steps taken */
+    size_t n;
+    float *m, *v;
+};
+int adam_init(struct adam *a, size_t n, float lr);
+void adam_free(struct adam *a);
+void adam_step(struct adam *a, float *params, const float *grads);
+void sgd_step(float *params, const float *grads, size_t n, float lr);
+
+#endif

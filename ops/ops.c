@@ -1,0 +1,554 @@
+/* ops.c - the CPU operators (see ops.h; equations in docs/training.md).
+ *
+ * Dense products go to OpenBLAS. Everything else is a loop over rows with
+ * an inner loop over the feature dimension through the small restrict
+ * helpers below, which the compiler vectorises; no loop here calls a
+ * function per element except expf/exp in the softmaxes. All sums run in
+ * a fixed order (dot products in 8 interleaved partial sums, combined in
+ * a fixed tree), so results never depend on threads or timing. */
+#include "ops/ops.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "ops_gather_rows reads little-endian feature rows in place: a little-endian host is required"
+#endif
+
+/* ---- inner loops over the feature dimension ------------------------------------------------ */
+
+/* y += x */
+static inline void vadd(float *restrict y, const float *restrict x, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+/* y += a x */
+static inline void vaxpy(float *restrict y, const float *restrict x, float a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* y = a x */
+static inline void vscale_to(float *restrict y, const float *restrict x, float a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = a * x[i];
+}
+
+/* y *= a */
+static inline void vscale(float *restrict y, float a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        y[i] *= a;
+}
+
+/* x . y in 8 partial sums (lane q takes elements q, q+8, ...), then the
+ * tail, then a fixed tree: the same order on every run and machine. */
+static inline float vdot(const float *restrict x, const float *restrict y, uint32_t n)
+{
+    float acc[8] = {0};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (uint32_t q = 0; q < 8; q++)
+            acc[q] += x[i + q] * y[i + q];
+    for (uint32_t q = 0; i < n; i++, q++)
+        acc[q] += x[i] * y[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* ---- BLAS ------------------------------------------------------------------------------------ */
+
+void ops_set_threads(int n)
+{
+    openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+int ops_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
+/* cblas takes int sizes: larger products are cut into pieces of at most
+ * this many rows, columns or reduction steps (a K split adds into C with
+ * beta = 1 after the first piece). Leading dimensions are feature widths
+ * and always fit. */
+#define GEMM_PIECE ((size_t)1 << 30)
+
+void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+              size_t ldb, float beta, float *c, size_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        for (size_t i = 0; i < m; i++) {
+            float *restrict row = c + i * ldc;
+            if (beta == 0.0f)
+                memset(row, 0, n * sizeof *row);
+            else
+                vscale(row, beta, (uint32_t)n);
+        }
+        return;
+    }
+    for (size_t i0 = 0; i0 < m; i0 += GEMM_PIECE) {
+        size_t mi = m - i0 < GEMM_PIECE ? m - i0 : GEMM_PIECE;
+        for (size_t j0 = 0; j0 < n; j0 += GEMM_PIECE) {
+            size_t nj = n - j0 < GEMM_PIECE ? n - j0 : GEMM_PIECE;
+            for (size_t p0 = 0; p0 < k; p0 += GEMM_PIECE) {
+                size_t kp = k - p0 < GEMM_PIECE ? k - p0 : GEMM_PIECE;
+                const float *ap = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
+                const float *bp = tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)mi,
+                            (int)nj, (int)kp, alpha, ap, (int)lda, bp, (int)ldb, p0 ? 1.0f : beta, c + i0 * ldc + j0,
+                            (int)ldc);
+            }
+        }
+    }
+}
+
+/* ---- dense layers ------------------------------------------------------------------------------ */
+
+void ops_linear_fwd(float *y, const float *x, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc)
+{
+    ops_gemm(false, true, n, out, in, 1.0f, x, in, w, in, acc ? 1.0f : 0.0f, y, out);
+}
+
+void ops_linear_bwd_w(float *dw, const float *dy, const float *x, uint32_t n, uint32_t in, uint32_t out, bool acc)
+{
+    ops_gemm(true, false, out, in, n, 1.0f, dy, out, x, in, acc ? 1.0f : 0.0f, dw, in);
+}
+
+void ops_linear_bwd_x(float *dx, const float *dy, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc)
+{
+    ops_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, acc ? 1.0f : 0.0f, dx, in);
+}
+
+void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32_t dim)
+{
+    for (uint32_t i = 0; i < n; i++)
+        vadd(y + (size_t)i * dim, b, dim);
+}
+
+void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim)
+{
+    memset(db, 0, (size_t)dim * sizeof *db);
+    for (uint32_t i = 0; i < n; i++)
+        vadd(db, dy + (size_t)i * dim, dim);
+}
+
+void ops_relu_fwd(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes through */
+}
+
+void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
+}
+
+/* The drop threshold on 32 random bits: round(p * 2^32), p in [0, 1). */
+static uint64_t drop_threshold(float p)
+{
+    double t = nearbyint((double)p * 4294967296.0);
+    return t <= 0 ? 0 : t >= 4294967296.0 ? UINT64_C(4294967296) : (uint64_t)t;
+}
+
+void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float p, uint64_t seed)
+{
+    uint64_t thr = drop_threshold(p);
+    float scale = 1.0f / (1.0f - p);
+    uint64_t st = seed;
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t r = ops_splitmix64(&st);
+        mask[i] = (r & 0xffffffffu) >= thr;
+        if (i + 1 < n)
+            mask[i + 1] = (r >> 32) >= thr;
+    }
+    for (size_t i = 0; i < n; i++)
+        x[i] *= mask[i] ? scale : 0.0f;
+}
+
+void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n, float p)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++)
+        dx[i] *= mask[i] ? scale : 0.0f;
+}
+
+/* ---- feature rows ------------------------------------------------------------------------------ */
+
+/* Half to float without branches: shifting the 15 exponent-and-mantissa
+ * bits up by 13 puts them where a float keeps them, and multiplying by
+ * 2^112 moves the exponent bias from 15 to 127 - exactly, subnormal
+ * halves included (they land on float subnormals, which the product makes
+ * normal). Inf and NaN (exponent 31) get the float's all-ones exponent
+ * with the mantissa kept. Needs subnormals honoured (no FTZ/DAZ, which
+ * only -ffast-math programs set). */
+void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t h = in[i];
+        uint32_t em = (h & 0x7fffu) << 13;
+        float f;
+        memcpy(&f, &em, sizeof f);
+        f *= 0x1p112f;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        uint32_t special = 0u - (uint32_t)(em >= (0x7c00u << 13)); /* all ones for inf and NaN */
+        bits = (bits & ~special) | ((em | 0x7f800000u) & special);
+        bits |= (h & 0x8000u) << 16;
+        memcpy(&out[i], &bits, sizeof bits);
+    }
+}
+
+void ops_gather_rows(float *x, const unsigned char *rows, size_t stride, const uint32_t *alias, uint32_t n,
+                     uint32_t dim, bool f16)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const unsigned char *row = rows + (size_t)alias[i] * stride;
+        float *out = x + (size_t)i * dim;
+        if (f16)
+            ops_f16_to_f32(out, (const uint16_t *)(const void *)row, dim);
+        else
+            memcpy(out, row, (size_t)dim * sizeof(float));
+    }
+}
+
+/* ---- aggregation over a block --------------------------------------------------------------------- */
+
+void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
+{
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        float *o = out + (size_t)d * dim;
+        memset(o, 0, (size_t)dim * sizeof *o);
+        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
+            vadd(o, h + (size_t)b->src[j] * dim, dim);
+    }
+}
+
+void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
+{
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        const float *g = dout + (size_t)d * dim;
+        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
+            vadd(dh + (size_t)b->src[j] * dim, g, dim);
+    }
+}
+
+void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
+{
+    ops_agg_sum_fwd(out, b, h, dim);
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
+        if (deg > 1)
+            vscale(out + (size_t)d * dim, 1.0f / (float)deg, dim);
+    }
+}
+
+void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
+{
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
+        if (deg == 0)
+            continue;
+        float inv = 1.0f / (float)deg;
+        const float *g = dout + (size_t)d * dim;
+        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
+            vaxpy(dh + (size_t)b->src[j] * dim, g, inv, dim);
+    }
+}
+
+void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg, const struct ops_block *b)
+{
+    memset(deg, 0, (size_t)b->n_src * sizeof *deg);
+    uint32_t e = ops_block_edges(b);
+    for (uint32_t j = 0; j < e; j++)
+        deg[b->src[j]]++;
+    for (uint32_t u = 0; u < b->n_src; u++)
+        norm_src[u] = (float)(1.0 / sqrt(1.0 + (double)deg[u]));
+    for (uint32_t v = 0; v < b->n_dst; v++)
+        norm_dst[v] = (float)(1.0 / sqrt(1.0 + (double)(b->indptr[v + 1] - b->indptr[v])));
+}
+
+/* Both directions use the coefficient norm_dst[v] * norm_src[u] per edge
+ * (self loop included), the same float in forward and backward. */
+void ops_agg_gcn_fwd(float *restrict out, const struct ops_block *b, const float *norm_src, const float *norm_dst,
+                     const float *restrict h, uint32_t dim)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        float *o = out + (size_t)v * dim;
+        float nd = norm_dst[v];
+        vscale_to(o, h + (size_t)v * dim, nd * norm_src[v], dim);
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            uint32_t u = b->src[j];
+            vaxpy(o, h + (size_t)u * dim, nd * norm_src[u], dim);
+        }
+    }
+}
+
+void ops_agg_gcn_bwd(float *restrict dh, const struct ops_block *b, const float *norm_src, const float *norm_dst,
+                     const float *restrict dout, uint32_t dim)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        const float *g = dout + (size_t)v * dim;
+        float nd = norm_dst[v];
+        vaxpy(dh + (size_t)v * dim, g, nd * norm_src[v], dim);
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            uint32_t u = b->src[j];
+            vaxpy(dh + (size_t)u * dim, g, nd * norm_src[u], dim);
+        }
+    }
+}
+
+/* ---- graph attention --------------------------------------------------------------------------------- */
+
+void ops_gat_score_fwd(float *restrict s, const float *restrict z, const float *restrict a, uint32_t n, uint32_t heads,
+                       uint32_t hd)
+{
+    size_t w = (size_t)heads * hd;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < heads; k++)
+            s[(size_t)i * heads + k] = vdot(z + i * w + (size_t)k * hd, a + (size_t)k * hd, hd);
+}
+
+void ops_gat_score_bwd(float *restrict dz, float *restrict da, const float *restrict ds, const float *restrict z,
+                       const float *restrict a, uint32_t n, uint32_t heads, uint32_t hd)
+{
+    size_t w = (size_t)heads * hd;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < heads; k++) {
+            float g = ds[(size_t)i * heads + k];
+            if (dz)
+                vaxpy(dz + i * w + (size_t)k * hd, a + (size_t)k * hd, g, hd);
+            vaxpy(da + (size_t)k * hd, z + i * w + (size_t)k * hd, g, hd);
+        }
+}
+
+static inline float leaky(float x, float slope)
+{
+    return x < 0.0f ? slope * x : x;
+}
+
+void ops_gat_edge_fwd(float *restrict e_edge, float *restrict e_self, const struct ops_block *b,
+                      const float *restrict el, const float *restrict er, uint32_t heads, float slope)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        const float *rv = er + (size_t)v * heads;
+        const float *lv = el + (size_t)v * heads;
+        float *sv = e_self + (size_t)v * heads;
+        for (uint32_t k = 0; k < heads; k++)
+            sv[k] = leaky(lv[k] + rv[k], slope);
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            const float *lu = el + (size_t)b->src[j] * heads;
+            float *ej = e_edge + (size_t)j * heads;
+            for (uint32_t k = 0; k < heads; k++)
+                ej[k] = leaky(lu[k] + rv[k], slope);
+        }
+    }
+}
+
+void ops_gat_edge_bwd(float *restrict del, float *restrict der, const struct ops_block *b,
+                      const float *restrict de_edge, const float *restrict de_self, const float *restrict el,
+                      const float *restrict er, uint32_t heads, float slope)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        const float *rv = er + (size_t)v * heads;
+        float *drv = der + (size_t)v * heads;
+        {
+            const float *lv = el + (size_t)v * heads;
+            const float *gv = de_self + (size_t)v * heads;
+            float *dlv = del + (size_t)v * heads;
+            for (uint32_t k = 0; k < heads; k++) {
+                float g = lv[k] + rv[k] < 0.0f ? slope * gv[k] : gv[k];
+                dlv[k] += g;
+                drv[k] += g;
+            }
+        }
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            uint32_t u = b->src[j];
+            const float *lu = el + (size_t)u * heads;
+            const float *gj = de_edge + (size_t)j * heads;
+            float *dlu = del + (size_t)u * heads;
+            for (uint32_t k = 0; k < heads; k++) {
+                float g = lu[k] + rv[k] < 0.0f ? slope * gj[k] : gj[k];
+                dlu[k] += g;
+                drv[k] += g;
+            }
+        }
+    }
+}
+
+void ops_edge_softmax_fwd(float *restrict a_edge, float *restrict a_self, const struct ops_block *b, uint32_t heads)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        uint32_t j0 = b->indptr[v], j1 = b->indptr[v + 1];
+        for (uint32_t k = 0; k < heads; k++) {
+            float *sk = &a_self[(size_t)v * heads + k];
+            float mx = *sk;
+            for (uint32_t j = j0; j < j1; j++) {
+                float e = a_edge[(size_t)j * heads + k];
+                mx = e > mx ? e : mx;
+            }
+            float self = expf(*sk - mx);
+            float sum = self;
+            for (uint32_t j = j0; j < j1; j++) {
+                float *ej = &a_edge[(size_t)j * heads + k];
+                *ej = expf(*ej - mx);
+                sum += *ej;
+            }
+            float inv = 1.0f / sum;
+            *sk = self * inv;
+            for (uint32_t j = j0; j < j1; j++)
+                a_edge[(size_t)j * heads + k] *= inv;
+        }
+    }
+}
+
+void ops_edge_softmax_bwd(float *restrict g_edge, float *restrict g_self, const float *restrict a_edge,
+                          const float *restrict a_self, const struct ops_block *b, uint32_t heads)
+{
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        uint32_t j0 = b->indptr[v], j1 = b->indptr[v + 1];
+        for (uint32_t k = 0; k < heads; k++) {
+            size_t sk = (size_t)v * heads + k;
+            float dot = a_self[sk] * g_self[sk];
+            for (uint32_t j = j0; j < j1; j++)
+                dot += a_edge[(size_t)j * heads + k] * g_edge[(size_t)j * heads + k];
+            g_self[sk] = a_self[sk] * (g_self[sk] - dot);
+            for (uint32_t j = j0; j < j1; j++) {
+                size_t jk = (size_t)j * heads + k;
+                g_edge[jk] = a_edge[jk] * (g_edge[jk] - dot);
+            }
+        }
+    }
+}
+
+void ops_gat_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict a_edge,
+                     const float *restrict a_self, const float *restrict z, uint32_t heads, uint32_t hd)
+{
+    size_t w = (size_t)heads * hd;
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        float *o = out + v * w;
+        for (uint32_t k = 0; k < heads; k++)
+            vscale_to(o + (size_t)k * hd, z + v * w + (size_t)k * hd, a_self[(size_t)v * heads + k], hd);
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            const float *zu = z + b->src[j] * w;
+            for (uint32_t k = 0; k < heads; k++)
+                vaxpy(o + (size_t)k * hd, zu + (size_t)k * hd, a_edge[(size_t)j * heads + k], hd);
+        }
+    }
+}
+
+void ops_gat_sum_bwd(float *restrict dz, float *restrict g_edge, float *restrict g_self, const struct ops_block *b,
+                     const float *restrict a_edge, const float *restrict a_self, const float *restrict z,
+                     const float *restrict dout, uint32_t heads, uint32_t hd)
+{
+    size_t w = (size_t)heads * hd;
+    for (uint32_t v = 0; v < b->n_dst; v++) {
+        const float *g = dout + v * w;
+        for (uint32_t k = 0; k < heads; k++) {
+            size_t off = v * w + (size_t)k * hd;
+            g_self[(size_t)v * heads + k] = vdot(g + (size_t)k * hd, z + off, hd);
+            vaxpy(dz + off, g + (size_t)k * hd, a_self[(size_t)v * heads + k], hd);
+        }
+        for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
+            size_t u = b->src[j];
+            for (uint32_t k = 0; k < heads; k++) {
+                size_t off = u * w + (size_t)k * hd;
+                g_edge[(size_t)j * heads + k] = vdot(g + (size_t)k * hd, z + off, hd);
+                vaxpy(dz + off, g + (size_t)k * hd, a_edge[(size_t)j * heads + k], hd);
+            }
+        }
+    }
+}
+
+void ops_head_mean_fwd(float *restrict out, const float *restrict in, uint32_t n, uint32_t heads, uint32_t d)
+{
+    float inv = 1.0f / (float)heads;
+    size_t w = (size_t)heads * d;
+    for (uint32_t i = 0; i < n; i++) {
+        float *o = out + (size_t)i * d;
+        memcpy(o, in + i * w, (size_t)d * sizeof *o);
+        for (uint32_t k = 1; k < heads; k++)
+            vadd(o, in + i * w + (size_t)k * d, d);
+        vscale(o, inv, d);
+    }
+}
+
+void ops_head_mean_bwd(float *restrict din, const float *restrict dout, uint32_t n, uint32_t heads, uint32_t d)
+{
+    float inv = 1.0f / (float)heads;
+    size_t w = (size_t)heads * d;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t k = 0; k < heads; k++)
+            vscale_to(din + i * w + (size_t)k * d, dout + (size_t)i * d, inv, d);
+}
+
+/* ---- loss -------------------------------------------------------------------------------------------- */
+
+float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
+                        uint32_t *labelled, uint32_t *correct)
+{
+    uint32_t nl = 0, ok = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
+    double total = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *x = logits + (size_t)i * classes;
+        float *dx = dlogits ? dlogits + (size_t)i * classes : NULL;
+        int32_t lab = labels[i];
+        if (lab < 0 || (uint32_t)lab >= classes) {
+            if (dx)
+                memset(dx, 0, (size_t)classes * sizeof *dx);
+            continue;
+        }
+        uint32_t arg = 0;
+        for (uint32_t c = 1; c < classes; c++)
+            if (x[c] > x[arg])
+                arg = c;
+        ok += arg == (uint32_t)lab;
+        double mx = x[arg], s = 0.0;
+        for (uint32_t c = 0; c < classes; c++)
+            s += exp((double)x[c] - mx);
+        double lse = mx + log(s);
+        total += lse - (double)x[lab];
+        if (dx) {
+            for (uint32_t c = 0; c < classes; c++)
+                dx[c] = (float)((exp((double)x[c] - lse) - (c == (uint32_t)lab)) / nl);
+        }
+    }
+    if (labelled)
+        *labelled = nl;
+    if (correct)
+        *correct = ok;
+    return nl ? (float)(total / nl) : 0.0f;
+}
+
+/* ---- optimizers -------------------------------------------------------------------------------------- */
+
+void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
+              float b1, float b2, float eps, uint64_t t)
+{
+    double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+    float step = (float)((double)lr / bc1), sbc2 = (float)sqrt(bc2);
+    float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    for (size_t i = 0; i < n; i++) {
+        float mi = b1 * m[i] + c1 * g[i];
+        float vi = b2 * v[i] + c2 * g[i] * g[i];
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= step * mi / (sqrtf(vi) / sbc2 + eps);
+    }
+}
+
+void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] -= lr * g[i];
+}

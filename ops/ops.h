@@ -1,0 +1,215 @@
+/* ops.h - the CPU operators the trainer's models are built from (DESIGN.md
+ * section 6, issue 5): dense products through BLAS, gathers of feature
+ * rows, aggregation over a sampled block (mean, sum, GCN-normalised), the
+ * pieces of graph attention, bias, ReLU, dropout, log-softmax with
+ * cross-entropy, and the Adam and SGD updates. Each differentiable
+ * operator has a forward and a backward; docs/training.md gives their
+ * equations. Every CUDA kernel in gpu/ is tested against its twin here.
+ *
+ * Layout. Matrices are row-major float; a tensor pointer's comment gives
+ * its shape, e.g. (n, dim). A block (struct ops_block) is the CSC of one
+ * sampled block of ipc/batch.h: destination d's sources are
+ * src[indptr[d] .. indptr[d+1]), local ids below n_src, and destination d
+ * is also source d (destinations are a prefix of sources). Edge-valued
+ * tensors (GAT) have one row per entry of src[], in that order.
+ *
+ * Conventions. Forward functions overwrite their output. Backward
+ * functions say whether they overwrite or add into each gradient: those
+ * that scatter into a source-side gradient (dh, dz, del) add, so several
+ * paths can meet in one buffer; the caller zeroes it first. Pointers
+ * marked restrict must not overlap. Sizes are not checked (hot paths):
+ * the caller passes a block that batch_view() has checked.
+ *
+ * Determinism. The loops here are sequential with a fixed summation order;
+ * BLAS runs with the thread count set by ops_set_threads, and OpenBLAS's
+ * sgemm partitions the output, not the reduction, so results are bit-
+ * identical for any thread count (tests/test_ops.c checks it).
+ *
+ * Threads: nothing here is thread-safe against concurrent calls that
+ * share outputs; BLAS threads are process-wide. Nothing blocks. */
+#ifndef SLUICE_OPS_OPS_H
+#define SLUICE_OPS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPS_GAT_SLOPE 0.2f /* LeakyReLU negative slope of the attention scores */
+
+/* One sampled block (ipc/batch.h block k, as GNN layer L-1-k sees it). */
+struct ops_block {
+    uint32_t n_dst, n_src;  /* n_dst <= n_src */
+    const uint32_t *indptr; /* (n_dst + 1), indptr[0] = 0 */
+    const uint32_t *src;    /* (indptr[n_dst]) local source ids < n_src */
+};
+
+static inline uint32_t ops_block_edges(const struct ops_block *b)
+{
+    return b->indptr[b->n_dst];
+}
+
+/* SplitMix64: the stream behind initialisation and dropout masks. */
+static inline uint64_t ops_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---- BLAS ------------------------------------------------------------------------------ */
+
+/* Threads OpenBLAS may use in this process (>= 1); the trainer sets it so
+ * that stage processes do not oversubscribe the cores. */
+void ops_set_threads(int n);
+int ops_threads(void);
+
+/* C (m, n) = alpha * op(A) * op(B) + beta * C, row-major, through
+ * cblas_sgemm. op(A) is (m, k): A is (m, k) with row stride lda, or with
+ * ta its transpose, stored (k, m). Likewise op(B) (k, n) from B (k, n) or,
+ * with tb, (n, k). k = 0 gives C = beta * C (beta = 0: zeros, whatever C
+ * held). Sizes past INT_MAX are split into several calls. */
+void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+              size_t ldb, float beta, float *c, size_t ldc);
+
+/* ---- dense layers ----------------------------------------------------------------------- */
+
+/* y (n, out) = x (n, in) w^T, w (out, in) (PyTorch's Linear layout); with
+ * acc, added to y instead. */
+void ops_linear_fwd(float *y, const float *x, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc);
+/* dw (out, in) = dy^T x (overwrites, or adds with acc). */
+void ops_linear_bwd_w(float *dw, const float *dy, const float *x, uint32_t n, uint32_t in, uint32_t out, bool acc);
+/* dx (n, in) = dy (n, out) w (overwrites, or adds with acc). */
+void ops_linear_bwd_x(float *dx, const float *dy, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc);
+
+/* y (n, dim) += b (dim) on every row. */
+void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32_t dim);
+/* db (dim) = sum over rows of dy (n, dim) (overwrites; rows in order). */
+void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim);
+
+/* x = max(x, 0) in place. */
+void ops_relu_fwd(float *x, size_t n);
+/* dx = 0 where the forward's output y <= 0, in place. */
+void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n);
+
+/* Inverted dropout in place: element i is kept with probability 1 - p and
+ * scaled by 1 / (1 - p), else multiplied by 0; mask[i] = 1 if kept. The mask comes
+ * from a SplitMix64 stream seeded with seed: output j decides elements 2j
+ * (low 32 bits) and 2j + 1 (high 32 bits), dropped when those bits are
+ * below round(p * 2^32). p in [0, 1): p = 0 keeps everything. */
+void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float p, uint64_t seed);
+/* dx = mask ? dx / (1 - p) : 0, in place. */
+void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n, float p);
+
+/* ---- feature rows ----------------------------------------------------------------------- */
+
+/* x (n, dim) row i = feature row alias[i] of the buffer `rows`: the row at
+ * rows + alias[i] * stride (bytes), dim values, IEEE half (f16, little
+ * endian; inf, NaN and subnormals kept) or float. Rows must be aligned to
+ * their element size and every alias below the buffer's row count (the
+ * extractor's aliases are, for a checked batch). No backward: features are
+ * inputs. */
+void ops_gather_rows(float *x, const unsigned char *rows, size_t stride, const uint32_t *alias, uint32_t n,
+                     uint32_t dim, bool f16);
+
+/* IEEE half to float, exactly (the same results as core/dataset.h's
+ * sl_f16_to_f32, written to vectorise). */
+void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n);
+
+/* ---- aggregation over a block ------------------------------------------------------------ */
+
+/* out (n_dst, dim)[d] = sum of h (n_src, dim) over d's sources. */
+void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim);
+/* dh (n_src, dim)[s] += dout[d] for every edge s -> d. */
+void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
+
+/* The same, divided by d's source count (0 for a destination without). */
+void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim);
+void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
+
+/* GCN's symmetric normalisation with self loops: norm_dst (n_dst)[v] =
+ * 1 / sqrt(1 + in-degree of v), norm_src (n_src)[u] = 1 / sqrt(1 +
+ * out-degree of u), degrees counted in the block (an edge listed twice
+ * counts twice). deg (n_src) is scratch. */
+void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg,
+                  const struct ops_block *b);
+/* out (n_dst, dim)[v] = norm_dst[v] * (norm_src[v] h[v] + sum over v's
+ * sources u of norm_src[u] h[u]). */
+void ops_agg_gcn_fwd(float *restrict out, const struct ops_block *b, const float *norm_src, const float *norm_dst,
+                     const float *restrict h, uint32_t dim);
+/* dh (n_src, dim) += the transpose of that map applied to dout (n_dst, dim). */
+void ops_agg_gcn_bwd(float *restrict dh, const struct ops_block *b, const float *norm_src, const float *norm_dst,
+                     const float *restrict dout, uint32_t dim);
+
+/* ---- graph attention ---------------------------------------------------------------------- */
+
+/* Per-node head scores: s (n, heads)[i, k] = a (heads, hd)[k] .
+ * z (n, heads * hd)[i, k*hd .. (k+1)*hd). */
+void ops_gat_score_fwd(float *restrict s, const float *restrict z, const float *restrict a, uint32_t n, uint32_t heads,
+                       uint32_t hd);
+/* dz (n, heads * hd) += ds[i, k] a[k] (dz may be NULL); da (heads, hd) +=
+ * sum over i of ds[i, k] z[i, k]. */
+void ops_gat_score_bwd(float *restrict dz, float *restrict da, const float *restrict ds, const float *restrict z,
+                       const float *restrict a, uint32_t n, uint32_t heads, uint32_t hd);
+
+/* Edge logits: e_edge (edges, heads)[j] = LeakyReLU(el[u] + er[v]) for
+ * edge j = u -> v, e_self (n_dst, heads)[v] = LeakyReLU(el[v] + er[v])
+ * (the self loop); el (n_src, heads), er (n_dst, heads). */
+void ops_gat_edge_fwd(float *restrict e_edge, float *restrict e_self, const struct ops_block *b,
+                      const float *restrict el, const float *restrict er, uint32_t heads, float slope);
+/* del (n_src, heads) += and der (n_dst, heads) += the gradients of el and
+ * er given those of e_edge and e_self (slope where el + er < 0). */
+void ops_gat_edge_bwd(float *restrict del, float *restrict der, const struct ops_block *b,
+                      const float *restrict de_edge, const float *restrict de_self, const float *restrict el,
+                      const float *restrict er, uint32_t heads, float slope);
+
+/* Softmax per destination and head over its in-edges and its self loop,
+ * in place: logits in, attention weights out (a_edge (edges, heads),
+ * a_self (n_dst, heads)); each destination's weights sum to 1. */
+void ops_edge_softmax_fwd(float *restrict a_edge, float *restrict a_self, const struct ops_block *b,
+                          uint32_t heads);
+/* In place: gradients of the weights in, of the logits out,
+ * g_j = a_j (g_j - sum_i a_i g_i) per destination and head. */
+void ops_edge_softmax_bwd(float *restrict g_edge, float *restrict g_self, const float *restrict a_edge,
+                          const float *restrict a_self, const struct ops_block *b, uint32_t heads);
+
+/* Attention-weighted sum per head: out (n_dst, heads * hd)[v, k] =
+ * a_self[v, k] z[v, k] + sum over edges j = u -> v of a_edge[j, k] z[u, k]
+ * (z (n_src, heads * hd); head k is columns k*hd .. (k+1)*hd). */
+void ops_gat_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict a_edge,
+                     const float *restrict a_self, const float *restrict z, uint32_t heads, uint32_t hd);
+/* dz (n_src, heads * hd) += the weights times dout (n_dst, heads * hd);
+ * g_edge, g_self (overwritten) = dout . z per edge and head. */
+void ops_gat_sum_bwd(float *restrict dz, float *restrict g_edge, float *restrict g_self, const struct ops_block *b,
+                     const float *restrict a_edge, const float *restrict a_self, const float *restrict z,
+                     const float *restrict dout, uint32_t heads, uint32_t hd);
+
+/* Mean of the heads: out (n, d) = (1 / heads) sum_k in (n, heads * d)[:, k];
+ * backward spreads dout / heads to every head (din overwritten). (Concat
+ * needs no operator: it is the (n, heads * d) layout itself.) */
+void ops_head_mean_fwd(float *restrict out, const float *restrict in, uint32_t n, uint32_t heads, uint32_t d);
+void ops_head_mean_bwd(float *restrict din, const float *restrict dout, uint32_t n, uint32_t heads, uint32_t d);
+
+/* ---- loss ---------------------------------------------------------------------------------- */
+
+/* Log-softmax and cross-entropy over logits (n, classes), averaged over
+ * the rows whose label is in [0, classes) (label -1 = unlabelled; other
+ * labels outside the range are counted as unlabelled too). Returns the
+ * mean loss (0 when no row is labelled); dlogits (n, classes), when not
+ * NULL, gets its gradient (softmax - one-hot) / labelled, zero rows for
+ * unlabelled ones. labelled and correct (argmax, first index on ties,
+ * equals the label) may be NULL. Sums in double. */
+float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
+                        uint32_t *labelled, uint32_t *correct);
+
+/* ---- optimizers ---------------------------------------------------------------------------- */
+
+/* One Adam step (bias-corrected, as torch.optim.Adam without weight
+ * decay) at step t >= 1: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
+              float b1, float b2, float eps, uint64_t t);
+/* p -= lr * g. */
+void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr);
+
+#endif

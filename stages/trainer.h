@@ -1,0 +1,23 @@
+/* trainer.h - what gnnlaunch and gnn-trainer agree on about training
+ * (docs/training.md): the model a configuration asks for, and the size of
+ * the gradient all-reduce the launcher creates for the trainers. */
+#ifndef SLUICE_STAGES_TRAINER_H
+#define SLUICE_STAGES_TRAINER_H
+
+#include <stddef.h>
+
+#include "core/dataset.h"
+#include "launcher/config.h"
+#include "ops/model.h"
+
+/* The model of configuration c on dataset m: kind, layers, hidden, heads,
+ * dropout and seed from c; input size the feature dimension, output size
+ * the class count. */
+void trainer_model_config(const sl_config *c, const sl_dataset_meta *m, struct model_config *out);
+
+/* Floats in one all-reduce: every parameter's gradient, then the step's
+ * weight (1 for a real batch, 0 for a padding step). 0 and a message
+ * naming the key when the model cannot be built. */
+size_t trainer_reduce_floats(const sl_config *c, const sl_dataset_meta *m, char *err, size_t errlen);
+
+#endif

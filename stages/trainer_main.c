@@ -1,0 +1,448 @@
+/* trainer_main.c - gnn-trainer on the CPU (DESIGN.md sections 2 and 6;
+ * docs/training.md): pops extracted batches, gathers their input rows from
+ * the feature buffer by slot alias, trains on training batches (forward,
+ * backward, gradient all-reduce over the ranks, Adam step) and evaluates
+ * validation and test batches with gradients off, then passes each batch
+ * on to the releaser.
+ *
+ * Batches and epochs. The trainer knows the rank's batch stream
+ * (struct sampler_stream, the same definition the sampler uses): batch
+ * number g says which epoch and split a batch belongs to. Batches may
+ * arrive out of order (several extractor threads); each is handled as it
+ * comes and counted against its epoch. An epoch is complete when all its
+ * training batches, its validation batches (evaluation epochs) and, for
+ * the last one, the test batches are in; the trainer then publishes the
+ * epoch's counts in the results page (ipc/results.h), from which the
+ * launcher prints the epoch line.
+ *
+ * Steps across ranks. Ranks' shares of the training split differ by at
+ * most one target, so their batch counts per epoch may differ by one.
+ * Every rank takes the same number of steps per epoch - the largest batch
+ * count of any rank: after its last training batch of an epoch a rank with
+ * fewer batches takes padding steps that contribute zero gradient and zero
+ * weight. Each step all-reduces [gradients, weight] (rank-order sum, so
+ * every rank gets the same bits) and applies Adam to gradients / total
+ * weight when the weight is positive; so every rank holds the same
+ * parameters after every step. With one rank there is no all-reduce.
+ *
+ * Checkpoints. When an epoch's training pass is complete, rank 0 writes
+ * <train.checkpoint_dir>/epoch-<N>.safetensors (N = epochs complete):
+ * every parameter, Adam's moments (adam.m.<name>, adam.v.<name>) and
+ * metadata (format, version, epoch, step, seed, model, config), atomically
+ * (ops/ckpt.h). With --resume (and --start-epoch=E from the launcher)
+ * every rank loads epoch-E's checkpoint before its first batch.
+ * Randomness needs no saved state: dropout masks derive from (seed, epoch,
+ * rank, batch number) and the sampler's streams from the same numbers.
+ *
+ * Exit: 0 at the end of the stream with every epoch published; 3 with a
+ * message on failure (a damaged batch, a checkpoint that cannot be
+ * written or does not match the model, a stream that ended early). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/allreduce.h"
+#include "ipc/results.h"
+#include "ops/ckpt.h"
+#include "ops/model.h"
+#include "ops/ops.h"
+#include "stages/sampler.h"
+#include "stages/stage.h"
+#include "stages/trainer.h"
+
+#define DROPOUT_SALT 0xd20b0f1e5eedull
+
+/* One epoch's tallies at this rank. */
+struct epoch {
+    uint64_t batches[BATCH_SPLITS];
+    double loss_sum;
+    uint64_t labelled[BATCH_SPLITS], correct[BATCH_SPLITS];
+    double busy_s, reduce_s;
+    bool trained, published;
+};
+
+struct trainer {
+    struct stage st;
+    struct model_config mc;
+    struct model *m;
+    struct adam adam;
+    struct allreduce ar;
+    bool has_ar;
+    struct results res;
+    struct sampler_stream stream;
+    uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
+    struct epoch *ep;         /* (epochs) */
+    uint32_t epochs, start_epoch, published;
+    size_t nparams;
+    float *red;      /* (nparams + 1) all-reduce buffer */
+    float *x;        /* input rows */
+    size_t x_cap;    /* floats */
+    float *logits, *dlogits;
+    size_t logits_cap, dlogits_cap;
+    bool f16;
+    size_t row_stride;
+    double t_epoch; /* when the previous epoch was published */
+};
+
+static double now_s(void)
+{
+    return (double)metrics_now_ns() / 1e9;
+}
+
+static void *grow(struct trainer *t, void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t n = SL_MAX(need, *cap * 2);
+    void *q = realloc(p, n * elem);
+    if (!q)
+        stage_fail(&t->st, "out of memory for %zu values", n);
+    *cap = n;
+    return q;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+static void model_text(const struct model_config *mc, char *buf, size_t len)
+{
+    static const char *const kinds[] = {"sage", "gcn", "gat", "mlp"};
+    snprintf(buf, len, "kind=%s layers=%" PRIu32 " in_dim=%" PRIu32 " hidden=%" PRIu32 " classes=%" PRIu32
+                       " heads=%" PRIu32,
+             kinds[mc->kind], mc->layers, mc->in_dim, mc->hidden, mc->classes, mc->kind == MODEL_GAT ? mc->heads : 0);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
+{
+    struct stage *st = &t->st;
+    const char *dir = st->cfg.train.checkpoint_dir;
+    char path[PATH_MAX], msg[1024];
+    int rc = mkdir_p(dir);
+    if (rc)
+        stage_fail(st, "cannot create train.checkpoint_dir %s: %s", dir, strerror(-rc));
+    if (ckpt_path(path, sizeof path, dir, epochs_done) != 0)
+        stage_fail(st, "train.checkpoint_dir %s: path too long", dir);
+    uint32_t nt = model_ntensors(t->m);
+    struct ckpt_tensor *ts = calloc((size_t)nt * 3, sizeof *ts);
+    char(*names)[64] = calloc((size_t)nt * 2, sizeof *names);
+    if (!ts || !names)
+        stage_fail(st, "out of memory writing a checkpoint");
+    const float *p = model_params(t->m);
+    for (uint32_t i = 0; i < nt; i++) {
+        const struct model_tensor *mt = model_tensor(t->m, i);
+        snprintf(names[2 * i], sizeof names[0], "adam.m.%s", mt->name);
+        snprintf(names[2 * i + 1], sizeof names[0], "adam.v.%s", mt->name);
+        const float *src[3] = {p + mt->offset, t->adam.m + mt->offset, t->adam.v + mt->offset};
+        const char *nm[3] = {mt->name, names[2 * i], names[2 * i + 1]};
+        for (int k = 0; k < 3; k++)
+            ts[k * nt + i] = (struct ckpt_tensor){.name = nm[k],
+                                                  .data = src[k],
+                                                  .dtype = "F32",
+                                                  .ndim = mt->ndim,
+                                                  .shape = {mt->shape[0], mt->shape[1]}};
+    }
+    char epoch_s[32], step_s[32], seed_s[32], model_s[256], rng_s[96];
+    snprintf(epoch_s, sizeof epoch_s, "%" PRIu32, epochs_done);
+    snprintf(step_s, sizeof step_s, "%" PRIu64, t->adam.step);
+    snprintf(seed_s, sizeof seed_s, "%" PRId64, st->cfg.train.seed);
+    snprintf(rng_s, sizeof rng_s, "counter-based: splitmix64 of (seed %" PRId64 ", epoch, rank, batch)",
+             st->cfg.train.seed);
+    model_text(&t->mc, model_s, sizeof model_s);
+    char *cfg_text = NULL;
+    size_t cfg_len;
+    if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    const char *meta[] = {"format", "sluice-checkpoint", "version", "1",   "epoch", epoch_s, "step",   step_s,
+                          "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text};
+    rc = ckpt_write(path, ts, nt * 3, meta, (uint32_t)(SL_ARRAY_LEN(meta) / 2), msg, sizeof msg);
+    if (rc)
+        stage_fail(st, "writing checkpoint: %s", msg);
+    free(cfg_text);
+    free(names);
+    free(ts);
+}
+
+static void load_checkpoint(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    const char *dir = st->cfg.train.checkpoint_dir;
+    char path[PATH_MAX], msg[1024], want[256];
+    uint32_t epoch;
+    if (ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg) != 0)
+        stage_fail(st, "--resume: %s", msg);
+    if (epoch != t->start_epoch)
+        stage_fail(st, "--resume: the newest checkpoint in %s is epoch %" PRIu32 ", the launcher asked for %" PRIu32, dir,
+                   epoch, t->start_epoch);
+    struct ckpt c;
+    if (ckpt_read(&c, path, msg, sizeof msg) != 0)
+        stage_fail(st, "--resume: %s", msg);
+    model_text(&t->mc, want, sizeof want);
+    const char *fmt = ckpt_meta(&c, "format"), *model = ckpt_meta(&c, "model"), *step = ckpt_meta(&c, "step");
+    if (!fmt || strcmp(fmt, "sluice-checkpoint") || !model || !step)
+        stage_fail(st, "--resume: %s is not a Sluice checkpoint (no format, model or step metadata)", path);
+    if (strcmp(model, want))
+        stage_fail(st, "--resume: %s holds a model with %s, but this configuration asks for %s; resume with the "
+                   "configuration it was made with, or start afresh without --resume",
+                   path, model, want);
+    float *p = model_params(t->m);
+    for (uint32_t i = 0; i < model_ntensors(t->m); i++) {
+        const struct model_tensor *mt = model_tensor(t->m, i);
+        char name[3][64];
+        snprintf(name[0], sizeof name[0], "%s", mt->name);
+        snprintf(name[1], sizeof name[1], "adam.m.%s", mt->name);
+        snprintf(name[2], sizeof name[2], "adam.v.%s", mt->name);
+        float *dst[3] = {p + mt->offset, t->adam.m + mt->offset, t->adam.v + mt->offset};
+        for (int k = 0; k < 3; k++) {
+            uint32_t ndim;
+            uint64_t shape[CKPT_MAX_NDIM];
+            const float *src = ckpt_find(&c, name[k], "F32", &ndim, shape);
+            if (!src || ndim != mt->ndim || shape[0] != mt->shape[0] || (ndim == 2 && shape[1] != mt->shape[1]))
+                stage_fail(st, "--resume: %s has no F32 tensor %s of shape [%" PRIu64 ", %" PRIu64 "]", path, name[k],
+                           mt->shape[0], mt->shape[1]);
+            memcpy(dst[k], src, mt->count * sizeof(float));
+        }
+    }
+    t->adam.step = strtoull(step, NULL, 10);
+    ckpt_free(&c);
+    stage_note(st, "resumed from %s (epoch %" PRIu32 ", step %" PRIu64 ")", path, epoch, t->adam.step);
+}
+
+/* ---- steps ------------------------------------------------------------------------------ */
+
+/* One optimizer step, identical on every rank: real = this rank has a
+ * batch's gradients in model_grads(), else it contributes nothing. */
+static void step(struct trainer *t, bool real, struct epoch *e)
+{
+    float *g = model_grads(t->m);
+    if (!t->has_ar) {
+        if (real)
+            adam_step(&t->adam, model_params(t->m), g);
+        return;
+    }
+    size_t n = t->nparams;
+    if (real)
+        memcpy(t->red, g, n * sizeof *g);
+    else
+        memset(t->red, 0, n * sizeof *g);
+    t->red[n] = real ? 1.0f : 0.0f;
+    double t0 = now_s();
+    for (;;) {
+        int rc = allreduce_sum(&t->ar, t->red, n + 1, STAGE_POLL_MS);
+        stage_heartbeat(&t->st);
+        if (rc == 0)
+            break;
+        if (rc == -EPIPE)
+            exit(0); /* a peer died: the launcher is tearing the run down */
+        if (rc != -ETIMEDOUT && rc != -EINTR)
+            stage_fail(&t->st, "gradient all-reduce: %s", strerror(-rc));
+    }
+    double dt = now_s() - t0;
+    e->reduce_s += dt;
+    metrics_add(&t->st.block->wait_ns, (uint64_t)(dt * 1e9));
+    float w = t->red[n];
+    if (w > 0) {
+        float inv = 1.0f / w;
+        for (size_t i = 0; i < n; i++)
+            t->red[i] *= inv;
+        adam_step(&t->adam, model_params(t->m), t->red);
+    }
+}
+
+/* Publishes epoch e once all of it is in (waiting, briefly, for the
+ * launcher to read the record window's old epoch). */
+static void maybe_publish(struct trainer *t, uint32_t e)
+{
+    struct epoch *ep = &t->ep[e];
+    const struct sampler_stream *s = &t->stream;
+    if (ep->published || ep->batches[BATCH_TRAIN] != s->nb[BATCH_TRAIN])
+        return;
+    if (sampler_stream_evaluates(s, e) && ep->batches[BATCH_VAL] != s->nb[BATCH_VAL])
+        return;
+    if (e + 1 == t->epochs && ep->batches[BATCH_TEST] != s->nb[BATCH_TEST])
+        return;
+    struct results_rec *rec;
+    while (!(rec = results_slot(&t->res, (uint32_t)t->st.args.rank, e))) {
+        stage_heartbeat(&t->st);
+        usleep(20000);
+    }
+    rec->loss_sum = ep->loss_sum;
+    rec->train_batches = ep->batches[BATCH_TRAIN];
+    rec->train_labelled = ep->labelled[BATCH_TRAIN];
+    rec->train_correct = ep->correct[BATCH_TRAIN];
+    rec->val_labelled = ep->labelled[BATCH_VAL];
+    rec->val_correct = ep->correct[BATCH_VAL];
+    rec->test_labelled = ep->labelled[BATCH_TEST];
+    rec->test_correct = ep->correct[BATCH_TEST];
+    double now = now_s();
+    rec->seconds = now - t->t_epoch;
+    rec->busy_s = ep->busy_s;
+    rec->reduce_s = ep->reduce_s;
+    results_publish(rec, e);
+    t->t_epoch = now;
+    ep->published = true;
+    t->published++;
+}
+
+/* One batch: forward (and for training batches backward and a step). */
+static void handle(struct trainer *t, const struct layout_desc *d)
+{
+    struct stage *st = &t->st;
+    char msg[1024];
+    struct batch_view v;
+    stage_view(st, d, 0, &v);
+    if (!(*v.flags & BATCH_ALIASED))
+        stage_fail(st, "batch %" PRIu64 " reached the trainer without feature-buffer slots", d->batch);
+    if (d->batch >= sampler_stream_len(&t->stream))
+        stage_fail(st, "batch %" PRIu64 " is past the end of this rank's stream (%" PRIu64 " batches)", d->batch,
+                   sampler_stream_len(&t->stream));
+    struct sampler_pos pos;
+    sampler_stream_at(&t->stream, d->batch, &pos);
+    if (pos.epoch != d->epoch || pos.split != v.h.split || pos.targets != batch_targets(&v))
+        stage_fail(st, "batch %" PRIu64 " is not what the stream says (epoch %" PRIu32 ", split %" PRIu32
+                   ", %" PRIu32 " targets)",
+                   d->batch, pos.epoch, pos.split, pos.targets);
+    uint64_t t0 = metrics_now_ns();
+    uint32_t n = batch_nodes(&v), b = batch_targets(&v), dim = t->mc.in_dim, classes = t->mc.classes;
+    t->x = grow(t, t->x, &t->x_cap, (size_t)n * dim, sizeof *t->x);
+    ops_gather_rows(t->x, featbuf_row(&st->fb, 0), st->fb.stride, v.alias, n, dim, t->f16);
+    t->logits = grow(t, t->logits, &t->logits_cap, (size_t)b * classes, sizeof(float));
+    t->dlogits = grow(t, t->dlogits, &t->dlogits_cap, (size_t)b * classes, sizeof(float));
+    bool train = pos.split == BATCH_TRAIN;
+    struct epoch *e = &t->ep[pos.epoch];
+    uint64_t dseed = sampler_batch_seed((uint64_t)st->cfg.train.seed ^ DROPOUT_SALT, pos.epoch,
+                                        (uint32_t)st->args.rank, d->batch);
+    if (model_forward(t->m, &v, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
+        stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
+    uint32_t labelled, correct;
+    float loss = model_loss(t->logits, v.labels, b, classes, train ? t->dlogits : NULL, &labelled, &correct);
+    e->batches[pos.split]++;
+    e->labelled[pos.split] += labelled;
+    e->correct[pos.split] += correct;
+    if (train) {
+        if (labelled && model_backward(t->m, t->dlogits, msg, sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
+        if (labelled)
+            e->loss_sum += (double)loss * labelled;
+        double busy = (double)(metrics_now_ns() - t0) / 1e9;
+        step(t, labelled > 0, e);
+        /* the rank's last training batch of the epoch: pad to the common step count */
+        if (e->batches[BATCH_TRAIN] == t->stream.nb[BATCH_TRAIN]) {
+            for (uint64_t k = t->stream.nb[BATCH_TRAIN]; k < t->steps_per_epoch; k++)
+                step(t, false, e);
+            e->trained = true;
+            if (st->args.rank == 0)
+                save_checkpoint(t, pos.epoch + 1);
+        }
+        e->busy_s += busy;
+    } else {
+        e->busy_s += (double)(metrics_now_ns() - t0) / 1e9;
+    }
+    metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
+    metrics_add(&st->block->items, 1);
+    maybe_publish(t, pos.epoch);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: gnn-trainer --run=ID --rank=R --ranks=N --run-dir=DIR --config=FILE --metrics-block=I\n"
+                "                   [--start-epoch=E] [--resume]\n\n"
+                "The training stage of a run (CPU). gnnlaunch starts it; see docs/training.md.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    static struct trainer t;
+    struct stage *st = &t.st;
+    char msg[1024], name[SHM_NAME_MAX];
+    stage_open(st, argc, argv, STAGE_NEED_FEATBUF);
+    const sl_dsfile *ff = &st->meta.f[SL_F_FEATURES];
+    t.f16 = ff->dtype == SL_DT_F16;
+    if (!st->fb.rows)
+        stage_fail(st, "the feature buffer holds no rows on the host (a GPU buffer needs the GPU trainer)");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = (int)SL_MAX(1, SL_MIN(16, (cpus > 0 ? cpus : 1) / st->args.ranks - 1));
+    ops_set_threads(threads);
+    trainer_model_config(&st->cfg, &st->meta, &t.mc);
+    if (model_create(&t.m, &t.mc, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    t.nparams = model_nparams(t.m);
+    if (adam_init(&t.adam, t.nparams, (float)st->cfg.train.lr) != 0)
+        stage_fail(st, "out of memory for Adam's moments");
+    uint32_t rank = (uint32_t)st->args.rank, ranks = (uint32_t)st->args.ranks;
+    if (ranks > 1) {
+        if (layout_allreduce_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
+            allreduce_attach(&t.ar, name, rank, msg, sizeof msg))
+            stage_fail(st, "%s", msg);
+        if (t.ar.max_floats < t.nparams + 1)
+            stage_fail(st, "the all-reduce holds %zu floats, the model needs %zu", t.ar.max_floats, t.nparams + 1);
+        t.has_ar = true;
+        t.red = malloc((t.nparams + 1) * sizeof *t.red);
+        if (!t.red)
+            stage_fail(st, "out of memory");
+    }
+    if (layout_results_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
+        results_attach(&t.res, name, msg, sizeof msg))
+        stage_fail(st, "%s", msg);
+    t.epochs = (uint32_t)st->cfg.train.epochs;
+    stage_stream(st, &t.stream);
+    uint64_t n_train = st->meta.f[SL_F_TRAIN].rows;
+    for (uint32_t r = 0; r < ranks; r++)
+        t.steps_per_epoch = SL_MAX(t.steps_per_epoch, sampler_batch_count(sampler_share_size(n_train, r, ranks),
+                                                                           st->plan.shape.batch_size));
+    t.ep = calloc(t.epochs, sizeof *t.ep);
+    if (!t.ep)
+        stage_fail(st, "out of memory for %" PRIu32 " epochs", t.epochs);
+    t.start_epoch = st->args.start_epoch;
+    if (st->args.resume || t.start_epoch > 0)
+        load_checkpoint(&t);
+    t.published = t.start_epoch;
+    for (uint32_t e = 0; e < t.start_epoch; e++)
+        t.ep[e].published = true;
+    stage_note(st, "%s model, %zu parameters, %d BLAS thread%s; %" PRIu64 " steps per epoch", 
+               sl_model_kind_name(st->cfg.model.kind), t.nparams, threads, threads == 1 ? "" : "s",
+               t.steps_per_epoch);
+    t.t_epoch = now_s();
+    struct layout_desc d;
+    while (stage_pop(st, &d) == 0) {
+        handle(&t, &d);
+        if (stage_push(st, &d) != 0)
+            break;
+    }
+    stage_end_output(st);
+    if (t.published != t.epochs)
+        stage_fail(st, "the batch stream ended after %" PRIu32 " of %" PRIu32 " epochs", t.published, t.epochs);
+    free(t.ep);
+    free(t.x);
+    free(t.logits);
+    free(t.dlogits);
+    free(t.red);
+    sampler_stream_free(&t.stream);
+    results_free(&t.res);
+    if (t.has_ar)
+        allreduce_free(&t.ar);
+    adam_free(&t.adam);
+    model_destroy(t.m);
+    stage_close(st);
+    return 0;
+}

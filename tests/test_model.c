@@ -1,0 +1,5 @@
+/* test_model.c - being written */
+int main(void)
+{
+    return 0;
+}

@@ -1,0 +1,5 @@
+/* test_ops.c - being written */
+int main(void)
+{
+    return 0;
+}
