@@ -466,7 +466,7 @@ int ckpt_read(struct ckpt *c, const char *path, char *err, size_t errlen)
     memset(c, 0, sizeof *c);
     json_t *root = NULL;
     int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         rc = -errno;
         return sl_errf(err, errlen, rc, "cannot open checkpoint %s: %s", path, strerror(-rc));

@@ -22,3 +22,6 @@ echo "demo: gnnprep check $data"
 echo
 echo "demo: gnnprep info $data"
 "$bin/gnnprep" info "$data"
+echo
+echo "demo: gnnlaunch --cpu configs/demo.toml (GraphSAGE, 3 epochs)"
+"$bin/gnnlaunch" --cpu configs/demo.toml

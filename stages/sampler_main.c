@@ -346,17 +346,9 @@ static int stage_main(int argc, char **argv)
     return 0;
 }
 
-static bool bench_mode(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--bench", 7) || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return true;
-    return argc < 2;
-}
-
 int main(int argc, char **argv)
 {
-    if (!bench_mode(argc, argv))
+    if (!stage_bench_mode(argc, argv))
         return stage_main(argc, argv);
     static const struct option opts[] = {
         {"bench", required_argument, NULL, 'b'},

@@ -70,6 +70,14 @@ static void attach_queue(struct stage *s, struct ring *r, int q)
         open_fail(s, "%s", err);
 }
 
+bool stage_bench_mode(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--bench", 7) || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return argc < 2;
+}
+
 void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
 {
     char err[2048], name[SHM_NAME_MAX];

@@ -53,6 +53,10 @@ struct stage {
     bool has_fb;
 };
 
+/* Whether a stage program's command line asks for its stage-only mode
+ * (--bench, --help, or no arguments) rather than the stage of a run. */
+bool stage_bench_mode(int argc, char **argv);
+
 /* Joins the run: everything listed above. Bad arguments or segments exit
  * 2 with a message (the launcher reports it); nothing to undo. */
 void stage_open(struct stage *s, int argc, char **argv, unsigned needs);

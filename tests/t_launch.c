@@ -64,6 +64,34 @@ void t_launch_alarm(int sig)
     _exit(1);
 }
 
+unsigned t_case_alarm_s = 120;
+
+int t_launch_case_setup(void **state)
+{
+    (void)state;
+    alarm(t_case_alarm_s);
+    return 0;
+}
+
+int t_launch_case_teardown(void **state)
+{
+    (void)state;
+    if (t_lpid > 0) {
+        kill(t_lpid, SIGKILL);
+        waitpid(t_lpid, NULL, 0);
+        t_lpid = 0;
+    }
+    alarm(0);
+    return 0;
+}
+
+int t_launch_group_teardown(void **state)
+{
+    (void)state;
+    t_rmrf(t_ldir);
+    return 0;
+}
+
 void t_slurp(const char *path, char *buf, size_t len)
 {
     buf[0] = '\0';

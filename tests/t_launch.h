@@ -38,6 +38,15 @@ struct t_kid {
     char cmdline[2048];
 };
 
+/* cmocka fixtures every launch test uses: t_launch_case_setup arms an
+ * alarm of t_case_alarm_s seconds (its handler is t_launch_alarm, which
+ * main installs); t_launch_case_teardown SIGKILLs a launcher a failed case
+ * left running and disarms it; t_launch_group_teardown removes t_ldir. */
+extern unsigned t_case_alarm_s;
+int t_launch_case_setup(void **state);
+int t_launch_case_teardown(void **state);
+int t_launch_group_teardown(void **state);
+
 /* Makes the scratch directory `name` and the paths above: 0 or -1. */
 int t_launch_setup(const char *name);
 

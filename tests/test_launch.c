@@ -521,52 +521,30 @@ static int group_setup(void **state)
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    t_rmrf(t_ldir);
-    return 0;
-}
-
-static int case_setup(void **state)
-{
-    alarm(CASE_ALARM_S);
-    return 0;
-}
-
-static int case_teardown(void **state)
-{
-    if (t_lpid > 0) {
-        kill(t_lpid, SIGKILL);
-        waitpid(t_lpid, NULL, 0);
-        t_lpid = 0;
-    }
-    alarm(0);
-    return 0;
-}
-
 int main(void)
 {
     signal(SIGALRM, t_launch_alarm);
+    t_case_alarm_s = CASE_ALARM_S;
     const char *seed = getenv("SLUICE_TEST_SEED");
     g_seed = seed ? (unsigned)strtoul(seed, NULL, 0) : (unsigned)time(NULL);
     g_seed0 = g_seed;
     fprintf(stderr, "test_launch: seed %u (SLUICE_TEST_SEED to repeat)\n", g_seed);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_usage, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_bad_config, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_missing_dataset, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_happy_one_rank, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_happy_two_ranks, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_argv_visible, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_arena_too_large, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_interrupt, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_kill_each_stage, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_stage_exits_3, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_stage_quits_early, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_hang_ignoring_sigterm, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_launcher_killed, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_control_status, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_control_stop, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_usage, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_dataset, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_happy_one_rank, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_happy_two_ranks, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_argv_visible, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_too_large, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_interrupt, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_kill_each_stage, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_stage_exits_3, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_stage_quits_early, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_hang_ignoring_sigterm, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_launcher_killed, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_control_status, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_control_stop, t_launch_case_setup, t_launch_case_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

@@ -178,43 +178,18 @@ static int group_setup(void **state)
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    t_rmrf(t_ldir);
-    return 0;
-}
-
-static int case_setup(void **state)
-{
-    (void)state;
-    alarm(CASE_ALARM_S);
-    return 0;
-}
-
-static int case_teardown(void **state)
-{
-    (void)state;
-    if (t_lpid > 0) {
-        kill(t_lpid, SIGKILL);
-        waitpid(t_lpid, NULL, 0);
-        t_lpid = 0;
-    }
-    alarm(0);
-    return 0;
-}
-
 int main(void)
 {
     signal(SIGALRM, t_launch_alarm);
+    t_case_alarm_s = CASE_ALARM_S;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_one_rank_direct, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_two_ranks_ordered_buffered, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_mmap, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_pread_fallback, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_small_rows_f16, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_file_truncated_under_us, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_buffer_below_reserve, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_one_rank_direct, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_two_ranks_ordered_buffered, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_mmap, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_pread_fallback, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_small_rows_f16, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_file_truncated_under_us, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_below_reserve, t_launch_case_setup, t_launch_case_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

@@ -274,42 +274,17 @@ static int group_setup(void **state)
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    (void)state;
-    t_rmrf(t_ldir);
-    return 0;
-}
-
-static int case_setup(void **state)
-{
-    (void)state;
-    alarm(CASE_ALARM_S);
-    return 0;
-}
-
-static int case_teardown(void **state)
-{
-    (void)state;
-    if (t_lpid > 0) {
-        kill(t_lpid, SIGKILL);
-        waitpid(t_lpid, NULL, 0);
-        t_lpid = 0;
-    }
-    alarm(0);
-    return 0;
-}
-
 int main(void)
 {
     signal(SIGALRM, t_launch_alarm);
+    t_case_alarm_s = CASE_ALARM_S;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_sage_learns, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_deterministic, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_resume_after_kill, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_permuted_labels_chance, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_two_ranks, case_setup, case_teardown),
-        cmocka_unit_test_setup_teardown(test_resume_refused, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_sage_learns, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
