@@ -344,9 +344,10 @@ mutex_err:
     return -rc;
 }
 
-int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen)
+/* Binds fb to mem, keeping fb->seg (create and attach map first). */
+static int bind_mem(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen)
 {
-    struct shm_seg keep = fb->seg; /* create/attach bind after mapping */
+    struct shm_seg keep = fb->seg;
     memset(fb, 0, sizeof *fb);
     fb->seg = keep;
     struct featbuf_hdr *h = mem;
@@ -379,6 +380,12 @@ int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t er
     return 0;
 }
 
+int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen)
+{
+    memset(fb, 0, sizeof *fb); /* memory the caller owns: no segment to unmap later */
+    return bind_mem(fb, mem, len, err, errlen);
+}
+
 int featbuf_create(struct featbuf *fb, const char *run_id, const char *object, const struct featbuf_params *p,
                    char *err, size_t errlen)
 {
@@ -393,7 +400,7 @@ int featbuf_create(struct featbuf *fb, const char *run_id, const char *object, c
         return rc;
     rc = featbuf_mem_format(fb->seg.data, fb->seg.data_size, p, err, errlen);
     if (rc == 0)
-        rc = featbuf_init(fb, fb->seg.data, fb->seg.data_size, err, errlen);
+        rc = bind_mem(fb, fb->seg.data, fb->seg.data_size, err, errlen);
     if (rc) {
         char name[SHM_NAME_MAX];
         memcpy(name, fb->seg.name, sizeof name);
@@ -408,7 +415,7 @@ int featbuf_attach(struct featbuf *fb, const char *name, char *err, size_t errle
     memset(fb, 0, sizeof *fb);
     int rc = shm_seg_attach(&fb->seg, name, SHM_KIND_FEATBUF, 0, err, errlen);
     if (rc == 0)
-        rc = featbuf_init(fb, fb->seg.data, fb->seg.data_size, err, errlen);
+        rc = bind_mem(fb, fb->seg.data, fb->seg.data_size, err, errlen);
     if (rc)
         featbuf_free(fb);
     return rc;
