@@ -60,8 +60,8 @@ size_t ckpt_dtype_size(const char *dtype);
  * -EINVAL for a bad argument (duplicate or reserved name, unknown dtype,
  * size overflow), or the -errno of the failing call, with a message naming
  * path; on failure nothing new is left behind. */
-int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const char *const *meta_kv,
-               uint32_t nmeta, char *err, size_t errlen);
+int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const char *const *meta_kv, uint32_t nmeta,
+               char *err, size_t errlen);
 
 /* A parsed entry of the header (read-only for callers). */
 struct ckpt_entry {

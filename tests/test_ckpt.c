@@ -4,15 +4,15 @@
  * safetensors package wrote (tests/fixtures/ckpt); every kind of damage
  * rejected with a message naming the file and entry; atomic replacement
  * (read-only directory, a write that fails half way); ckpt_latest. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <dirent.h>
 
-#include "t_util.h"
 #include "core/util.h"
 #include "ops/ckpt.h"
+#include "t_util.h"
 
 static char err[2048];
 
@@ -397,7 +397,8 @@ static const struct bad_case {
     {"not an object", "[1, 2]", 0, "does not start with '{'", NULL},
     {"not UTF-8", "{\"\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "header JSON", NULL},
     {"duplicate names", "{" A8 "," A8 "}", 8, "duplicate", "\"a\""},
-    {"wrong dtype", "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'w'", "unknown dtype 'F33'"},
+    {"wrong dtype", "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'w'",
+     "unknown dtype 'F33'"},
     {"lower-case dtype", "{\"w\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'w'", "dtype"},
     {"dtype not a string", "{\"w\":{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'w'", "dtype"},
     {"no dtype", "{\"w\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'w'", "dtype"},
@@ -424,8 +425,9 @@ static const struct bad_case {
      "end before"},
     {"offsets out of range", "{" A8 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 12,
      "entry 'b'", "run past the end"},
-    {"huge offsets", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[9223372036854775800,9223372036854775807]}}",
-     8, "entry 'w'", "run past the end"},
+    {"huge offsets",
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[9223372036854775800,9223372036854775807]}}", 8,
+     "entry 'w'", "run past the end"},
     {"overlapping offsets", "{" A8 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "entry 'b'",
      "overlap those of entry 'a'"},
     {"same offsets", "{" A8 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry '",
@@ -434,12 +436,12 @@ static const struct bad_case {
      "entry 'a'", "overlap"},
     {"hole", "{" A8 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, "entry 'b'",
      "[8, 12) of the data buffer unused"},
-    {"not starting at 0", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "entry 'w'",
-     "unused"},
+    {"not starting at 0", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "entry 'w'", "unused"},
     {"trailing bytes", "{" A8 "}", 24, "16 bytes after them", NULL},
     {"data without entries", "{}", 8, "8 bytes after them", NULL},
-    {"misaligned", "{\"u\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},\"f\":{\"dtype\":\"F32\",\"shape\":[1],"
-                   "\"data_offsets\":[2,6]}}",
+    {"misaligned",
+     "{\"u\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},\"f\":{\"dtype\":\"F32\",\"shape\":[1],"
+     "\"data_offsets\":[2,6]}}",
      6, "entry 'f'", "not aligned"},
     {"metadata not an object", "{\"__metadata__\":[1]," A8 "}", 8, "__metadata__", NULL},
     {"metadata value not a string", "{\"__metadata__\":{\"epoch\":3}," A8 "}", 8, "__metadata__", "'epoch'"},
@@ -797,9 +799,9 @@ static void test_latest(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_independent_reader),
-        cmocka_unit_test(test_python_fixture),  cmocka_unit_test(test_damage),
-        cmocka_unit_test(test_write_args),      cmocka_unit_test(test_atomic_replace),
+        cmocka_unit_test(test_round_trip),          cmocka_unit_test(test_independent_reader),
+        cmocka_unit_test(test_python_fixture),      cmocka_unit_test(test_damage),
+        cmocka_unit_test(test_write_args),          cmocka_unit_test(test_atomic_replace),
         cmocka_unit_test(test_atomic_readonly_dir), cmocka_unit_test(test_latest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
