@@ -3,7 +3,7 @@
 # Safe to run again: it installs only what is missing. Needs root or sudo.
 #
 #   scripts/install-deps.sh          # build + test dependencies
-#   scripts/install-deps.sh --bench  # also the benchmark tools (fio, gnuplot)
+#   scripts/install-deps.sh --bench  # also the benchmark tools (fio, gnuplot, GNU time)
 set -euo pipefail
 
 pkgs=(
@@ -19,7 +19,7 @@ pkgs=(
     clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz) and their smoke test
 )
 if [[ "${1:-}" == "--bench" ]]; then
-    pkgs+=(fio gnuplot-nox)
+    pkgs+=(fio gnuplot-nox time)
 fi
 
 missing=()
