@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "ipc/shm.h"
 #include "launcher/config.h"
@@ -69,7 +70,13 @@ struct launch {
     uint64_t epochs_done; /* epochs printed (resumed ones included) */
     double val_acc, test_acc;
     bool have_test;
-    double busy0[LAYOUT_STAGES], wait0[LAYOUT_STAGES]; /* stage seconds at the last line */
+    double busy0[LAYOUT_STAGES], wait0[LAYOUT_STAGES]; /* stage seconds at the last epoch line */
+    uint64_t bytes0, io0;                              /* extractor bytes and reads at the last epoch line */
+    uint64_t batches_total;                            /* batches the trainers handle in this run */
+    bool tty, live;                                    /* stdout is a terminal; a live line is showing */
+    double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
+    uint64_t items_last, bytes_last;
+    FILE *metrics_out; /* --metrics, while open */
 };
 
 /* Supervises a running launch until every stage has been reaped (the loop
@@ -81,7 +88,10 @@ int supervise(struct launch *l);
  * an effect; it records outcome and cause. */
 void launch_stop(struct launch *l, enum launch_outcome outcome, const char *cause);
 
-/* Prints the epoch lines every rank has published (stdout). */
+/* Before the supervision loop: counts the run's batches, opens --metrics. */
+void progress_start(struct launch *l);
+/* Prints the epoch lines every rank has published (stdout), the progress
+ * line and the --metrics records. */
 void progress_poll(struct launch *l);
 /* At the end: the remaining epoch lines and, for a run that completed,
  * the final test_acc=... line. */

@@ -563,6 +563,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gnnlaunch: run %s: %d rank%s x %d stages started; run directory %s; control %s\n", l->run_id,
                 l->ranks, l->ranks == 1 ? "" : "s", LAYOUT_STAGES, l->dir.path, l->ctl.rep_endpoint);
     }
+    progress_start(l);
     code = supervise(l);
     int nchildren = l->nchildren;
     progress_final(l);

@@ -1,32 +1,53 @@
-/* progress.c - the training lines gnnlaunch prints on stdout (DESIGN.md
- * section 7): one summary line per epoch, once every rank's trainer has
- * published the epoch in the results page (ipc/results.h), and the final
- * line of a successful run,
+/* progress.c - what gnnlaunch tells the user while a run trains
+ * (DESIGN.md section 7; docs/metrics.md):
  *
- *     test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>
+ *   - on stdout, one summary line per epoch, once every rank's trainer has
+ *     published the epoch in the results page (ipc/results.h), and the
+ *     final line of a successful run,
+ *         test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>
+ *     which is the last line on stdout (stages write only to stderr);
+ *   - while an epoch runs, a progress line: live (rewritten in place) when
+ *     stdout is a terminal, else a plain line every PLAIN_EVERY_S seconds;
+ *   - with --metrics FILE, one JSON object per process per second and one
+ *     per epoch, and a final one (schema in docs/metrics.md).
  *
- * which is the last line on stdout (stages write only to stderr). Per-stage
- * busy and wait seconds in an epoch line are the metrics page's counters,
- * summed over ranks, since the previous line. Called from the supervision
- * loop once a second and once at the end. */
+ * Per-stage busy and wait seconds in an epoch line are the metrics page's
+ * counters, summed over ranks and threads, since the previous line. Called
+ * from the supervision loop once a second and once at the end; only the
+ * launcher's main thread runs it. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "launcher/launch.h"
+#include "stages/sampler.h"
+#include "stages/stage.h"
 
-static void stage_times(const struct launch *l, double busy[LAYOUT_STAGES], double wait[LAYOUT_STAGES])
+#define PLAIN_EVERY_S 10.0
+
+/* Sums of one counter over the ranks, per stage. */
+struct stage_sums {
+    double busy[LAYOUT_STAGES], wait[LAYOUT_STAGES];
+    uint64_t items[LAYOUT_STAGES], bytes[LAYOUT_STAGES], io_ops[LAYOUT_STAGES];
+};
+
+static void sums(const struct launch *l, struct stage_sums *s)
 {
-    for (int s = 0; s < LAYOUT_STAGES; s++)
-        busy[s] = wait[s] = 0;
+    memset(s, 0, sizeof *s);
     for (int r = 0; r < l->ranks; r++)
-        for (int s = 0; s < LAYOUT_STAGES; s++) {
-            const struct metrics_block *b = metrics_block(&l->layout.metrics, layout_block(r, (enum layout_stage)s));
+        for (int k = 0; k < LAYOUT_STAGES; k++) {
+            const struct metrics_block *b = metrics_block(&l->layout.metrics, layout_block(r, (enum layout_stage)k));
             if (!b)
                 continue;
-            busy[s] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
-            wait[s] += (double)atomic_load_explicit(&b->wait_ns, memory_order_relaxed) / 1e9;
+            s->busy[k] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
+            s->wait[k] += (double)atomic_load_explicit(&b->wait_ns, memory_order_relaxed) / 1e9;
+            s->items[k] += atomic_load_explicit(&b->items, memory_order_relaxed);
+            s->bytes[k] += atomic_load_explicit(&b->bytes, memory_order_relaxed);
+            s->io_ops[k] += atomic_load_explicit(&b->io_ops, memory_order_relaxed);
         }
 }
 
@@ -35,33 +56,185 @@ static double ratio(uint64_t a, uint64_t b)
     return b ? (double)a / (double)b : NAN;
 }
 
+/* A JSON number, or null for NaN and infinities. */
+static void jnum(FILE *f, const char *key, double v, bool comma)
+{
+    if (isfinite(v))
+        fprintf(f, "\"%s\":%.6g%s", key, v, comma ? "," : "");
+    else
+        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+void progress_start(struct launch *l)
+{
+    l->tty = isatty(STDOUT_FILENO) == 1;
+    l->val_acc = NAN;
+    l->t_plain = sl_now();
+    /* batches the trainers will handle in this run, over all ranks */
+    sl_dataset_meta m;
+    char msg[512];
+    if (sl_meta_read(l->cfg.dataset.path, &m, false, msg, sizeof msg) == 0) {
+        uint64_t n[BATCH_SPLITS] = {m.f[SL_F_TRAIN].present ? m.f[SL_F_TRAIN].rows : 0,
+                                    m.f[SL_F_VAL].present ? m.f[SL_F_VAL].rows : 0,
+                                    m.f[SL_F_TEST].present ? m.f[SL_F_TEST].rows : 0};
+        for (int r = 0; r < l->ranks; r++) {
+            struct sampler_stream s;
+            if (sampler_stream_init(&s, n, (uint32_t)r, (uint32_t)l->ranks, (uint64_t)l->cfg.train.batch_size,
+                                    (uint32_t)l->cfg.train.epochs, (uint32_t)l->cfg.train.eval_every, msg,
+                                    sizeof msg) != 0)
+                continue;
+            l->batches_total += sampler_stream_len(&s) - s.start[l->start_epoch];
+            sampler_stream_free(&s);
+        }
+    }
+    if (l->metrics_file[0]) {
+        l->metrics_out = fopen(l->metrics_file, "we");
+        if (!l->metrics_out)
+            fprintf(stderr, "gnnlaunch: warning: cannot write --metrics %s: %s; continuing without it\n",
+                    l->metrics_file, strerror(errno));
+    }
+}
+
+/* One {"type":"process"} object per stage process. */
+static void metrics_processes(struct launch *l, double t)
+{
+    FILE *f = l->metrics_out;
+    uint64_t now = metrics_now_ns();
+    for (int r = 0; r < l->ranks; r++)
+        for (int k = 0; k < LAYOUT_STAGES; k++) {
+            const struct metrics_block *b = metrics_block(&l->layout.metrics, layout_block(r, (enum layout_stage)k));
+            if (!b)
+                continue;
+            uint64_t hb = atomic_load_explicit(&b->heartbeat_ns, memory_order_relaxed);
+            static const char *const states[] = {"starting", "running", "done", "failed"};
+            uint32_t st = atomic_load_explicit(&b->state, memory_order_acquire);
+            fprintf(f, "{\"type\":\"process\",\"t\":%.3f,\"stage\":\"%s\",\"rank\":%d,\"pid\":%d,\"state\":\"%s\",", t,
+                    layout_stage_name((enum layout_stage)k), r, atomic_load_explicit(&b->pid, memory_order_relaxed),
+                    st < 4 ? states[st] : "unknown");
+            fprintf(f,
+                    "\"busy_s\":%.6f,\"wait_s\":%.6f,\"items\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"io_ops\":%" PRIu64
+                    ",\"errors\":%" PRIu64 ",",
+                    (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9,
+                    (double)atomic_load_explicit(&b->wait_ns, memory_order_relaxed) / 1e9,
+                    atomic_load_explicit(&b->items, memory_order_relaxed),
+                    atomic_load_explicit(&b->bytes, memory_order_relaxed),
+                    atomic_load_explicit(&b->io_ops, memory_order_relaxed),
+                    atomic_load_explicit(&b->errors, memory_order_relaxed));
+            jnum(f, "heartbeat_age_s", hb && now > hb ? (double)(now - hb) / 1e9 : NAN, false);
+            fputs("}\n", f);
+        }
+    fflush(f);
+}
+
+/* The progress line: batches done / total, rate, ETA, MB/s read, queues. */
+static void progress_line(struct launch *l, const struct stage_sums *s, double now)
+{
+    uint64_t done = s->items[LAYOUT_TRAINER];
+    double dt = now - l->t_last, rate = 0, mbps = 0;
+    if (l->t_last > 0 && dt > 0) {
+        rate = (double)(done - SL_MIN(done, l->items_last)) / dt;
+        mbps = (double)(s->bytes[LAYOUT_EXTRACTOR] - SL_MIN(s->bytes[LAYOUT_EXTRACTOR], l->bytes_last)) / dt / 1e6;
+    }
+    l->rate = l->rate > 0 ? 0.7 * l->rate + 0.3 * rate : rate;
+    l->t_last = now;
+    l->items_last = done;
+    l->bytes_last = s->bytes[LAYOUT_EXTRACTOR];
+    uint64_t q[LAYOUT_QUEUES] = {0}, cap[LAYOUT_QUEUES] = {0};
+    for (int r = 0; r < l->ranks; r++)
+        for (int k = 0; k < LAYOUT_QUEUES; k++) {
+            struct ring *ring = layout_queue(&l->layout, r, (enum layout_queue)k);
+            if (ring) {
+                q[k] += ring_count(ring);
+                cap[k] += ring->capacity;
+            }
+        }
+    char eta[32] = "?";
+    if (l->rate > 0 && l->batches_total >= done) {
+        double secs = (double)(l->batches_total - done) / l->rate;
+        snprintf(eta, sizeof eta, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
+    }
+    char line[256];
+    snprintf(line, sizeof line,
+             "epoch %" PRIu64 "/%" PRId64 ": batch %" PRIu64 "/%" PRIu64 "  %.1f batches/s  ETA %s  read %.1f MB/s  "
+             "queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
+             SL_MIN(l->next_epoch + 1, (uint64_t)l->cfg.train.epochs), l->cfg.train.epochs, done, l->batches_total,
+             l->rate, eta, mbps, q[LAYOUT_Q_EXTRACT], cap[LAYOUT_Q_EXTRACT], q[LAYOUT_Q_TRAIN], cap[LAYOUT_Q_TRAIN]);
+    if (l->tty) {
+        printf("\r\033[K%s", line);
+        l->live = true;
+    } else if (now - l->t_plain >= PLAIN_EVERY_S) {
+        printf("%s\n", line);
+        l->t_plain = now;
+    }
+    fflush(stdout);
+}
+
+static void clear_live(struct launch *l)
+{
+    if (l->live) {
+        printf("\r\033[K");
+        l->live = false;
+    }
+}
+
 void progress_poll(struct launch *l)
 {
     struct results *res = &l->layout.results;
     if (!res->hdr)
         return;
+    double now = sl_now();
+    if (l->metrics_out)
+        metrics_processes(l, now - l->t_start);
     struct results_rec sum;
     while (l->next_epoch < (uint64_t)l->cfg.train.epochs && results_epoch(res, l->next_epoch, &sum)) {
         uint64_t e = l->next_epoch;
+        struct stage_sums s;
+        sums(l, &s);
         double busy[LAYOUT_STAGES], wait[LAYOUT_STAGES];
-        stage_times(l, busy, wait);
+        for (int k = 0; k < LAYOUT_STAGES; k++) {
+            busy[k] = s.busy[k] - l->busy0[k];
+            wait[k] = s.wait[k] - l->wait0[k];
+        }
+        double loss = sum.train_labelled ? sum.loss_sum / (double)sum.train_labelled : NAN;
+        double train_acc = ratio(sum.train_correct, sum.train_labelled);
+        double val_acc = sum.val_labelled ? ratio(sum.val_correct, sum.val_labelled) : NAN;
         char val[32] = "";
         if (sum.val_labelled) {
-            l->val_acc = ratio(sum.val_correct, sum.val_labelled);
-            snprintf(val, sizeof val, " val_acc=%.4f", l->val_acc);
+            l->val_acc = val_acc;
+            snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
         }
+        uint64_t read = s.bytes[LAYOUT_EXTRACTOR] - l->bytes0, ios = s.io_ops[LAYOUT_EXTRACTOR] - l->io0;
+        clear_live(l);
         printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
                "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
-               "(all-reduce %.1f)\n",
-               e + 1, l->cfg.train.epochs, sum.train_labelled ? sum.loss_sum / (double)sum.train_labelled : NAN,
-               ratio(sum.train_correct, sum.train_labelled), val, sum.seconds, busy[0] - l->busy0[0],
-               busy[1] - l->busy0[1], busy[2] - l->busy0[2], busy[3] - l->busy0[3], wait[0] - l->wait0[0],
-               wait[1] - l->wait0[1], wait[2] - l->wait0[2], sum.reduce_s);
+               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads\n",
+               e + 1, l->cfg.train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
+               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios);
         fflush(stdout);
-        for (int s = 0; s < LAYOUT_STAGES; s++) {
-            l->busy0[s] = busy[s];
-            l->wait0[s] = wait[s];
+        if (l->metrics_out) {
+            FILE *f = l->metrics_out;
+            fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",", now - l->t_start,
+                    e + 1, l->cfg.train.epochs);
+            jnum(f, "loss", loss, true);
+            jnum(f, "train_acc", train_acc, true);
+            jnum(f, "val_acc", val_acc, true);
+            if (sum.test_labelled)
+                jnum(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
+            fprintf(f, "\"seconds\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64 ",\"read_ops\":%" PRIu64
+                       ",\"stages\":{",
+                    sum.seconds, sum.reduce_s, read, ios);
+            for (int k = 0; k < LAYOUT_STAGES; k++)
+                fprintf(f, "%s\"%s\":{\"busy_s\":%.6f,\"wait_s\":%.6f}", k ? "," : "",
+                        layout_stage_name((enum layout_stage)k), busy[k], wait[k]);
+            fputs("}}\n", f);
+            fflush(f);
         }
+        for (int k = 0; k < LAYOUT_STAGES; k++) {
+            l->busy0[k] = s.busy[k];
+            l->wait0[k] = s.wait[k];
+        }
+        l->bytes0 = s.bytes[LAYOUT_EXTRACTOR];
+        l->io0 = s.io_ops[LAYOUT_EXTRACTOR];
         if (sum.test_labelled) {
             l->test_acc = ratio(sum.test_correct, sum.test_labelled);
             l->have_test = true;
@@ -70,19 +243,37 @@ void progress_poll(struct launch *l)
         results_consume(res, e);
         l->next_epoch++;
     }
+    if (l->phase == LAUNCH_RUNNING && l->next_epoch < (uint64_t)l->cfg.train.epochs) {
+        struct stage_sums s;
+        sums(l, &s);
+        progress_line(l, &s, now);
+    }
 }
 
 void progress_final(struct launch *l)
 {
     progress_poll(l);
-    if (l->outcome != LAUNCH_OK || !l->layout.results.hdr)
-        return;
-    if (l->epochs_done != (uint64_t)l->cfg.train.epochs) {
+    clear_live(l);
+    fflush(stdout);
+    bool complete = l->outcome == LAUNCH_OK && l->layout.results.hdr;
+    if (complete && l->epochs_done != (uint64_t)l->cfg.train.epochs) {
         fprintf(stderr, "gnnlaunch: warning: the trainers published %" PRIu64 " of %" PRId64 " epochs\n",
                 l->epochs_done - l->start_epoch, l->cfg.train.epochs - l->start_epoch);
-        return;
+        complete = false;
     }
-    printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", l->have_test ? l->test_acc : NAN,
-           l->val_acc, l->epochs_done, sl_now() - l->t_start);
-    fflush(stdout);
+    double secs = sl_now() - l->t_start;
+    double test = l->have_test ? l->test_acc : NAN;
+    if (l->metrics_out) {
+        FILE *f = l->metrics_out;
+        fprintf(f, "{\"type\":\"final\",\"t\":%.3f,\"complete\":%s,", secs, complete ? "true" : "false");
+        jnum(f, "test_acc", test, true);
+        jnum(f, "val_acc", l->val_acc, true);
+        fprintf(f, "\"epochs\":%" PRIu64 ",\"seconds\":%.3f}\n", l->epochs_done, secs);
+        fclose(f);
+        l->metrics_out = NULL;
+    }
+    if (complete) {
+        printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", test, l->val_acc, l->epochs_done, secs);
+        fflush(stdout);
+    }
 }

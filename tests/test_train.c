@@ -21,6 +21,7 @@
 #include <math.h>
 #include <signal.h>
 
+#include "core/util.h"
 #include "ops/ckpt.h"
 #include "t_launch.h"
 
@@ -211,6 +212,68 @@ static void test_two_ranks(void **state)
         fail_msg("two ranks reached only test_acc=%.3f", acc);
 }
 
+/* --metrics: every line a JSON object of a documented type with its keys;
+ * one epoch object per epoch, in order; the final object last. */
+static void test_metrics_file(void **state)
+{
+    (void)state;
+    char ck[1300], set[1400], path[1300];
+    snprintf(ck, sizeof ck, "%s/ck-metrics", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    snprintf(path, sizeof path, "%s/run.jsonl", t_ldir);
+    struct t_proc r;
+    run(&r, (const char *[]){g_cfg, "--set", set, "--metrics", path, NULL}, 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    int epochs = 0, finals = 0, procs[4] = {0}, n = 0;
+    bool final_last = false;
+    static const char *const stages[] = {"sampler", "extractor", "trainer", "releaser"};
+    static const char *const epoch_keys[] = {"\"t\":",        "\"loss\":",     "\"train_acc\":", "\"val_acc\":",
+                                             "\"seconds\":",  "\"read_bytes\":", "\"stages\":{",  "\"busy_s\":"};
+    static const char *const proc_keys[] = {"\"t\":",     "\"rank\":0", "\"pid\":",    "\"state\":",
+                                            "\"busy_s\":", "\"wait_s\":", "\"items\":", "\"heartbeat_age_s\":"};
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        line[strcspn(line, "\n")] = '\0';
+        if (!t_json_valid(line))
+            fail_msg("line %d of %s is not JSON: %s", n, path, line);
+        final_last = false;
+        if (strstr(line, "{\"type\":\"epoch\",") == line) {
+            char want[32];
+            snprintf(want, sizeof want, "\"epoch\":%d,", ++epochs);
+            assert_non_null(strstr(line, want));
+            for (size_t i = 0; i < SL_ARRAY_LEN(epoch_keys); i++)
+                if (!strstr(line, epoch_keys[i]))
+                    fail_msg("epoch object lacks %s: %s", epoch_keys[i], line);
+        } else if (strstr(line, "{\"type\":\"process\",") == line) {
+            for (size_t i = 0; i < SL_ARRAY_LEN(proc_keys); i++)
+                if (!strstr(line, proc_keys[i]))
+                    fail_msg("process object lacks %s: %s", proc_keys[i], line);
+            for (int k = 0; k < 4; k++) {
+                char want[64];
+                snprintf(want, sizeof want, "\"stage\":\"%s\"", stages[k]);
+                procs[k] += strstr(line, want) != NULL;
+            }
+        } else if (strstr(line, "{\"type\":\"final\",\"t\":") == line) {
+            finals++;
+            final_last = true;
+            assert_non_null(strstr(line, "\"complete\":true"));
+            assert_non_null(strstr(line, "\"test_acc\":0."));
+            assert_non_null(strstr(line, "\"epochs\":3,"));
+        } else {
+            fail_msg("line %d of %s has no known type: %s", n, path, line);
+        }
+    }
+    fclose(f);
+    assert_int_equal(epochs, 3);
+    assert_int_equal(finals, 1);
+    assert_true(final_last);
+    for (int k = 0; k < 4; k++)
+        if (procs[k] < 1)
+            fail_msg("no process object for the %s", stages[k]);
+}
+
 static void test_resume_refused(void **state)
 {
     (void)state;
@@ -285,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
