@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -65,12 +66,19 @@ void control_open(struct control *c, const char *run_dir)
     ZMQ_CHECK(zmq_bind(c->pub, c->pub_endpoint));
 }
 
+/* How long closing waits for a reply still queued on the REP socket: the
+ * answer to "stop" is often still there when the run has already ended. */
+#define CONTROL_LINGER_MS 1000
+
 void control_close(struct control *c)
 {
     if (!c)
         return;
-    if (c->rep)
+    if (c->rep) {
+        int linger = CONTROL_LINGER_MS;
+        zmq_setsockopt(c->rep, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(c->rep);
+    }
     if (c->pub)
         zmq_close(c->pub);
     if (c->ctx)
@@ -181,6 +189,73 @@ static void process_json(struct sbuf *b, const struct spawn_child *c, const stru
               m->busy_ns, m->wait_ns, m->items, m->bytes, m->io_ops, m->errors, age);
 }
 
+/* featbuf_stats_try attempts before a snapshot gives up on a rank's
+ * feature buffer, FEATBUF_RETRY_NS apart (about 1 ms in all; the lock is
+ * held for well under a microsecond unless its holder is stopped). */
+#define FEATBUF_TRIES 20
+#define FEATBUF_RETRY_NS 50000L
+
+static int featbuf_peek(struct featbuf *fb, struct featbuf_stats *st)
+{
+    for (int i = 1;; i++) {
+        int rc = featbuf_stats_try(fb, st);
+        if (rc != -EBUSY || i == FEATBUF_TRIES)
+            return rc;
+        nanosleep(&(struct timespec){.tv_nsec = FEATBUF_RETRY_NS}, NULL);
+    }
+}
+
+/* {"rank", "queues": {"extract"|"train"|"release": {"used", "capacity",
+ * "closed"}}, "featbuf": {...} or null} of one rank. */
+static void rank_json(struct sbuf *b, const struct launch *l, int rank)
+{
+    sb_printf(b, "{\"rank\":%d,\"queues\":{", rank);
+    for (int q = 0; q < LAYOUT_QUEUES; q++) {
+        struct ring *r = layout_queue(&l->layout, rank, (enum layout_queue)q);
+        sb_printf(b, "%s\"%s\":", q ? "," : "", layout_queue_name((enum layout_queue)q));
+        if (r)
+            sb_printf(b, "{\"used\":%" PRIu64 ",\"capacity\":%" PRIu32 ",\"closed\":%s}",
+                      SL_MIN(ring_count(r), (uint64_t)r->capacity), r->capacity, ring_is_closed(r) ? "true" : "false");
+        else
+            sb_printf(b, "null");
+    }
+    sb_printf(b, "},\"featbuf\":");
+    struct featbuf *fb = layout_featbuf(&l->layout, rank);
+    struct featbuf_stats st;
+    if (fb && featbuf_peek(fb, &st) == 0)
+        sb_printf(b,
+                  "{\"slots\":%" PRIu32 ",\"standby\":%" PRIu32 ",\"hits\":%" PRIu64 ",\"waits\":%" PRIu64
+                  ",\"loads\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"failed\":%" PRIu64 "}}",
+                  fb->nslots, st.standby, st.hits, st.waits, st.loads, st.evictions, st.failed);
+    else
+        sb_printf(b, "null}");
+}
+
+/* {"current", "total", "done", "start", "published": [per rank]}. */
+static void epoch_json(struct sbuf *b, const struct launch *l)
+{
+    uint64_t total = l->cfg.train.epochs > 0 ? (uint64_t)l->cfg.train.epochs : 0;
+    uint64_t pub[LAYOUT_RANKS_MAX], least = l->epochs_done;
+    int n = 0;
+    const struct results *res = &l->layout.results;
+    for (; res->hdr && n < l->ranks && n < LAYOUT_RANKS_MAX && (uint32_t)n < res->hdr->ranks; n++) {
+        /* the records past the printed ones that rank n has filled */
+        uint64_t e = l->next_epoch, w = res->hdr->window;
+        while (e < total && e < l->next_epoch + w &&
+               atomic_load_explicit(&res->recs[(uint64_t)n * w + e % w].seq, memory_order_acquire) == e + 1)
+            e++;
+        pub[n] = e;
+        least = n ? SL_MIN(least, e) : e;
+    }
+    sb_printf(b,
+              "{\"current\":%" PRIu64 ",\"total\":%" PRIu64 ",\"done\":%" PRIu64 ",\"start\":%" PRIu32
+              ",\"published\":[",
+              SL_MIN(least + 1, total), total, l->epochs_done, l->start_epoch);
+    for (int k = 0; k < n; k++)
+        sb_printf(b, "%s%" PRIu64, k ? "," : "", pub[k]);
+    sb_printf(b, "]}");
+}
+
 char *control_snapshot_json(const struct launch *l, size_t *len)
 {
     struct sbuf b = {0};
@@ -201,6 +276,14 @@ char *control_snapshot_json(const struct launch *l, size_t *len)
         if (i)
             sb_printf(&b, ",");
         process_json(&b, c, blk < got ? &snap[blk] : NULL, now_ns);
+    }
+    sb_printf(&b, "],\"epoch\":");
+    epoch_json(&b, l);
+    sb_printf(&b, ",\"rank_stats\":[");
+    for (int r = 0; r < l->ranks; r++) {
+        if (r)
+            sb_printf(&b, ",");
+        rank_json(&b, l, r);
     }
     sb_printf(&b, "]}");
     free(snap);

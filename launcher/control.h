@@ -15,7 +15,20 @@
  * "alive", "exit" (words or null), "exit_status", "exit_signal" (int or
  * null), "state" (metrics block: "starting"|"running"|"done"|"failed"),
  * "busy_ns", "wait_ns", "items", "bytes", "io_ops", "errors",
- * "heartbeat_age_s" (null before the block is claimed)}, ...]}
+ * "heartbeat_age_s" (null before the block is claimed)}, ...],
+ * "epoch": {"current" (the epoch under way at the slowest rank, 1-based;
+ * total once all are done), "total" (train.epochs), "done" (epochs the
+ * launcher has printed a line for, resumed ones included; it prints once a
+ * second, so this may lag), "start" (epochs the resumed checkpoint held),
+ * "published": [epochs each rank's trainer has finished, resumed ones
+ * included]},
+ * "rank_stats": [{"rank", "queues": {"extract", "train", "release": each
+ * {"used", "capacity", "closed"}}, "featbuf": {"slots", "standby", "hits",
+ * "waits", "loads", "evictions", "failed"} (stages/featbuf.h counters since
+ * the start; null when the rank has none, or its lock stayed held for the
+ * ~1 ms a snapshot waits, or it is broken)}, ...]}
+ * Counters only grow; rates come from two snapshots (gnnstat uses the
+ * difference of "uptime_s" as the interval).
  *
  * Setup failures are fatal (ZMQ_CHECK: prints the call, function, file,
  * line and zmq's error, then exit(2); gnnlaunch's exit handler removes what
@@ -51,8 +64,10 @@ enum control_request control_serve(struct control *c, const struct launch *l);
 /* Publishes one snapshot on the PUB socket (never blocks). */
 void control_publish(struct control *c, const struct launch *l);
 
-/* Closes the sockets (linger 0) and the context. Accepts a zeroed or
- * closed control. */
+/* Closes the sockets and the context. A reply still queued on the REP
+ * socket (the answer to "stop", typically) gets up to 1 s to reach its
+ * peer; the PUB socket drops what it holds. Accepts a zeroed or closed
+ * control. */
 void control_close(struct control *c);
 
 /* The snapshot as a NUL-terminated malloc'd JSON string (NULL when out of

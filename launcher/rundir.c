@@ -21,7 +21,8 @@
 
 /* ---- the base directory ------------------------------------------------------- */
 
-int rundir_base(char *out, size_t len, char *err, size_t errlen)
+/* The base directory's path into out (nothing made or checked). */
+static int base_path(char *out, size_t len, char *err, size_t errlen)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     int n;
@@ -31,6 +32,32 @@ int rundir_base(char *out, size_t len, char *err, size_t errlen)
         n = snprintf(out, len, "/tmp/sluice-%lu", (unsigned long)geteuid());
     if (n < 0 || (size_t)n >= len)
         return sl_errf(err, errlen, -ENAMETOOLONG, "XDG_RUNTIME_DIR is too long; set it to a shorter directory");
+    return 0;
+}
+
+int rundir_base_find(char *out, size_t len, char *err, size_t errlen)
+{
+    int rc = base_path(out, len, err, errlen);
+    if (rc)
+        return rc;
+    struct stat st;
+    if (lstat(out, &st) != 0) {
+        rc = -errno;
+        return sl_errf(err, errlen, rc, "cannot open the run directory base %s: %s", out, strerror(-rc));
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+        return sl_errf(err, errlen, -EPERM,
+                       "%s is not a private directory owned by you (uid %lu); remove it or set "
+                       "XDG_RUNTIME_DIR to a private directory",
+                       out, (unsigned long)geteuid());
+    return 0;
+}
+
+int rundir_base(char *out, size_t len, char *err, size_t errlen)
+{
+    int n = base_path(out, len, err, errlen);
+    if (n)
+        return n;
     if (mkdir(out, 0700) != 0 && errno != EEXIST) {
         int rc = -errno;
         return sl_errf(err, errlen, rc,
@@ -163,6 +190,83 @@ int rundir_read_owner(const char *dir, pid_t *pid, uint64_t *start)
     }
     toml_free(root);
     return rc;
+}
+
+/* Copies the string key of root into out ("" when absent or not a
+ * string); false when it does not fit. */
+static bool get_string(const toml_value *root, const char *key, char *out, size_t len)
+{
+    const toml_value *v = toml_get(root, key);
+    out[0] = '\0';
+    if (!v || v->type != TOML_STRING)
+        return true;
+    int n = snprintf(out, len, "%s", v->u.s);
+    return n >= 0 && (size_t)n < len;
+}
+
+int rundir_read_info(const char *dir, struct rundir_info *info, char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    char path[PATH_MAX];
+    if (snprintf(info->path, sizeof info->path, "%s", dir) >= (int)sizeof info->path ||
+        sl_path_join(path, sizeof path, dir, RUNDIR_STATE) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long: %s", dir);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int rc = -errno;
+        return sl_errf(err, errlen, rc == -ENOTDIR ? -ENOENT : rc, "%s: %s; it is no run directory of gnnlaunch",
+                       path, strerror(-rc));
+    }
+    info->started = st.st_mtime;
+    char msg[256];
+    toml_value *root = toml_parse_file(path, msg, sizeof msg);
+    if (!root)
+        return sl_errf(err, errlen, -EINVAL, "cannot read %s: %s", path, msg);
+    const toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start"), *r = toml_get(root, "ranks");
+    int rc = 0;
+    if (!p || p->type != TOML_INT || p->u.i <= 0 || p->u.i > INT32_MAX || !s || s->type != TOML_INT || s->u.i < 0) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s has no valid pid and pid_start", path);
+        goto out;
+    }
+    info->pid = (pid_t)p->u.i;
+    info->pid_start = (uint64_t)s->u.i;
+    info->ranks = r && r->type == TOML_INT && r->u.i > 0 && r->u.i <= INT32_MAX ? (int)r->u.i : 0;
+    if (!get_string(root, "run_id", info->run_id, sizeof info->run_id) ||
+        !get_string(root, "name", info->name, sizeof info->name) ||
+        !get_string(root, "config", info->config, sizeof info->config) ||
+        !get_string(root, "control", info->control, sizeof info->control) ||
+        !get_string(root, "publish", info->publish, sizeof info->publish) || !info->run_id[0] || !info->control[0]) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s lacks run_id or control, or holds an over-long value", path);
+        goto out;
+    }
+    if (!info->name[0])
+        snprintf(info->name, sizeof info->name, "%s", info->run_id);
+    info->alive = shm_pid_alive(info->pid, info->pid_start);
+out:
+    toml_free(root);
+    return rc;
+}
+
+int rundir_list(const char *base, struct rundir_info *out, int max)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return -errno;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || rundir_name_check(e->d_name, NULL, 0) != 0)
+            continue; /* ., .., .new-<run-id> being made, and what is not ours */
+        char path[PATH_MAX];
+        struct rundir_info info;
+        if (sl_path_join(path, sizeof path, base, e->d_name) != 0 || rundir_read_info(path, &info, NULL, 0) != 0)
+            continue;
+        if (n < max)
+            out[n] = info;
+        n++;
+    }
+    closedir(d);
+    return n;
 }
 
 /* ---- reclaim -------------------------------------------------------------------- */

@@ -20,6 +20,8 @@
  * run.toml pid and start time) is refused with -EBUSY; the directory of a
  * dead one is removed and the name taken. rundir_reclaim() removes every
  * directory of dead launchers, as shm_run_reclaim() does for segments.
+ * Readers (gnnstat) find runs with rundir_base_find(), rundir_list() and
+ * rundir_read_info(), which never create or remove anything.
  *
  * Errors: 0 or -errno with a message in err naming the path and what to do. */
 #ifndef SLUICE_LAUNCHER_RUNDIR_H
@@ -30,7 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
+#include "ipc/shm.h"
 #include "launcher/config.h"
 
 #define RUNDIR_NAME_MAX 48    /* bytes of a run name, NUL included */
@@ -88,5 +92,38 @@ int rundir_read_owner(const char *dir, pid_t *pid, uint64_t *start);
 /* Removes the run directory and everything in it. Accepts a rundir never
  * created; idempotent. */
 void rundir_remove(struct rundir *d);
+
+/* ---- readers (gnnstat) ---- */
+
+/* A run directory as a reader sees it: what run.toml says, and whether the
+ * launcher that wrote it still runs. */
+struct rundir_info {
+    char path[PATH_MAX];          /* the run directory */
+    char run_id[SHM_RUN_ID_MAX];
+    char name[RUNDIR_NAME_MAX];   /* the run id when run.toml names none */
+    char config[PATH_MAX];        /* the CONFIG argument, or "" */
+    char control[PATH_MAX + 8];   /* REP endpoint, ipc://DIR/control */
+    char publish[PATH_MAX + 8];   /* PUB endpoint, or "" */
+    pid_t pid;                    /* launcher */
+    uint64_t pid_start;
+    int ranks;                    /* 0 when not recorded */
+    time_t started;               /* run.toml's modification time: when the run began */
+    bool alive;                   /* the launcher (pid and start time) still runs */
+};
+
+/* The base directory's path, as rundir_base, without creating it: 0,
+ * -ENOENT (no run was ever started here) or -EPERM (not a private
+ * directory of the user: nothing in it is trusted). Never blocks. */
+int rundir_base_find(char *out, size_t len, char *err, size_t errlen);
+
+/* Reads dir/run.toml into *info: 0, -ENOENT (no run.toml: not a run
+ * directory) or -EINVAL (unreadable, or pid, run_id or control missing),
+ * with a message in err. Never blocks. */
+int rundir_read_info(const char *dir, struct rundir_info *info, char *err, size_t errlen);
+
+/* The run directories under base (live and stale; entries that are not
+ * run directories are skipped), the first max of them into out. Returns
+ * how many there are (may exceed max), or -errno if base cannot be read. */
+int rundir_list(const char *base, struct rundir_info *out, int max);
 
 #endif

@@ -33,8 +33,8 @@ struct buf {
 
 static int buf_need(struct buf *b, size_t bytes)
 {
-    if (bytes <= b->cap)
-        return 0;
+    if (bytes <= b->cap && b->p)
+        return 0; /* (never NULL, even for 0 bytes) */
     size_t cap = sl_round_up(bytes + bytes / 8 + 64, 64); /* headroom for the next, slightly larger batch */
     free(b->p);
     b->p = aligned_alloc(64, cap);

@@ -33,8 +33,9 @@
  *
  * Determinism. Given the same parameters, batch, input and dropout seed,
  * forward and backward give bit-identical results whatever the thread
- * count (reductions are in a fixed order; BLAS is called with a fixed
- * thread count per process, ops_set_threads).
+ * count (reductions are in a fixed order; GEMMs are cut into tiles of a
+ * fixed size, each one single-threaded sgemm call, whatever
+ * ops_set_threads says - ops/ops.h).
  *
  * Errors: 0 or -errno with a message in err (may be NULL). */
 #ifndef SLUICE_OPS_MODEL_H

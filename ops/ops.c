@@ -5,12 +5,16 @@
  * helpers below, which the compiler vectorises; no loop here calls a
  * function per element except expf/exp in the softmaxes. All sums run in
  * a fixed order (dot products in 8 interleaved partial sums, combined in
- * a fixed tree), so results never depend on threads or timing. */
+ * a fixed tree), so results never depend on threads or timing. Only
+ * the GEMMs run on several threads (the pool below). */
 #include "ops/ops.h"
 
 #include <cblas.h>
-#include <limits.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -61,23 +65,172 @@ static inline float vdot(const float *restrict x, const float *restrict y, uint3
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* ---- BLAS ------------------------------------------------------------------------------------ */
+/* ---- BLAS and the thread pool ------------------------------------------------------------------ */
 
-void ops_set_threads(int n)
+/* OpenBLAS gives different bits for the same product under different
+ * thread counts, and even for the same rows computed in a differently
+ * sized call: which micro-kernel (full tile, edge tile, or the AVX-512
+ * "direct" path for small products) computes an element depends on how
+ * the call is partitioned. So OpenBLAS always runs single-threaded here,
+ * and ops_gemm cuts C into tiles of fixed size (GEMM_TILE x GEMM_TILE,
+ * independent of the thread count), each computed by one sgemm call on
+ * one thread of a small pool: every element then comes from the same call
+ * shape whatever the thread count. */
+#define GEMM_TILE 256
+
+/* The pool: threads - 1 workers plus the calling thread take tasks
+ * 0 .. ntasks-1 of one job from an atomic counter; the caller returns
+ * when all are done. One job at a time (ops_* are not reentrant). */
+static struct pool {
+    int threads; /* including the caller; 1 = no workers */
+    pthread_t *tid;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;       /* job number, bumped to start one */
+    uint64_t start_gen; /* gen when the workers were created (no job runs then) */
+    int running;  /* workers not finished with the current job */
+    bool quit;
+    void (*fn)(void *arg, size_t task);
+    void *arg;
+    size_t ntasks;
+    atomic_size_t next;
+} g_pool = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
+            .done = PTHREAD_COND_INITIALIZER};
+
+static void pool_work(struct pool *p)
 {
-    openblas_set_num_threads(n < 1 ? 1 : n);
+    for (size_t t; (t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->ntasks;)
+        p->fn(p->arg, t);
+}
+
+static void *pool_main(void *arg)
+{
+    struct pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    uint64_t seen = p->start_gen; /* jobs before this worker was created are not its business */
+    for (;;) {
+        while (p->gen == seen && !p->quit)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        pool_work(p);
+        pthread_mutex_lock(&p->mu);
+        if (--p->running == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Runs fn(arg, t) for t = 0 .. ntasks-1 on the pool; returns when all ran. */
+static void pool_run(void (*fn)(void *, size_t), void *arg, size_t ntasks)
+{
+    struct pool *p = &g_pool;
+    if (p->threads <= 1 || ntasks <= 1) {
+        for (size_t t = 0; t < ntasks; t++)
+            fn(arg, t);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->ntasks = ntasks;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    p->running = p->threads - 1;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    pool_work(p);
+    pthread_mutex_lock(&p->mu);
+    while (p->running > 0)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void pool_stop(struct pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->threads - 1; i++)
+        pthread_join(p->tid[i], NULL);
+    free(p->tid);
+    p->tid = NULL;
+    p->threads = 1;
+    p->quit = false;
+}
+
+static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single(void)
+{
+    openblas_set_num_threads(1);
+}
+
+int ops_set_threads(int n)
+{
+    pthread_once(&g_blas_once, blas_single);
+    if (n < 1)
+        n = 1;
+    if (n == g_pool.threads)
+        return 0;
+    pool_stop(&g_pool);
+    if (n == 1)
+        return 0;
+    g_pool.start_gen = g_pool.gen;
+    g_pool.tid = calloc((size_t)n - 1, sizeof *g_pool.tid);
+    if (!g_pool.tid)
+        return -ENOMEM;
+    for (int i = 0; i < n - 1; i++) {
+        int rc = pthread_create(&g_pool.tid[i], NULL, pool_main, &g_pool);
+        if (rc) {
+            g_pool.threads = i + 1; /* the i workers started */
+            pool_stop(&g_pool);
+            return -rc;
+        }
+        g_pool.threads = i + 2;
+    }
+    return 0;
 }
 
 int ops_threads(void)
 {
-    return openblas_get_num_threads();
+    return g_pool.threads;
 }
 
-/* cblas takes int sizes: larger products are cut into pieces of at most
- * this many rows, columns or reduction steps (a K split adds into C with
- * beta = 1 after the first piece). Leading dimensions are feature widths
- * and always fit. */
-#define GEMM_PIECE ((size_t)1 << 30)
+/* cblas takes int sizes: a reduction longer than this is cut into pieces
+ * added into C (beta = 1 after the first). Tiles bound m and n, and
+ * leading dimensions are feature widths, which always fit. */
+#define GEMM_KPIECE ((size_t)1 << 30)
+
+struct gemm_job {
+    bool ta, tb;
+    size_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    size_t lda, ldb, ldc;
+    size_t tiles_n; /* tiles across n */
+};
+
+static void gemm_tile(void *arg, size_t t)
+{
+    const struct gemm_job *j = arg;
+    size_t i0 = t / j->tiles_n * GEMM_TILE, j0 = t % j->tiles_n * GEMM_TILE;
+    size_t mi = j->m - i0 < GEMM_TILE ? j->m - i0 : GEMM_TILE;
+    size_t nj = j->n - j0 < GEMM_TILE ? j->n - j0 : GEMM_TILE;
+    for (size_t p0 = 0; p0 < j->k; p0 += GEMM_KPIECE) {
+        size_t kp = j->k - p0 < GEMM_KPIECE ? j->k - p0 : GEMM_KPIECE;
+        const float *ap = j->ta ? j->a + p0 * j->lda + i0 : j->a + i0 * j->lda + p0;
+        const float *bp = j->tb ? j->b + j0 * j->ldb + p0 : j->b + p0 * j->ldb + j0;
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)mi,
+                    (int)nj, (int)kp, j->alpha, ap, (int)j->lda, bp, (int)j->ldb, p0 ? 1.0f : j->beta,
+                    j->c + i0 * j->ldc + j0, (int)j->ldc);
+    }
+}
 
 void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
               size_t ldb, float beta, float *c, size_t ldc)
@@ -94,20 +247,10 @@ void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const
         }
         return;
     }
-    for (size_t i0 = 0; i0 < m; i0 += GEMM_PIECE) {
-        size_t mi = m - i0 < GEMM_PIECE ? m - i0 : GEMM_PIECE;
-        for (size_t j0 = 0; j0 < n; j0 += GEMM_PIECE) {
-            size_t nj = n - j0 < GEMM_PIECE ? n - j0 : GEMM_PIECE;
-            for (size_t p0 = 0; p0 < k; p0 += GEMM_PIECE) {
-                size_t kp = k - p0 < GEMM_PIECE ? k - p0 : GEMM_PIECE;
-                const float *ap = ta ? a + p0 * lda + i0 : a + i0 * lda + p0;
-                const float *bp = tb ? b + j0 * ldb + p0 : b + p0 * ldb + j0;
-                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)mi,
-                            (int)nj, (int)kp, alpha, ap, (int)lda, bp, (int)ldb, p0 ? 1.0f : beta, c + i0 * ldc + j0,
-                            (int)ldc);
-            }
-        }
-    }
+    pthread_once(&g_blas_once, blas_single);
+    struct gemm_job j = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = a, .b = b,
+                         .c = c, .lda = lda, .ldb = ldb, .ldc = ldc, .tiles_n = (n + GEMM_TILE - 1) / GEMM_TILE};
+    pool_run(gemm_tile, &j, (m + GEMM_TILE - 1) / GEMM_TILE * j.tiles_n);
 }
 
 /* ---- dense layers ------------------------------------------------------------------------------ */

@@ -20,13 +20,18 @@
  * marked restrict must not overlap. Sizes are not checked (hot paths):
  * the caller passes a block that batch_view() has checked.
  *
- * Determinism. The loops here are sequential with a fixed summation order;
- * BLAS runs with the thread count set by ops_set_threads, and OpenBLAS's
- * sgemm partitions the output, not the reduction, so results are bit-
- * identical for any thread count (tests/test_ops.c checks it).
+ * Determinism. The loops here are sequential with a fixed summation order.
+ * GEMMs run on a small thread pool (ops_set_threads) with OpenBLAS itself
+ * single-threaded: C is cut into tiles of a fixed size, whatever the
+ * thread count, and each tile is one sgemm call on one thread, so every
+ * element comes from the same call and the results are bit-identical for
+ * any thread count (tests/test_ops.c checks it). (Letting OpenBLAS thread
+ * a call does not give that: its partition, and so which kernel computes
+ * an element, depends on the thread count.)
  *
- * Threads: nothing here is thread-safe against concurrent calls that
- * share outputs; BLAS threads are process-wide. Nothing blocks. */
+ * Threads: the ops are not reentrant - one thread of a process calls them
+ * at a time (the pool is process-wide). Nothing blocks but the pool's
+ * wait for its own workers. */
 #ifndef SLUICE_OPS_OPS_H
 #define SLUICE_OPS_OPS_H
 
@@ -59,16 +64,20 @@ static inline uint64_t ops_splitmix64(uint64_t *state)
 
 /* ---- BLAS ------------------------------------------------------------------------------ */
 
-/* Threads OpenBLAS may use in this process (>= 1); the trainer sets it so
- * that stage processes do not oversubscribe the cores. */
-void ops_set_threads(int n);
+/* Threads the GEMMs of this process use (n < 1 counts as 1; the default
+ * is 1), the caller included: starts or stops pool workers. The trainer
+ * sets it so that stage processes do not oversubscribe the cores. Not
+ * while another thread is inside an op. 0, or -errno when a worker cannot
+ * be started (the pool then keeps 1 thread). */
+int ops_set_threads(int n);
 int ops_threads(void);
 
 /* C (m, n) = alpha * op(A) * op(B) + beta * C, row-major, through
- * cblas_sgemm. op(A) is (m, k): A is (m, k) with row stride lda, or with
- * ta its transpose, stored (k, m). Likewise op(B) (k, n) from B (k, n) or,
- * with tb, (n, k). k = 0 gives C = beta * C (beta = 0: zeros, whatever C
- * held). Sizes past INT_MAX are split into several calls. */
+ * cblas_sgemm on tiles of C (above). op(A) is (m, k): A is (m, k) with row
+ * stride lda, or with ta its transpose, stored (k, m). Likewise op(B)
+ * (k, n) from B (k, n) or, with tb, (n, k). beta = 0 ignores what C held
+ * (NaNs included); k = 0 gives C = beta * C. Leading dimensions must fit
+ * an int; a k past INT_MAX is summed in pieces. */
 void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
               size_t ldb, float beta, float *c, size_t ldc);
 

@@ -454,12 +454,10 @@ void featbuf_mark_broken(struct featbuf *fb)
         futex_wake(&fb->hdr->standby_seq, INT_MAX);
 }
 
-/* 0 with the lock held, or -EPIPE (broken; the lock is not held). */
-static int lock(struct featbuf *fb)
+/* What pthread_mutex_lock or _trylock returned (rc) made into 0 with the
+ * lock held, or -EPIPE (broken; the lock is not held). */
+static int lock_taken(struct featbuf *fb, int rc)
 {
-    if (is_broken(fb))
-        return -EPIPE;
-    int rc = pthread_mutex_lock(&fb->hdr->lock);
     if (rc == EOWNERDEAD) {
         featbuf_mark_broken(fb);
         pthread_mutex_consistent(&fb->hdr->lock);
@@ -475,6 +473,14 @@ static int lock(struct featbuf *fb)
         return -EPIPE;
     }
     return 0;
+}
+
+/* 0 with the lock held, or -EPIPE (broken; the lock is not held). */
+static int lock(struct featbuf *fb)
+{
+    if (is_broken(fb))
+        return -EPIPE;
+    return lock_taken(fb, pthread_mutex_lock(&fb->hdr->lock));
 }
 
 static void unlock(struct featbuf *fb) { pthread_mutex_unlock(&fb->hdr->lock); }
@@ -743,14 +749,33 @@ uint32_t featbuf_lookup(struct featbuf *fb, uint64_t node)
     return s;
 }
 
+static void stats_locked(struct featbuf *fb, struct featbuf_stats *out)
+{
+    struct featbuf_hdr *h = fb->hdr;
+    *out = (struct featbuf_stats){.hits = h->hits, .waits = h->waits, .loads = h->loads,
+                                  .evictions = h->evictions, .failed = h->failed, .standby = h->count};
+}
+
+int featbuf_stats_try(struct featbuf *fb, struct featbuf_stats *out)
+{
+    if (is_broken(fb))
+        return -EPIPE;
+    int rc = pthread_mutex_trylock(&fb->hdr->lock);
+    if (rc == EBUSY)
+        return -EBUSY;
+    if ((rc = lock_taken(fb, rc)) != 0)
+        return rc;
+    stats_locked(fb, out);
+    unlock(fb);
+    return 0;
+}
+
 int featbuf_stats(struct featbuf *fb, struct featbuf_stats *out)
 {
     int rc = lock(fb);
     if (rc)
         return rc;
-    struct featbuf_hdr *h = fb->hdr;
-    *out = (struct featbuf_stats){.hits = h->hits, .waits = h->waits, .loads = h->loads,
-                                  .evictions = h->evictions, .failed = h->failed, .standby = h->count};
+    stats_locked(fb, out);
     unlock(fb);
     return 0;
 }

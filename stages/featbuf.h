@@ -191,6 +191,11 @@ uint32_t featbuf_lookup(struct featbuf *fb, uint64_t node);
 /* Copies the counters; -EPIPE if broken. */
 int featbuf_stats(struct featbuf *fb, struct featbuf_stats *out);
 
+/* The same without waiting for the lock: -EBUSY while someone holds it.
+ * For readers that must never stall (the launcher's status snapshot: a
+ * stage stopped in a debugger may hold the lock for minutes). */
+int featbuf_stats_try(struct featbuf *fb, struct featbuf_stats *out);
+
 /* Checks every invariant under the lock: the map and slot nodes agree both
  * ways, refcount 0 <=> on standby, the standby list is well formed (links,
  * length), VALID/LOADING slots hold a node, LOADING ones are referenced.
