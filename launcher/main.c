@@ -557,6 +557,10 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     control_open(&l->ctl, l->dir.path);
+    /* OpenBLAS starts its own threads when it loads; the trainer runs its
+     * GEMMs on a pool of its own (ops/ops.c), so keep OpenBLAS to one. A
+     * value the user set wins. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
     start_stages(l);
     if (l->phase == LAUNCH_SETUP) {
         l->phase = LAUNCH_RUNNING;

@@ -186,14 +186,21 @@ void progress_poll(struct launch *l)
     if (l->metrics_out)
         metrics_processes(l, now - l->t_start);
     struct results_rec sum;
-    while (l->next_epoch < (uint64_t)l->cfg.train.epochs && results_epoch(res, l->next_epoch, &sum)) {
+    /* Epochs ready now. The stage counters are only sampled here, so when
+     * several epochs finished since the last poll their busy and wait
+     * seconds are shared out evenly between them (docs/metrics.md). */
+    uint64_t ready = 0;
+    while (l->next_epoch + ready < (uint64_t)l->cfg.train.epochs && results_epoch(res, l->next_epoch + ready, &sum))
+        ready++;
+    uint64_t share = ready;
+    while (ready-- > 0 && results_epoch(res, l->next_epoch, &sum)) {
         uint64_t e = l->next_epoch;
         struct stage_sums s;
         sums(l, &s);
         double busy[LAYOUT_STAGES], wait[LAYOUT_STAGES];
         for (int k = 0; k < LAYOUT_STAGES; k++) {
-            busy[k] = s.busy[k] - l->busy0[k];
-            wait[k] = s.wait[k] - l->wait0[k];
+            busy[k] = (s.busy[k] - l->busy0[k]) / (double)share;
+            wait[k] = (s.wait[k] - l->wait0[k]) / (double)share;
         }
         double loss = sum.train_labelled ? sum.loss_sum / (double)sum.train_labelled : NAN;
         double train_acc = ratio(sum.train_correct, sum.train_labelled);
@@ -203,7 +210,8 @@ void progress_poll(struct launch *l)
             l->val_acc = val_acc;
             snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
         }
-        uint64_t read = s.bytes[LAYOUT_EXTRACTOR] - l->bytes0, ios = s.io_ops[LAYOUT_EXTRACTOR] - l->io0;
+        uint64_t read = (s.bytes[LAYOUT_EXTRACTOR] - l->bytes0) / share;
+        uint64_t ios = (s.io_ops[LAYOUT_EXTRACTOR] - l->io0) / share;
         clear_live(l);
         printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
                "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
@@ -230,11 +238,12 @@ void progress_poll(struct launch *l)
             fflush(f);
         }
         for (int k = 0; k < LAYOUT_STAGES; k++) {
-            l->busy0[k] = s.busy[k];
-            l->wait0[k] = s.wait[k];
+            l->busy0[k] += busy[k];
+            l->wait0[k] += wait[k];
         }
-        l->bytes0 = s.bytes[LAYOUT_EXTRACTOR];
-        l->io0 = s.io_ops[LAYOUT_EXTRACTOR];
+        l->bytes0 += read;
+        l->io0 += ios;
+        share = SL_MAX(share - 1, 1); /* the next epoch of this poll gets its share of what is left */
         if (sum.test_labelled) {
             l->test_acc = ratio(sum.test_correct, sum.test_labelled);
             l->have_test = true;
