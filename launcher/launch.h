@@ -97,6 +97,10 @@ void progress_poll(struct launch *l);
  * the final test_acc=... line. */
 void progress_final(struct launch *l);
 
+/* --trace: merges the stages' span files into the Chrome trace (trace.c).
+ * 0 or -errno with a message. */
+int trace_write(struct launch *l, char *err, size_t errlen);
+
 /* Exit status for an outcome: 0, 3 or 130. */
 int launch_exit_code(enum launch_outcome o);
 

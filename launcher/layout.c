@@ -91,6 +91,11 @@ int layout_arena_segname(char *out, size_t len, const char *run_id, int rank, ch
     return shm_name(out, len, run_id, obj, err, errlen);
 }
 
+void layout_trace_name(char *out, size_t len, enum layout_stage s, int rank)
+{
+    snprintf(out, len, "trace.%s.%d", layout_stage_name(s), rank);
+}
+
 int layout_featbuf_segname(char *out, size_t len, const char *run_id, int rank, char *err, size_t errlen)
 {
     if (rank < 0 || rank >= LAYOUT_RANKS_MAX)
@@ -544,6 +549,8 @@ int layout_args_build(const struct layout_args *a, char *buf, size_t len, char *
         pack(&p, "--start-epoch=%" PRIu32, a->start_epoch);
     if (a->resume)
         pack(&p, "--resume");
+    if (a->trace)
+        pack(&p, "--trace");
     if (p.full)
         return sl_errf(err, errlen, -ENAMETOOLONG, "command line of %s does not fit %zu bytes",
                        layout_stage_program(a->stage), len);
@@ -580,6 +587,10 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
         const char *arg = argv[i];
         if (!strcmp(arg, "--resume")) {
             a->resume = true;
+            continue;
+        }
+        if (!strcmp(arg, "--trace")) {
+            a->trace = true;
             continue;
         }
         static const char *const names[] = {"--run",    "--rank",          "--ranks",      "--run-dir",

@@ -44,7 +44,7 @@
  *
  *     gnn-<stage> --run=<run-id> --rank=<r> --ranks=<n> --run-dir=<dir>
  *                 --config=<dir>/config.toml --metrics-block=<i>
- *                 [--start-epoch=<e>] [--resume]
+ *                 [--start-epoch=<e>] [--resume] [--trace]
  *
  * Functions return 0 or -errno with a message in err (may be NULL). */
 #ifndef SLUICE_LAUNCHER_LAYOUT_H
@@ -92,6 +92,21 @@ struct layout_desc {
     uint64_t aux[2]; /* stage-defined (tests put a check value here) */
 };
 _Static_assert(sizeof(struct layout_desc) == 32, "descriptors are 32 bytes");
+
+/* One span of a stage's work on one batch, as stages append them to
+ * <run-dir>/trace.<stage>.<rank> under --trace (CLOCK_MONOTONIC ns; t1 is
+ * taken before the batch is handed on, so the spans of one batch never
+ * overlap from stage to stage). 32 bytes, host byte order. */
+struct layout_span {
+    uint64_t batch;
+    uint64_t t0_ns, t1_ns;
+    uint32_t tid;
+    uint32_t split; /* enum batch_split, where the stage knows it; else 0 */
+};
+_Static_assert(sizeof(struct layout_span) == 32, "spans are 32 bytes");
+
+/* "trace.<stage>.<rank>" (the file's name inside the run directory). */
+void layout_trace_name(char *out, size_t len, enum layout_stage s, int rank);
 
 /* "gnn-sampler", ... (the executable) and "sampler", ... (the metrics
  * block name); "?" when out of range. */
@@ -248,6 +263,7 @@ struct layout_args {
     char config[PATH_MAX];
     uint32_t start_epoch; /* first epoch to run (epochs before it are in the checkpoint resumed from) */
     bool resume;
+    bool trace; /* record per-batch spans in <run-dir>/trace.<stage>.<rank> (gnnlaunch --trace) */
 };
 
 /* Launcher side: writes the argv of a stage into buf (strings packed one

@@ -490,7 +490,8 @@ static void start_stages(struct launch *l)
                                     .ranks = l->ranks,
                                     .metrics_block = layout_block(r, c->stage),
                                     .start_epoch = l->start_epoch,
-                                    .resume = l->resume};
+                                    .resume = l->resume,
+                                    .trace = l->trace_file[0] != '\0'};
             snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
             snprintf(a.config, sizeof a.config, "%s", config);
@@ -571,6 +572,11 @@ int main(int argc, char **argv)
     code = supervise(l);
     int nchildren = l->nchildren;
     progress_final(l);
+    if (l->trace_file[0] && l->nchildren > 0) {
+        char msg[1024];
+        if (trace_write(l, msg, sizeof msg) != 0)
+            fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
+    }
     teardown();
     report_end(l, nchildren);
     return code;

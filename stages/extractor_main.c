@@ -83,6 +83,7 @@ static void *thread_main(void *arg)
         if (rc)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
         batch_set_aliased(&v);
+        stage_trace(st, d.batch, v.h.split, t0, metrics_now_ns());
         uint64_t waited = x.st.wait_ns - before.wait_ns, spent = metrics_now_ns() - t0;
         metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
         metrics_add(&st->block->wait_ns, waited);

@@ -57,6 +57,7 @@ int main(int argc, char **argv)
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": returning arena slot %" PRIu32 ": %s", d.batch, d.slot,
                        strerror(-rc));
+        stage_trace(&st, d.batch, v.h.split, t0, metrics_now_ns());
         batches++;
         refs += n;
         metrics_add(&st.block->items, 1);

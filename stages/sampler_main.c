@@ -269,6 +269,7 @@ static void *stage_thread(void *arg)
         metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
         struct layout_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
+        stage_trace(st, g, p.split, t0, metrics_now_ns());
         if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
             arena_release(&st->arena, slot); /* never entered the pipeline */
             atomic_store(&r->stop, true);

@@ -4,6 +4,7 @@
 #include "stages/sampler.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -129,11 +130,34 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
                       s->fb.n_nodes, s->meta.nodes);
         s->has_fb = true;
     }
+    s->trace_fd = -1;
+    if (s->args.trace) {
+        char file[64], path[PATH_MAX + 80];
+        layout_trace_name(file, sizeof file, s->args.stage, s->args.rank);
+        snprintf(path, sizeof path, "%s/%s", s->args.run_dir, file);
+        s->trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (s->trace_fd < 0)
+            stage_note(s, "warning: --trace: cannot open %s: %s; tracing off", path, strerror(errno));
+    }
     metrics_heartbeat(s->block);
+}
+
+void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns, uint64_t t1_ns)
+{
+    int fd = __atomic_load_n(&s->trace_fd, __ATOMIC_RELAXED);
+    if (fd < 0)
+        return;
+    struct layout_span sp = {.batch = batch, .t0_ns = t0_ns, .t1_ns = t1_ns, .tid = (uint32_t)gettid(), .split = split};
+    if (write(fd, &sp, sizeof sp) != (ssize_t)sizeof sp &&
+        __atomic_exchange_n(&s->trace_fd, -1, __ATOMIC_RELAXED) >= 0)
+        stage_note(s, "warning: --trace: write failed: %s; tracing off", strerror(errno));
 }
 
 void stage_close(struct stage *s)
 {
+    if (s->trace_fd >= 0)
+        close(s->trace_fd);
+    s->trace_fd = -1;
     if (s->block && atomic_load(&s->block->state) == METRICS_RUNNING)
         metrics_set_state(s->block, METRICS_DONE);
     if (s->has_fb)

@@ -51,6 +51,7 @@ struct stage {
     bool has_in, has_out;
     struct featbuf fb; /* when STAGE_NEED_FEATBUF */
     bool has_fb;
+    int trace_fd; /* --trace: the span file, else -1 */
 };
 
 /* Whether a stage program's command line asks for its stage-only mode
@@ -96,6 +97,11 @@ void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, st
  * first batch of the run is stream.start[args.start_epoch]. */
 struct sampler_stream;
 void stage_stream(struct stage *s, struct sampler_stream *out);
+
+/* Under --trace, appends the span [t0_ns, t1_ns) (metrics_now_ns) of this
+ * stage's work on a batch; else nothing. Thread-safe (one O_APPEND write
+ * of 32 bytes). A failed write turns tracing off with one warning. */
+void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns, uint64_t t1_ns);
 
 /* Keeps the heartbeat fresh; for loops that wait outside the calls above. */
 static inline void stage_heartbeat(struct stage *s)

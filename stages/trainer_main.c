@@ -425,7 +425,9 @@ int main(int argc, char **argv)
     t.t_epoch = now_s();
     struct layout_desc d;
     while (stage_pop(st, &d) == 0) {
+        uint64_t t0 = metrics_now_ns();
         handle(&t, &d);
+        stage_trace(st, d.batch, (uint32_t)d.aux[1], t0, metrics_now_ns());
         if (stage_push(st, &d) != 0)
             break;
     }

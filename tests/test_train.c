@@ -274,6 +274,64 @@ static void test_metrics_file(void **state)
             fail_msg("no process object for the %s", stages[k]);
 }
 
+/* --trace: valid JSON, one track per stage process, and every batch has a
+ * sampler, extractor, trainer and releaser span, in that causal order. */
+static void test_trace_file(void **state)
+{
+    (void)state;
+    char ck[1300], set[1400], path[1300];
+    snprintf(ck, sizeof ck, "%s/ck-trace", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    snprintf(path, sizeof path, "%s/run-trace.json", t_ldir);
+    struct t_proc r;
+    run(&r, (const char *[]){g_cfg, "--set", set, "--epochs", "2", "--trace", path, NULL}, 0);
+    static char buf[1 << 22];
+    t_slurp(path, buf, sizeof buf);
+    assert_true(strlen(buf) < sizeof buf - 1);
+    if (!t_json_valid(buf))
+        fail_msg("%s is not valid JSON", path);
+    enum { MAXB = 4096 };
+    static double start[MAXB][4], end[MAXB][4];
+    static int seen[MAXB][4];
+    memset(seen, 0, sizeof seen);
+    static const char *const cats[] = {"sampler", "extractor", "trainer", "releaser"};
+    int tracks = 0;
+    uint64_t maxb = 0;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strstr(line, "\"name\":\"process_name\""))
+            tracks++;
+        if (!strstr(line, "\"ph\":\"X\""))
+            continue;
+        unsigned long long b;
+        char cat[32];
+        double ts, dur;
+        if (sscanf(line + (line[0] == ','), "{\"name\":\"batch %llu\",\"cat\":\"%31[a-z]\",\"ph\":\"X\",\"ts\":%lf,\"dur\":%lf", &b,
+                   cat, &ts, &dur) != 4)
+            fail_msg("unexpected span line: %s", line);
+        assert_true(b < MAXB && dur >= 0);
+        int k = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(cat, cats[i]))
+                k = i;
+        assert_true(k >= 0);
+        seen[b][k]++;
+        start[b][k] = ts;
+        end[b][k] = ts + dur;
+        if (b > maxb)
+            maxb = b;
+    }
+    assert_int_equal(tracks, 4);
+    assert_true(maxb > 10);
+    for (uint64_t b = 0; b <= maxb; b++)
+        for (int k = 0; k < 4; k++) {
+            if (seen[b][k] != 1)
+                fail_msg("batch %llu has %d %s spans", (unsigned long long)b, seen[b][k], cats[k]);
+            if (k > 0 && end[b][k - 1] > start[b][k] + 0.002)
+                fail_msg("batch %llu: the %s span ends at %.3f us, after the %s span starts (%.3f us)",
+                         (unsigned long long)b, cats[k - 1], end[b][k - 1], cats[k], start[b][k]);
+        }
+}
+
 static void test_resume_refused(void **state)
 {
     (void)state;
@@ -349,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_trace_file, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
