@@ -413,7 +413,13 @@ static void test_featbuf_plan(void **state)
 static void test_args_round_trip(void **state)
 {
     for (int resume = 0; resume < 2; resume++) {
-        struct layout_args a = {.stage = LAYOUT_TRAINER, .rank = 1, .ranks = 2, .resume = resume};
+        /* the optional flags ride along: --start-epoch and --trace with --resume */
+        struct layout_args a = {.stage = LAYOUT_TRAINER,
+                                .rank = 1,
+                                .ranks = 2,
+                                .resume = resume,
+                                .trace = resume,
+                                .start_epoch = resume ? 7 : 0};
         a.metrics_block = layout_block(1, LAYOUT_TRAINER);
         snprintf(a.run_id, sizeof a.run_id, "123-abc-def");
         snprintf(a.run_dir, sizeof a.run_dir, "/run/user/1/sluice/x");
@@ -424,7 +430,7 @@ static void test_args_round_trip(void **state)
         int argc = 0;
         while (argv[argc])
             argc++;
-        assert_int_equal(argc, 7 + resume);
+        assert_int_equal(argc, 7 + 3 * resume);
         assert_string_equal(argv[0], "gnn-trainer");
         assert_string_equal(argv[1], "--run=123-abc-def");
         assert_string_equal(argv[2], "--rank=1");
