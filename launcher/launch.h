@@ -77,6 +77,8 @@ struct launch {
     double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
     uint64_t items_last, bytes_last;
     FILE *metrics_out; /* --metrics, while open */
+    uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
+    uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
 };
 
 /* Supervises a running launch until every stage has been reaped (the loop

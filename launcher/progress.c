@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,6 +50,23 @@ static void sums(const struct launch *l, struct stage_sums *s)
             s->bytes[k] += atomic_load_explicit(&b->bytes, memory_order_relaxed);
             s->io_ops[k] += atomic_load_explicit(&b->io_ops, memory_order_relaxed);
         }
+}
+
+/* Feature-buffer rows found (hits, and rows another extractor was
+ * loading) and read, summed over ranks; a rank whose buffer lock is busy
+ * right now is skipped (its counts show up in a later line). */
+static void buffer_counts(struct launch *l, uint64_t *found, uint64_t *loaded)
+{
+    for (int r = 0; r < l->ranks; r++) {
+        struct featbuf *fb = layout_featbuf(&l->layout, r);
+        struct featbuf_stats st;
+        if (!fb || featbuf_stats_try(fb, &st) != 0) {
+            found[r] = loaded[r] = UINT64_MAX;
+            continue;
+        }
+        found[r] = st.hits + st.waits;
+        loaded[r] = st.loads;
+    }
 }
 
 static double ratio(uint64_t a, uint64_t b)
@@ -87,6 +105,8 @@ void progress_start(struct launch *l)
             sampler_stream_free(&s);
         }
     }
+    l->fb_found0 = calloc((size_t)l->ranks, sizeof *l->fb_found0);
+    l->fb_loaded0 = calloc((size_t)l->ranks, sizeof *l->fb_loaded0);
     if (l->metrics_file[0]) {
         l->metrics_out = fopen(l->metrics_file, "we");
         if (!l->metrics_out)
@@ -210,14 +230,30 @@ void progress_poll(struct launch *l)
             l->val_acc = val_acc;
             snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
         }
+        /* feature-buffer counts, shared out like the stage seconds */
+        uint64_t found[LAYOUT_RANKS_MAX], loaded[LAYOUT_RANKS_MAX], fnd = 0, ld = 0;
+        buffer_counts(l, found, loaded);
+        for (int r = 0; l->fb_found0 && r < l->ranks; r++) {
+            if (found[r] != UINT64_MAX) { /* else its last known counts stand */
+                l->fb_found0[r] = found[r];
+                l->fb_loaded0[r] = loaded[r];
+            }
+            fnd += l->fb_found0[r];
+            ld += l->fb_loaded0[r];
+        }
+        fnd = (fnd - SL_MIN(fnd, l->fb_found_sum)) / share;
+        ld = (ld - SL_MIN(ld, l->fb_loaded_sum)) / share;
+        l->fb_found_sum += fnd;
+        l->fb_loaded_sum += ld;
+        double hit = ratio(fnd, fnd + ld);
         uint64_t read = (s.bytes[LAYOUT_EXTRACTOR] - l->bytes0) / share;
         uint64_t ios = (s.io_ops[LAYOUT_EXTRACTOR] - l->io0) / share;
         clear_live(l);
         printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
                "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
-               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads\n",
+               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %.3f\n",
                e + 1, l->cfg.train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
-               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios);
+               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit);
         fflush(stdout);
         if (l->metrics_out) {
             FILE *f = l->metrics_out;
@@ -228,6 +264,7 @@ void progress_poll(struct launch *l)
             jnum(f, "val_acc", val_acc, true);
             if (sum.test_labelled)
                 jnum(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
+            jnum(f, "hit_rate", hit, true);
             fprintf(f, "\"seconds\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64 ",\"read_ops\":%" PRIu64
                        ",\"stages\":{",
                     sum.seconds, sum.reduce_s, read, ios);
@@ -281,6 +318,9 @@ void progress_final(struct launch *l)
         fclose(f);
         l->metrics_out = NULL;
     }
+    free(l->fb_found0);
+    free(l->fb_loaded0);
+    l->fb_found0 = l->fb_loaded0 = NULL;
     if (complete) {
         printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", test, l->val_acc, l->epochs_done, secs);
         fflush(stdout);

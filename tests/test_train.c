@@ -230,7 +230,7 @@ static void test_metrics_file(void **state)
     bool final_last = false;
     static const char *const stages[] = {"sampler", "extractor", "trainer", "releaser"};
     static const char *const epoch_keys[] = {"\"t\":",        "\"loss\":",     "\"train_acc\":", "\"val_acc\":",
-                                             "\"seconds\":",  "\"read_bytes\":", "\"stages\":{",  "\"busy_s\":"};
+                                             "\"seconds\":",  "\"read_bytes\":", "\"stages\":{",  "\"busy_s\":", "\"hit_rate\":"};
     static const char *const proc_keys[] = {"\"t\":",     "\"rank\":0", "\"pid\":",    "\"state\":",
                                             "\"busy_s\":", "\"wait_s\":", "\"items\":", "\"heartbeat_age_s\":"};
     while (fgets(line, sizeof line, f)) {
