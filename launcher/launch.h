@@ -75,6 +75,7 @@ struct launch {
     uint64_t batches_total;                            /* batches the trainers handle in this run */
     bool tty, live;                                    /* stdout is a terminal; a live line is showing */
     double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
+    double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;
     FILE *metrics_out; /* --metrics, while open */
     uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */

@@ -86,6 +86,11 @@ static void jnum(FILE *f, const char *key, double v, bool comma)
 void progress_start(struct launch *l)
 {
     l->tty = isatty(STDOUT_FILENO) == 1;
+    /* SLUICE_PROGRESS_EVERY=S: the plain line's period (logs, tests) */
+    const char *every = getenv("SLUICE_PROGRESS_EVERY");
+    l->plain_every = PLAIN_EVERY_S;
+    if (every && *every && (sl_parse_double(every, &l->plain_every) != 0 || !(l->plain_every >= 0)))
+        l->plain_every = PLAIN_EVERY_S;
     l->val_acc = NAN;
     l->t_plain = sl_now();
     /* batches the trainers will handle in this run, over all ranks */
@@ -182,7 +187,7 @@ static void progress_line(struct launch *l, const struct stage_sums *s, double n
     if (l->tty) {
         printf("\r\033[K%s", line);
         l->live = true;
-    } else if (now - l->t_plain >= PLAIN_EVERY_S) {
+    } else if (now - l->t_plain >= l->plain_every) {
         printf("%s\n", line);
         l->t_plain = now;
     }

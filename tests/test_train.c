@@ -332,6 +332,33 @@ static void test_trace_file(void **state)
         }
 }
 
+/* Not a terminal: plain progress lines while epochs run (period set short
+ * for the test), each with the batch count against the run's total. */
+static void test_progress_lines(void **state)
+{
+    (void)state;
+    char ck[1300], set[1400], line[512];
+    snprintf(ck, sizeof ck, "%s/ck-progress", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    struct t_proc r;
+    t_launch_run(&r, (const char *[]){g_stages, "SLUICE_PROGRESS_EVERY=0", NULL},
+                 (const char *[]){"--cpu", g_cfg, "--set", set, "--epochs", "600", NULL}, 240);
+    t_expect_code(&r, 0);
+    t_expect_clean(&r);
+    if (!last_line(&r, "epoch ", line, sizeof line) || !strstr(line, "loss="))
+        fail_msg("no epoch line in %s", r.log);
+    static char buf[1 << 20];
+    t_slurp(r.log, buf, sizeof buf);
+    const char *p = strstr(buf, "/600: batch ");
+    if (!p)
+        fail_msg("no progress line in %s (the run took %.1f s)", r.log, r.t_end - r.t0);
+    unsigned long long done, total;
+    assert_int_equal(sscanf(p, "/600: batch %llu/%llu", &done, &total), 2);
+    assert_true(done <= total && total == 600ull * 25 + 600 * 13 + 13); /* 25 train + 13 val batches an epoch, 13 test */
+    assert_non_null(strstr(p, "batches/s  ETA "));
+    assert_non_null(strstr(p, "queues extract "));
+}
+
 static void test_resume_refused(void **state)
 {
     (void)state;
@@ -408,6 +435,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_trace_file, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_progress_lines, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
