@@ -97,9 +97,8 @@ void progress_start(struct launch *l)
     sl_dataset_meta m;
     char msg[512];
     if (sl_meta_read(l->cfg.dataset.path, &m, false, msg, sizeof msg) == 0) {
-        uint64_t n[BATCH_SPLITS] = {m.f[SL_F_TRAIN].present ? m.f[SL_F_TRAIN].rows : 0,
-                                    m.f[SL_F_VAL].present ? m.f[SL_F_VAL].rows : 0,
-                                    m.f[SL_F_TEST].present ? m.f[SL_F_TEST].rows : 0};
+        uint64_t n[BATCH_SPLITS];
+        sampler_split_sizes(&m, n);
         for (int r = 0; r < l->ranks; r++) {
             struct sampler_stream s;
             if (sampler_stream_init(&s, n, (uint32_t)r, (uint32_t)l->ranks, (uint64_t)l->cfg.train.batch_size,

@@ -869,3 +869,16 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     x->st.batches++;
     return 0;
 }
+
+void extract_stats_add(struct extract_stats *dst, const struct extract_stats *src)
+{
+    dst->batches += src->batches;
+    dst->rows += src->rows;
+    dst->hits += src->hits;
+    dst->waits += src->waits;
+    dst->loads += src->loads;
+    dst->io_ops += src->io_ops;
+    dst->io_bytes += src->io_bytes;
+    dst->retries += src->retries;
+    dst->wait_ns += src->wait_ns;
+}

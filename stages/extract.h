@@ -112,6 +112,9 @@ struct extract_stats {
     uint64_t wait_ns;   /* time asleep for buffer room or others' rows */
 };
 
+/* Adds every counter of src to dst (threads' totals). */
+void extract_stats_add(struct extract_stats *dst, const struct extract_stats *src);
+
 /* Called while extractor_run sleeps (at least every 200 ms): the stage
  * heartbeats here. A nonzero return aborts the batch with that error. */
 typedef int (*extract_idle_fn)(void *arg);

@@ -213,15 +213,7 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
             failed = 1;
         }
         uring = uring && w[i].uring;
-        sum.batches += w[i].st.batches;
-        sum.rows += w[i].st.rows;
-        sum.hits += w[i].st.hits;
-        sum.waits += w[i].st.waits;
-        sum.loads += w[i].st.loads;
-        sum.io_ops += w[i].st.io_ops;
-        sum.io_bytes += w[i].st.io_bytes;
-        sum.retries += w[i].st.retries;
-        sum.wait_ns += w[i].st.wait_ns;
+        extract_stats_add(&sum, &w[i].st);
     }
     double wall = sl_now() - t0;
     if (!failed && featbuf_check(&fb, err, sizeof err) != 0) {

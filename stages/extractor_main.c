@@ -148,12 +148,7 @@ static int stage_main(int argc, char **argv)
     struct extract_stats sum = {0};
     for (int i = 0; i < nthreads; i++) {
         pthread_join(t[i].tid, NULL);
-        sum.batches += t[i].st.batches;
-        sum.rows += t[i].st.rows;
-        sum.hits += t[i].st.hits;
-        sum.waits += t[i].st.waits;
-        sum.loads += t[i].st.loads;
-        sum.io_bytes += t[i].st.io_bytes;
+        extract_stats_add(&sum, &t[i].st);
     }
     if (!atomic_load(&r.stop))
         stage_end_output(&st);

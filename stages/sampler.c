@@ -250,6 +250,20 @@ int sampler_epoch_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint32_t
     return 0;
 }
 
+int sampler_split_file(uint32_t split)
+{
+    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    return split < BATCH_SPLITS ? files[split] : -1;
+}
+
+void sampler_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS])
+{
+    for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
+        const sl_dsfile *f = &m->f[sampler_split_file(k)];
+        n[k] = f->present ? f->rows : 0;
+    }
+}
+
 uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks)
 {
     if (ranks == 0 || rank >= ranks)

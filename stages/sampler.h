@@ -92,6 +92,12 @@ static inline uint64_t sampler_batch_count(uint64_t n, uint64_t batch_size)
     return batch_size ? (n + batch_size - 1) / batch_size : 0;
 }
 
+/* The dataset file of a split (enum batch_split -> SL_F_TRAIN, SL_F_VAL,
+ * SL_F_TEST), and every split's id count from the dataset's metadata (0
+ * for an absent split). */
+int sampler_split_file(uint32_t split);
+void sampler_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS]);
+
 /* Targets in rank `rank` of `ranks`'s share of a split of n ids (the
  * slice sampler_epoch_share hands out: the same size every epoch). */
 uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks);

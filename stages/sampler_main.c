@@ -296,9 +296,8 @@ static int stage_main(int argc, char **argv)
     uint32_t rank = (uint32_t)st.args.rank, ranks = (uint32_t)st.args.ranks;
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
-    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
-    for (int k = 0; k < BATCH_SPLITS; k++) {
-        int rc = sampler_split_load(dir, &st.meta, files[k], &r.ids[k], &r.n_ids[k], msg, sizeof msg);
+    for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
+        int rc = sampler_split_load(dir, &st.meta, sampler_split_file(k), &r.ids[k], &r.n_ids[k], msg, sizeof msg);
         if (rc == -ENOENT && k != BATCH_TRAIN)
             continue; /* no validation or test split: nothing to evaluate */
         if (rc)

@@ -228,9 +228,7 @@ void stage_stream(struct stage *s, struct sampler_stream *out)
 {
     char msg[512];
     uint64_t n[BATCH_SPLITS];
-    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
-    for (int k = 0; k < BATCH_SPLITS; k++)
-        n[k] = s->meta.f[files[k]].present ? s->meta.f[files[k]].rows : 0;
+    sampler_split_sizes(&s->meta, n);
     if (sampler_stream_init(out, n, (uint32_t)s->args.rank, (uint32_t)s->args.ranks, s->plan.shape.batch_size,
                             (uint32_t)s->cfg.train.epochs, (uint32_t)s->cfg.train.eval_every, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);

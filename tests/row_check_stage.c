@@ -62,12 +62,11 @@ int main(int argc, char **argv)
     struct sampler_stream stream;
     struct batch_shape shape = st.plan.shape;
     uint64_t *ids[BATCH_SPLITS] = {0}, n_ids[BATCH_SPLITS] = {0};
-    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
     uint32_t rank = (uint32_t)st.args.rank, ranks = (uint32_t)st.args.ranks, epochs = (uint32_t)st.cfg.train.epochs;
     if (sampler_topo_open(&topo, dir, &st.meta, msg, sizeof msg) || sampler_init(&smp, &topo, &shape, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    for (int k = 0; k < BATCH_SPLITS; k++) {
-        int rc = sampler_split_load(dir, &st.meta, files[k], &ids[k], &n_ids[k], msg, sizeof msg);
+    for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
+        int rc = sampler_split_load(dir, &st.meta, sampler_split_file(k), &ids[k], &n_ids[k], msg, sizeof msg);
         if (rc && !(rc == -ENOENT && k != BATCH_TRAIN))
             stage_fail(&st, "%s", msg);
     }
