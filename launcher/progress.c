@@ -26,7 +26,6 @@
 #include "core/util.h"
 #include "launcher/launch.h"
 #include "stages/sampler.h"
-#include "stages/stage.h"
 
 #define PLAIN_EVERY_S 10.0
 
