@@ -220,6 +220,11 @@ uint64_t sl_peak_rss(void)
     return (uint64_t)ru.ru_maxrss * 1024;
 }
 
+const char *sl_err_line_start(void)
+{
+    return isatty(STDERR_FILENO) == 1 ? "\r\033[K" : ""; /* one ioctl; messages are rare */
+}
+
 const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len)
 {
     static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -59,4 +59,11 @@ uint64_t sl_peak_rss(void);
 /* Human-readable byte count ("1.5 GiB") into buf; returns buf. */
 const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len);
 
+/* What a message line written to stderr starts with: "\r\033[K" (return
+ * and erase the line) when stderr is a terminal, else "". On a terminal
+ * gnnlaunch keeps a live progress line without a newline; a stage's message
+ * erases it instead of being glued to it, and the launcher redraws it at
+ * its next refresh. */
+const char *sl_err_line_start(void);
+
 #endif

@@ -54,7 +54,7 @@ void launch_stop(struct launch *l, enum launch_outcome outcome, const char *caus
     l->outcome = outcome;
     snprintf(l->cause, sizeof l->cause, "%s", cause);
     if (l->nchildren)
-        fprintf(stderr, "gnnlaunch: %s; stopping the run\n", cause);
+        fprintf(stderr, "%sgnnlaunch: %s; stopping the run\n", sl_err_line_start(), cause);
     layout_close(&l->layout);
     if (l->run_id[0])
         shm_run_unlink(l->run_id);

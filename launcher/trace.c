@@ -2,7 +2,8 @@
  * every stage appended to <run-dir>/trace.<stage>.<rank> (struct
  * layout_span) into one Chrome trace (the JSON "traceEvents" format that
  * Perfetto and chrome://tracing open): one track per stage process (named
- * "gnn-<stage> rank <r>") and thread, one complete event ("ph":"X") per
+ * "gnn-<stage> rank <r>") and thread (named "<stage> thread <k>", k in
+ * order of first appearance), one complete event ("ph":"X") per
  * batch per stage, timestamps in microseconds since the run started.
  * Written to FILE.json.partial-<pid> and renamed, so FILE.json is whole or
  * absent. One event per line (tests read it line by line). */
@@ -47,7 +48,19 @@ int trace_write(struct launch *l, char *err, size_t errlen)
         if (!in)
             continue; /* a stage that recorded nothing (or could not) */
         struct layout_span sp;
+        uint32_t tids[64];
+        int ntids = 0;
         while (fread(&sp, sizeof sp, 1, in) == 1) {
+            /* name each thread's track the first time it shows up */
+            int t = 0;
+            while (t < ntids && tids[t] != sp.tid)
+                t++;
+            if (t == ntids && ntids < (int)SL_ARRAY_LEN(tids)) {
+                tids[ntids++] = sp.tid;
+                fprintf(out, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu32
+                        ",\"args\":{\"name\":\"%s thread %d\"}}",
+                        (int)c->pid, sp.tid, layout_stage_name(c->stage), t);
+            }
             double ts = sp.t0_ns > base ? (double)(sp.t0_ns - base) / 1e3 : 0.0;
             double dur = sp.t1_ns > sp.t0_ns ? (double)(sp.t1_ns - sp.t0_ns) / 1e3 : 0.0;
             fprintf(out,

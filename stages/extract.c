@@ -97,7 +97,7 @@ static void SL_PRINTF(3, 4) announce(const struct extract_source *src, unsigned 
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s: %s\n", src->prog, line);
+    fprintf(stderr, "%s%s: %s\n", sl_err_line_start(), src->prog, line);
 }
 
 /* ---- the source ------------------------------------------------------------ */

@@ -38,7 +38,7 @@ void stage_note(const struct stage *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s rank %d: %s\n", s->prog, s->args.rank, line);
+    fprintf(stderr, "%s%s rank %d: %s\n", sl_err_line_start(), s->prog, s->args.rank, line);
 }
 
 _Noreturn void stage_fail(struct stage *s, const char *fmt, ...)
@@ -53,7 +53,7 @@ _Noreturn void stage_fail(struct stage *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s rank %d: %s\n", s->prog, s->args.rank, line);
+    fprintf(stderr, "%s%s rank %d: %s\n", sl_err_line_start(), s->prog, s->args.rank, line);
     if (s->block) {
         metrics_add(&s->block->errors, 1);
         metrics_set_state(s->block, METRICS_FAILED);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
 #include <time.h>
 
@@ -20,6 +21,7 @@ char t_base[1300];
 char t_stages[1200];
 char t_launcher[1200];
 volatile pid_t t_lpid;
+bool t_launch_pty;
 static int t_lseq;
 
 int t_launch_setup(const char *name)
@@ -114,6 +116,37 @@ static bool overridden(const char *entry)
     return false;
 }
 
+/* In the forked child: runs the launcher on a new pseudo-terminal (so its
+ * stdout is a terminal, as in a user's shell) and copies everything it
+ * writes there to `log` until it ends; exits with its status. A terminal's
+ * output processing turns "\n" into "\r\n"; the log keeps those bytes. */
+static _Noreturn void run_on_pty(int log, const char **argv, const char **envp)
+{
+    int master;
+    struct winsize ws = {.ws_row = 24, .ws_col = 200};
+    pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    if (pid < 0)
+        _exit(126);
+    if (pid == 0) {
+        execve(t_launcher, (char *const *)argv, (char *const *)envp);
+        _exit(127);
+    }
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(master, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) /* EIO once the launcher (the last holder of the terminal) is gone */
+            break;
+        if (write(log, buf, (size_t)n) != n)
+            break;
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 /* Starts gnnlaunch with args and extra "K=V" environment entries (both
  * NULL-terminated). Everything the child needs is prepared before fork: the
  * child only redirects and execs. */
@@ -161,6 +194,8 @@ void t_launch_start(struct t_proc *r, const char *const *env, const char *const 
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        if (t_launch_pty)
+            run_on_pty(fd, argv, envp);
         execve(t_launcher, (char *const *)argv, (char *const *)envp);
         _exit(127);
     }

@@ -21,6 +21,9 @@ extern char t_base[1300];     /* t_xdg/sluice: where run directories go */
 extern char t_stages[1200];   /* the test stage programs */
 extern char t_launcher[1200]; /* gnnlaunch */
 extern volatile pid_t t_lpid; /* the launcher running now (killed by t_launch_alarm) */
+/* When set, t_launch_start runs the launcher on a pseudo-terminal (its
+ * stdout then is a terminal) and copies its output to the log. */
+extern bool t_launch_pty;
 
 struct t_proc {
     pid_t pid;

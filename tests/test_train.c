@@ -295,19 +295,39 @@ static void test_trace_file(void **state)
     static int seen[MAXB][4];
     memset(seen, 0, sizeof seen);
     static const char *const cats[] = {"sampler", "extractor", "trainer", "releaser"};
-    int tracks = 0;
+    int tracks = 0, threads = 0, ntid = 0, last_tid[64];
+    double last_end[64];
     uint64_t maxb = 0;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strstr(line, "\"name\":\"process_name\""))
             tracks++;
+        if (strstr(line, "\"name\":\"thread_name\""))
+            threads++;
         if (!strstr(line, "\"ph\":\"X\""))
             continue;
         unsigned long long b;
         char cat[32];
         double ts, dur;
-        if (sscanf(line + (line[0] == ','), "{\"name\":\"batch %llu\",\"cat\":\"%31[a-z]\",\"ph\":\"X\",\"ts\":%lf,\"dur\":%lf", &b,
-                   cat, &ts, &dur) != 4)
+        int pid, tid;
+        if (sscanf(line + (line[0] == ','),
+                   "{\"name\":\"batch %llu\",\"cat\":\"%31[a-z]\",\"ph\":\"X\",\"ts\":%lf,\"dur\":%lf,\"pid\":%d,\"tid\":%d", &b,
+                   cat, &ts, &dur, &pid, &tid) != 6)
             fail_msg("unexpected span line: %s", line);
+        /* Perfetto's JSON importer needs the complete events of one thread
+         * to nest; a stage thread works on one batch at a time, so its spans
+         * must not overlap at all (in file order, which is time order) */
+        int t = 0;
+        while (t < ntid && last_tid[t] != tid)
+            t++;
+        if (t == ntid) {
+            assert_true(ntid < 64);
+            last_tid[ntid] = tid;
+            last_end[ntid++] = 0;
+        }
+        if (ts + 0.002 < last_end[t])
+            fail_msg("thread %d: span of batch %llu starts at %.3f us, before its previous span ends (%.3f us)", tid, b, ts,
+                     last_end[t]);
+        last_end[t] = ts + dur;
         assert_true(b < MAXB && dur >= 0);
         int k = -1;
         for (int i = 0; i < 4; i++)
@@ -321,6 +341,7 @@ static void test_trace_file(void **state)
             maxb = b;
     }
     assert_int_equal(tracks, 4);
+    assert_int_equal(threads, ntid); /* every thread's track is named */
     assert_true(maxb > 10);
     for (uint64_t b = 0; b <= maxb; b++)
         for (int k = 0; k < 4; k++) {
@@ -357,6 +378,70 @@ static void test_progress_lines(void **state)
     assert_true(done <= total && total == 600ull * 25 + 600 * 13 + 13); /* 25 train + 13 val batches an epoch, 13 test */
     assert_non_null(strstr(p, "batches/s  ETA "));
     assert_non_null(strstr(p, "queues extract "));
+}
+
+/* On a terminal: the progress line is live (each refresh starts with
+ * "\r\033[K" and rewrites it in place, never a newline of its own), it is
+ * cleared before every epoch line, and the run still ends with the final
+ * line. The launcher runs on a pseudo-terminal (t_launch_pty). */
+static void test_progress_live(void **state)
+{
+    (void)state;
+    char ck[1300], set[1400];
+    snprintf(ck, sizeof ck, "%s/ck-live", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    struct t_proc r;
+    t_launch_pty = true;
+    t_launch_run(&r, (const char *[]){g_stages, NULL}, (const char *[]){"--cpu", g_cfg, "--set", set, "--epochs", "300", NULL},
+                 240);
+    t_launch_pty = false;
+    t_expect_code(&r, 0);
+    t_expect_clean(&r);
+    static char buf[1 << 22];
+    t_slurp(r.log, buf, sizeof buf);
+    size_t live = 0, cleared_epochs = 0, epochs = 0;
+    for (const char *p = buf; (p = strstr(p, "/300: batch ")); p++) {
+        /* every progress line is a live one: "\r\033[Kepoch E/300: batch ..." */
+        const char *start = p;
+        while (start > buf && start[-1] != '\n' && start[-1] != '\r')
+            start--;
+        if (start == buf || start[-1] != '\r' || strncmp(start, "\033[Kepoch ", 9))
+            fail_msg("progress line at byte %td is not rewritten in place (no \\r\\033[K before it): %s", start - buf, r.log);
+        const char *end = p + strcspn(p, "\r\n");
+        if (*end == '\n' || (end[0] == '\r' && end[1] == '\n'))
+            fail_msg("progress line at byte %td ends with a newline; a live line never does", start - buf);
+        if (!strstr(p, "batches/s  ETA ") || !strstr(p, " MB/s  queues extract "))
+            fail_msg("progress line at byte %td lacks rate, ETA, MB/s or queues", start - buf);
+        live++;
+    }
+    for (const char *p = buf; (p = strstr(p, " loss=")); p++) {
+        const char *start = p;
+        while (start > buf && start[-1] != '\n' && start[-1] != '\r')
+            start--;
+        epochs++;
+        /* an epoch line follows either a newline or the clearing of a live line */
+        if (start > buf && start[-1] == '\r' && !strncmp(start, "\033[K", 3))
+            cleared_epochs++;
+        else if (start != buf && start[-1] != '\n')
+            fail_msg("epoch line at byte %td is glued to a progress line", start - buf);
+    }
+    if (live == 0)
+        fail_msg("no live progress line in %s (the run took %.1f s)", r.log, r.t_end - r.t0);
+    assert_int_equal(epochs, 300);
+    assert_true(cleared_epochs >= 1);
+    /* the final line is a line of its own after the last epoch line (on a
+     * terminal stdout and the launcher's stderr notes share the screen) */
+    const char *last = NULL;
+    for (const char *p = buf; (p = strstr(p, "\ntest_acc=")); p++)
+        last = p + 1;
+    double test, val, secs;
+    unsigned e;
+    const char *last_epoch = NULL;
+    for (const char *p = buf; (p = strstr(p, " loss=")); p++)
+        last_epoch = p;
+    if (!last || last < last_epoch ||
+        sscanf(last, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf", &test, &val, &e, &secs) != 4 || e != 300)
+        fail_msg("no final line after the last epoch line on the terminal (%s)", r.log);
 }
 
 static void test_resume_refused(void **state)
@@ -436,6 +521,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_trace_file, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_progress_lines, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_progress_live, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
