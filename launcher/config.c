@@ -444,11 +444,20 @@ void sl_config_write_reference(FILE *f)
     }
 }
 
+/* A TOML basic string: quote and backslash escaped, and every control
+ * character (which TOML forbids raw in a string) as a four-digit u-escape,
+ * so the text loads back to the same bytes. */
 static void write_str(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const char *p = s; *p; p++)
-        fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\u%04X", *p);
+        else
+            fputc(*p, f);
+    }
     fputc('"', f);
 }
 

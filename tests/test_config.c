@@ -84,10 +84,13 @@ static void test_defaults_and_sets(void **state)
     assert_int_equal(sl_config_load(&c, p, s2, 1, err, sizeof err), 0);
     assert_int_equal(c.model.n_fanouts, 4);
     assert_int_equal(c.model.fanouts[3], 10);
-    /* integer for a float key is fine */
-    const char *s3[] = {"train.lr=1"};
-    assert_int_equal(sl_config_load(&c, p, s3, 1, err, sizeof err), 0);
+    /* integer for a float key is fine; a path with a control character,
+     * a quote and a backslash is written escaped and reads back the same */
+    const char *s3[] = {"train.lr=1", "dataset.path=\"a\\fb\\\"c\\\\d\\u007F\""};
+    if (sl_config_load(&c, p, s3, 2, err, sizeof err))
+        fail_msg("%s", err);
     assert_true(c.train.lr == 1.0);
+    assert_string_equal(c.dataset.path, "a\fb\"c\\d\x7f");
     /* the effective config written as TOML loads back to the same values */
     char q[4300];
     snprintf(q, sizeof q, "%s/eff.toml", dir);
