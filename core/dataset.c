@@ -641,6 +641,52 @@ int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *er
     return 0;
 }
 
+uint64_t sl_meta_identity(const sl_dataset_meta *m)
+{
+    char text[4096];
+    size_t n = (size_t)snprintf(text, sizeof text,
+                                "sluice-dataset %" PRIu32 " nodes=%" PRIu64 " edges=%" PRIu64 " feat_dim=%" PRIu64
+                                " classes=%" PRIu32 " feat_align=%" PRIu64 "\n",
+                                m->version, m->nodes, m->edges, m->feat_dim, m->classes, m->feat_align);
+    for (int i = 0; i < SL_F_COUNT && n < sizeof text; i++) {
+        const sl_dsfile *f = &m->f[i];
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              "%s %s %s [%" PRIu64 ", %" PRIu64 "] stride=%" PRIu64 " bytes=%" PRIu64
+                              " xxh3=%016" PRIx64 "\n",
+                              sl_dsfile_key[i], f->file, sl_dtype_name(f->dtype), f->rows, f->cols, f->row_stride,
+                              f->bytes, f->xxh3);
+    }
+    return XXH3_64bits(text, SL_MIN(n, sizeof text - 1));
+}
+
+int sl_meta_verify_small(const char *dir, const sl_dataset_meta *m, uint64_t max_bytes, char *err, size_t errlen)
+{
+    static const int small[] = {SL_F_LABELS, SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    uint64_t total = 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(small); i++)
+        if (sl_add_ovf(total, m->f[small[i]].bytes, &total))
+            return 0;
+    if (total > max_bytes)
+        return 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(small); i++) {
+        const sl_dsfile *f = &m->f[small[i]];
+        char fp[4096];
+        uint64_t hash, bytes;
+        if (sl_path_join(fp, sizeof fp, dir, f->file) < 0)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+        int rc = sl_file_xxh3(fp, &hash, &bytes, err, errlen);
+        if (rc < 0)
+            return rc;
+        if (hash != f->xxh3 || bytes != f->bytes)
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s: its XXH3 is %016" PRIx64 " but dataset.toml records %016" PRIx64
+                           " (%s.xxh3): the file was rewritten since gnnprep made the dataset; regenerate the "
+                           "dataset (gnnprep check %s shows what else changed)",
+                           fp, hash, f->xxh3, sl_dsfile_key[small[i]], dir);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* staged dataset directory */
 

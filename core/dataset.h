@@ -96,6 +96,24 @@ int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *er
  * (path is used in messages only). 0 or -EINVAL. */
 int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_meta *m, char *err, size_t errlen);
 
+/* The identity of the dataset m describes: XXH3-64 of a canonical text of
+ * its counts and of every file's name, dtype, shape, stride, size and
+ * recorded xxh3. Neither `source` nor the directory's path takes part, so
+ * a moved copy is the same dataset, and any file whose recorded contents
+ * differ makes another one. Checkpoints record it (docs/checkpoints.md). */
+uint64_t sl_meta_identity(const sl_dataset_meta *m);
+
+/* Most bytes of small files sl_meta_verify_small hashes at every launch. */
+#define SL_VERIFY_SMALL_MAX (64ull << 20)
+
+/* Verifies the XXH3 of the small files (labels and the three splits)
+ * against dataset.toml, reading each once, when their sizes add up to at
+ * most max_bytes; above that nothing is read. The graph and the features
+ * are never hashed here (gnnprep check does). 0; -EINVAL naming the file
+ * whose bytes differ from what dataset.toml records; or the -errno of a
+ * read. Blocks on the reads (a few ms for millions of nodes). */
+int sl_meta_verify_small(const char *dir, const sl_dataset_meta *m, uint64_t max_bytes, char *err, size_t errlen);
+
 /* ---- buffered, hashing file writer ---- */
 typedef struct sl_writer {
     int fd;

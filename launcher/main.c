@@ -240,9 +240,10 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
  * the config file's name without .toml); relative paths are made absolute
  * (stages need not share our cwd). With --resume, the newest complete
- * checkpoint there sets the first epoch to run; without, existing
+ * checkpoint there, if trained on the dataset of identity dataset_id
+ * (ckpt_check_dataset), sets the first epoch to run; without, existing
  * checkpoints are noted (this run will overwrite them). */
-static int check_checkpoints(struct launch *l, const struct opts *o, char *err, size_t errlen)
+static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t dataset_id, char *err, size_t errlen)
 {
     char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[1024];
     size_t cap = sizeof l->cfg.train.checkpoint_dir;
@@ -280,6 +281,8 @@ static int check_checkpoints(struct launch *l, const struct opts *o, char *err, 
                            "--resume: %s already holds %" PRIu32 " of train.epochs = %" PRId64
                            " epochs; pass a larger --epochs to train on",
                            path, epoch, l->cfg.train.epochs);
+        if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
+            return rc; /* trained on another dataset */
         l->start_epoch = epoch;
         l->next_epoch = l->epochs_done = epoch;
         fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
@@ -305,6 +308,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
     sl_dataset_meta meta;
     rc = sl_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
+    if (rc == 0) /* and the small files' checksums: a same-size rewrite of the labels */
+        rc = sl_meta_verify_small(l->cfg.dataset.path, &meta, SL_VERIFY_SMALL_MAX, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     char real[PATH_MAX];
@@ -337,7 +342,7 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
     l->resume = o->resume;
-    if ((rc = check_checkpoints(l, o, err, errlen)) != 0)
+    if ((rc = check_checkpoints(l, o, sl_meta_identity(&meta), err, errlen)) != 0)
         return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
         return rc;

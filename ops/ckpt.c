@@ -753,3 +753,25 @@ out:
     free(cs);
     return rc;
 }
+
+int ckpt_check_dataset(const char *dir, uint32_t epoch, uint64_t id, const char *dataset_dir, char *err,
+                       size_t errlen)
+{
+    char path[PATH_MAX], want[24];
+    if (ckpt_path(path, sizeof path, dir, epoch) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    struct ckpt c;
+    int rc = ckpt_read(&c, path, err, errlen);
+    if (rc)
+        return rc;
+    snprintf(want, sizeof want, "%016" PRIx64, id);
+    const char *got = ckpt_meta(&c, CKPT_META_DATASET), *from = ckpt_meta(&c, CKPT_META_DATASET_PATH);
+    if (got && strcmp(got, want) != 0)
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "--resume: %s was trained on the dataset at %s (identity %s), but dataset.path = \"%s\" "
+                     "holds another one (identity %s): their dataset.toml files record different contents; point "
+                     "dataset.path at the dataset the checkpoint was trained on, or start afresh without --resume",
+                     path, from ? from : "(path not recorded)", got, dataset_dir, want);
+    ckpt_free(&c);
+    return rc;
+}

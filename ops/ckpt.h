@@ -119,4 +119,18 @@ int ckpt_path(char *out, size_t len, const char *dir, uint32_t epoch);
  * -ENAMETOOLONG, -ENOMEM or another -errno of opendir/readdir. */
 int ckpt_latest(const char *dir, char *path, size_t len, uint32_t *epoch, char *err, size_t errlen);
 
+/* Metadata keys naming the dataset a checkpoint was trained on: its
+ * identity (sl_meta_identity, 16 hex digits) and its directory, for
+ * messages. Checkpoints written before these keys existed have neither. */
+#define CKPT_META_DATASET "dataset"
+#define CKPT_META_DATASET_PATH "dataset_path"
+
+/* --resume's dataset check: reads the checkpoint of `epoch` in dir and
+ * compares its CKPT_META_DATASET with id. 0 when they agree or when the
+ * checkpoint records no dataset (an older one); -EINVAL with a message
+ * naming the checkpoint, the dataset it was trained on and dataset_dir
+ * when it records another; or ckpt_read's error. */
+int ckpt_check_dataset(const char *dir, uint32_t epoch, uint64_t id, const char *dataset_dir, char *err,
+                       size_t errlen);
+
 #endif

@@ -84,6 +84,7 @@ enum {
     ANN_URING = 1u << 4,
     ANN_PREAD = 1u << 5,
     ANN_NO_FIXED = 1u << 6,
+    ANN_FAULT = 1u << 7,
 };
 
 static atomic_uint announced;
@@ -98,6 +99,36 @@ static void SL_PRINTF(3, 4) announce(const struct extract_source *src, unsigned 
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s%s: %s\n", sl_err_line_start(), src->prog, line);
+}
+
+/* ---- fault injection (a test hook; docs/reliability.md) -------------------- */
+
+/* SLUICE_FAULT_READ_EIO=N: the Nth read this process completes - every
+ * request of every engine and backend counts, mmap row copies included -
+ * completes with -EIO instead of its result, as if the kernel had returned
+ * it. Read from the environment by extract_source_open; unset (0), a
+ * completion pays one relaxed load and a predictable branch. */
+static _Atomic uint64_t fault_read_eio;
+static _Atomic uint64_t fault_reads;
+
+static void fault_init(const struct extract_source *src)
+{
+    const char *s = getenv("SLUICE_FAULT_READ_EIO");
+    uint64_t n = 0;
+    if (s && *s && (sl_parse_u64(s, false, &n) != 0 || n == 0)) {
+        announce(src, ANN_FAULT, "SLUICE_FAULT_READ_EIO=%s is not a positive integer; no read will fail", s);
+        n = 0;
+    } else if (n) {
+        announce(src, ANN_FAULT, "SLUICE_FAULT_READ_EIO=%" PRIu64 ": read %" PRIu64 " will fail (a test hook)", n, n);
+    }
+    atomic_store_explicit(&fault_read_eio, n, memory_order_relaxed);
+}
+
+/* Counts one completed read; true for the one that must fail. */
+static inline bool fault_read_fails(void)
+{
+    uint64_t n = atomic_load_explicit(&fault_read_eio, memory_order_relaxed);
+    return n && atomic_fetch_add_explicit(&fault_reads, 1, memory_order_relaxed) + 1 == n;
 }
 
 /* ---- the source ------------------------------------------------------------ */
@@ -183,6 +214,7 @@ int extract_source_open(struct extract_source *src, const char *dir, const sl_da
     memset(src, 0, sizeof *src);
     src->fd = -1;
     src->prog = prog ? prog : "sluice";
+    fault_init(src);
     const sl_dsfile *f = &m->f[SL_F_FEATURES];
     int rc;
     if (io != EXTRACT_IO_DIRECT && io != EXTRACT_IO_BUFFERED && io != EXTRACT_IO_MMAP)
@@ -413,6 +445,8 @@ static int read_complete(struct extractor *x, uint32_t e, int res)
     struct xstate *xs = x->inflight;
     const struct extract_source *s = x->src;
     struct xread *r = &xs->rd[e];
+    if (fault_read_fails())
+        res = -EIO;
     if (res < 0) {
         if ((res == -EAGAIN || res == -EINTR) && r->again < AGAIN_MAX && !xs->rc) {
             r->again++;
@@ -469,6 +503,11 @@ static void mmap_loads(struct extractor *x)
     const struct extract_source *s = x->src;
     while (xs->next < xs->nloads && !xs->rc) {
         uint32_t idx = xs->loads[xs->next++], slot = xs->slots[idx];
+        if (fault_read_fails()) { /* as a read would report it (a real error here is SIGBUS) */
+            read_setup(x, &xs->rd[0], idx);
+            read_failed(x, &xs->rd[0], -EIO, false);
+            break;
+        }
         memcpy(featbuf_row(x->fb, slot), s->map + xs->nodes[idx] * s->row_stride, (size_t)s->row_bytes);
         x->st.io_ops++;
         x->st.io_bytes += s->row_bytes;

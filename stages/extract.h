@@ -47,6 +47,11 @@
  * dropped, and -EIO (or the error) returns with a message naming the node
  * id, the file offset and the errno text.
  *
+ * Fault injection (a test hook, docs/reliability.md): with
+ * SLUICE_FAULT_READ_EIO=N in the environment when the source is opened, the
+ * Nth read the process completes (any engine, any backend) fails with -EIO
+ * as if the kernel had returned it; unset, it costs nothing measurable.
+ *
  * Thread safety: an extract_source is shared; a struct extractor belongs
  * to one thread. Errors: 0 or -errno with a message in err (may be NULL).
  * -EPIPE: the feature buffer is broken (run torn down). */

@@ -173,11 +173,17 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     size_t cfg_len;
     if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
+    char dataset_s[24]; /* what --resume checks the dataset against (ckpt_check_dataset) */
+    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, sl_meta_identity(&st->meta));
     const char *meta[] = {"format", "sluice-checkpoint", "version", "1",   "epoch", epoch_s, "step",   step_s,
-                          "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text};
+                          "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text,
+                          CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path};
     rc = ckpt_write(path, ts, nt * 3, meta, (uint32_t)(SL_ARRAY_LEN(meta) / 2), msg, sizeof msg);
-    if (rc)
-        stage_fail(st, "writing checkpoint: %s", msg);
+    if (rc) /* ckpt_write removed its partial file; earlier checkpoints are as they were */
+        stage_fail(st, "epoch %" PRIu32 ": %s; %s", epochs_done, msg,
+                   epochs_done > 1 ? "the checkpoints before it are untouched: make room, then continue from the "
+                                     "newest with gnnlaunch --resume"
+                                   : "no checkpoint was kept: make room, then start the run again");
     free(cfg_text);
     free(names);
     free(ts);

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <signal.h>
 
+#include "core/dataset.h"
 #include "core/util.h"
 #include "ops/ckpt.h"
 #include "t_launch.h"
@@ -479,8 +480,8 @@ static int group_setup(void **state)
         fprintf(stderr, "gnnprep synth failed: %s\n", out);
         return -1;
     }
-    /* the same graph with its labels shuffled (same size: the launcher's
-     * cheap check accepts it; gnnprep check would not) */
+    /* the same graph with its labels shuffled, and dataset.toml recording
+     * the shuffled file's checksum (the launcher verifies the labels') */
     if (t_run(out, sizeof out, "cp -r '%s' '%s'", g_ds, g_perm) != 0)
         return -1;
     char path[1400];
@@ -503,6 +504,11 @@ static int group_setup(void **state)
     if (fwrite(lab, sizeof lab[0], 4000, f) != 4000)
         return -1;
     fclose(f);
+    uint64_t h;
+    if (sl_file_xxh3(path, &h, NULL, out, sizeof out) != 0 ||
+        t_run(out, sizeof out, "sed -i '/^\\[labels\\]/,/^\\[/s/^xxh3 = .*/xxh3 = \"%016llx\"/' '%s/dataset.toml'",
+              (unsigned long long)h, g_perm) != 0)
+        return -1;
     write_config(g_cfg, g_ds, NULL);
     return 0;
 }
