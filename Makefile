@@ -5,7 +5,7 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo asan tsan fuzz clean
+.PHONY: all deps configure build test demo asan tsan fuzz release-check clean
 
 all: build
 
@@ -25,13 +25,22 @@ test:
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-# Sanitizer builds in their own trees: ASan+UBSan over the whole suite,
-# TSan over the concurrent tests.
+# Sanitizer builds in their own trees (ASAN_BUILD, TSAN_BUILD): ASan+UBSan
+# over the whole suite, TSan over the concurrent tests.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 asan:
-	@$(MAKE) --no-print-directory test BUILD=build-asan CMAKE_FLAGS="-DSLUICE_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug"
+	@$(MAKE) --no-print-directory test BUILD=$(ASAN_BUILD) CMAKE_FLAGS="-DSLUICE_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug"
 tsan:
-	@$(MAKE) --no-print-directory build BUILD=build-tsan CMAKE_FLAGS="-DSLUICE_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug"
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L concurrent
+	@$(MAKE) --no-print-directory build BUILD=$(TSAN_BUILD) CMAKE_FLAGS="-DSLUICE_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug"
+	@cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L concurrent
+
+# Before a release: ASan+UBSan suite, TSan concurrent tests, valgrind demo and
+# every fuzz target (scripts/release-check.sh; docs/reliability.md). Its
+# trees are $(BUILD), $(BUILD)-asan, $(BUILD)-tsan and $(BUILD)-fuzz.
+FUZZ_SECONDS ?= 20
+release-check:
+	@scripts/release-check.sh --prefix $(BUILD) --jobs $(JOBS) --fuzz-seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -375,7 +375,7 @@ int sl_meta_write(const char *dir, const sl_dataset_meta *m, char *err, size_t e
     if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
+    FILE *f = sl_fopen_write(tmp, 0644); /* like the data files (sl_writer_open), whatever the umask */
     if (!f)
         return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
     fprintf(f, "# Sluice dataset (docs/format.md). Written by gnnprep; checked by `gnnprep check`.\n");
@@ -493,9 +493,13 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
     } else {
         d->row_stride = rowb;
     }
+    /* rows x stride, padded for features, must be a possible file size
+     * (at most INT64_MAX: every offset into it then fits off_t); checked
+     * before rounding up, which would wrap past 2^64 - SL_FEAT_FILE_PAD */
     uint64_t data;
-    if (sl_mul_ovf(d->rows, d->row_stride, &data))
-        return sl_errf(err, errlen, -EINVAL, "%s: %s: shape times stride overflows", path, key);
+    if (sl_mul_ovf(d->rows, d->row_stride, &data) || data > (uint64_t)INT64_MAX - (SL_FEAT_FILE_PAD - 1))
+        return sl_errf(err, errlen, -EINVAL, "%s: %s: shape times stride overflows the largest possible file", path,
+                       key);
     uint64_t expect = idx == SL_F_FEATURES ? sl_round_up(data, SL_FEAT_FILE_PAD) : data;
     if (d->bytes != expect)
         return sl_errf(err, errlen, -EINVAL, "%s: %s.bytes = %" PRIu64 " but shape and dtype make %" PRIu64 " bytes",
@@ -547,6 +551,12 @@ int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_met
         goto out;
     }
     m->classes = (uint32_t)classes;
+    /* the model's input size is 32-bit (ops/model.h); a wider feat_dim
+     * would be truncated, not refused, further on */
+    if (m->feat_dim == 0 || m->feat_dim > INT32_MAX) {
+        sl_errf(err, errlen, rc, "%s: feat_dim = %" PRIu64 " must be in 1..%d", path, m->feat_dim, INT32_MAX);
+        goto out;
+    }
     if (m->feat_align == 0 || (m->feat_align & (m->feat_align - 1)) || m->feat_align > SL_FEAT_FILE_PAD) {
         sl_errf(err, errlen, rc, "%s: feat_align = %" PRIu64 " must be a power of two up to %u", path, m->feat_align,
                 SL_FEAT_FILE_PAD);

@@ -120,6 +120,20 @@ int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, ch
     return 0;
 }
 
+FILE *sl_fopen_write(const char *path, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int sl_path_join(char *out, size_t outlen, const char *dir, const char *name)
 {
     size_t dl = strlen(dir);

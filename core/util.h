@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define SL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -38,6 +39,12 @@ int sl_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer.
  * Fails with -EFBIG beyond max_bytes. */
 int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
+
+/* Opens path for writing like fopen(path, "we"), but a file it creates gets
+ * `mode` (then less the umask) instead of 0666: output that others must not
+ * change (--metrics, --trace) is created 0644 whatever the umask. An
+ * existing file is truncated and keeps its mode. NULL with errno set. */
+FILE *sl_fopen_write(const char *path, mode_t mode);
 
 /* Joins dir and name into out (snprintf semantics); -ENAMETOOLONG if cut. */
 int sl_path_join(char *out, size_t outlen, const char *dir, const char *name);

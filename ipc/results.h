@@ -32,6 +32,7 @@
 
 #define RESULTS_MAGIC 0x3153455243434c53ull /* "SLCCRES1" little endian */
 #define RESULTS_WINDOW 64u
+#define RESULTS_RANKS_MAX 65536u
 
 /* One rank's epoch. Counts are of labelled targets. */
 struct results_rec {
@@ -58,7 +59,10 @@ struct results_hdr {
 
 struct results {
     struct results_hdr *hdr;
-    struct results_rec *recs; /* (ranks, window) */
+    struct results_rec *recs; /* (ranks, RESULTS_WINDOW) */
+    uint32_t ranks;           /* hdr->ranks as checked at create/attach; the
+                               * only bound used on recs (the header is shared,
+                               * writable memory: never re-read for indexing) */
     struct shm_seg seg;
 };
 
@@ -79,6 +83,15 @@ void results_publish(struct results_rec *rec, uint64_t epoch);
 /* Reader: true when every rank has published epoch e; *sum then holds
  * the counts added over ranks (seconds, busy_s, reduce_s: the maximum). */
 bool results_epoch(const struct results *r, uint64_t epoch, struct results_rec *sum);
+/* Reader: rank's record of epoch e into *out when that rank has
+ * published it (true); false otherwise. */
+bool results_get(const struct results *r, uint32_t rank, uint64_t epoch, struct results_rec *out);
+/* Adds rec into sum as results_epoch does over ranks: counts and loss_sum
+ * add up, seconds, busy_s and reduce_s take the maximum. Summing the
+ * records of ranks 0, 1, ... in turn into a zeroed sum gives the same bits
+ * as results_epoch (a multi-node launcher does so over every node's ranks
+ * in global rank order). */
+void results_rec_add(struct results_rec *sum, const struct results_rec *rec);
 /* Reader: epoch e is printed; writers may reuse its records. */
 void results_consume(struct results *r, uint64_t epoch);
 

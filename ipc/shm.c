@@ -331,6 +331,17 @@ int shm_seg_attach(struct shm_seg *seg, const char *name, enum shm_kind kind, un
         sl_errf(err, errlen, rc, "cannot stat %s: %s", name, strerror(-rc));
         goto err;
     }
+    if (st.st_uid != geteuid()) {
+        /* /dev/shm is world-writable: a segment of ours is always our own
+         * file (created 0600 with O_EXCL), so another owner means someone
+         * else put it under our name */
+        rc = -EPERM;
+        sl_errf(err, errlen, rc,
+                "%s belongs to uid %lu, not to you (uid %lu): it is no segment of your runs; ask its owner "
+                "to remove " SHM_DIR "%s",
+                name, (unsigned long)st.st_uid, (unsigned long)geteuid(), name);
+        goto err;
+    }
     if (st.st_size < (off_t)SHM_DATA_OFFSET) {
         rc = st.st_size == 0 ? -EAGAIN : -EINVAL;
         sl_errf(err, errlen, rc,

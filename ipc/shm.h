@@ -117,8 +117,9 @@ int shm_seg_create(struct shm_seg *seg, const char *run_id, const char *object, 
 
 /* Maps an existing segment by full name ("/sluice.<run>.<object>") and
  * checks its header: -ENOENT (no such segment), -EAGAIN (still being
- * created), -EINVAL (not a Sluice segment, another version, size or kind
- * mismatch, header naming another segment). flags: enum shm_attach_flags. */
+ * created), -EPERM (the file belongs to another user), -EINVAL (not a
+ * Sluice segment, another version, size or kind mismatch, header naming
+ * another segment). flags: enum shm_attach_flags. */
 int shm_seg_attach(struct shm_seg *seg, const char *name, enum shm_kind kind, unsigned flags, char *err, size_t errlen);
 
 /* Unmaps (the name stays). Accepts NULL and zeroed or already detached

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,18 @@ const char *__tsan_default_suppressions(void)
 }
 #endif
 
+/* zmq_bind() creates an ipc:// socket file with the mode the umask leaves
+ * (0777 under umask 0). Other users are already kept out by the run
+ * directory (0700: they cannot reach anything inside it); the sockets are
+ * made 0600 as well, so that they stay private should the directory ever
+ * be opened up. A failure is only reported: the directory still protects. */
+static void socket_private(const char *endpoint)
+{
+    const char *path = endpoint + strlen("ipc://");
+    if (chmod(path, 0600) != 0)
+        fprintf(stderr, "gnnlaunch: warning: cannot make %s private (chmod 0600): %s\n", path, strerror(errno));
+}
+
 void control_open(struct control *c, const char *run_dir)
 {
     memset(c, 0, sizeof *c);
@@ -64,6 +77,8 @@ void control_open(struct control *c, const char *run_dir)
     ZMQ_CHECK_PTR(c->pub = zmq_socket(c->ctx, ZMQ_PUB));
     ZMQ_CHECK(zmq_setsockopt(c->pub, ZMQ_LINGER, &zero, sizeof zero));
     ZMQ_CHECK(zmq_bind(c->pub, c->pub_endpoint));
+    socket_private(c->rep_endpoint);
+    socket_private(c->pub_endpoint);
 }
 
 /* How long closing waits for a reply still queued on the REP socket: the
@@ -238,9 +253,9 @@ static void epoch_json(struct sbuf *b, const struct launch *l)
     uint64_t pub[LAYOUT_RANKS_MAX], least = l->epochs_done;
     int n = 0;
     const struct results *res = &l->layout.results;
-    for (; res->hdr && n < l->ranks && n < LAYOUT_RANKS_MAX && (uint32_t)n < res->hdr->ranks; n++) {
+    for (; res->hdr && n < l->ranks && n < LAYOUT_RANKS_MAX && (uint32_t)n < res->ranks; n++) {
         /* the records past the printed ones that rank n has filled */
-        uint64_t e = l->next_epoch, w = res->hdr->window;
+        uint64_t e = l->next_epoch, w = RESULTS_WINDOW;
         while (e < total && e < l->next_epoch + w &&
                atomic_load_explicit(&res->recs[(uint64_t)n * w + e % w].seq, memory_order_acquire) == e + 1)
             e++;

@@ -111,7 +111,7 @@ void progress_start(struct launch *l)
     l->fb_found0 = calloc((size_t)l->ranks, sizeof *l->fb_found0);
     l->fb_loaded0 = calloc((size_t)l->ranks, sizeof *l->fb_loaded0);
     if (l->metrics_file[0]) {
-        l->metrics_out = fopen(l->metrics_file, "we");
+        l->metrics_out = sl_fopen_write(l->metrics_file, 0644); /* no group/other write, whatever the umask */
         if (!l->metrics_out)
             fprintf(stderr, "gnnlaunch: warning: cannot write --metrics %s: %s; continuing without it\n",
                     l->metrics_file, strerror(errno));
@@ -251,12 +251,15 @@ void progress_poll(struct launch *l)
         double hit = ratio(fnd, fnd + ld);
         uint64_t read = (s.bytes[LAYOUT_EXTRACTOR] - l->bytes0) / share;
         uint64_t ios = (s.io_ops[LAYOUT_EXTRACTOR] - l->io0) / share;
+        char hit_s[16] = "n/a"; /* no lookups counted in this epoch's window */
+        if (!isnan(hit))
+            snprintf(hit_s, sizeof hit_s, "%.3f", hit);
         clear_live(l);
         printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
                "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
-               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %.3f\n",
+               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %s\n",
                e + 1, l->cfg.train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
-               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit);
+               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit_s);
         fflush(stdout);
         if (l->metrics_out) {
             FILE *f = l->metrics_out;

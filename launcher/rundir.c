@@ -127,7 +127,7 @@ static int write_state(const char *dir, const char *final, const struct rundir_s
     char path[PATH_MAX];
     if (sl_path_join(path, sizeof path, dir, RUNDIR_STATE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
-    FILE *f = fopen(path, "we");
+    FILE *f = sl_fopen_write(path, 0600); /* private, like the directory, whatever the umask */
     if (!f) {
         int rc = -errno;
         return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
@@ -158,7 +158,7 @@ static int write_config(const char *dir, const sl_config *c, char *err, size_t e
     char path[PATH_MAX];
     if (sl_path_join(path, sizeof path, dir, RUNDIR_CONFIG) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
-    FILE *f = fopen(path, "we");
+    FILE *f = sl_fopen_write(path, 0600); /* private, like the directory, whatever the umask */
     if (!f) {
         int rc = -errno;
         return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));

@@ -27,7 +27,7 @@ int trace_write(struct launch *l, char *err, size_t errlen)
 {
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.partial-%d", l->trace_file, (int)getpid());
-    FILE *out = fopen(tmp, "we");
+    FILE *out = sl_fopen_write(tmp, 0644); /* no group/other write, whatever the umask */
     if (!out)
         return sl_errf(err, errlen, -errno, "--trace %s: %s", tmp, strerror(errno));
     uint64_t base = (uint64_t)(l->t_start * 1e9);

@@ -2,8 +2,10 @@
 # Installs every Debian package Sluice needs to build, test and benchmark.
 # Safe to run again: it installs only what is missing. Needs root or sudo.
 #
-#   scripts/install-deps.sh          # build + test dependencies
-#   scripts/install-deps.sh --bench  # also the benchmark tools (fio, gnuplot, GNU time)
+#   scripts/install-deps.sh            # build + test dependencies
+#   scripts/install-deps.sh --bench    # also the benchmark tools (fio, gnuplot, GNU time, jq, python3, perf)
+#   scripts/install-deps.sh --release  # also what scripts/release-check.sh needs (valgrind)
+# The options combine: scripts/install-deps.sh --bench --release
 set -euo pipefail
 
 pkgs=(
@@ -18,9 +20,13 @@ pkgs=(
     libjansson-dev    # JSON headers of safetensors checkpoints
     clang libclang-rt-14-dev   # libFuzzer targets (tests/fuzz) and their smoke test
 )
-if [[ "${1:-}" == "--bench" ]]; then
-    pkgs+=(fio gnuplot-nox time)
-fi
+for opt in "$@"; do
+    case "$opt" in
+        --bench) pkgs+=(fio gnuplot-nox time jq python3 linux-perf) ;; # bench/*.sh, docs/benchmarks.md
+        --release) pkgs+=(valgrind) ;; # memcheck of the demo; clang (above) builds the fuzz targets
+        *) echo "install-deps: unknown option '$opt' (--bench, --release)" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

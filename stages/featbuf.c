@@ -344,7 +344,9 @@ mutex_err:
     return -rc;
 }
 
-/* Binds fb to mem, keeping fb->seg (create and attach map first). */
+/* Binds fb to mem, keeping fb->seg (create and attach map first). The
+ * header's sizes are read once, checked against the layout they imply and
+ * against len, and only the checked copies are used. */
 static int bind_mem(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen)
 {
     struct shm_seg keep = fb->seg;
@@ -357,26 +359,37 @@ static int bind_mem(struct featbuf *fb, void *mem, size_t len, char *err, size_t
                 FEATBUF_VERSION);
         return -EINVAL;
     }
-    struct featbuf_params p = {.n_nodes = h->n_nodes, .nslots = h->nslots, .row_bytes = (size_t)h->row_bytes,
-                               .row_align = 1, .rows_on_device = h->rows_off == 0, .policy = h->policy};
+    const volatile struct featbuf_hdr *vh = h;
+    const uint64_t n_nodes = vh->n_nodes, row_bytes = vh->row_bytes, stride = vh->stride, rows_off = vh->rows_off,
+                   total = vh->total, slots_off = vh->slots_off, map_off = vh->map_off;
+    const uint32_t nslots = vh->nslots, policy = vh->policy;
+    struct featbuf_params p = {.n_nodes = n_nodes, .nslots = nslots, .row_bytes = (size_t)row_bytes,
+                               .row_align = 1, .rows_on_device = rows_off == 0, .policy = policy};
     struct layout l;
-    uint64_t rows_bytes = 0;
-    if (plan(&p, &l, NULL, 0) || sl_mul_ovf(h->nslots, h->stride, &rows_bytes) || h->total > len || h->slots_off != l.slots_off || h->map_off != l.map_off ||
-        h->stride < h->row_bytes || (h->rows_off && h->rows_off != l.rows_off) ||
-        (h->rows_off && rows_bytes > h->total - h->rows_off)) {
+    /* Where the last array ends: the node map (rows on the device: l.total
+     * of that layout) or the rows at the header's stride. It must lie
+     * within the header's total, and that within the memory really there. */
+    uint64_t rows_bytes = 0, end = 0;
+    bool bad = row_bytes > SIZE_MAX || plan(&p, &l, NULL, 0) || slots_off != l.slots_off || map_off != l.map_off ||
+               stride < row_bytes || stride > SIZE_MAX || (rows_off && rows_off != l.rows_off);
+    if (!bad && rows_off == 0)
+        end = l.total;
+    else if (!bad)
+        bad = sl_mul_ovf(nslots, stride, &rows_bytes) || sl_add_ovf(rows_off, rows_bytes, &end);
+    if (bad || end > total || total > len) {
         set_err(err, errlen, "feature buffer: header sizes do not match its %zu bytes; the segment is damaged", len);
         return -EINVAL;
     }
     unsigned char *base = mem;
     fb->hdr = h;
-    fb->slots = (struct featbuf_slot *)(base + h->slots_off);
-    fb->map = (uint32_t *)(base + h->map_off);
-    fb->rows = h->rows_off ? base + h->rows_off : NULL;
-    fb->stride = (size_t)h->stride;
-    fb->row_bytes = (size_t)h->row_bytes;
-    fb->nslots = h->nslots;
-    fb->n_nodes = h->n_nodes;
-    fb->policy = &policies[h->policy];
+    fb->slots = (struct featbuf_slot *)(base + slots_off);
+    fb->map = (uint32_t *)(base + map_off);
+    fb->rows = rows_off ? base + rows_off : NULL;
+    fb->stride = (size_t)stride;
+    fb->row_bytes = (size_t)row_bytes;
+    fb->nslots = nslots;
+    fb->n_nodes = n_nodes;
+    fb->policy = &policies[policy];
     return 0;
 }
 
