@@ -48,7 +48,7 @@ static void write_config(const char *path, const char *ds, const char *extra)
  * the log; the final line is the last one starting with "test_acc="). */
 static bool last_line(const struct t_proc *r, const char *prefix, char *out, size_t len)
 {
-    static char buf[1 << 16];
+    static char buf[1 << 22]; /* the whole log: long runs print many progress lines */
     t_slurp(r->log, buf, sizeof buf);
     bool found = false;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
