@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "ipc/shm.h"
+#include "launcher/cluster.h"
 #include "launcher/config.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
@@ -52,6 +53,7 @@ struct launch {
     struct rundir dir;
     struct layout layout;
     struct control ctl;
+    struct cluster cl;            /* a multi-node run's side (cluster.h); cl.on false on one node */
     struct spawn_child *children; /* (nchildren): rank-major, pipeline order */
     int nchildren;
     int sigfd, timerfd, devnull; /* -1 when not open */

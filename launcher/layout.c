@@ -551,6 +551,10 @@ int layout_args_build(const struct layout_args *a, char *buf, size_t len, char *
         pack(&p, "--resume");
     if (a->trace)
         pack(&p, "--trace");
+    if (a->nodes > 1) {
+        pack(&p, "--node=%d", a->node);
+        pack(&p, "--nodes=%d", a->nodes);
+    }
     if (p.full)
         return sl_errf(err, errlen, -ENAMETOOLONG, "command line of %s does not fit %zu bytes",
                        layout_stage_program(a->stage), len);
@@ -574,6 +578,7 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
 {
     memset(a, 0, sizeof *a);
     a->rank = a->ranks = -1;
+    a->nodes = 1;
     int stage = layout_stage_from_program(argc > 0 ? argv[0] : NULL);
     if (stage < 0)
         return sl_errf(err, errlen, -EINVAL,
@@ -593,8 +598,8 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
             a->trace = true;
             continue;
         }
-        static const char *const names[] = {"--run",    "--rank",          "--ranks",      "--run-dir",
-                                            "--config", "--metrics-block", "--start-epoch"};
+        static const char *const names[] = {"--run",    "--rank",          "--ranks",       "--run-dir", "--config",
+                                            "--metrics-block", "--start-epoch", "--node", "--nodes"};
         int which = -1;
         const char *val = NULL;
         for (int k = 0; k < (int)SL_ARRAY_LEN(names) && which < 0; k++) {
@@ -642,6 +647,12 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
                 return sl_errf(err, errlen, -EINVAL, "%s: --start-epoch=%s is not an epoch number", prog, val);
             a->start_epoch = (uint32_t)v;
             break;
+        case 7:
+        case 8:
+            if (!parse_int(val, which == 7 ? 0 : 1, LAYOUT_WORLD_MAX - (which == 7), &v))
+                return sl_errf(err, errlen, -EINVAL, "%s: %s=%s is not an integer in range", prog, names[which], val);
+            *(which == 7 ? &a->node : &a->nodes) = (int)v;
+            break;
         default:
             return sl_errf(err, errlen, -EINVAL,
                            "%s: unknown argument '%s'; stages are started by gnnlaunch "
@@ -656,6 +667,9 @@ int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, s
                        prog);
     if (a->rank >= a->ranks)
         return sl_errf(err, errlen, -EINVAL, "%s: --rank=%d is not below --ranks=%d", prog, a->rank, a->ranks);
+    if (a->node >= a->nodes || (uint64_t)a->nodes * (uint64_t)a->ranks > LAYOUT_WORLD_MAX)
+        return sl_errf(err, errlen, -EINVAL, "%s: --node=%d of --nodes=%d with --ranks=%d is out of range", prog,
+                       a->node, a->nodes, a->ranks);
     if ((uint32_t)block != layout_block(a->rank, a->stage))
         return sl_errf(err, errlen, -EINVAL,
                        "%s: --metrics-block=%ld does not belong to rank %d (expected %" PRIu32 ")", prog, block,

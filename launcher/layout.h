@@ -45,6 +45,15 @@
  *     gnn-<stage> --run=<run-id> --rank=<r> --ranks=<n> --run-dir=<dir>
  *                 --config=<dir>/config.toml --metrics-block=<i>
  *                 [--start-epoch=<e>] [--resume] [--trace]
+ *                 [--node=<I> --nodes=<K>]
+ *
+ * Ranks. --rank and --ranks are the rank's place on its node: they name
+ * the node's shared objects and metrics blocks. A multi-node run (gnnlaunch
+ * --nodes K, docs/multinode.md) adds the node; what a rank trains on (its
+ * share of every split, its batches' seeds, its dropout masks) depends on
+ * its global rank node * ranks + rank of nodes * ranks
+ * (layout_global_rank, layout_world), so K nodes of R ranks train what one
+ * node of K*R ranks would.
  *
  * Functions return 0 or -errno with a message in err (may be NULL). */
 #ifndef SLUICE_LAUNCHER_LAYOUT_H
@@ -67,6 +76,7 @@
 #include "stages/featbuf.h"
 
 #define LAYOUT_RANKS_MAX 1024 /* pipeline.ranks' upper bound */
+#define LAYOUT_WORLD_MAX 65536 /* ranks over all nodes */
 
 enum layout_stage {
     LAYOUT_SAMPLER = 0,
@@ -264,7 +274,18 @@ struct layout_args {
     uint32_t start_epoch; /* first epoch to run (epochs before it are in the checkpoint resumed from) */
     bool resume;
     bool trace; /* record per-batch spans in <run-dir>/trace.<stage>.<rank> (gnnlaunch --trace) */
+    int node, nodes; /* this node and the node count (1 node: 0, 1) */
 };
+
+/* The global rank and the world size (see Ranks above). */
+static inline uint32_t layout_global_rank(const struct layout_args *a)
+{
+    return (uint32_t)a->node * (uint32_t)a->ranks + (uint32_t)a->rank;
+}
+static inline uint32_t layout_world(const struct layout_args *a)
+{
+    return (uint32_t)a->nodes * (uint32_t)a->ranks;
+}
 
 /* Launcher side: writes the argv of a stage into buf (strings packed one
  * after another) and argv[0 .. n) with argv[n] = NULL; argv[0] is the stage
@@ -274,7 +295,8 @@ int layout_args_build(const struct layout_args *a, char *buf, size_t len, char *
                       size_t errlen);
 
 /* Stage side: parses argv (argv[0] names the stage) and checks it: a known
- * stage, a valid run id, 0 <= rank < ranks, the block that belongs to
+ * stage, a valid run id, 0 <= rank < ranks, 0 <= node < nodes (nodes *
+ * ranks at most LAYOUT_WORLD_MAX), the block that belongs to
  * (rank, stage), a run directory and a config. -EINVAL with a message
  * that names the argument otherwise. */
 int layout_args_parse(int argc, char **argv, struct layout_args *a, char *err, size_t errlen);

@@ -3,7 +3,9 @@
  * (run directory, shared memory, control sockets), starts the four stage
  * processes of every rank and supervises them until they end, and removes
  * everything it created on every way out (DESIGN.md sections 2, 7, 8;
- * docs/architecture.md).
+ * docs/architecture.md). With --nodes K it is one of K launchers, one per
+ * machine, which meet before creating anything and then watch each other
+ * (cluster.h; docs/multinode.md).
  *
  * Exit status: 0 every stage finished; 2 bad input found before start
  * (usage, config, dataset, paths) or the run could not be set up; 3 a stage
@@ -37,6 +39,7 @@
 static const char usage_text[] =
     "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
     "                 [--metrics FILE.jsonl] [--trace FILE.json] [--resume] [--run-name NAME]\n"
+    "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
     "dataset, creates the run's shared memory and private run directory, starts\n"
@@ -55,11 +58,17 @@ static const char usage_text[] =
     "                     (passed to gnn-trainer)\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
+    "  --nodes K          train on K machines, one gnnlaunch on each (docs/multinode.md);\n"
+    "                     global rank = I x pipeline.ranks + local rank\n"
+    "  --node-rank I      this machine's place, 0..K-1 (node 0 is the master)\n"
+    "  --master HOST:PORT node 0's address and a TCP port, the same on every node;\n"
+    "                     node I's trainers also use port PORT+1+I\n"
+    "  --rendezvous-timeout S  how long the nodes wait for each other (default 120)\n"
     "  --help, --version\n"
     "\n"
-    "Exit status: 0 done; 2 bad input (nothing was started); 3 a stage failed;\n"
-    "130 interrupted or stopped. Stage programs are taken from the directory of\n"
-    "gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
+    "Exit status: 0 done; 2 bad input (nothing was started); 3 a stage (or another\n"
+    "node) failed; 130 interrupted or stopped. Stage programs are taken from the\n"
+    "directory of gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
     "$XDG_RUNTIME_DIR/sluice (or /tmp/sluice-UID) and holds the ZeroMQ control\n"
     "(ipc://RUNDIR/control: status, stop) and metrics (ipc://RUNDIR/metrics)\n"
     "sockets. See docs/architecture.md.\n";
@@ -74,6 +83,7 @@ struct opts {
     int nowned;
     const char *metrics, *trace, *run_name;
     bool resume;
+    struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
 };
 
 static struct launch g_run; /* static: the exit handler runs after main returns */
@@ -128,6 +138,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 {
     memset(o, 0, sizeof *o);
     o->gpus = -1;
+    o->cluster.nodes = 1;
+    o->cluster.node = -1;
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
     o->owned = calloc((size_t)argc + 1, sizeof *o->owned);
     if (!o->sets || !o->owned)
@@ -173,6 +185,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--run-name", &missing))) {
             o->run_name = v;
+        } else if ((v = opt_value(argc, argv, &i, "--nodes", &missing))) {
+            if (!parse_long(v, &o->cluster.nodes) || o->cluster.nodes < 1)
+                return usage_error("--nodes needs a number of nodes >= 1, not '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--node-rank", &missing))) {
+            if (!parse_long(v, &o->cluster.node) || o->cluster.node < 0)
+                return usage_error("--node-rank needs a node rank >= 0, not '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--master", &missing))) {
+            o->cluster.master = v;
+        } else if ((v = opt_value(argc, argv, &i, "--rendezvous-timeout", &missing))) {
+            if (sl_parse_double(v, &o->cluster.timeout_s) != 0 || !(o->cluster.timeout_s > 0))
+                return usage_error("--rendezvous-timeout needs seconds > 0, not '%s'", v);
         } else if (missing) {
             return usage_error("%s needs a value", arg);
         } else {
@@ -363,6 +386,9 @@ static void teardown(void)
         spawn_signal(&l->children[i], SIGKILL); /* only children still running: an early exit */
     for (int i = 0; i < l->nchildren; i++)
         spawn_wait(&l->children[i]);
+    if (!l->cl.end_sent) /* an early exit: the other nodes stop too */
+        cluster_abort(l, l->cause[0] ? l->cause : "its launcher exited during setup");
+    cluster_free(&l->cl);
     control_close(&l->ctl);
     layout_free(&l->layout);
     if (l->run_id[0])
@@ -496,7 +522,9 @@ static void start_stages(struct launch *l)
                                     .metrics_block = layout_block(r, c->stage),
                                     .start_epoch = l->start_epoch,
                                     .resume = l->resume,
-                                    .trace = l->trace_file[0] != '\0'};
+                                    .trace = l->trace_file[0] != '\0',
+                                    .node = l->cl.on ? (int)l->cl.node : 0,
+                                    .nodes = l->cl.on ? (int)l->cl.nodes : 1};
             snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
             snprintf(a.config, sizeof a.config, "%s", config);
@@ -548,6 +576,8 @@ int main(int argc, char **argv)
     l->sigfd = l->timerfd = l->devnull = -1;
     char err[4096];
     int rc = check_input(l, &o, err, sizeof err);
+    if (rc == 0)
+        rc = cluster_check(l, &o.cluster, o.run_name, err, sizeof err);
     free_opts(&o);
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
@@ -557,10 +587,13 @@ int main(int argc, char **argv)
     atexit(teardown);
     l->phase = LAUNCH_SETUP;
     l->t_start = sl_now();
-    if ((rc = setup_signals(l, err, sizeof err)) != 0 || (rc = create_run(l, err, sizeof err)) != 0) {
+    /* several nodes: meet the others (cluster.h) before creating anything */
+    if ((rc = setup_signals(l, err, sizeof err)) != 0 || (rc = cluster_join(l, err, sizeof err)) != 0 ||
+        (rc = create_run(l, err, sizeof err)) != 0 || (rc = cluster_write(l, err, sizeof err)) != 0) {
         fprintf(stderr, "gnnlaunch: cannot set up the run: %s\n", err);
+        cluster_abort(l, err);
         teardown();
-        return EXIT_USAGE;
+        return rc == -EINTR ? 130 : EXIT_USAGE;
     }
     control_open(&l->ctl, l->dir.path);
     /* OpenBLAS starts its own threads when it loads; the trainer runs its
@@ -575,6 +608,7 @@ int main(int argc, char **argv)
     }
     progress_start(l);
     code = supervise(l);
+    code = cluster_finish(l, code); /* several nodes: wait for the others to finish too */
     int nchildren = l->nchildren;
     progress_final(l);
     if (l->trace_file[0] && l->nchildren > 0) {

@@ -12,7 +12,11 @@
  *     per epoch, and a final one (schema in docs/metrics.md).
  *
  * Per-stage busy and wait seconds in an epoch line are the metrics page's
- * counters, summed over ranks and threads, since the previous line. Called
+ * counters, summed over ranks and threads, since the previous line. On a
+ * multi-node run the training numbers (loss, accuracies, epoch seconds,
+ * all-reduce) are every node's (cluster_epoch), the same on every node;
+ * what follows the first '|' (stage seconds, reads, hit rate) is this
+ * node's, and the progress line counts this node's batches. Called
  * from the supervision loop once a second and once at the end; only the
  * launcher's main thread runs it. */
 #include <errno.h>
@@ -100,7 +104,9 @@ void progress_start(struct launch *l)
         sampler_split_sizes(&m, n);
         for (int r = 0; r < l->ranks; r++) {
             struct sampler_stream s;
-            if (sampler_stream_init(&s, n, (uint32_t)r, (uint32_t)l->ranks, (uint64_t)l->cfg.train.batch_size,
+            uint32_t node = l->cl.on ? l->cl.node : 0, nodes = l->cl.on ? l->cl.nodes : 1; /* global ranks */
+            if (sampler_stream_init(&s, n, node * (uint32_t)l->ranks + (uint32_t)r, nodes * (uint32_t)l->ranks,
+                                    (uint64_t)l->cfg.train.batch_size,
                                     (uint32_t)l->cfg.train.epochs, (uint32_t)l->cfg.train.eval_every, msg,
                                     sizeof msg) != 0)
                 continue;
@@ -213,10 +219,10 @@ void progress_poll(struct launch *l)
      * several epochs finished since the last poll their busy and wait
      * seconds are shared out evenly between them (docs/metrics.md). */
     uint64_t ready = 0;
-    while (l->next_epoch + ready < (uint64_t)l->cfg.train.epochs && results_epoch(res, l->next_epoch + ready, &sum))
+    while (l->next_epoch + ready < (uint64_t)l->cfg.train.epochs && cluster_epoch(l, l->next_epoch + ready, &sum))
         ready++;
     uint64_t share = ready;
-    while (ready-- > 0 && results_epoch(res, l->next_epoch, &sum)) {
+    while (ready-- > 0 && cluster_epoch(l, l->next_epoch, &sum)) {
         uint64_t e = l->next_epoch;
         struct stage_sums s;
         sums(l, &s);
@@ -313,7 +319,7 @@ void progress_final(struct launch *l)
                 l->epochs_done - l->start_epoch, l->cfg.train.epochs - l->start_epoch);
         complete = false;
     }
-    double secs = sl_now() - l->t_start;
+    double secs = cluster_seconds(l, sl_now() - l->t_start); /* several nodes: the slowest node's */
     double test = l->have_test ? l->test_acc : NAN;
     if (l->metrics_out) {
         FILE *f = l->metrics_out;

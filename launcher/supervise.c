@@ -4,7 +4,10 @@
  *   - a signalfd for SIGCHLD, SIGINT, SIGTERM and SIGHUP, which main()
  *     blocked before any thread existed, so they arrive only here;
  *   - the REP control socket (status, stop);
- *   - a 1 s timerfd: publish the snapshot on the PUB socket.
+ *   - a 1 s timerfd: publish the snapshot on the PUB socket;
+ *   - on a multi-node run, the mesh's pipe: results and failures of the
+ *     other nodes (cluster.h). A failure there stops this node's run like
+ *     a failing stage; a stop here is announced to them (cluster_stopping).
  * While stopping, the poll timeout is cut to the SIGKILL deadline.
  *
  * Rules. A stage that exits non-zero or by a signal while the run is
@@ -61,6 +64,7 @@ void launch_stop(struct launch *l, enum launch_outcome outcome, const char *caus
     for (int i = 0; i < l->nchildren; i++)
         spawn_signal(&l->children[i], SIGTERM);
     l->kill_at = sl_now() + LAUNCH_GRACE_S;
+    cluster_stopping(l); /* the other nodes of a multi-node run stop too */
 }
 
 /* A consumer that exited 0: did it see its input's end of stream? */
@@ -167,15 +171,17 @@ static long poll_timeout(const struct launch *l)
 
 int supervise(struct launch *l)
 {
-    zmq_pollitem_t items[3] = {
+    zmq_pollitem_t items[4] = {
         {.socket = l->ctl.rep, .events = ZMQ_POLLIN},
         {.socket = NULL, .fd = l->sigfd, .events = ZMQ_POLLIN},
         {.socket = NULL, .fd = l->timerfd, .events = ZMQ_POLLIN},
+        {.socket = cluster_pollable(l), .events = ZMQ_POLLIN}, /* the other nodes (cluster.h) */
     };
+    int nitems = items[3].socket ? 4 : 3;
     spawn_reap(l->children, l->nchildren, NULL);
     note_endings(l);
     while (spawn_running(l->children, l->nchildren) > 0) {
-        int n = zmq_poll(items, 3, poll_timeout(l));
+        int n = zmq_poll(items, nitems, poll_timeout(l));
         if (n < 0) {
             int e = zmq_errno();
             if (e == EINTR)
@@ -195,11 +201,14 @@ int supervise(struct launch *l)
             if (control_serve(&l->ctl, l) == CONTROL_STOP)
                 launch_stop(l, LAUNCH_STOP_REQUESTED, "stopped on request (control socket)");
         }
+        if (nitems > 3 && (items[3].revents & ZMQ_POLLIN))
+            cluster_poll(l);
         if (items[2].revents & ZMQ_POLLIN) {
             uint64_t ticks;
             ssize_t r = read(l->timerfd, &ticks, sizeof ticks);
             (void)r;
             control_publish(&l->ctl, l);
+            cluster_poll(l);
             progress_poll(l);
         }
         kill_overdue(l);

@@ -10,7 +10,8 @@
  * when its epoch changes, takes an arena slot, samples the batch into it
  * with seed sampler_pos_seed(train.seed, rank, pos) and pushes
  * {batch = g, slot, epoch, aux = {sampled edges, split}} into the extract
- * queue. So a batch's contents depend only on (seed, rank, g); with
+ * queue. Here rank is the global rank of a multi-node run (layout.h), so
+ * a batch's contents depend only on (seed, rank, g); with
  * pipeline.ordered the pushes also happen in the order of g (stage_turn),
  * which makes the whole stream reproducible. After the last batch the extract queue is closed
  * for writing (ring_producer_done). A closed queue or arena (the run is
@@ -238,7 +239,8 @@ static void *stage_thread(void *arg)
     if (!train)
         stage_fail(st, "no memory for a %" PRIu64 "-target epoch share", r->n_ids[BATCH_TRAIN]);
     uint32_t cur = UINT32_MAX;
-    uint32_t rank = (uint32_t)st->args.rank;
+    uint32_t rank = (uint32_t)st->args.rank; /* in the batch header: the node's rank that owns the arena */
+    uint32_t grank = layout_global_rank(&st->args); /* what the batch holds (shares, seeds) */
     uint64_t total = sampler_stream_len(&r->stream);
     while (!atomic_load(&r->stop)) {
         uint64_t g = atomic_fetch_add(&r->next, 1);
@@ -250,8 +252,8 @@ static void *stage_thread(void *arg)
         if (p.split == BATCH_TRAIN) {
             if (p.epoch != cur) {
                 uint64_t n;
-                if (sampler_epoch_share(r->ids[BATCH_TRAIN], r->n_ids[BATCH_TRAIN], r->seed, p.epoch, rank,
-                                        (uint32_t)st->args.ranks, train, &n, msg, sizeof msg) != 0)
+                if (sampler_epoch_share(r->ids[BATCH_TRAIN], r->n_ids[BATCH_TRAIN], r->seed, p.epoch, grank,
+                                        layout_world(&st->args), train, &n, msg, sizeof msg) != 0)
                     stage_fail(st, "%s", msg);
                 cur = p.epoch;
             }
@@ -264,7 +266,7 @@ static void *stage_thread(void *arg)
         struct batch_id id = {.batch = g, .epoch = p.epoch, .rank = rank, .split = p.split};
         void *mem = arena_slot(&st->arena, slot);
         if (sampler_sample(&s, mem, st->arena.slot_size, share + p.first, p.targets, &id,
-                           sampler_pos_seed(r->seed, rank, &p), &edges, msg, sizeof msg) != 0)
+                           sampler_pos_seed(r->seed, grank, &p), &edges, msg, sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p.epoch, msg);
         metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
@@ -293,7 +295,7 @@ static int stage_main(int argc, char **argv)
     stage_open(&st, argc, argv, 0);
     r.st = &st;
     const char *dir = st.cfg.dataset.path;
-    uint32_t rank = (uint32_t)st.args.rank, ranks = (uint32_t)st.args.ranks;
+    uint32_t rank = layout_global_rank(&st.args), ranks = layout_world(&st.args); /* global (layout.h) */
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
     for (uint32_t k = 0; k < BATCH_SPLITS; k++) {

@@ -229,7 +229,7 @@ void stage_stream(struct stage *s, struct sampler_stream *out)
     char msg[512];
     uint64_t n[BATCH_SPLITS];
     sampler_split_sizes(&s->meta, n);
-    if (sampler_stream_init(out, n, (uint32_t)s->args.rank, (uint32_t)s->args.ranks, s->plan.shape.batch_size,
+    if (sampler_stream_init(out, n, layout_global_rank(&s->args), layout_world(&s->args), s->plan.shape.batch_size,
                             (uint32_t)s->cfg.train.epochs, (uint32_t)s->cfg.train.eval_every, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
     if (s->args.start_epoch >= out->epochs)

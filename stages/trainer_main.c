@@ -24,6 +24,11 @@
  * every rank gets the same bits) and applies Adam to gradients / total
  * weight when the weight is positive; so every rank holds the same
  * parameters after every step. With one rank there is no all-reduce.
+ * A multi-node run (docs/multinode.md) is the same with the global rank
+ * and world (layout.h): the sum runs over every rank of every node in
+ * global rank order (stages/trainer_reduce.h), so K nodes of R ranks take
+ * the steps one node of K*R ranks would, and only global rank 0 writes
+ * checkpoints.
  *
  * Checkpoints. When an epoch's training pass is complete, rank 0 writes
  * <train.checkpoint_dir>/epoch-<N>.safetensors (N = epochs complete):
@@ -48,6 +53,7 @@
 #include <unistd.h>
 
 #include "ipc/allreduce.h"
+#include "stages/trainer_reduce.h"
 #include "ipc/results.h"
 #include "ops/ckpt.h"
 #include "ops/model.h"
@@ -72,8 +78,8 @@ struct trainer {
     struct model_config mc;
     struct model *m;
     struct adam adam;
-    struct allreduce ar;
-    bool has_ar;
+    struct trainer_reduce coll; /* the gradient collective (shm within the node, TCP across nodes) */
+    bool has_ar;                /* more than one rank in the run */
     struct results res;
     struct sampler_stream stream;
     uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
@@ -236,6 +242,13 @@ static void load_checkpoint(struct trainer *t)
 
 /* ---- steps ------------------------------------------------------------------------------ */
 
+/* Heartbeats while a gradient sum waits for the other ranks. */
+static int reduce_tick(void *arg)
+{
+    stage_heartbeat(arg);
+    return 0;
+}
+
 /* One optimizer step, identical on every rank: real = this rank has a
  * batch's gradients in model_grads(), else it contributes nothing. */
 static void step(struct trainer *t, bool real, struct epoch *e)
@@ -253,16 +266,12 @@ static void step(struct trainer *t, bool real, struct epoch *e)
         memset(t->red, 0, n * sizeof *g);
     t->red[n] = real ? 1.0f : 0.0f;
     double t0 = now_s();
-    for (;;) {
-        int rc = allreduce_sum(&t->ar, t->red, n + 1, STAGE_POLL_MS);
-        stage_heartbeat(&t->st);
-        if (rc == 0)
-            break;
-        if (rc == -EPIPE)
-            exit(0); /* a peer died: the launcher is tearing the run down */
-        if (rc != -ETIMEDOUT && rc != -EINTR)
-            stage_fail(&t->st, "gradient all-reduce: %s", strerror(-rc));
-    }
+    int rc = trainer_reduce_sum(&t->coll, t->red, n + 1); /* waits, heartbeating (reduce_tick) */
+    stage_heartbeat(&t->st);
+    if (rc == -EPIPE)
+        exit(0); /* a peer died: the launcher is tearing the run down */
+    if (rc)
+        stage_fail(&t->st, "gradient all-reduce: %s", strerror(-rc));
     double dt = now_s() - t0;
     e->reduce_s += dt;
     metrics_add(&t->st.block->wait_ns, (uint64_t)(dt * 1e9));
@@ -337,7 +346,7 @@ static void handle(struct trainer *t, const struct layout_desc *d)
     bool train = pos.split == BATCH_TRAIN;
     struct epoch *e = &t->ep[pos.epoch];
     uint64_t dseed = sampler_batch_seed((uint64_t)st->cfg.train.seed ^ DROPOUT_SALT, pos.epoch,
-                                        (uint32_t)st->args.rank, d->batch);
+                                        layout_global_rank(&st->args), d->batch);
     if (model_forward(t->m, &v, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
     uint32_t labelled, correct;
@@ -357,7 +366,7 @@ static void handle(struct trainer *t, const struct layout_desc *d)
             for (uint64_t k = t->stream.nb[BATCH_TRAIN]; k < t->steps_per_epoch; k++)
                 step(t, false, e);
             e->trained = true;
-            if (st->args.rank == 0)
+            if (layout_global_rank(&st->args) == 0) /* one writer for all nodes */
                 save_checkpoint(t, pos.epoch + 1);
         }
         e->busy_s += busy;
@@ -395,13 +404,10 @@ int main(int argc, char **argv)
     t.nparams = model_nparams(t.m);
     if (adam_init(&t.adam, t.nparams, (float)st->cfg.train.lr) != 0)
         stage_fail(st, "out of memory for Adam's moments");
-    uint32_t rank = (uint32_t)st->args.rank, ranks = (uint32_t)st->args.ranks;
+    uint32_t ranks = layout_world(&st->args); /* over all nodes */
     if (ranks > 1) {
-        if (layout_allreduce_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
-            allreduce_attach(&t.ar, name, rank, msg, sizeof msg))
+        if (trainer_reduce_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
-        if (t.ar.max_floats < t.nparams + 1)
-            stage_fail(st, "the all-reduce holds %zu floats, the model needs %zu", t.ar.max_floats, t.nparams + 1);
         t.has_ar = true;
         t.red = malloc((t.nparams + 1) * sizeof *t.red);
         if (!t.red)
@@ -447,8 +453,7 @@ int main(int argc, char **argv)
     free(t.red);
     sampler_stream_free(&t.stream);
     results_free(&t.res);
-    if (t.has_ar)
-        allreduce_free(&t.ar);
+    trainer_reduce_free(&t.coll);
     adam_free(&t.adam);
     model_destroy(t.m);
     stage_close(st);

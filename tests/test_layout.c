@@ -413,13 +413,16 @@ static void test_featbuf_plan(void **state)
 static void test_args_round_trip(void **state)
 {
     for (int resume = 0; resume < 2; resume++) {
-        /* the optional flags ride along: --start-epoch and --trace with --resume */
+        /* the optional flags ride along: --start-epoch, --trace and a
+         * multi-node run's --node and --nodes with --resume */
         struct layout_args a = {.stage = LAYOUT_TRAINER,
                                 .rank = 1,
                                 .ranks = 2,
                                 .resume = resume,
                                 .trace = resume,
-                                .start_epoch = resume ? 7 : 0};
+                                .start_epoch = resume ? 7 : 0,
+                                .node = resume ? 2 : 0,
+                                .nodes = resume ? 3 : 1};
         a.metrics_block = layout_block(1, LAYOUT_TRAINER);
         snprintf(a.run_id, sizeof a.run_id, "123-abc-def");
         snprintf(a.run_dir, sizeof a.run_dir, "/run/user/1/sluice/x");
@@ -430,13 +433,15 @@ static void test_args_round_trip(void **state)
         int argc = 0;
         while (argv[argc])
             argc++;
-        assert_int_equal(argc, 7 + 3 * resume);
+        assert_int_equal(argc, 7 + 5 * resume);
         assert_string_equal(argv[0], "gnn-trainer");
         assert_string_equal(argv[1], "--run=123-abc-def");
         assert_string_equal(argv[2], "--rank=1");
         struct layout_args b;
         assert_int_equal(layout_args_parse(argc, argv, &b, err, sizeof err), 0);
         assert_memory_equal(&a, &b, sizeof a);
+        assert_int_equal(layout_global_rank(&b), resume ? 2 * 2 + 1 : 1);
+        assert_int_equal(layout_world(&b), resume ? 6 : 2);
         /* too little room is an error, not a cut command line */
         assert_int_equal(layout_args_build(&a, buf, 40, argv, LAYOUT_ARGV_MAX, err, sizeof err), -ENAMETOOLONG);
     }
@@ -466,6 +471,9 @@ static void test_args_rejected(void **state)
         {{"gnn-trainer", "--rank=x"}, "--rank=x is not an integer"},
         {{"gnn-trainer", "--bench"}, "unknown argument '--bench'"},
         {{"gnn-trainer", "--config"}, "--config needs a value"},
+        {{"gnn-trainer", "--run=1-a", "--rank=0", "--ranks=1", "--run-dir=/d", "--config=/c", "--metrics-block=2",
+          "--node=2", "--nodes=2"},
+         "--node=2 of --nodes=2"},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         int argc = 0;

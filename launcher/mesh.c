@@ -1,0 +1,873 @@
+/* mesh.c - the launchers' rendezvous and watch over ZeroMQ TCP (protocol
+ * and API in mesh.h).
+ *
+ * Threads. mesh_rendezvous runs on the caller's thread and owns the TCP
+ * socket until mesh_start hands it to the mesh thread (pthread_create is
+ * the full barrier ZeroMQ asks for when a socket changes threads). From
+ * then on the TCP socket and pipe_thread are the mesh thread's alone, and
+ * pipe_main the main thread's; the thread writes nothing the main thread
+ * reads except through the pipe. mesh_free sends QUIT through the pipe and
+ * joins the thread before closing anything.
+ *
+ * Mesh thread loop: zmq_poll on the TCP socket and the pipe, waking at
+ * least every hb_interval_s to send heartbeats and look for silent peers.
+ *   - from the pipe: QUIT ends the loop; anything else goes out (node 0:
+ *     to every node; node I: to node 0), stamped with this node's rank;
+ *   - from the network: every message refreshes its sender's clock; EPOCH,
+ *     FAIL and END go to the pipe and, on node 0, on to every other node;
+ *     a HELLO after the rendezvous is refused (a late or duplicate node);
+ *   - a watched peer silent for peer_timeout_s becomes a FAIL (lost) for
+ *     the main thread and, on node 0, for the other nodes.
+ * Sends on the network never block (ZMQ_DONTWAIT; node 0's ROUTER is
+ * ZMQ_ROUTER_MANDATORY, so a vanished peer is an error, not a stall); a
+ * message that cannot go is dropped, and the silence rule reports the
+ * peer. */
+#include "launcher/mesh.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/util.h"
+
+#define MESH_MAGIC 0x4e4d4c53u /* "SLMN" little endian */
+#define MESH_VERSION 1u
+#define MESH_LINGER_MS 1000
+#define MESH_GRACE_S 10.0 /* a node waits this much longer than node 0 */
+
+enum { REFUSE_MISMATCH = 1, REFUSE_TIMEOUT = 2, REFUSE_ABORT = 3 };
+
+struct mesh_wire {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t from;
+    uint32_t about;
+    uint64_t arg;
+};
+_Static_assert(sizeof(struct mesh_wire) == 24, "mesh header is 24 bytes");
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int zerr(void)
+{
+    int e = zmq_errno();
+    return e > 0 ? -e : -EIO;
+}
+
+static void note(const struct mesh_params *p, const char *fmt, ...) SL_PRINTF(2, 3);
+static void note(const struct mesh_params *p, const char *fmt, ...)
+{
+    if (!p->note)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->note(p->note_arg, msg);
+}
+
+/* ---- messages -------------------------------------------------------------------------- */
+
+/* Sends one message (after a routing-id frame when rid). Never blocks. */
+static int wire_send(void *s, const uint8_t *rid, size_t rid_len, uint16_t type, uint32_t from, uint32_t about,
+                     uint64_t arg, const void *payload, size_t len)
+{
+    struct mesh_wire w = {.magic = MESH_MAGIC, .version = MESH_VERSION, .type = type, .from = from, .about = about,
+                          .arg = arg};
+    zmq_msg_t m;
+    if (zmq_msg_init_size(&m, sizeof w + len) != 0)
+        return zerr();
+    memcpy(zmq_msg_data(&m), &w, sizeof w);
+    if (len)
+        memcpy((char *)zmq_msg_data(&m) + sizeof w, payload, len);
+    if (rid && zmq_send(s, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return zerr();
+    }
+    if (zmq_msg_send(&m, s, ZMQ_DONTWAIT) < 0) {
+        int rc = zerr();
+        zmq_msg_close(&m);
+        return rc;
+    }
+    return 0;
+}
+
+static int wire_text(void *s, const uint8_t *rid, size_t rid_len, uint16_t type, uint32_t from, uint64_t arg,
+                     const char *text)
+{
+    return wire_send(s, rid, rid_len, type, from, from, arg, text, strlen(text));
+}
+
+/* One received message. */
+struct msg {
+    uint8_t rid[256];
+    size_t rid_len;
+    struct mesh_wire w;
+    char *data; /* payload, NUL-terminated (malloc'd) */
+    size_t len;
+};
+
+static void msg_free(struct msg *m)
+{
+    free(m->data);
+    m->data = NULL;
+}
+
+/* Receives one message without blocking: 1, 0 (none), -EPROTO (not ours:
+ * its frames are dropped), or -errno. */
+static int wire_recv(void *s, bool router, struct msg *out)
+{
+    memset(out, 0, sizeof *out);
+    zmq_msg_t f;
+    int more = 1, frame = 0, rc = 1;
+    size_t more_len = sizeof more;
+    while (more) {
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, s, frame ? 0 : ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&f);
+            if (frame == 0 && (e == EAGAIN || e == EINTR))
+                return 0;
+            msg_free(out);
+            return -e;
+        }
+        size_t n = zmq_msg_size(&f);
+        const void *d = zmq_msg_data(&f);
+        if (router && frame == 0) {
+            out->rid_len = SL_MIN(n, sizeof out->rid);
+            memcpy(out->rid, d, out->rid_len);
+        } else if (frame == (router ? 1 : 0)) {
+            if (n < sizeof out->w) {
+                rc = -EPROTO;
+            } else {
+                memcpy(&out->w, d, sizeof out->w);
+                out->len = n - sizeof out->w;
+                out->data = malloc(out->len + 1);
+                if (!out->data) {
+                    rc = -ENOMEM;
+                } else {
+                    memcpy(out->data, (const char *)d + sizeof out->w, out->len);
+                    out->data[out->len] = '\0';
+                }
+            }
+        } else {
+            rc = -EPROTO; /* extra frames */
+        }
+        zmq_getsockopt(s, ZMQ_RCVMORE, &more, &more_len);
+        zmq_msg_close(&f);
+        frame++;
+    }
+    if (rc == 1 && (frame != (router ? 2 : 1) || out->w.magic != MESH_MAGIC))
+        rc = -EPROTO;
+    if (rc == 1 && out->w.version != MESH_VERSION)
+        rc = -EPROTONOSUPPORT;
+    if (rc != 1)
+        msg_free(out);
+    return rc;
+}
+
+/* ---- facts ----------------------------------------------------------------------------- */
+
+/* The next "key = value" line of *p at or after it (skipping '@' lines
+ * and blanks): key and value as (pointer, length); false at the end. */
+static bool next_fact(const char **p, const char **k, size_t *kl, const char **v, size_t *vl)
+{
+    while (**p) {
+        const char *line = *p, *end = strchr(line, '\n');
+        if (!end)
+            end = line + strlen(line);
+        *p = *end ? end + 1 : end;
+        if (line == end || line[0] == '@')
+            continue;
+        const char *eq = memchr(line, '=', (size_t)(end - line));
+        if (!eq)
+            continue;
+        const char *ke = eq;
+        while (ke > line && ke[-1] == ' ')
+            ke--;
+        const char *vs = eq + 1;
+        while (vs < end && *vs == ' ')
+            vs++;
+        *k = line;
+        *kl = (size_t)(ke - line);
+        *v = vs;
+        *vl = (size_t)(end - vs);
+        return true;
+    }
+    return false;
+}
+
+/* The value of key in facts, or NULL. */
+static bool find_fact(const char *facts, const char *key, size_t kl, const char **v, size_t *vl)
+{
+    const char *p = facts, *k;
+    size_t n;
+    while (next_fact(&p, &k, &n, v, vl))
+        if (n == kl && !memcmp(k, key, kl))
+            return true;
+    return false;
+}
+
+int mesh_facts_diff(const char *a, const char *b, char *key, size_t klen, char *va, size_t valen, char *vb,
+                    size_t vblen)
+{
+    const char *p = a, *k, *v, *w;
+    size_t kl, vl, wl;
+    while (next_fact(&p, &k, &kl, &v, &vl)) {
+        bool there = find_fact(b, k, kl, &w, &wl);
+        if (!there || wl != vl || memcmp(v, w, vl)) {
+            snprintf(key, klen, "%.*s", (int)kl, k);
+            snprintf(va, valen, "%.*s", (int)vl, v);
+            snprintf(vb, vblen, "%.*s", there ? (int)wl : 6, there ? w : "(none)");
+            return 1;
+        }
+    }
+    p = b;
+    while (next_fact(&p, &k, &kl, &w, &wl))
+        if (!find_fact(a, k, kl, &v, &vl)) {
+            snprintf(key, klen, "%.*s", (int)kl, k);
+            snprintf(va, valen, "(none)");
+            snprintf(vb, vblen, "%.*s", (int)wl, w);
+            return 1;
+        }
+    return 0;
+}
+
+/* "@key = value" of a HELLO into out ("?" when absent). */
+static void self_fact(const char *facts, const char *key, char *out, size_t len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = facts; p && *p;) {
+        const char *end = strchr(p, '\n');
+        if (!end)
+            end = p + strlen(p);
+        if (p[0] == '@' && (size_t)(end - p) > kl + 1 && !strncmp(p + 1, key, kl) &&
+            (p[kl + 1] == ' ' || p[kl + 1] == '=')) {
+            const char *v = p + 1 + kl;
+            while (v < end && (*v == ' ' || *v == '='))
+                v++;
+            snprintf(out, len, "%.*s", (int)(end - v), v);
+            return;
+        }
+        p = *end ? end + 1 : end;
+    }
+    snprintf(out, len, "?");
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static int mesh_alloc(struct mesh *m, const struct mesh_params *p, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (p->nodes < 2 || p->nodes > MESH_NODES_MAX || p->node >= p->nodes || !p->master || !p->facts ||
+        !p->endpoint || strlen(p->master) >= sizeof m->master || strlen(p->endpoint) >= MESH_ENDPOINT_MAX)
+        return sl_errf(err, errlen, -EINVAL, "mesh: bad parameters (node %" PRIu32 " of %" PRIu32 ")", p->node,
+                       p->nodes);
+    m->node = p->node;
+    m->nodes = p->nodes;
+    snprintf(m->master, sizeof m->master, "%s", p->master);
+    m->hb_interval_s = p->hb_interval_s > 0 ? p->hb_interval_s : MESH_HB_INTERVAL_S;
+    m->peer_timeout_s = p->peer_timeout_s > 0 ? p->peer_timeout_s : MESH_PEER_TIMEOUT_S;
+    m->endpoints = calloc(p->nodes, sizeof *m->endpoints);
+    m->hosts = calloc(p->nodes, sizeof *m->hosts);
+    m->rid = calloc(p->nodes, sizeof *m->rid);
+    m->rid_len = calloc(p->nodes, sizeof *m->rid_len);
+    m->ctx = zmq_ctx_new();
+    if (!m->endpoints || !m->hosts || !m->rid || !m->rid_len || !m->ctx)
+        return sl_errf(err, errlen, -ENOMEM, "mesh: out of memory");
+    snprintf(m->endpoints[p->node], MESH_ENDPOINT_MAX, "%s", p->endpoint);
+    snprintf(m->hosts[p->node], MESH_HOST_MAX, "%s", p->host ? p->host : "?");
+    return 0;
+}
+
+static void *mesh_socket(struct mesh *m, int type)
+{
+    void *s = zmq_socket(m->ctx, type);
+    if (!s)
+        return NULL;
+    int linger = MESH_LINGER_MS, one = 1;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (type == ZMQ_ROUTER)
+        zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    return s;
+}
+
+/* Waits until the socket or the cancel fd is readable, at most ms. 1: the
+ * socket; 2: cancel; 0: timeout; -errno. */
+static int wait_in(void *s, int cancel_fd, long ms)
+{
+    zmq_pollitem_t it[2] = {{.socket = s, .events = ZMQ_POLLIN}, {.socket = NULL, .fd = cancel_fd, .events = ZMQ_POLLIN}};
+    int n = zmq_poll(it, cancel_fd >= 0 ? 2 : 1, ms);
+    if (n < 0)
+        return zmq_errno() == EINTR ? 0 : zerr();
+    if (cancel_fd >= 0 && (it[1].revents & ZMQ_POLLIN))
+        return 2;
+    return (it[0].revents & ZMQ_POLLIN) ? 1 : 0;
+}
+
+static long ms_until(double t)
+{
+    double ms = ceil((t - now_s()) * 1000.0);
+    return ms < 0 ? 0 : ms > 1000 ? 1000 : (long)ms;
+}
+
+/* "1, 3" of the nodes not joined into out. */
+static void missing_list(const bool *joined, uint32_t nodes, char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (uint32_t k = 0; k < nodes && o + 16 < len; k++)
+        if (!joined[k])
+            o += (size_t)snprintf(out + o, len - o, "%s%" PRIu32, o ? ", " : "", k);
+}
+
+/* ---- rendezvous, node 0 ---------------------------------------------------------------- */
+
+static void refuse_joined(struct mesh *m, const bool *joined, uint64_t why, const char *text)
+{
+    for (uint32_t k = 1; k < m->nodes; k++)
+        if (joined[k])
+            wire_text(m->net, m->rid[k], m->rid_len[k], MESH_REFUSE, 0, why, text);
+}
+
+static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, char *err, size_t errlen)
+{
+    m->net = mesh_socket(m, ZMQ_ROUTER);
+    if (!m->net || zmq_bind(m->net, p->master) != 0) {
+        int rc = zerr();
+        return sl_errf(err, errlen, rc,
+                       "--master %s: node 0 cannot listen there: %s; --master must name an address of node 0 and a "
+                       "free TCP port (is another gnnlaunch --node-rank 0 running?)",
+                       p->master, zmq_strerror(-rc));
+    }
+    snprintf(m->name, sizeof m->name, "%s", p->name ? p->name : "");
+    if (p->blob)
+        memcpy(m->blob, p->blob, MESH_BLOB_BYTES);
+    joined[0] = true;
+    note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes (--rendezvous-timeout %.0f s)", p->nodes,
+         p->master, p->timeout_s);
+    double deadline = now_s() + p->timeout_s, next_wait = now_s();
+    char missing[1024], text[2048];
+    for (;;) {
+        uint32_t n = 0;
+        for (uint32_t k = 0; k < m->nodes; k++)
+            n += joined[k];
+        if (n == m->nodes)
+            break;
+        missing_list(joined, m->nodes, missing, sizeof missing);
+        if (now_s() >= deadline) {
+            snprintf(text, sizeof text,
+                     "rendezvous on %s timed out after %.0f s: node%s %s of 0..%" PRIu32
+                     " did not join; start gnnlaunch --node-rank N with the same --master and --nodes there, and "
+                     "check that node 0's TCP port %s is open to them",
+                     p->master, p->timeout_s, m->nodes - n > 1 ? "s" : "", missing, m->nodes - 1,
+                     strrchr(p->master, ':') ? strrchr(p->master, ':') + 1 : p->master);
+            refuse_joined(m, joined, REFUSE_TIMEOUT, text);
+            return sl_errf(err, errlen, -ETIMEDOUT, "%s", text);
+        }
+        if (now_s() >= next_wait) {
+            snprintf(text, sizeof text, "missing = %s", missing);
+            for (uint32_t k = 1; k < m->nodes; k++)
+                if (joined[k])
+                    wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text);
+            next_wait = now_s() + m->hb_interval_s;
+        }
+        int w = wait_in(m->net, p->cancel_fd, SL_MIN(ms_until(deadline), ms_until(next_wait)));
+        if (w < 0)
+            return sl_errf(err, errlen, w, "rendezvous on %s: %s", p->master, zmq_strerror(-w));
+        if (w == 2) {
+            refuse_joined(m, joined, REFUSE_ABORT, "node 0 was interrupted during the rendezvous");
+            return sl_errf(err, errlen, -EINTR, "interrupted during the rendezvous");
+        }
+        struct msg in;
+        int rc;
+        while ((rc = wire_recv(m->net, true, &in)) != 0) {
+            if (rc < 0) {
+                if (rc == -EPROTO || rc == -EPROTONOSUPPORT)
+                    continue; /* not a Sluice launcher of this version: ignored (its own side times out) */
+                return sl_errf(err, errlen, rc, "rendezvous on %s: %s", p->master, zmq_strerror(-rc));
+            }
+            uint32_t k = in.w.from;
+            if (in.w.type == MESH_LEAVE && k < m->nodes && joined[k] && k > 0 && in.rid_len == m->rid_len[k] &&
+                !memcmp(in.rid, m->rid[k], in.rid_len)) {
+                joined[k] = false;
+                note(p, "node %" PRIu32 " (%s) left the rendezvous", k, m->hosts[k]);
+                next_wait = now_s();
+            } else if (in.w.type == MESH_HELLO) {
+                char host[MESH_HOST_MAX], pid[32], key[128], here[512], there[512];
+                self_fact(in.data, "host", host, sizeof host);
+                self_fact(in.data, "pid", pid, sizeof pid);
+                if (mesh_facts_diff(p->facts, in.data, key, sizeof key, here, sizeof here, there, sizeof there)) {
+                    snprintf(text, sizeof text,
+                             "node %" PRIu32 " (%s, pid %s) does not match node 0 (%s): %s = %s there, %s on node 0; "
+                             "run every node with the same configuration, flags and dataset",
+                             k, host, pid, m->hosts[0], key, there, here);
+                } else if (k == 0 || k >= m->nodes) {
+                    snprintf(text, sizeof text,
+                             "a node on %s (pid %s) says it is node %" PRIu32 ", but the nodes beside node 0 are 1..%" PRIu32
+                             "; give each launcher its own --node-rank",
+                             host, pid, k, m->nodes - 1);
+                } else if (joined[k]) {
+                    snprintf(text, sizeof text,
+                             "node rank %" PRIu32 " was claimed twice, by %s and by %s (pid %s); give each launcher "
+                             "its own --node-rank 0..%" PRIu32,
+                             k, m->hosts[k], host, pid, m->nodes - 1);
+                } else {
+                    joined[k] = true;
+                    memcpy(m->rid[k], in.rid, in.rid_len);
+                    m->rid_len[k] = in.rid_len;
+                    snprintf(m->hosts[k], MESH_HOST_MAX, "%s", host);
+                    self_fact(in.data, "endpoint", m->endpoints[k], MESH_ENDPOINT_MAX);
+                    note(p, "node %" PRIu32 " joined from %s (pid %s)", k, host, pid);
+                    next_wait = now_s();
+                    msg_free(&in);
+                    continue;
+                }
+                /* a refusal: the newcomer and every node that joined give up */
+                wire_text(m->net, in.rid, in.rid_len, MESH_REFUSE, 0, REFUSE_MISMATCH, text);
+                refuse_joined(m, joined, REFUSE_MISMATCH, text);
+                msg_free(&in);
+                return sl_errf(err, errlen, -EINVAL, "%s", text);
+            }
+            msg_free(&in);
+        }
+    }
+    /* everyone is in: the run */
+    size_t cap = 512 + (size_t)m->nodes * (MESH_ENDPOINT_MAX + MESH_HOST_MAX + 40), o = 0;
+    char *w = malloc(cap);
+    if (!w)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory");
+    o += (size_t)snprintf(w + o, cap - o, "name = %s\nblob = ", m->name);
+    for (int i = 0; i < MESH_BLOB_BYTES; i++)
+        o += (size_t)snprintf(w + o, cap - o, "%02x", m->blob[i]);
+    o += (size_t)snprintf(w + o, cap - o, "\n");
+    for (uint32_t k = 0; k < m->nodes; k++)
+        o += (size_t)snprintf(w + o, cap - o, "endpoint.%" PRIu32 " = %s\nhost.%" PRIu32 " = %s\n", k, m->endpoints[k],
+                              k, m->hosts[k]);
+    for (uint32_t k = 1; k < m->nodes; k++)
+        wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WELCOME, 0, 0, w);
+    free(w);
+    return 0;
+}
+
+/* ---- rendezvous, node I ---------------------------------------------------------------- */
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Reads node 0's WELCOME into m. */
+static int parse_welcome(struct mesh *m, const char *text)
+{
+    const char *v;
+    size_t vl;
+    if (!find_fact(text, "name", 4, &v, &vl) || vl >= sizeof m->name)
+        return -EPROTO;
+    snprintf(m->name, sizeof m->name, "%.*s", (int)vl, v);
+    if (!find_fact(text, "blob", 4, &v, &vl) || vl != 2 * MESH_BLOB_BYTES)
+        return -EPROTO;
+    for (int i = 0; i < MESH_BLOB_BYTES; i++) {
+        int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -EPROTO;
+        m->blob[i] = (uint8_t)(hi << 4 | lo);
+    }
+    for (uint32_t k = 0; k < m->nodes; k++) {
+        char key[32];
+        int kl = snprintf(key, sizeof key, "endpoint.%" PRIu32, k);
+        if (!find_fact(text, key, (size_t)kl, &v, &vl) || vl == 0 || vl >= MESH_ENDPOINT_MAX)
+            return -EPROTO;
+        snprintf(m->endpoints[k], MESH_ENDPOINT_MAX, "%.*s", (int)vl, v);
+        kl = snprintf(key, sizeof key, "host.%" PRIu32, k);
+        if (find_fact(text, key, (size_t)kl, &v, &vl))
+            snprintf(m->hosts[k], MESH_HOST_MAX, "%.*s", (int)SL_MIN(vl, MESH_HOST_MAX - 1), v);
+    }
+    return 0;
+}
+
+static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_t errlen)
+{
+    m->net = mesh_socket(m, ZMQ_DEALER);
+    if (!m->net || zmq_connect(m->net, p->master) != 0) {
+        int rc = zerr();
+        return sl_errf(err, errlen, rc, "--master %s: %s", p->master, zmq_strerror(-rc));
+    }
+    /* queued until the connection is up (ZeroMQ retries it in the background) */
+    int rc = wire_text(m->net, NULL, 0, MESH_HELLO, p->node, 0, p->facts);
+    if (rc)
+        return sl_errf(err, errlen, rc, "rendezvous: cannot send to %s: %s", p->master, zmq_strerror(-rc));
+    note(p, "node %" PRIu32 " of %" PRIu32 ": joining node 0 at %s (--rendezvous-timeout %.0f s)", p->node, p->nodes,
+         p->master, p->timeout_s);
+    double deadline = now_s() + p->timeout_s, heard = 0;
+    char missing[1024] = "";
+    for (;;) {
+        double now = now_s();
+        if (heard > 0 && now - heard > m->peer_timeout_s)
+            return sl_errf(err, errlen, -ETIMEDOUT,
+                           "node 0 at %s stopped answering during the rendezvous (nothing for %.0f s); is its "
+                           "gnnlaunch still running?",
+                           p->master, now - heard);
+        if (now >= deadline) {
+            if (heard > 0)
+                return sl_errf(err, errlen, -ETIMEDOUT,
+                               "rendezvous on %s timed out after %.0f s: node 0 is up, but node(s) %s did not join",
+                               p->master, p->timeout_s, missing[0] ? missing : "?");
+            return sl_errf(err, errlen, -ETIMEDOUT,
+                           "rendezvous on %s timed out after %.0f s: no answer from node 0; start gnnlaunch "
+                           "--node-rank 0 there with the same --master and --nodes, or check that its TCP port is "
+                           "open to this node",
+                           p->master, p->timeout_s);
+        }
+        int w = wait_in(m->net, p->cancel_fd, ms_until(deadline));
+        if (w < 0)
+            return sl_errf(err, errlen, w, "rendezvous on %s: %s", p->master, zmq_strerror(-w));
+        if (w == 2) {
+            wire_text(m->net, NULL, 0, MESH_LEAVE, p->node, 0, "");
+            return sl_errf(err, errlen, -EINTR, "interrupted during the rendezvous");
+        }
+        struct msg in;
+        while ((rc = wire_recv(m->net, false, &in)) != 0) {
+            if (rc == -EPROTONOSUPPORT)
+                return sl_errf(err, errlen, -EINVAL,
+                               "node 0 at %s runs another version of the launcher protocol; run the same Sluice "
+                               "build on every node",
+                               p->master);
+            if (rc == -EPROTO)
+                continue;
+            if (rc < 0)
+                return sl_errf(err, errlen, rc, "rendezvous on %s: %s", p->master, zmq_strerror(-rc));
+            if (in.w.type == MESH_WAIT) {
+                if (heard == 0)
+                    deadline += MESH_GRACE_S; /* node 0's verdict comes first */
+                heard = now_s();
+                const char *v;
+                size_t vl;
+                if (find_fact(in.data, "missing", 7, &v, &vl))
+                    snprintf(missing, sizeof missing, "%.*s", (int)vl, v);
+            } else if (in.w.type == MESH_WELCOME) {
+                rc = parse_welcome(m, in.data);
+                msg_free(&in);
+                if (rc)
+                    return sl_errf(err, errlen, rc, "rendezvous: node 0's answer is damaged");
+                return 0;
+            } else if (in.w.type == MESH_REFUSE) {
+                int code = in.w.arg == REFUSE_TIMEOUT ? -ETIMEDOUT
+                           : in.w.arg == REFUSE_ABORT ? -ECONNABORTED
+                                                        : -EINVAL;
+                sl_errf(err, errlen, code, "node 0 ended the rendezvous: %s", in.data);
+                msg_free(&in);
+                return code;
+            }
+            msg_free(&in);
+        }
+    }
+}
+
+int mesh_rendezvous(struct mesh *m, const struct mesh_params *p, char *err, size_t errlen)
+{
+    int rc = mesh_alloc(m, p, err, errlen);
+    if (rc)
+        return rc;
+    if (p->node == 0) {
+        bool *joined = calloc(p->nodes, sizeof *joined);
+        if (!joined)
+            return sl_errf(err, errlen, -ENOMEM, "out of memory");
+        rc = rv_master(m, p, joined, err, errlen);
+        free(joined);
+        return rc;
+    }
+    return rv_node(m, p, err, errlen);
+}
+
+/* ---- the mesh thread ------------------------------------------------------------------- */
+
+struct watch {
+    double *seen;  /* (nodes) when each peer was last heard from */
+    bool *ended;   /* (nodes) sent END */
+    bool *gone;    /* (nodes) failed or lost: no more traffic with it */
+};
+
+/* Sends to node k (node 0: through the ROUTER; others: only node 0). */
+static void send_to(struct mesh *m, uint32_t k, const struct mesh_wire *w, const void *data, size_t len)
+{
+    if (m->node == 0)
+        wire_send(m->net, m->rid[k], m->rid_len[k], w->type, w->from, w->about, w->arg, data, len);
+    else if (k == 0)
+        wire_send(m->net, NULL, 0, w->type, w->from, w->about, w->arg, data, len);
+}
+
+/* Node 0: passes a message on to every node but `except` (and the gone). */
+static void relay(struct mesh *m, const struct watch *wt, uint32_t except, const struct mesh_wire *w,
+                  const void *data, size_t len)
+{
+    for (uint32_t k = 1; k < m->nodes; k++)
+        if (k != except && !wt->gone[k])
+            send_to(m, k, w, data, len);
+}
+
+static void to_main(struct mesh *m, const struct mesh_wire *w, const void *data, size_t len)
+{
+    wire_send(m->pipe_thread, NULL, 0, w->type, w->from, w->about, w->arg, data, len);
+}
+
+static bool all_ended(const struct mesh *m, const struct watch *wt)
+{
+    for (uint32_t k = 0; k < m->nodes; k++)
+        if (!wt->ended[k])
+            return false;
+    return true;
+}
+
+static void from_network(struct mesh *m, struct watch *wt, struct msg *in)
+{
+    uint32_t k;
+    if (m->node == 0) {
+        for (k = 1; k < m->nodes; k++)
+            if (m->rid_len[k] == in->rid_len && !memcmp(m->rid[k], in->rid, in->rid_len))
+                break;
+        if (k == m->nodes) {
+            if (in->w.type == MESH_HELLO) {
+                char text[256];
+                snprintf(text, sizeof text,
+                         "the run has already started with all %" PRIu32 " nodes; node rank %" PRIu32
+                         " is taken (give each launcher its own --node-rank)",
+                         m->nodes, in->w.from);
+                wire_text(m->net, in->rid, in->rid_len, MESH_REFUSE, 0, REFUSE_MISMATCH, text);
+            }
+            return;
+        }
+        if (in->w.from != k || wt->gone[k])
+            return;
+    } else {
+        k = 0;
+        if (in->w.from != 0)
+            return;
+    }
+    wt->seen[k] = now_s();
+    struct mesh_wire w = in->w;
+    switch (in->w.type) {
+    case MESH_EPOCH:
+    case MESH_FAIL:
+    case MESH_END:
+        if (w.about >= m->nodes || w.about == m->node)
+            return;
+        if (m->node == 0) {
+            w.about = k; /* a node speaks for itself */
+            w.from = 0;  /* and node 0 passes it on */
+        }
+        if (w.type == MESH_END)
+            wt->ended[w.about] = true;
+        if (w.type == MESH_FAIL && m->node == 0)
+            wt->gone[w.about] = true;
+        to_main(m, &w, in->data, in->len);
+        if (m->node == 0)
+            relay(m, wt, k, &w, in->data, in->len);
+        break;
+    default:
+        break; /* heartbeats; a late WAIT */
+    }
+}
+
+/* 1 to quit. */
+static int from_main(struct mesh *m, struct watch *wt, struct msg *in)
+{
+    if (in->w.type == MESH_QUIT)
+        return 1;
+    struct mesh_wire w = in->w;
+    w.from = w.about = m->node;
+    if (w.type == MESH_END)
+        wt->ended[m->node] = true;
+    if (m->node == 0)
+        relay(m, wt, 0, &w, in->data, in->len);
+    else
+        send_to(m, 0, &w, in->data, in->len);
+    return 0;
+}
+
+static void check_peers(struct mesh *m, struct watch *wt)
+{
+    double now = now_s();
+    for (uint32_t k = 0; k < m->nodes; k++) {
+        if (k == m->node || wt->gone[k])
+            continue;
+        bool watched = m->node == 0 ? !wt->ended[k] : (k == 0 && !all_ended(m, wt));
+        if (!watched || now - wt->seen[k] < m->peer_timeout_s)
+            continue;
+        wt->gone[k] = true;
+        char text[512];
+        snprintf(text, sizeof text,
+                 "lost: nothing from node %" PRIu32 " (%s) for %.1f s; its launcher died or the network between the "
+                 "nodes is down",
+                 k, m->hosts[k], now - wt->seen[k]);
+        struct mesh_wire w = {.type = MESH_FAIL, .from = m->node, .about = k, .arg = 1};
+        to_main(m, &w, text, strlen(text));
+        if (m->node == 0)
+            relay(m, wt, k, &w, text, strlen(text));
+    }
+}
+
+static void *mesh_thread(void *arg)
+{
+    struct mesh *m = arg;
+    struct watch wt = {.seen = calloc(m->nodes, sizeof(double)),
+                       .ended = calloc(m->nodes, sizeof(bool)),
+                       .gone = calloc(m->nodes, sizeof(bool))};
+    if (!wt.seen || !wt.ended || !wt.gone) {
+        struct mesh_wire w = {.type = MESH_FAIL, .from = m->node, .about = m->node};
+        to_main(m, &w, "out of memory in the mesh thread", 32);
+        goto out;
+    }
+    double t = now_s(), next_hb = t;
+    for (uint32_t k = 0; k < m->nodes; k++)
+        wt.seen[k] = t;
+    for (;;) {
+        t = now_s();
+        if (t >= next_hb) {
+            struct mesh_wire hb = {.type = MESH_HEARTBEAT, .from = m->node, .about = m->node};
+            for (uint32_t k = 0; k < m->nodes; k++)
+                if (k != m->node && !wt.gone[k])
+                    send_to(m, k, &hb, NULL, 0);
+            next_hb = t + m->hb_interval_s;
+            check_peers(m, &wt);
+        }
+        zmq_pollitem_t it[2] = {{.socket = m->net, .events = ZMQ_POLLIN}, {.socket = m->pipe_thread, .events = ZMQ_POLLIN}};
+        double ms = ceil((next_hb - now_s()) * 1000.0);
+        if (zmq_poll(it, 2, ms < 0 ? 0 : (long)ms) < 0 && zmq_errno() != EINTR)
+            break; /* the context is gone */
+        struct msg in;
+        int rc;
+        bool quit = false;
+        while ((rc = wire_recv(m->net, m->node == 0, &in)) != 0) {
+            if (rc > 0) {
+                from_network(m, &wt, &in);
+                msg_free(&in);
+            } else if (rc != -EPROTO && rc != -EPROTONOSUPPORT) {
+                quit = true; /* the context is gone */
+                break;
+            }
+        }
+        while (!quit && (rc = wire_recv(m->pipe_thread, false, &in)) != 0) {
+            if (rc > 0) {
+                quit = from_main(m, &wt, &in);
+                msg_free(&in);
+            } else if (rc != -EPROTO) {
+                quit = true;
+            }
+        }
+        if (quit)
+            break;
+    }
+out:
+    free(wt.seen);
+    free(wt.ended);
+    free(wt.gone);
+    return NULL;
+}
+
+int mesh_start(struct mesh *m, char *err, size_t errlen)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://sluice-mesh-%p", (void *)m);
+    int hwm = 0, linger = 0;
+    m->pipe_main = zmq_socket(m->ctx, ZMQ_PAIR);
+    m->pipe_thread = zmq_socket(m->ctx, ZMQ_PAIR);
+    if (!m->pipe_main || !m->pipe_thread)
+        return sl_errf(err, errlen, zerr(), "mesh: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    for (int i = 0; i < 2; i++) {
+        void *s = i ? m->pipe_thread : m->pipe_main;
+        zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    }
+    if (zmq_bind(m->pipe_thread, ep) != 0 || zmq_connect(m->pipe_main, ep) != 0)
+        return sl_errf(err, errlen, zerr(), "mesh: %s: %s", ep, zmq_strerror(zmq_errno()));
+    int rc = pthread_create(&m->thread, NULL, mesh_thread, m);
+    if (rc)
+        return sl_errf(err, errlen, -rc, "mesh: cannot start its thread: %s", strerror(rc));
+    m->running = true;
+    return 0;
+}
+
+void *mesh_pollable(const struct mesh *m)
+{
+    return m->pipe_main;
+}
+
+int mesh_send(struct mesh *m, enum mesh_type type, uint64_t arg, const void *payload, size_t len)
+{
+    if (!m->running)
+        return -EPIPE;
+    return wire_send(m->pipe_main, NULL, 0, (uint16_t)type, m->node, m->node, arg, payload, len);
+}
+
+int mesh_recv(struct mesh *m, struct mesh_event *ev)
+{
+    if (!m->running)
+        return 0;
+    struct msg in;
+    int rc;
+    while ((rc = wire_recv(m->pipe_main, false, &in)) < 0)
+        if (rc != -EPROTO)
+            return rc;
+    if (rc == 0)
+        return 0;
+    if (in.len + 1 > m->ev_cap) {
+        char *b = realloc(m->ev_buf, in.len + 1);
+        if (!b) {
+            msg_free(&in);
+            return -ENOMEM;
+        }
+        m->ev_buf = b;
+        m->ev_cap = in.len + 1;
+    }
+    memcpy(m->ev_buf, in.data, in.len + 1);
+    *ev = (struct mesh_event){.type = (enum mesh_type)in.w.type,
+                              .about = in.w.about,
+                              .arg = in.w.arg,
+                              .data = m->ev_buf,
+                              .len = in.len,
+                              .lost = in.w.type == MESH_FAIL && in.w.arg == 1};
+    msg_free(&in);
+    return 1;
+}
+
+void mesh_free(struct mesh *m)
+{
+    if (!m)
+        return;
+    if (m->running) {
+        wire_send(m->pipe_main, NULL, 0, MESH_QUIT, m->node, m->node, 0, NULL, 0);
+        pthread_join(m->thread, NULL);
+        m->running = false;
+    }
+    if (m->pipe_main)
+        zmq_close(m->pipe_main);
+    if (m->pipe_thread)
+        zmq_close(m->pipe_thread);
+    if (m->net)
+        zmq_close(m->net);
+    if (m->ctx)
+        zmq_ctx_term(m->ctx);
+    free(m->endpoints);
+    free(m->hosts);
+    free(m->rid);
+    free(m->rid_len);
+    free(m->ev_buf);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,75 @@
+/* trainer_reduce.h - the trainers' gradient collective, and what gnnlaunch
+ * and gnn-trainer agree on about it (docs/training.md, docs/multinode.md).
+ *
+ * Within a node of R > 1 ranks the trainers meet in the shm all-reduce
+ * /sluice.<run>.allreduce (ipc/allreduce.h) that the launcher creates.
+ * Across the K nodes of a multi-node run, the node leaders (local rank 0)
+ * chain their sums over ZeroMQ TCP (ipc/netreduce.h); the launcher writes
+ * where each leader listens into <run-dir>/cluster.toml before it starts
+ * the stages:
+ *
+ *     node = 1                       # this node
+ *     nodes = 2
+ *     run = "4711-6650f1c2-9e03b7aa" # the run's name, agreed by the nodes
+ *     endpoints = ["tcp://10.0.0.1:29501", "tcp://10.0.0.2:29502"]
+ *     unique_id = "<256 hex digits>" # node 0's opaque 128 bytes (the seam
+ *                                    # for an NCCL unique id on GPU runs)
+ *
+ * Either way every rank of every node ends a call with the same bits: the
+ * float sum of all W = K*R ranks' buffers in global rank order
+ * (netreduce.h). Errors: 0 or -errno with a message. */
+#ifndef SLUICE_STAGES_TRAINER_REDUCE_H
+#define SLUICE_STAGES_TRAINER_REDUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/allreduce.h"
+#include "ipc/netreduce.h"
+#include "launcher/layout.h"
+
+#define TRAINER_CLUSTER_FILE "cluster.toml"
+#define TRAINER_UNIQUE_ID_BYTES 128
+
+/* <run-dir>/cluster.toml (above). */
+struct trainer_cluster {
+    uint32_t node, nodes;
+    char run[64];
+    char (*endpoints)[NETREDUCE_ENDPOINT_MAX]; /* (nodes) */
+    uint8_t unique_id[TRAINER_UNIQUE_ID_BYTES];
+};
+
+/* Launcher: writes run_dir/cluster.toml (atomically: a temporary file
+ * renamed). */
+int trainer_cluster_write(const char *run_dir, const struct trainer_cluster *c, char *err, size_t errlen);
+/* Trainer: reads and checks it (node < nodes, one endpoint per node).
+ * -ENOENT, -EINVAL with a message naming the file and key. */
+int trainer_cluster_read(const char *run_dir, struct trainer_cluster *c, char *err, size_t errlen);
+void trainer_cluster_free(struct trainer_cluster *c);
+
+/* One trainer's handle on the collective. */
+struct trainer_reduce {
+    struct allreduce ar; /* the node's shm all-reduce (R > 1) */
+    bool has_ar;
+    struct netreduce nr;
+    bool on; /* more than one rank in the run: sums are collective */
+};
+
+/* Joins the collective of the run a (a stage's parsed command line)
+ * describes: attaches the node's all-reduce when --ranks > 1 (checking it
+ * holds `floats`), and on a multi-node run reads cluster.toml and sets up
+ * the chain. tick is called at least every NETREDUCE_TICK_MS while a sum
+ * waits (heartbeats); non-zero cancels. With one rank in the whole run
+ * nothing is joined and t->on is false. */
+int trainer_reduce_open(struct trainer_reduce *t, const struct layout_args *a, size_t floats, int (*tick)(void *),
+                        void *tick_arg, char *err, size_t errlen);
+
+/* The collective sum of buf[0..n) (netreduce_sum's returns; -EPIPE when
+ * the launcher closed the node's all-reduce to stop the run). */
+int trainer_reduce_sum(struct trainer_reduce *t, float *buf, size_t n);
+
+/* Leaves the collective. Accepts a zeroed handle. */
+void trainer_reduce_free(struct trainer_reduce *t);
+
+#endif

@@ -1,0 +1,1052 @@
+/* test_multinode.c - data parallelism across ranks and nodes
+ * (docs/multinode.md): the gradient sum across nodes, the launchers'
+ * rendezvous and watch, and gnnlaunch --nodes end to end on loopback.
+ *
+ * In process (threads play the ranks and nodes):
+ *   - netreduce, K nodes of R ranks over TCP on 127.0.0.1, each node's
+ *     ranks in an in-memory shm all-reduce: every rank of every node ends
+ *     with exactly the float sum of all W = K*R buffers in global rank
+ *     order (memcmp, -0.0 and subnormals included), for (K, R) = (2, 1),
+ *     (2, 2), (3, 2), (4, 1) and several sizes, n = 0 as a barrier; the
+ *     data is chosen so that another order (node sums first, or reversed)
+ *     gives other bits, so the check could fail;
+ *   - netreduce waits end: network silence (-ETIMEDOUT), a cancelling
+ *     tick (-ECANCELED), the node's all-reduce closed (-EPIPE), a stray
+ *     message (-EPROTO);
+ *   - the mesh: three nodes meet, agree on a name, and node 0's 128-byte
+ *     blob and every endpoint reach all; epoch records, END and FAIL are
+ *     relayed; a node that goes silent is reported lost to the others; a
+ *     mismatched fact is named on both sides; a node rank claimed twice
+ *     and a missing node are refused with the node named;
+ *   - cluster.toml round-trips.
+ * gnnlaunch (two or three launchers on this machine, loopback, the real
+ * stages unless noted):
+ *   - K=2, R=1 and K=2, R=2: both nodes exit 0 with the same final line
+ *     and epoch lines, equal (but for seconds) to one launcher with K*R
+ *     ranks in ordered mode, and node 0's checkpoints equal that run's bit
+ *     for bit;
+ *   - a node that never comes: the others fail with the timeout, naming
+ *     the master and the missing node rank (exit 2); a configuration that
+ *     differs: exit 2 on both naming the key; a node rank given twice:
+ *     exit 2; bad flags: exit 2;
+ *   - a node's launcher SIGKILLed mid-run: the other exits 3 within
+ *     seconds naming the node; Ctrl-C on one node: 130 there, 3 on the
+ *     other; a stage failing on one node (test stages): 3 on both; the
+ *     nodes' cluster.toml files carry the same unique id; nothing is left
+ *     in /dev/shm or the run directories;
+ *   - one node, 1, 2 and 4 ranks: test accuracy within one point. */
+#include "t_util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <zmq.h>
+
+#include "core/util.h"
+#include "ipc/allreduce.h"
+#include "ipc/netreduce.h"
+#include "launcher/mesh.h"
+#include "launcher/rundir.h"
+#include "ops/ckpt.h"
+#include "stages/trainer_reduce.h"
+#include "t_launch.h"
+
+#define CASE_ALARM_S 120
+
+static char g_ds[1200], g_acc_ds[1200], g_cfg[1200], g_acc_cfg[1200];
+static char g_real[1300]; /* SLUICE_STAGE_DIR=<the real stages> */
+
+/* ---- ports ------------------------------------------------------------------------------ */
+
+static bool port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A port p with p .. p + n - 1 free on 127.0.0.1. */
+static int free_ports(int n)
+{
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() * 2654435761u;
+    for (int tries = 0; tries < 1000; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int p = 20000 + (int)((seed >> 8) % 30000u);
+        bool ok = true;
+        for (int k = 0; k < n && ok; k++)
+            ok = port_bindable(p + k);
+        if (ok)
+            return p;
+    }
+    fail_msg("no %d free ports in a row on 127.0.0.1", n);
+    return -1;
+}
+
+/* ---- netreduce with threads as ranks ------------------------------------------------------ */
+
+#define NR_MAX_RANKS 8
+#define NR_CALLS 6
+static const size_t nr_sizes[NR_CALLS] = {1000, 1, 0, 70001, 5, 4096};
+
+/* Rank g's buffer of call c, element i: values over 12 decades of both
+ * signs, so the order of the additions shows in the bits; some elements
+ * -0.0 on every rank (the sum is -0.0), some +0.0 on rank 0 only (+0.0),
+ * some subnormal. */
+static float nr_value(uint32_t g, int c, size_t i)
+{
+    if (i % 97 == 3)
+        return -0.0f;
+    if (i % 89 == 5)
+        return g == 0 ? 0.0f : -0.0f;
+    if (i % 83 == 7)
+        return 1e-40f * (float)(g + 1);
+    uint64_t s = ((uint64_t)g << 40) ^ ((uint64_t)c << 32) ^ i;
+    s = (s ^ (s >> 31)) * 0x7fb5d329728ea185ull;
+    s = (s ^ (s >> 27)) * 0x81dadef4bc2dd44dull;
+    s ^= s >> 33;
+    float mag = powf(10.0f, (float)((int)(s % 13) - 6));
+    float frac = 1.0f + (float)((s >> 8) & 0xffff) / 65536.0f;
+    return (s >> 40) & 1 ? -mag * frac : mag * frac;
+}
+
+struct nr_world {
+    uint32_t nodes, ranks;
+    char eps[NR_MAX_RANKS][64];
+    const char *ep_ptr[NR_MAX_RANKS];
+    void *mem[NR_MAX_RANKS]; /* each node's all-reduce */
+    size_t mem_len;
+    float *expect[NR_CALLS]; /* the global rank-order sums */
+};
+
+struct nr_rank {
+    struct nr_world *w;
+    uint32_t node, rank;
+    int rc;          /* first failure, or 0 */
+    int bad_call;    /* the call whose result differed, or -1 */
+    size_t bad_elem;
+    char err[256];
+};
+
+static void *nr_thread(void *arg)
+{
+    struct nr_rank *me = arg;
+    struct nr_world *w = me->w;
+    struct allreduce ar = {0};
+    struct netreduce nr = {0};
+    me->bad_call = -1;
+    uint32_t g = me->node * w->ranks + me->rank;
+    if (w->ranks > 1 && (me->rc = allreduce_init(&ar, w->mem[me->node], w->mem_len, (int32_t)me->rank, me->err,
+                                                 sizeof me->err)) != 0)
+        return NULL;
+    struct netreduce_params p = {.local = w->ranks > 1 ? &ar : NULL,
+                                 .rank = me->rank,
+                                 .ranks = w->ranks,
+                                 .node = me->node,
+                                 .nodes = w->nodes,
+                                 .endpoints = w->ep_ptr,
+                                 .timeout_ms = 30000};
+    if ((me->rc = netreduce_init(&nr, &p, me->err, sizeof me->err)) != 0)
+        goto out;
+    float *buf = malloc(70001 * sizeof *buf);
+    for (int c = 0; c < NR_CALLS && buf; c++) {
+        size_t n = nr_sizes[c];
+        for (size_t i = 0; i < n; i++)
+            buf[i] = nr_value(g, c, i);
+        if ((me->rc = netreduce_sum(&nr, buf, n)) != 0) {
+            snprintf(me->err, sizeof me->err, "call %d: %s", c, strerror(-me->rc));
+            break;
+        }
+        if (n && memcmp(buf, w->expect[c], n * sizeof *buf) != 0 && me->bad_call < 0) {
+            me->bad_call = c;
+            for (size_t i = 0; i < n; i++)
+                if (memcmp(&buf[i], &w->expect[c][i], sizeof *buf)) {
+                    me->bad_elem = i;
+                    break;
+                }
+        }
+    }
+    free(buf);
+out:
+    netreduce_free(&nr);
+    allreduce_free(&ar);
+    return NULL;
+}
+
+static void nr_world_init(struct nr_world *w, uint32_t nodes, uint32_t ranks)
+{
+    memset(w, 0, sizeof *w);
+    w->nodes = nodes;
+    w->ranks = ranks;
+    int port = free_ports((int)nodes);
+    for (uint32_t k = 0; k < nodes; k++) {
+        snprintf(w->eps[k], sizeof w->eps[k], "tcp://127.0.0.1:%d", port + (int)k);
+        w->ep_ptr[k] = w->eps[k];
+        if (ranks > 1) {
+            char err[256];
+            w->mem_len = allreduce_mem_size(ranks, 70001);
+            w->mem[k] = mmap(NULL, w->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            assert_true(w->mem[k] != MAP_FAILED);
+            assert_int_equal(allreduce_mem_format(w->mem[k], w->mem_len, ranks, 70001, err, sizeof err), 0);
+        }
+    }
+}
+
+static void nr_world_free(struct nr_world *w)
+{
+    for (uint32_t k = 0; k < w->nodes; k++)
+        if (w->mem[k])
+            munmap(w->mem[k], w->mem_len);
+    for (int c = 0; c < NR_CALLS; c++)
+        free(w->expect[c]);
+}
+
+static void netreduce_case(uint32_t nodes, uint32_t ranks)
+{
+    struct nr_world w;
+    nr_world_init(&w, nodes, ranks);
+    uint32_t world = nodes * ranks;
+    bool order_shows = false;
+    for (int c = 0; c < NR_CALLS; c++) {
+        size_t n = nr_sizes[c];
+        w.expect[c] = malloc(SL_MAX(n, 1) * sizeof(float));
+        assert_non_null(w.expect[c]);
+        for (size_t i = 0; i < n; i++) {
+            float s = nr_value(0, c, i), by_node = 0, rev = nr_value(world - 1, c, i);
+            for (uint32_t g = 1; g < world; g++)
+                s += nr_value(g, c, i);
+            for (uint32_t k = 0; k < nodes; k++) { /* another order: node sums first */
+                float part = nr_value(k * ranks, c, i);
+                for (uint32_t r = 1; r < ranks; r++)
+                    part += nr_value(k * ranks + r, c, i);
+                by_node = k ? by_node + part : part;
+            }
+            for (uint32_t g = world - 1; g-- > 0;)
+                rev += nr_value(g, c, i);
+            w.expect[c][i] = s;
+            order_shows |= memcmp(&s, &by_node, sizeof s) != 0 || memcmp(&s, &rev, sizeof s) != 0;
+        }
+    }
+    if (world > 2) /* (two terms add up the same either way round) */
+        assert_true(order_shows); /* the data tells summation orders apart */
+    pthread_t th[NR_MAX_RANKS];
+    struct nr_rank rk[NR_MAX_RANKS];
+    for (uint32_t g = 0; g < world; g++) {
+        rk[g] = (struct nr_rank){.w = &w, .node = g / ranks, .rank = g % ranks};
+        assert_int_equal(pthread_create(&th[g], NULL, nr_thread, &rk[g]), 0);
+    }
+    for (uint32_t g = 0; g < world; g++)
+        pthread_join(th[g], NULL);
+    for (uint32_t g = 0; g < world; g++) {
+        if (rk[g].rc)
+            fail_msg("K=%u R=%u: node %u rank %u failed: %s (%s)", nodes, ranks, rk[g].node, rk[g].rank,
+                     strerror(-rk[g].rc), rk[g].err);
+        if (rk[g].bad_call >= 0)
+            fail_msg("K=%u R=%u: node %u rank %u: call %d element %zu is not the global rank-order sum", nodes,
+                     ranks, rk[g].node, rk[g].rank, rk[g].bad_call, rk[g].bad_elem);
+    }
+    nr_world_free(&w);
+}
+
+static void test_netreduce_exact(void **state)
+{
+    (void)state;
+    static const uint32_t shapes[][2] = {{2, 1}, {2, 2}, {3, 2}, {4, 1}};
+    for (size_t i = 0; i < SL_ARRAY_LEN(shapes); i++)
+        netreduce_case(shapes[i][0], shapes[i][1]);
+}
+
+static int cancel_after_3(void *arg)
+{
+    int *n = arg;
+    return ++*n > 3;
+}
+
+struct closer {
+    struct nr_world *w;
+    int rc_leader, rc_other;
+};
+
+static void *nr_close_leader(void *arg)
+{
+    struct closer *c = arg;
+    struct allreduce ar = {0};
+    struct netreduce nr = {0};
+    char err[256];
+    c->rc_leader = allreduce_init(&ar, c->w->mem[1], c->w->mem_len, 0, err, sizeof err);
+    struct netreduce_params p = {
+        .local = &ar, .rank = 0, .ranks = 2, .node = 1, .nodes = 2, .endpoints = c->w->ep_ptr, .tick_ms = 50};
+    if (c->rc_leader == 0)
+        c->rc_leader = netreduce_init(&nr, &p, err, sizeof err);
+    float x = 1;
+    if (c->rc_leader == 0)
+        c->rc_leader = netreduce_sum(&nr, &x, 1); /* waits for node 0's partial, which never comes */
+    netreduce_free(&nr);
+    allreduce_free(&ar);
+    return NULL;
+}
+
+static void *nr_close_other(void *arg)
+{
+    struct closer *c = arg;
+    struct allreduce ar = {0};
+    struct netreduce nr = {0};
+    char err[256];
+    c->rc_other = allreduce_init(&ar, c->w->mem[1], c->w->mem_len, 1, err, sizeof err);
+    struct netreduce_params p = {.local = &ar, .rank = 1, .ranks = 2, .node = 1, .nodes = 2, .tick_ms = 50};
+    if (c->rc_other == 0)
+        c->rc_other = netreduce_init(&nr, &p, err, sizeof err);
+    float x = 1;
+    if (c->rc_other == 0)
+        c->rc_other = netreduce_sum(&nr, &x, 1);
+    netreduce_free(&nr);
+    allreduce_free(&ar);
+    return NULL;
+}
+
+/* Every way a wait on the network ends besides success. */
+static void test_netreduce_waits_end(void **state)
+{
+    (void)state;
+    char err[256];
+    float x[4] = {1, 2, 3, 4};
+    /* silence: node 1 never answers */
+    struct nr_world w;
+    nr_world_init(&w, 2, 1);
+    struct netreduce nr;
+    struct netreduce_params p = {.rank = 0, .ranks = 1, .node = 0, .nodes = 2, .endpoints = w.ep_ptr,
+                                 .tick_ms = 50, .timeout_ms = 400};
+    assert_int_equal(netreduce_init(&nr, &p, err, sizeof err), 0);
+    double t0 = t_now();
+    assert_int_equal(netreduce_sum(&nr, x, 4), -ETIMEDOUT);
+    double dt = t_now() - t0;
+    assert_true(dt >= 0.35 && dt < 5);
+    assert_int_equal(netreduce_sum(&nr, x, 4), -EPIPE); /* broken for good */
+    netreduce_free(&nr);
+    /* a tick that cancels */
+    int ticks = 0;
+    p.timeout_ms = 0;
+    p.tick = cancel_after_3;
+    p.tick_arg = &ticks;
+    assert_int_equal(netreduce_init(&nr, &p, err, sizeof err), 0);
+    assert_int_equal(netreduce_sum(&nr, x, 4), -ECANCELED);
+    assert_int_equal(ticks, 4);
+    netreduce_free(&nr);
+    /* a stray message where node 1 waits for node 0's partial sum */
+    p = (struct netreduce_params){.rank = 0, .ranks = 1, .node = 1, .nodes = 2, .endpoints = w.ep_ptr,
+                                  .tick_ms = 50, .timeout_ms = 5000};
+    assert_int_equal(netreduce_init(&nr, &p, err, sizeof err), 0);
+    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH);
+    int linger = 1000;
+    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(push, w.eps[1]), 0);
+    char junk[48] = "not a Sluice gradient message at all, no";
+    assert_int_equal(zmq_send(push, junk, sizeof junk, 0), (int)sizeof junk);
+    assert_int_equal(netreduce_sum(&nr, x, 4), -EPROTO);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    netreduce_free(&nr);
+    nr_world_free(&w);
+    /* the node's all-reduce closed (the launcher stopping the run) while
+     * node 1's leader waits on the network and its other rank on the leader */
+    nr_world_init(&w, 2, 2);
+    struct closer c = {.w = &w};
+    pthread_t a, b;
+    assert_int_equal(pthread_create(&a, NULL, nr_close_leader, &c), 0);
+    assert_int_equal(pthread_create(&b, NULL, nr_close_other, &c), 0);
+    t_sleep_ms(300);
+    struct allreduce sup;
+    assert_int_equal(allreduce_init(&sup, w.mem[1], w.mem_len, ALLREDUCE_NO_RANK, err, sizeof err), 0);
+    allreduce_close(&sup);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    allreduce_free(&sup);
+    assert_int_equal(c.rc_leader, -EPIPE);
+    assert_int_equal(c.rc_other, -EPIPE);
+    nr_world_free(&w);
+}
+
+/* ---- the mesh ------------------------------------------------------------------------------ */
+
+struct mn_node {
+    struct mesh m;
+    struct mesh_params p;
+    char facts[512], endpoint[64];
+    int rc;
+    char err[1024];
+};
+
+static void *mesh_thread_fn(void *arg)
+{
+    struct mn_node *n = arg;
+    n->rc = mesh_rendezvous(&n->m, &n->p, n->err, sizeof n->err);
+    return NULL;
+}
+
+/* Runs the rendezvous of n nodes (claimed ranks rank[i], facts facts[i])
+ * in threads on master. */
+static void mesh_meet(struct mn_node *nodes, int n, const uint32_t *rank, uint32_t k, const char *const *facts,
+                      const char *master, double timeout_s, const uint8_t *blob)
+{
+    pthread_t th[8];
+    for (int i = 0; i < n; i++) {
+        struct mn_node *x = &nodes[i];
+        memset(x, 0, sizeof *x);
+        snprintf(x->facts, sizeof x->facts, "%s@host = thread%d\n@pid = %d\n@endpoint = tcp://127.0.0.1:%d\n",
+                 facts[i], i, 100 + i, 40000 + i);
+        snprintf(x->endpoint, sizeof x->endpoint, "tcp://127.0.0.1:%d", 40000 + i);
+        x->p = (struct mesh_params){.node = rank[i],
+                                    .nodes = k,
+                                    .master = master,
+                                    .timeout_s = timeout_s,
+                                    .facts = x->facts,
+                                    .host = "thread",
+                                    .endpoint = x->endpoint,
+                                    .name = "meshtest",
+                                    .blob = blob,
+                                    .cancel_fd = -1,
+                                    .hb_interval_s = 0.1,
+                                    .peer_timeout_s = 1.0};
+        assert_int_equal(pthread_create(&th[i], NULL, mesh_thread_fn, x), 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* The next event of a started mesh within timeout_s (false: none). */
+static bool mesh_wait(struct mesh *m, struct mesh_event *ev, double timeout_s)
+{
+    double t0 = t_now();
+    while (t_now() - t0 < timeout_s) {
+        zmq_pollitem_t it = {.socket = mesh_pollable(m), .events = ZMQ_POLLIN};
+        zmq_poll(&it, 1, 50);
+        if (mesh_recv(m, ev) > 0)
+            return true;
+    }
+    return false;
+}
+
+static void test_mesh_meets_and_watches(void **state)
+{
+    (void)state;
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_ports(1));
+    uint8_t blob[MESH_BLOB_BYTES];
+    for (int i = 0; i < MESH_BLOB_BYTES; i++)
+        blob[i] = (uint8_t)(i * 37 + 11);
+    static struct mn_node nodes[3];
+    const uint32_t rank[3] = {0, 2, 1};
+    const char *facts[3] = {"a = 1\nb = two\n", "b = two\na = 1\n", "a = 1\nb = two\n"};
+    mesh_meet(nodes, 3, rank, 3, facts, master, 20, blob);
+    for (int i = 0; i < 3; i++) {
+        if (nodes[i].rc)
+            fail_msg("node %u: %s", rank[i], nodes[i].err);
+        assert_string_equal(nodes[i].m.name, "meshtest");
+        assert_memory_equal(nodes[i].m.blob, blob, MESH_BLOB_BYTES); /* the NCCL-id seam */
+        for (int j = 0; j < 3; j++) {
+            char want[64];
+            snprintf(want, sizeof want, "tcp://127.0.0.1:%d", 40000 + j);
+            assert_string_equal(nodes[i].m.endpoints[rank[j]], want);
+        }
+    }
+    char err[256];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mesh_start(&nodes[i].m, err, sizeof err), 0);
+    struct mesh *m0 = &nodes[0].m, *m2 = &nodes[1].m, *m1 = &nodes[2].m; /* by node rank */
+    /* node 1's records reach 0 and 2 */
+    assert_int_equal(mesh_send(m1, MESH_EPOCH, 7, "abc", 3), 0);
+    struct mesh_event ev;
+    assert_true(mesh_wait(m0, &ev, 5));
+    assert_true(ev.type == MESH_EPOCH && ev.about == 1 && ev.arg == 7 && ev.len == 3 && !memcmp(ev.data, "abc", 3));
+    assert_true(mesh_wait(m2, &ev, 5));
+    assert_true(ev.type == MESH_EPOCH && ev.about == 1 && ev.arg == 7);
+    /* node 0's END reaches both */
+    double secs = 12.5;
+    assert_int_equal(mesh_send(m0, MESH_END, 0, &secs, sizeof secs), 0);
+    assert_true(mesh_wait(m1, &ev, 5) && ev.type == MESH_END && ev.about == 0 && ev.len == sizeof secs);
+    assert_true(mesh_wait(m2, &ev, 5) && ev.type == MESH_END && ev.about == 0);
+    /* node 2 goes silent: node 0 reports it lost, and tells node 1 */
+    double t0 = t_now();
+    mesh_free(m2);
+    assert_true(mesh_wait(m0, &ev, 5));
+    assert_true(ev.type == MESH_FAIL && ev.about == 2 && ev.lost);
+    assert_non_null(strstr(ev.data, "node 2"));
+    assert_true(t_now() - t0 < 3.0);
+    assert_true(mesh_wait(m1, &ev, 5));
+    assert_true(ev.type == MESH_FAIL && ev.about == 2 && ev.lost);
+    /* a node's own FAIL */
+    assert_int_equal(mesh_send(m1, MESH_FAIL, 0, "disk on fire", 12), 0);
+    assert_true(mesh_wait(m0, &ev, 5) && ev.type == MESH_FAIL && ev.about == 1 && !ev.lost &&
+                !strcmp(ev.data, "disk on fire"));
+    mesh_free(m1);
+    mesh_free(m0);
+}
+
+static void test_mesh_refusals(void **state)
+{
+    (void)state;
+    static struct mn_node nodes[3];
+    char master[64];
+    /* a fact that differs: named on both sides */
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_ports(1));
+    const uint32_t two[2] = {0, 1};
+    const char *diff[2] = {"train.lr = 0.01\nmodel.hidden = 32\n", "train.lr = 0.02\nmodel.hidden = 32\n"};
+    mesh_meet(nodes, 2, two, 2, diff, master, 20, NULL);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(nodes[i].rc, -EINVAL);
+        if (!strstr(nodes[i].err, "train.lr = 0.02 there, 0.01 on node 0"))
+            fail_msg("node %d: %s", i, nodes[i].err);
+        mesh_free(&nodes[i].m);
+    }
+    /* node rank 1 twice */
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_ports(1));
+    const uint32_t dup[3] = {0, 1, 1};
+    const char *same[3] = {"a = 1\n", "a = 1\n", "a = 1\n"};
+    mesh_meet(nodes, 3, dup, 3, same, master, 20, NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(nodes[i].rc, -EINVAL);
+        if (!strstr(nodes[i].err, "node rank 1 was claimed twice"))
+            fail_msg("node %d: %s", i, nodes[i].err);
+        mesh_free(&nodes[i].m);
+    }
+    /* node 2 never comes */
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_ports(1));
+    double t0 = t_now();
+    mesh_meet(nodes, 2, two, 3, same, master, 1.0, NULL);
+    double dt = t_now() - t0;
+    for (int i = 0; i < 2; i++) {
+        if (nodes[i].rc != -ETIMEDOUT || !strstr(nodes[i].err, "node 2 of 0..2 did not join") ||
+            !strstr(nodes[i].err, master))
+            fail_msg("node %d: %s", i, nodes[i].err);
+        mesh_free(&nodes[i].m);
+    }
+    assert_true(dt >= 0.9 && dt < 10);
+    /* facts: '@' lines are not compared; a key missing on one side is named */
+    char key[64], a[64], b[64];
+    assert_int_equal(mesh_facts_diff("x = 1\n@host = a\n", "@host = b\nx = 1\n", key, 64, a, 64, b, 64), 0);
+    assert_int_equal(mesh_facts_diff("x = 1\n", "x = 1\ny = 2\n", key, 64, a, 64, b, 64), 1);
+    assert_string_equal(key, "y");
+    assert_string_equal(a, "(none)");
+    assert_string_equal(b, "2");
+}
+
+static void test_cluster_file(void **state)
+{
+    (void)state;
+    char dir[1300], err[512];
+    snprintf(dir, sizeof dir, "%s/clusterfile", t_ldir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char eps[3][NETREDUCE_ENDPOINT_MAX] = {"tcp://10.0.0.1:29501", "tcp://10.0.0.2:29502", "tcp://10.0.0.3:29503"};
+    struct trainer_cluster c = {.node = 2, .nodes = 3, .run = "somerun", .endpoints = eps}, d;
+    for (int i = 0; i < TRAINER_UNIQUE_ID_BYTES; i++)
+        c.unique_id[i] = (uint8_t)(255 - i);
+    assert_int_equal(trainer_cluster_write(dir, &c, err, sizeof err), 0);
+    assert_int_equal(trainer_cluster_read(dir, &d, err, sizeof err), 0);
+    assert_int_equal(d.node, 2);
+    assert_int_equal(d.nodes, 3);
+    assert_string_equal(d.run, "somerun");
+    for (int k = 0; k < 3; k++)
+        assert_string_equal(d.endpoints[k], eps[k]);
+    assert_memory_equal(d.unique_id, c.unique_id, TRAINER_UNIQUE_ID_BYTES);
+    trainer_cluster_free(&d);
+}
+
+/* ---- gnnlaunch on several nodes -------------------------------------------------------------- */
+
+static void write_config(const char *path, const char *ds, double lr)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nkind = \"sage\"\nhidden = 32\nfanouts = [8, 4]\ndropout = 0.2\n\n"
+            "[train]\nbatch_size = 64\nepochs = 3\nlr = %g\nseed = 5\n\n"
+            "[pipeline]\nsamplers = 1\nextractors = 1\nfeature_buffer_mb = 8\nstaging_mb = 4\nio_depth = 16\n"
+            "ordered = true\n",
+            ds, lr);
+    fclose(f);
+}
+
+/* Every line of a log that starts with prefix, cut at `cut` (when found),
+ * joined with newlines into out. */
+static void lines(const struct t_proc *r, const char *prefix, const char *cut, char *out, size_t len)
+{
+    static char buf[1 << 20];
+    t_slurp(r->log, buf, sizeof buf);
+    size_t o = 0;
+    out[0] = '\0';
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, prefix, strlen(prefix)))
+            continue;
+        char *c = cut ? strstr(line, cut) : NULL;
+        if (c)
+            *c = '\0';
+        o += (size_t)snprintf(out + o, len - o, "%s\n", line);
+        if (o >= len)
+            fail_msg("%s: too many lines", r->log);
+    }
+}
+
+static double test_acc_of(const struct t_proc *r)
+{
+    char fin[512];
+    lines(r, "test_acc=", NULL, fin, sizeof fin);
+    double acc;
+    if (sscanf(fin, "test_acc=%lf", &acc) != 1)
+        fail_msg("no final line in %s", r->log);
+    return acc;
+}
+
+/* Starts node i of k with the given extra arguments. */
+static void start_node(struct t_proc *r, const char *stages_env, const char *const *env_extra, int i, int k,
+                       int port, const char *const *extra)
+{
+    char nodes[16], rank[16], master[64];
+    snprintf(nodes, sizeof nodes, "%d", k);
+    snprintf(rank, sizeof rank, "%d", i);
+    snprintf(master, sizeof master, "127.0.0.1:%d", port);
+    const char *argv[40] = {"--cpu", "--nodes", nodes, "--node-rank", rank, "--master", master};
+    int a = 7;
+    for (int j = 0; extra && extra[j] && a < 39; j++)
+        argv[a++] = extra[j];
+    argv[a] = NULL;
+    const char *env[8] = {stages_env};
+    int e = 1;
+    for (int j = 0; env_extra && env_extra[j] && e < 7; j++)
+        env[e++] = env_extra[j];
+    env[e] = NULL;
+    t_launch_start(r, env, argv);
+}
+
+static struct t_proc *g_live[4]; /* launchers a failing case must not leave behind */
+
+/* t_expect_log over the whole log (a long run's epoch lines fill more
+ * than t_expect_log reads). */
+static void expect_log(const struct t_proc *r, const char *what)
+{
+    static char buf[1 << 22];
+    t_slurp(r->log, buf, sizeof buf);
+    if (!strstr(buf, what)) {
+        size_t n = strlen(buf);
+        fail_msg("%s: expected '%s' in gnnlaunch's output, which ends:\n%s", r->args, what,
+                 buf + (n > 4000 ? n - 4000 : 0));
+    }
+}
+
+static void wait_node(struct t_proc *r, double timeout_s)
+{
+    t_launch_wait(r, timeout_s);
+    for (int i = 0; i < 4; i++)
+        if (g_live[i] == r)
+            g_live[i] = NULL;
+}
+
+static int mn_teardown(void **state)
+{
+    for (int i = 0; i < 4; i++)
+        if (g_live[i] && g_live[i]->pid > 0) {
+            kill(g_live[i]->pid, SIGKILL);
+            waitpid(g_live[i]->pid, NULL, 0);
+            g_live[i] = NULL;
+        }
+    return t_launch_case_teardown(state);
+}
+
+/* Every byte of every tensor of two checkpoints. */
+static void same_checkpoint(const char *a, const char *b)
+{
+    struct ckpt x, y;
+    char err[512];
+    if (ckpt_read(&x, a, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    if (ckpt_read(&y, b, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(ckpt_count(&x), ckpt_count(&y));
+    for (uint32_t i = 0; i < ckpt_count(&x); i++) {
+        const struct ckpt_entry *e = ckpt_entry_at(&x, i);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *p = ckpt_find(&x, ckpt_name(&x, i), e->dtype, &nd, shape);
+        const void *q = ckpt_find(&y, ckpt_name(&x, i), e->dtype, NULL, NULL);
+        if (!p || !q)
+            fail_msg("tensor %s missing", ckpt_name(&x, i));
+        size_t bytes = ckpt_dtype_size(e->dtype);
+        for (uint32_t d = 0; d < nd; d++)
+            bytes *= shape[d];
+        if (memcmp(p, q, bytes))
+            fail_msg("tensor %s differs between %s and %s", ckpt_name(&x, i), a, b);
+    }
+    assert_string_equal(ckpt_meta(&x, "step"), ckpt_meta(&y, "step"));
+    ckpt_free(&x);
+    ckpt_free(&y);
+}
+
+/* K nodes of R ranks against one launcher of K*R ranks. */
+static void nodes_equal_single(int k, int r)
+{
+    char ck1[1300], ckn[1300], set1[1400], setn[1400], ranks[48];
+    snprintf(ck1, sizeof ck1, "%s/ck-single-%d-%d", t_ldir, k, r);
+    snprintf(ckn, sizeof ckn, "%s/ck-nodes-%d-%d", t_ldir, k, r);
+    snprintf(set1, sizeof set1, "train.checkpoint_dir=\"%s\"", ck1);
+    snprintf(setn, sizeof setn, "train.checkpoint_dir=\"%s\"", ckn);
+    /* one node with every rank */
+    struct t_proc one;
+    snprintf(ranks, sizeof ranks, "pipeline.ranks=%d", k * r);
+    t_launch_run(&one, (const char *[]){g_real, NULL},
+                 (const char *[]){"--cpu", g_cfg, "--set", set1, "--set", ranks, NULL}, 120);
+    t_expect_code(&one, 0);
+    t_expect_clean(&one);
+    /* k nodes */
+    snprintf(ranks, sizeof ranks, "pipeline.ranks=%d", r);
+    int port = free_ports(k + 1);
+    struct t_proc n[4];
+    for (int i = 0; i < k; i++) {
+        start_node(&n[i], g_real, NULL, i, k, port, (const char *[]){g_cfg, "--set", setn, "--set", ranks, NULL});
+        g_live[i] = &n[i];
+    }
+    for (int i = 0; i < k; i++) {
+        wait_node(&n[i], 120);
+        t_expect_code(&n[i], 0);
+    }
+    for (int i = 0; i < k; i++)
+        t_expect_clean(&n[i]);
+    static char fin[4][512], ep[4][8192];
+    lines(&one, "test_acc=", " seconds=", fin[3], sizeof fin[3]);
+    lines(&one, "epoch ", " seconds=", ep[3], sizeof ep[3]);
+    char whole[2][512];
+    for (int i = 0; i < k; i++) {
+        if (i < 2)
+            lines(&n[i], "test_acc=", NULL, whole[i], sizeof whole[i]);
+        lines(&n[i], "test_acc=", " seconds=", fin[i], sizeof fin[i]);
+        lines(&n[i], "epoch ", " seconds=", ep[i], sizeof ep[i]);
+        if (!fin[i][0] || strcmp(fin[i], fin[3]))
+            fail_msg("K=%d R=%d: node %d ends with\n%sone launcher of %d ranks with\n%s", k, r, i, fin[i], k * r,
+                     fin[3]);
+        if (strcmp(ep[i], ep[3]))
+            fail_msg("K=%d R=%d: node %d's epoch lines\n%sdiffer from one launcher's\n%s", k, r, i, ep[i], ep[3]);
+    }
+    if (strcmp(whole[0], whole[1])) /* the same final line on every node, seconds included */
+        fail_msg("node 0 ends with %s, node 1 with %s", whole[0], whole[1]);
+    /* the parameters, bit for bit: node 0 (global rank 0) wrote the checkpoints */
+    for (int e = 1; e <= 3; e++) {
+        char a[1400], b[1400];
+        assert_int_equal(ckpt_path(a, sizeof a, ck1, (uint32_t)e), 0);
+        assert_int_equal(ckpt_path(b, sizeof b, ckn, (uint32_t)e), 0);
+        same_checkpoint(a, b);
+    }
+}
+
+static void test_two_nodes_one_rank(void **state)
+{
+    (void)state;
+    nodes_equal_single(2, 1);
+}
+
+static void test_two_nodes_two_ranks(void **state)
+{
+    (void)state;
+    nodes_equal_single(2, 2);
+}
+
+static void test_missing_node(void **state)
+{
+    (void)state;
+    int port = free_ports(3);
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", port);
+    struct t_proc n0, n1;
+    /* node 0 of 2 alone */
+    start_node(&n0, g_real, NULL, 0, 2, port, (const char *[]){g_cfg, "--rendezvous-timeout", "3", NULL});
+    g_live[0] = &n0;
+    wait_node(&n0, 30);
+    t_expect_code(&n0, 2);
+    t_expect_log(&n0, "node 1 of 0..1 did not join");
+    t_expect_log(&n0, master);
+    t_expect_log(&n0, "timed out after 3 s");
+    assert_true(n0.t_end - n0.t0 >= 2.9 && n0.t_end - n0.t0 < 15);
+    t_expect_clean(&n0);
+    /* node 1 of 3 with node 0 up and node 2 missing: node 0's verdict, on both */
+    start_node(&n0, g_real, NULL, 0, 3, port, (const char *[]){g_cfg, "--rendezvous-timeout", "3", NULL});
+    g_live[0] = &n0;
+    start_node(&n1, g_real, NULL, 1, 3, port, (const char *[]){g_cfg, "--rendezvous-timeout", "3", NULL});
+    g_live[1] = &n1;
+    wait_node(&n0, 30);
+    wait_node(&n1, 30);
+    t_expect_code(&n0, 2);
+    t_expect_code(&n1, 2);
+    t_expect_log(&n0, "node 2 of 0..2 did not join");
+    t_expect_log(&n1, "node 2 of 0..2 did not join");
+    t_expect_clean(&n0);
+    t_expect_clean(&n1);
+    /* node 1 with no node 0 at all */
+    start_node(&n1, g_real, NULL, 1, 2, port, (const char *[]){g_cfg, "--rendezvous-timeout", "2", NULL});
+    g_live[1] = &n1;
+    wait_node(&n1, 30);
+    t_expect_code(&n1, 2);
+    t_expect_log(&n1, "no answer from node 0");
+    t_expect_log(&n1, master);
+    t_expect_clean(&n1);
+}
+
+static void test_mismatch_and_duplicates(void **state)
+{
+    (void)state;
+    int port = free_ports(4);
+    struct t_proc n[3];
+    start_node(&n[0], g_real, NULL, 0, 2, port, (const char *[]){g_cfg, NULL});
+    g_live[0] = &n[0];
+    start_node(&n[1], g_real, NULL, 1, 2, port, (const char *[]){g_cfg, "--set", "train.lr=0.02", NULL});
+    g_live[1] = &n[1];
+    for (int i = 0; i < 2; i++) {
+        wait_node(&n[i], 30);
+        t_expect_code(&n[i], 2);
+        t_expect_log(&n[i], "train.lr = 0.02 there, 0.01 on node 0");
+        t_expect_clean(&n[i]);
+    }
+    /* node rank 1 twice */
+    for (int i = 0; i < 3; i++) {
+        start_node(&n[i], g_real, NULL, i ? 1 : 0, 3, port, (const char *[]){g_cfg, NULL});
+        g_live[i] = &n[i];
+        t_sleep_ms(100); /* node 0 first, then the two node 1s */
+    }
+    for (int i = 0; i < 3; i++) {
+        wait_node(&n[i], 30);
+        t_expect_code(&n[i], 2);
+        t_expect_log(&n[i], "node rank 1 was claimed twice");
+        t_expect_clean(&n[i]);
+    }
+    /* flags */
+    struct t_proc r;
+    t_launch_run(&r, (const char *[]){g_real, NULL}, (const char *[]){"--cpu", g_cfg, "--nodes", "2", "--node-rank", "0", NULL},
+                 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "--nodes 2 needs --master HOST:PORT");
+    t_launch_run(&r, (const char *[]){g_real, NULL},
+                 (const char *[]){"--cpu", g_cfg, "--nodes", "2", "--node-rank", "2", "--master", "127.0.0.1:9", NULL},
+                 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "--node-rank I with 0 <= I < 2");
+    t_launch_run(&r, (const char *[]){g_real, NULL},
+                 (const char *[]){"--cpu", g_cfg, "--nodes", "2", "--node-rank", "1", "--master", "127.0.0.1", NULL},
+                 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "--master needs HOST:PORT");
+}
+
+/* The run id of a launcher, from its "run ID: ... started" line. */
+static void run_id_of(const struct t_proc *r, char *out, size_t len)
+{
+    char l[8192];
+    lines(r, "gnnlaunch: run ", NULL, l, sizeof l);
+    for (char *save = NULL, *line = strtok_r(l, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strstr(line, " stages started"))
+            snprintf(out, len, "%.*s", (int)strcspn(line + 15, ":"), line + 15);
+}
+
+/* Waits until a node's log shows an epoch line. */
+static void wait_epochs(const struct t_proc *r)
+{
+    double t0 = t_now();
+    char l[1 << 14];
+    for (;;) {
+        lines(r, "epoch 2/", NULL, l, sizeof l);
+        if (l[0])
+            return;
+        if (t_now() - t0 > 60 || waitpid(r->pid, NULL, WNOHANG) != 0)
+            fail_msg("no epoch line from %s", r->log);
+        t_sleep_ms(20);
+    }
+}
+
+static void test_node_killed(void **state)
+{
+    (void)state;
+    int port = free_ports(3);
+    char ck[1300], set[1400];
+    snprintf(ck, sizeof ck, "%s/ck-kill", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    struct t_proc n0, n1;
+    const char *args[] = {g_cfg, "--set", set, "--epochs", "5000", NULL};
+    start_node(&n0, g_real, NULL, 0, 2, port, args);
+    g_live[0] = &n0;
+    start_node(&n1, g_real, NULL, 1, 2, port, args);
+    g_live[1] = &n1;
+    wait_epochs(&n1);
+    char id1[SHM_RUN_ID_MAX] = "";
+    run_id_of(&n1, id1, sizeof id1);
+    assert_true(id1[0]);
+    kill(n1.pid, SIGKILL); /* the launcher only: its stages follow (PDEATHSIG) */
+    double t_kill = t_now();
+    wait_node(&n1, 10);
+    wait_node(&n0, 30);
+    t_expect_code(&n0, 3);
+    expect_log(&n0, "node 1 (");
+    expect_log(&n0, "lost: nothing from node 1");
+    double dt = n0.t_end - t_kill;
+    if (dt > 12)
+        fail_msg("node 0 took %.1f s to notice node 1's death", dt);
+    /* what the killed launcher left, as the next gnnlaunch would reclaim it */
+    char err[256];
+    shm_run_reclaim(id1, NULL, NULL, err, sizeof err);
+    rundir_reclaim(t_base);
+    t_expect_clean(&n0);
+    t_expect_clean(&n1);
+}
+
+/* Ctrl-C on node 1: 130 there, 3 on node 0 naming node 1. While both run,
+ * their cluster.toml files carry node 0's unique id. */
+static void test_node_interrupted(void **state)
+{
+    (void)state;
+    int port = free_ports(3);
+    char ck[1300], set[1400];
+    snprintf(ck, sizeof ck, "%s/ck-int", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    struct t_proc n0, n1;
+    start_node(&n0, g_real, NULL, 0, 2, port,
+               (const char *[]){g_cfg, "--set", set, "--epochs", "5000", "--run-name", "mnint", NULL});
+    g_live[0] = &n0;
+    start_node(&n1, g_real, NULL, 1, 2, port, (const char *[]){g_cfg, "--set", set, "--epochs", "5000", NULL});
+    g_live[1] = &n1;
+    wait_epochs(&n1);
+    struct trainer_cluster c[2];
+    char err[512];
+    for (int i = 0; i < 2; i++) {
+        char dir[1400];
+        snprintf(dir, sizeof dir, "%s/mnint-n%d", t_base, i);
+        if (trainer_cluster_read(dir, &c[i], err, sizeof err) != 0)
+            fail_msg("%s", err);
+        assert_int_equal(c[i].node, (uint32_t)i);
+        assert_int_equal(c[i].nodes, 2);
+        assert_string_equal(c[i].run, "mnint");
+    }
+    assert_memory_equal(c[0].unique_id, c[1].unique_id, TRAINER_UNIQUE_ID_BYTES);
+    for (int k = 0; k < 2; k++)
+        assert_string_equal(c[0].endpoints[k], c[1].endpoints[k]);
+    trainer_cluster_free(&c[0]);
+    trainer_cluster_free(&c[1]);
+    kill(-n1.pid, SIGINT); /* its process group, as a terminal sends it */
+    double t0 = t_now();
+    wait_node(&n1, 30);
+    wait_node(&n0, 30);
+    t_expect_code(&n1, 130);
+    t_expect_code(&n0, 3);
+    expect_log(&n0, "node 1 (");
+    expect_log(&n0, "interrupted by SIGINT");
+    assert_true(n0.t_end - t0 < 10);
+    t_expect_clean(&n0);
+    t_expect_clean(&n1);
+}
+
+/* A stage fails on node 1 (test stages): both nodes exit 3, node 0 naming
+ * node 1 and the stage. */
+static void test_remote_stage_fails(void **state)
+{
+    (void)state;
+    int port = free_ports(3);
+    char stages[1300];
+    snprintf(stages, sizeof stages, "SLUICE_STAGE_DIR=%s", t_stages);
+    struct t_proc n0, n1;
+    start_node(&n0, stages, (const char *[]){"SLUICE_TEST_DELAY_US=3000", NULL}, 0, 2, port,
+               (const char *[]){g_cfg, NULL});
+    g_live[0] = &n0;
+    start_node(&n1, stages, (const char *[]){"SLUICE_TEST_DELAY_US=3000", "SLUICE_TEST_FAIL=trainer:0:exit3:30", NULL},
+               1, 2, port, (const char *[]){g_cfg, NULL});
+    g_live[1] = &n1;
+    wait_node(&n1, 60);
+    wait_node(&n0, 60);
+    t_expect_code(&n1, 3);
+    t_expect_code(&n0, 3);
+    t_expect_log(&n0, "node 1 (");
+    t_expect_log(&n0, "gnn-trainer rank 0");
+    t_expect_log(&n0, "exited with status 3");
+    assert_true(n0.t_end - n1.t_end < 5);
+    t_expect_clean(&n0);
+    t_expect_clean(&n1);
+}
+
+/* ---- ranks on one node ---------------------------------------------------------------------- */
+
+static void test_ranks_accuracy(void **state)
+{
+    (void)state;
+    double acc[3];
+    static const int ranks[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        char ck[1300], set[1400], rk[48];
+        snprintf(ck, sizeof ck, "%s/ck-acc%d", t_ldir, ranks[i]);
+        snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+        snprintf(rk, sizeof rk, "pipeline.ranks=%d", ranks[i]);
+        struct t_proc r;
+        t_launch_run(&r, (const char *[]){g_real, NULL},
+                     (const char *[]){"--cpu", g_acc_cfg, "--set", set, "--set", rk, "--epochs", "15", NULL}, 120);
+        t_expect_code(&r, 0);
+        t_expect_clean(&r);
+        acc[i] = test_acc_of(&r);
+        if (acc[i] < 0.8) /* 4 classes: chance is 0.25 */
+            fail_msg("%d ranks reached only test_acc=%.4f", ranks[i], acc[i]);
+    }
+    for (int i = 1; i < 3; i++)
+        if (fabs(acc[i] - acc[0]) > 0.01)
+            fail_msg("%d ranks: test_acc=%.4f, one rank %.4f: more than one point apart", ranks[i], acc[i], acc[0]);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (t_launch_setup("multinode") != 0)
+        return -1;
+    snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
+    snprintf(g_acc_ds, sizeof g_acc_ds, "%s/ds-acc", t_ldir);
+    snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
+    snprintf(g_acc_cfg, sizeof g_acc_cfg, "%s/acc.toml", t_ldir);
+    const char *bin = getenv("SLUICE_BIN");
+    snprintf(g_real, sizeof g_real, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    char prep[1200], out[4096];
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out,
+              "%s synth %s --nodes 4000 --avg-degree 8 --feat-dim 16 --classes 4 --homophily 0.9 "
+              "--feature-noise 1.0 --train-frac 0.4 --val-frac 0.2 --test-frac 0.2 --seed 11",
+              prep, g_ds) != 0 ||
+        t_run(out, sizeof out,
+              "%s synth %s --nodes 6000 --avg-degree 8 --feat-dim 16 --classes 4 --homophily 0.9 "
+              "--feature-noise 0.8 --train-frac 0.4 --val-frac 0.1 --test-frac 0.5 --seed 11",
+              prep, g_acc_ds) != 0) {
+        fprintf(stderr, "gnnprep synth failed: %s\n", out);
+        return -1;
+    }
+    write_config(g_cfg, g_ds, 0.01);
+    write_config(g_acc_cfg, g_acc_ds, 0.01);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGALRM, t_launch_alarm);
+    t_case_alarm_s = CASE_ALARM_S;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_netreduce_exact, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_netreduce_waits_end, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_mesh_meets_and_watches, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_mesh_refusals, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_cluster_file, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_two_nodes_one_rank, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_two_nodes_two_ranks, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_node, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_mismatch_and_duplicates, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_node_killed, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_node_interrupted, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_remote_stage_fails, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_accuracy, t_launch_case_setup, mn_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
+}
