@@ -74,7 +74,9 @@ static bool port_bindable(int port)
     return ok;
 }
 
-/* A port p with p .. p + n - 1 free on 127.0.0.1. */
+/* A port p with p .. p + n - 1 free on 127.0.0.1, below Linux's default
+ * ephemeral range (32768 and up), so a connecting socket elsewhere on the
+ * machine cannot take it between this check and the launcher's bind. */
 static int free_ports(int n)
 {
     static unsigned seed;
@@ -82,7 +84,7 @@ static int free_ports(int n)
         seed = (unsigned)getpid() * 2654435761u;
     for (int tries = 0; tries < 1000; tries++) {
         seed = seed * 1103515245u + 12345u;
-        int p = 20000 + (int)((seed >> 8) % 30000u);
+        int p = 20000 + (int)((seed >> 8) % 12000u);
         bool ok = true;
         for (int k = 0; k < n && ok; k++)
             ok = port_bindable(p + k);
