@@ -256,7 +256,14 @@ int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const 
     memset(hdr + 8 + jlen, ' ', hlen - jlen);
     snprintf(tmp, tlen, "%s.partial-%ld", path, (long)getpid());
 
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a fresh file of our own: a stale partial of an earlier process with
+     * this pid is removed, and O_EXCL never follows a link planted here */
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        rc = -errno;
+        sl_errf(err, errlen, rc, "cannot write checkpoint %s: removing the stale %s: %s", path, tmp, strerror(-rc));
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = -errno;
         sl_errf(err, errlen, rc, "cannot write checkpoint %s: creating %s: %s; check that the checkpoint directory "

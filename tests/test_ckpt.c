@@ -609,6 +609,28 @@ static void test_atomic_replace(void **state)
     assert_memory_equal(w, w_self, sizeof w_self);
     ckpt_free(&c);
 
+    /* a link planted where this process's partial file goes is replaced,
+     * never followed: the file it points to stays as it was */
+    char partial[700], victim[600];
+    snprintf(partial, sizeof partial, "%s.partial-%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *vf = fopen(victim, "w");
+    assert_non_null(vf);
+    fputs("keep", vf);
+    fclose(vf);
+    assert_int_equal(symlink(victim, partial), 0);
+    assert_int_equal(ckpt_write(path, t1, 1, m1, 1, err, sizeof err), 0);
+    char vbuf[16] = {0};
+    vf = fopen(victim, "r");
+    assert_non_null(vf);
+    assert_true(fread(vbuf, 1, sizeof vbuf - 1, vf) == 4);
+    fclose(vf);
+    assert_string_equal(vbuf, "keep");
+    assert_int_equal(access(partial, F_OK), -1);
+    assert_int_equal(ckpt_read(&c, path, err, sizeof err), 0);
+    assert_non_null(ckpt_find(&c, "w", "F32", NULL, NULL));
+    ckpt_free(&c);
+
     /* a directory that does not exist */
     snprintf(path, sizeof path, "%s/nodir/epoch-000001.safetensors", dir);
     assert_int_equal(ckpt_write(path, t1, 1, NULL, 0, err, sizeof err), -ENOENT);
