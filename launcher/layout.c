@@ -309,7 +309,10 @@ int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const stru
     uint64_t staging = (uint64_t)c->pipeline.staging_mb << 20;
     uint64_t threads = (uint64_t)c->pipeline.ranks * (uint64_t)c->pipeline.extractors;
     p->staging_per_thread = staging / threads / 4096 * 4096;
-    uint64_t one = sl_round_up(f->row_stride, 4096) + 4096;
+    uint64_t one = sl_round_up(f->row_stride, 4096) + 4096, depth_bytes;
+    p->staging_used = sl_mul_ovf((uint64_t)c->pipeline.io_depth, one, &depth_bytes)
+                          ? p->staging_per_thread
+                          : SL_MIN(p->staging_per_thread, depth_bytes);
     if (p->staging_per_thread < one)
         return sl_errf(err, errlen, -EINVAL,
                        "pipeline.staging_mb = %" PRId64 " gives each of the %" PRIu64

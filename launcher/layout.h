@@ -199,7 +199,9 @@ struct layout_featbuf_plan {
     uint64_t stride;             /* bytes per slot row */
     uint64_t reserve;            /* fewest slots that cannot deadlock */
     uint64_t rank_bytes;         /* one rank's segment (featbuf_mem_size) */
-    uint64_t staging_per_thread; /* staging bytes of one extractor thread */
+    uint64_t staging_per_thread; /* staging bytes of one extractor thread: its share of pipeline.staging_mb */
+    uint64_t staging_used;       /* at most what a thread uses of it: pipeline.io_depth reads of one row
+                                  * each (an upper bound of the read's size, alignment included) */
 };
 
 /* Sizes the feature buffers. 0; -EINVAL with a message naming the keys to

@@ -494,10 +494,10 @@ static int create_run(struct launch *l, char *err, size_t errlen)
     char map[32];
     fprintf(stderr,
             "gnnlaunch: feature buffer per rank: %" PRIu32 " slots x %" PRIu64 " B = %s (node map %s), at least %" PRIu64
-            " slots needed; staging %s per extractor thread\n",
+            " slots needed; staging at most %s per extractor thread (pipeline.io_depth reads)\n",
             f->params.nslots, f->stride, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
             sl_fmt_bytes(featbuf_map_bytes(&f->params), map, sizeof map), f->reserve,
-            sl_fmt_bytes(f->staging_per_thread, all, sizeof all));
+            sl_fmt_bytes(f->staging_used, all, sizeof all));
     return 0;
 }
 

@@ -327,6 +327,13 @@ static void test_featbuf_plan(void **state)
     assert_int_equal(f.params.n_nodes, m.nodes);
     assert_int_equal(f.rank_bytes, featbuf_mem_size(&f.params));
     assert_int_equal(f.staging_per_thread, (64u << 20) / 2);
+    /* of its share a thread uses io_depth reads of at most 4096 + 4096 bytes (512-byte rows) */
+    assert_int_equal(f.staging_used, (uint64_t)c.pipeline.io_depth * 8192);
+    int64_t depth0 = c.pipeline.io_depth;
+    c.pipeline.io_depth = 4096;
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
+    assert_int_equal(f.staging_used, f.staging_per_thread);
+    c.pipeline.io_depth = depth0;
     /* below the reserve: refused with the size that would do */
     c.pipeline.feature_buffer_mb = 3;
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
