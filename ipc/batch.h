@@ -57,7 +57,7 @@
  * below n[k+1]). The view keeps a copy of the header, so the bounds it
  * hands out cannot change under the reader. A slot still holds its last
  * batch after release: a reader compares the header's batch and epoch
- * with its descriptor (struct layout_desc).
+ * with its descriptor (struct run_desc).
  *
  * Sizing. batch_plan() bounds every count for a shape (batch size,
  * fanouts, graph size, max in-degree, edges): with c[k] = f[k], or D when
@@ -82,7 +82,7 @@
 
 #define BATCH_MAGIC 0x31544142434c53ull /* "SLCBAT1\0" little endian */
 #define BATCH_VERSION 1u
-#define BATCH_LAYERS_MAX 8         /* = SL_MAX_LAYERS (launcher/config.h) */
+#define BATCH_LAYERS_MAX 8         /* = SL_MAX_LAYERS (core/config.h) */
 #define BATCH_UNKNOWN UINT64_MAX   /* batch_shape.edges / max_in_degree not known */
 #define BATCH_NO_ALIAS UINT32_MAX  /* alias[] before the extractor fills it */
 #define BATCH_COUNT_MAX UINT32_MAX /* most nodes or edges a batch or block may hold */
@@ -107,7 +107,7 @@ struct batch_hdr {
     uint64_t magic;   /* BATCH_MAGIC */
     uint32_t version; /* BATCH_VERSION */
     uint32_t flags;   /* enum batch_flags */
-    uint64_t batch;   /* batch number in the rank's stream (struct layout_desc.batch) */
+    uint64_t batch;   /* batch number in the rank's stream (struct run_desc.batch) */
     uint32_t epoch;
     uint32_t rank;
     uint32_t layers;                  /* L: blocks */

@@ -173,9 +173,9 @@ static const char *block_state(uint32_t s)
 static void process_json(struct sbuf *b, const struct spawn_child *c, const struct metrics_snapshot *m, uint64_t now_ns)
 {
     sb_printf(b, "{\"stage\":");
-    sb_string(b, layout_stage_program(c->stage));
+    sb_string(b, run_stage_program(c->stage));
     sb_printf(b, ",\"name\":");
-    sb_string(b, layout_stage_name(c->stage));
+    sb_string(b, run_stage_name(c->stage));
     sb_printf(b, ",\"rank\":%d,\"pid\":%ld,\"alive\":%s,\"exit\":", c->rank, (long)c->pid,
               c->running ? "true" : "false");
     if (!c->running && c->pid > 0) {
@@ -225,9 +225,9 @@ static int featbuf_peek(struct featbuf *fb, struct featbuf_stats *st)
 static void rank_json(struct sbuf *b, const struct launch *l, int rank)
 {
     sb_printf(b, "{\"rank\":%d,\"queues\":{", rank);
-    for (int q = 0; q < LAYOUT_QUEUES; q++) {
-        struct ring *r = layout_queue(&l->layout, rank, (enum layout_queue)q);
-        sb_printf(b, "%s\"%s\":", q ? "," : "", layout_queue_name((enum layout_queue)q));
+    for (int q = 0; q < RUN_QUEUES; q++) {
+        struct ring *r = layout_queue(&l->layout, rank, (enum run_queue)q);
+        sb_printf(b, "%s\"%s\":", q ? "," : "", run_queue_name((enum run_queue)q));
         if (r)
             sb_printf(b, "{\"used\":%" PRIu64 ",\"capacity\":%" PRIu32 ",\"closed\":%s}",
                       SL_MIN(ring_count(r), (uint64_t)r->capacity), r->capacity, ring_is_closed(r) ? "true" : "false");
@@ -250,10 +250,10 @@ static void rank_json(struct sbuf *b, const struct launch *l, int rank)
 static void epoch_json(struct sbuf *b, const struct launch *l)
 {
     uint64_t total = l->cfg.train.epochs > 0 ? (uint64_t)l->cfg.train.epochs : 0;
-    uint64_t pub[LAYOUT_RANKS_MAX], least = l->epochs_done;
+    uint64_t pub[RUN_RANKS_MAX], least = l->epochs_done;
     int n = 0;
     const struct results *res = &l->layout.results;
-    for (; res->hdr && n < l->ranks && n < LAYOUT_RANKS_MAX && (uint32_t)n < res->ranks; n++) {
+    for (; res->hdr && n < l->ranks && n < RUN_RANKS_MAX && (uint32_t)n < res->ranks; n++) {
         /* the records past the printed ones that rank n has filled */
         uint64_t e = l->next_epoch, w = RESULTS_WINDOW;
         while (e < total && e < l->next_epoch + w &&
@@ -287,7 +287,7 @@ char *control_snapshot_json(const struct launch *l, size_t *len)
               l->phase == LAUNCH_RUNNING ? "running" : "stopping", sl_now() - l->t_start, l->ranks);
     for (int i = 0; i < l->nchildren; i++) {
         const struct spawn_child *c = &l->children[i];
-        uint32_t blk = layout_block(c->rank, c->stage);
+        uint32_t blk = run_block(c->rank, c->stage);
         if (i)
             sb_printf(&b, ",");
         process_json(&b, c, blk < got ? &snap[blk] : NULL, now_ns);

@@ -11,7 +11,7 @@
 
 #include "ipc/shm.h"
 #include "launcher/cluster.h"
-#include "launcher/config.h"
+#include "core/config.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
 #include "launcher/rundir.h"
@@ -44,7 +44,7 @@ struct launch {
     bool resume;
     uint32_t start_epoch; /* with --resume: epochs the checkpoint already holds */
     int ranks;
-    struct layout_arena_plan arena; /* each rank's batch arena */
+    struct run_arena_plan arena; /* each rank's batch arena */
     struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
 
@@ -72,7 +72,7 @@ struct launch {
     uint64_t epochs_done; /* epochs printed (resumed ones included) */
     double val_acc, test_acc;
     bool have_test;
-    double busy0[LAYOUT_STAGES], wait0[LAYOUT_STAGES]; /* stage seconds at the last epoch line */
+    double busy0[RUN_STAGES], wait0[RUN_STAGES]; /* stage seconds at the last epoch line */
     uint64_t bytes0, io0;                              /* extractor bytes and reads at the last epoch line */
     uint64_t batches_total;                            /* batches the trainers handle in this run */
     bool tty, live;                                    /* stdout is a terminal; a live line is showing */

@@ -340,7 +340,7 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real); /* stages need not share our cwd */
     l->ranks = (int)l->cfg.pipeline.ranks;
-    if ((rc = layout_arena_plan(&l->cfg, &meta, &l->arena, msg, sizeof msg)) != 0)
+    if ((rc = run_arena_plan(&l->cfg, &meta, &l->arena, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     uint64_t mem, shm_free;
     if (layout_memory(&mem, &shm_free, msg, sizeof msg) != 0)
@@ -483,7 +483,7 @@ static int create_run(struct launch *l, char *err, size_t errlen)
                             err, errlen)) != 0)
         return rc;
     char slot[32], rank[32], all[32];
-    const struct layout_arena_plan *a = &l->arena;
+    const struct run_arena_plan *a = &l->arena;
     fprintf(stderr,
             "gnnlaunch: batch arena per rank: %" PRIu32
             " slots x %s = %s (%d rank%s: %s); a batch holds at most %" PRIu64 " nodes\n",
@@ -504,7 +504,7 @@ static int create_run(struct launch *l, char *err, size_t errlen)
 /* Starts the four stages of every rank. A failure stops the run. */
 static void start_stages(struct launch *l)
 {
-    l->children = calloc((size_t)l->ranks * LAYOUT_STAGES, sizeof *l->children);
+    l->children = calloc((size_t)l->ranks * RUN_STAGES, sizeof *l->children);
     if (!l->children) {
         launch_stop(l, LAUNCH_FAILED, "out of memory for the process table");
         return;
@@ -512,14 +512,14 @@ static void start_stages(struct launch *l)
     char config[PATH_MAX];
     rundir_file(&l->dir, RUNDIR_CONFIG, config, sizeof config);
     for (int r = 0; r < l->ranks; r++)
-        for (int s = 0; s < LAYOUT_STAGES; s++) {
+        for (int s = 0; s < RUN_STAGES; s++) {
             struct spawn_child *c = &l->children[l->nchildren];
-            c->stage = (enum layout_stage)s;
+            c->stage = (enum run_stage)s;
             c->rank = r;
-            struct layout_args a = {.stage = c->stage,
+            struct run_args a = {.stage = c->stage,
                                     .rank = r,
                                     .ranks = l->ranks,
-                                    .metrics_block = layout_block(r, c->stage),
+                                    .metrics_block = run_block(r, c->stage),
                                     .start_epoch = l->start_epoch,
                                     .resume = l->resume,
                                     .trace = l->trace_file[0] != '\0',
@@ -529,8 +529,8 @@ static void start_stages(struct launch *l)
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
             snprintf(a.config, sizeof a.config, "%s", config);
             char buf[3 * PATH_MAX + 256], path[PATH_MAX], err[1024];
-            char *argv[LAYOUT_ARGV_MAX];
-            int rc = layout_args_build(&a, buf, sizeof buf, argv, LAYOUT_ARGV_MAX, err, sizeof err);
+            char *argv[RUN_ARGV_MAX];
+            int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
             if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
                 rc = sl_errf(err, sizeof err, -ENAMETOOLONG, "stage path too long");
             if (rc == 0)
@@ -604,7 +604,7 @@ int main(int argc, char **argv)
     if (l->phase == LAUNCH_SETUP) {
         l->phase = LAUNCH_RUNNING;
         fprintf(stderr, "gnnlaunch: run %s: %d rank%s x %d stages started; run directory %s; control %s\n", l->run_id,
-                l->ranks, l->ranks == 1 ? "" : "s", LAYOUT_STAGES, l->dir.path, l->ctl.rep_endpoint);
+                l->ranks, l->ranks == 1 ? "" : "s", RUN_STAGES, l->dir.path, l->ctl.rep_endpoint);
     }
     progress_start(l);
     code = supervise(l);

@@ -35,16 +35,16 @@
 
 /* Sums of one counter over the ranks, per stage. */
 struct stage_sums {
-    double busy[LAYOUT_STAGES], wait[LAYOUT_STAGES];
-    uint64_t items[LAYOUT_STAGES], bytes[LAYOUT_STAGES], io_ops[LAYOUT_STAGES];
+    double busy[RUN_STAGES], wait[RUN_STAGES];
+    uint64_t items[RUN_STAGES], bytes[RUN_STAGES], io_ops[RUN_STAGES];
 };
 
 static void sums(const struct launch *l, struct stage_sums *s)
 {
     memset(s, 0, sizeof *s);
     for (int r = 0; r < l->ranks; r++)
-        for (int k = 0; k < LAYOUT_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&l->layout.metrics, layout_block(r, (enum layout_stage)k));
+        for (int k = 0; k < RUN_STAGES; k++) {
+            const struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(r, (enum run_stage)k));
             if (!b)
                 continue;
             s->busy[k] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
@@ -130,15 +130,15 @@ static void metrics_processes(struct launch *l, double t)
     FILE *f = l->metrics_out;
     uint64_t now = metrics_now_ns();
     for (int r = 0; r < l->ranks; r++)
-        for (int k = 0; k < LAYOUT_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&l->layout.metrics, layout_block(r, (enum layout_stage)k));
+        for (int k = 0; k < RUN_STAGES; k++) {
+            const struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(r, (enum run_stage)k));
             if (!b)
                 continue;
             uint64_t hb = atomic_load_explicit(&b->heartbeat_ns, memory_order_relaxed);
             static const char *const states[] = {"starting", "running", "done", "failed"};
             uint32_t st = atomic_load_explicit(&b->state, memory_order_acquire);
             fprintf(f, "{\"type\":\"process\",\"t\":%.3f,\"stage\":\"%s\",\"rank\":%d,\"pid\":%d,\"state\":\"%s\",", t,
-                    layout_stage_name((enum layout_stage)k), r, atomic_load_explicit(&b->pid, memory_order_relaxed),
+                    run_stage_name((enum run_stage)k), r, atomic_load_explicit(&b->pid, memory_order_relaxed),
                     st < 4 ? states[st] : "unknown");
             fprintf(f,
                     "\"busy_s\":%.6f,\"wait_s\":%.6f,\"items\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"io_ops\":%" PRIu64
@@ -158,20 +158,20 @@ static void metrics_processes(struct launch *l, double t)
 /* The progress line: batches done / total, rate, ETA, MB/s read, queues. */
 static void progress_line(struct launch *l, const struct stage_sums *s, double now)
 {
-    uint64_t done = s->items[LAYOUT_TRAINER];
+    uint64_t done = s->items[RUN_TRAINER];
     double dt = now - l->t_last, rate = 0, mbps = 0;
     if (l->t_last > 0 && dt > 0) {
         rate = (double)(done - SL_MIN(done, l->items_last)) / dt;
-        mbps = (double)(s->bytes[LAYOUT_EXTRACTOR] - SL_MIN(s->bytes[LAYOUT_EXTRACTOR], l->bytes_last)) / dt / 1e6;
+        mbps = (double)(s->bytes[RUN_EXTRACTOR] - SL_MIN(s->bytes[RUN_EXTRACTOR], l->bytes_last)) / dt / 1e6;
     }
     l->rate = l->rate > 0 ? 0.7 * l->rate + 0.3 * rate : rate;
     l->t_last = now;
     l->items_last = done;
-    l->bytes_last = s->bytes[LAYOUT_EXTRACTOR];
-    uint64_t q[LAYOUT_QUEUES] = {0}, cap[LAYOUT_QUEUES] = {0};
+    l->bytes_last = s->bytes[RUN_EXTRACTOR];
+    uint64_t q[RUN_QUEUES] = {0}, cap[RUN_QUEUES] = {0};
     for (int r = 0; r < l->ranks; r++)
-        for (int k = 0; k < LAYOUT_QUEUES; k++) {
-            struct ring *ring = layout_queue(&l->layout, r, (enum layout_queue)k);
+        for (int k = 0; k < RUN_QUEUES; k++) {
+            struct ring *ring = layout_queue(&l->layout, r, (enum run_queue)k);
             if (ring) {
                 q[k] += ring_count(ring);
                 cap[k] += ring->capacity;
@@ -187,7 +187,7 @@ static void progress_line(struct launch *l, const struct stage_sums *s, double n
              "epoch %" PRIu64 "/%" PRId64 ": batch %" PRIu64 "/%" PRIu64 "  %.1f batches/s  ETA %s  read %.1f MB/s  "
              "queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
              SL_MIN(l->next_epoch + 1, (uint64_t)l->cfg.train.epochs), l->cfg.train.epochs, done, l->batches_total,
-             l->rate, eta, mbps, q[LAYOUT_Q_EXTRACT], cap[LAYOUT_Q_EXTRACT], q[LAYOUT_Q_TRAIN], cap[LAYOUT_Q_TRAIN]);
+             l->rate, eta, mbps, q[RUN_Q_EXTRACT], cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN], cap[RUN_Q_TRAIN]);
     if (l->tty) {
         printf("\r\033[K%s", line);
         l->live = true;
@@ -226,8 +226,8 @@ void progress_poll(struct launch *l)
         uint64_t e = l->next_epoch;
         struct stage_sums s;
         sums(l, &s);
-        double busy[LAYOUT_STAGES], wait[LAYOUT_STAGES];
-        for (int k = 0; k < LAYOUT_STAGES; k++) {
+        double busy[RUN_STAGES], wait[RUN_STAGES];
+        for (int k = 0; k < RUN_STAGES; k++) {
             busy[k] = (s.busy[k] - l->busy0[k]) / (double)share;
             wait[k] = (s.wait[k] - l->wait0[k]) / (double)share;
         }
@@ -240,7 +240,7 @@ void progress_poll(struct launch *l)
             snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
         }
         /* feature-buffer counts, shared out like the stage seconds */
-        uint64_t found[LAYOUT_RANKS_MAX], loaded[LAYOUT_RANKS_MAX], fnd = 0, ld = 0;
+        uint64_t found[RUN_RANKS_MAX], loaded[RUN_RANKS_MAX], fnd = 0, ld = 0;
         buffer_counts(l, found, loaded);
         for (int r = 0; l->fb_found0 && r < l->ranks; r++) {
             if (found[r] != UINT64_MAX) { /* else its last known counts stand */
@@ -255,8 +255,8 @@ void progress_poll(struct launch *l)
         l->fb_found_sum += fnd;
         l->fb_loaded_sum += ld;
         double hit = ratio(fnd, fnd + ld);
-        uint64_t read = (s.bytes[LAYOUT_EXTRACTOR] - l->bytes0) / share;
-        uint64_t ios = (s.io_ops[LAYOUT_EXTRACTOR] - l->io0) / share;
+        uint64_t read = (s.bytes[RUN_EXTRACTOR] - l->bytes0) / share;
+        uint64_t ios = (s.io_ops[RUN_EXTRACTOR] - l->io0) / share;
         char hit_s[16] = "n/a"; /* no lookups counted in this epoch's window */
         if (!isnan(hit))
             snprintf(hit_s, sizeof hit_s, "%.3f", hit);
@@ -280,13 +280,13 @@ void progress_poll(struct launch *l)
             fprintf(f, "\"seconds\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64 ",\"read_ops\":%" PRIu64
                        ",\"stages\":{",
                     sum.seconds, sum.reduce_s, read, ios);
-            for (int k = 0; k < LAYOUT_STAGES; k++)
+            for (int k = 0; k < RUN_STAGES; k++)
                 fprintf(f, "%s\"%s\":{\"busy_s\":%.6f,\"wait_s\":%.6f}", k ? "," : "",
-                        layout_stage_name((enum layout_stage)k), busy[k], wait[k]);
+                        run_stage_name((enum run_stage)k), busy[k], wait[k]);
             fputs("}}\n", f);
             fflush(f);
         }
-        for (int k = 0; k < LAYOUT_STAGES; k++) {
+        for (int k = 0; k < RUN_STAGES; k++) {
             l->busy0[k] += busy[k];
             l->wait0[k] += wait[k];
         }

@@ -35,7 +35,7 @@
 #include <time.h>
 
 #include "ipc/shm.h"
-#include "launcher/config.h"
+#include "core/config.h"
 
 #define RUNDIR_NAME_MAX 48    /* bytes of a run name, NUL included */
 #define RUNDIR_SOCKET_MAX 107 /* longest socket path (sockaddr_un.sun_path - 1) */

@@ -47,9 +47,9 @@ int spawn_stage_dir(char *out, size_t len, char *err, size_t errlen)
 
 int spawn_check_programs(const char *dir, char *err, size_t errlen)
 {
-    for (int s = 0; s < LAYOUT_STAGES; s++) {
+    for (int s = 0; s < RUN_STAGES; s++) {
         char path[PATH_MAX];
-        const char *prog = layout_stage_program((enum layout_stage)s);
+        const char *prog = run_stage_program((enum run_stage)s);
         if (sl_path_join(path, sizeof path, dir, prog) < 0)
             return sl_errf(err, errlen, -ENAMETOOLONG, "stage directory %s is too long a path", dir);
         if (access(path, X_OK) != 0) {
@@ -197,7 +197,7 @@ void spawn_describe_status(int status, char *buf, size_t len)
 
 void spawn_describe_child(const struct spawn_child *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s rank %d (pid %ld)", layout_stage_program(c->stage), c->rank, (long)c->pid);
+    snprintf(buf, len, "%s rank %d (pid %ld)", run_stage_program(c->stage), c->rank, (long)c->pid);
 }
 
 int spawn_running(const struct spawn_child *cs, int n)

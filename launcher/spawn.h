@@ -23,7 +23,7 @@
 
 /* One stage process, as the launcher tracks it. */
 struct spawn_child {
-    enum layout_stage stage;
+    enum run_stage stage;
     int rank;
     pid_t pid;       /* 0 until started */
     bool running;    /* started and not yet reaped */

@@ -70,8 +70,8 @@ void launch_stop(struct launch *l, enum launch_outcome outcome, const char *caus
 /* A consumer that exited 0: did it see its input's end of stream? */
 static bool drained_input(const struct launch *l, const struct spawn_child *c, char *why, size_t len)
 {
-    int q = layout_stage_input(c->stage);
-    const struct ring *r = q >= 0 ? layout_queue(&l->layout, c->rank, (enum layout_queue)q) : NULL;
+    int q = run_stage_input(c->stage);
+    const struct ring *r = q >= 0 ? layout_queue(&l->layout, c->rank, (enum run_queue)q) : NULL;
     if (!r)
         return true;
     bool closed = ring_is_closed(r);
@@ -79,7 +79,7 @@ static bool drained_input(const struct launch *l, const struct spawn_child *c, c
     if (closed && left == 0)
         return true;
     snprintf(why, len, "before the end of its input queue r%d.%s (%s, %llu batches queued)", c->rank,
-             layout_queue_name((enum layout_queue)q), closed ? "closed" : "still open", (unsigned long long)left);
+             run_queue_name((enum run_queue)q), closed ? "closed" : "still open", (unsigned long long)left);
     return false;
 }
 

@@ -1,6 +1,6 @@
 /* trace.c - gnnlaunch --trace FILE.json: after the run, merges the spans
  * every stage appended to <run-dir>/trace.<stage>.<rank> (struct
- * layout_span) into one Chrome trace (the JSON "traceEvents" format that
+ * run_span) into one Chrome trace (the JSON "traceEvents" format that
  * Perfetto and chrome://tracing open): one track per stage process (named
  * "gnn-<stage> rank <r>") and thread (named "<stage> thread <k>", k in
  * order of first appearance), one complete event ("ph":"X") per
@@ -37,17 +37,17 @@ int trace_write(struct launch *l, char *err, size_t errlen)
     for (int i = 0; i < l->nchildren; i++) {
         const struct spawn_child *c = &l->children[i];
         char file[64], path[PATH_MAX + 80];
-        layout_trace_name(file, sizeof file, c->stage, c->rank);
+        run_trace_name(file, sizeof file, c->stage, c->rank);
         snprintf(path, sizeof path, "%s/%s", l->dir.path, file);
         fprintf(out, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s rank %d\"}}",
-                first ? "" : ",\n", (int)c->pid, layout_stage_program(c->stage), c->rank);
+                first ? "" : ",\n", (int)c->pid, run_stage_program(c->stage), c->rank);
         fprintf(out, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
-                (int)c->pid, c->rank * LAYOUT_STAGES + (int)c->stage);
+                (int)c->pid, c->rank * RUN_STAGES + (int)c->stage);
         first = false;
         FILE *in = fopen(path, "re");
         if (!in)
             continue; /* a stage that recorded nothing (or could not) */
-        struct layout_span sp;
+        struct run_span sp;
         uint32_t tids[64];
         int ntids = 0;
         while (fread(&sp, sizeof sp, 1, in) == 1) {
@@ -59,14 +59,14 @@ int trace_write(struct launch *l, char *err, size_t errlen)
                 tids[ntids++] = sp.tid;
                 fprintf(out, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu32
                         ",\"args\":{\"name\":\"%s thread %d\"}}",
-                        (int)c->pid, sp.tid, layout_stage_name(c->stage), t);
+                        (int)c->pid, sp.tid, run_stage_name(c->stage), t);
             }
             double ts = sp.t0_ns > base ? (double)(sp.t0_ns - base) / 1e3 : 0.0;
             double dur = sp.t1_ns > sp.t0_ns ? (double)(sp.t1_ns - sp.t0_ns) / 1e3 : 0.0;
             fprintf(out,
                     ",\n{\"name\":\"batch %" PRIu64 "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
                     "\"tid\":%" PRIu32 ",\"args\":{\"batch\":%" PRIu64 ",\"split\":\"%s\"}}",
-                    sp.batch, layout_stage_name(c->stage), ts, dur, (int)c->pid, sp.tid, sp.batch,
+                    sp.batch, run_stage_name(c->stage), ts, dur, (int)c->pid, sp.tid, sp.batch,
                     split_name(sp.split));
             events++;
         }

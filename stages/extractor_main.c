@@ -68,7 +68,7 @@ static void *thread_main(void *arg)
         stage_fail(st, "%s", msg);
     x.idle = idle;
     x.idle_arg = r;
-    struct layout_desc d;
+    struct run_desc d;
     while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
         uint64_t t0 = metrics_now_ns();
         struct extract_stats before = x.st;

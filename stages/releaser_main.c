@@ -36,7 +36,7 @@ int main(int argc, char **argv)
     }
     static struct stage st;
     stage_open(&st, argc, argv, STAGE_NEED_FEATBUF);
-    struct layout_desc d;
+    struct run_desc d;
     uint64_t batches = 0, refs = 0;
     while (stage_pop(&st, &d) == 0) {
         uint64_t t0 = metrics_now_ns();

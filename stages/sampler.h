@@ -103,7 +103,7 @@ void sampler_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS]);
 uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks);
 
 /* The batch stream of one rank: what batch number g (0, 1, 2, ... over the
- * whole run; struct layout_desc.batch) is. Epoch e consists of the training
+ * whole run; struct run_desc.batch) is. Epoch e consists of the training
  * batches of e, then - if e is an evaluation epoch ((e + 1) is a multiple
  * of eval_every, or e is the last) - the validation batches; after the
  * last epoch come the test batches (their epoch is the last one). Each

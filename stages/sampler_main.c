@@ -240,7 +240,7 @@ static void *stage_thread(void *arg)
         stage_fail(st, "no memory for a %" PRIu64 "-target epoch share", r->n_ids[BATCH_TRAIN]);
     uint32_t cur = UINT32_MAX;
     uint32_t rank = (uint32_t)st->args.rank; /* in the batch header: the node's rank that owns the arena */
-    uint32_t grank = layout_global_rank(&st->args); /* what the batch holds (shares, seeds) */
+    uint32_t grank = run_global_rank(&st->args); /* what the batch holds (shares, seeds) */
     uint64_t total = sampler_stream_len(&r->stream);
     while (!atomic_load(&r->stop)) {
         uint64_t g = atomic_fetch_add(&r->next, 1);
@@ -253,7 +253,7 @@ static void *stage_thread(void *arg)
             if (p.epoch != cur) {
                 uint64_t n;
                 if (sampler_epoch_share(r->ids[BATCH_TRAIN], r->n_ids[BATCH_TRAIN], r->seed, p.epoch, grank,
-                                        layout_world(&st->args), train, &n, msg, sizeof msg) != 0)
+                                        run_world(&st->args), train, &n, msg, sizeof msg) != 0)
                     stage_fail(st, "%s", msg);
                 cur = p.epoch;
             }
@@ -270,7 +270,7 @@ static void *stage_thread(void *arg)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p.epoch, msg);
         metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
-        struct layout_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
+        struct run_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
         stage_trace(st, g, p.split, t0, metrics_now_ns());
         if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
             arena_release(&st->arena, slot); /* never entered the pipeline */
@@ -295,7 +295,7 @@ static int stage_main(int argc, char **argv)
     stage_open(&st, argc, argv, 0);
     r.st = &st;
     const char *dir = st.cfg.dataset.path;
-    uint32_t rank = layout_global_rank(&st.args), ranks = layout_world(&st.args); /* global (layout.h) */
+    uint32_t rank = run_global_rank(&st.args), ranks = run_world(&st.args); /* global (layout.h) */
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
     for (uint32_t k = 0; k < BATCH_SPLITS; k++) {

@@ -65,7 +65,7 @@ _Noreturn void stage_fail(struct stage *s, const char *fmt, ...)
 static void attach_queue(struct stage *s, struct ring *r, int q)
 {
     char name[SHM_NAME_MAX], err[512];
-    if (layout_queue_segname(name, sizeof name, s->args.run_id, (enum layout_queue)q, s->args.rank, err,
+    if (run_queue_segname(name, sizeof name, s->args.run_id, (enum run_queue)q, s->args.rank, err,
                              sizeof err) ||
         ring_attach(r, name, err, sizeof err))
         open_fail(s, "%s", err);
@@ -87,32 +87,32 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
     const char *slash = strrchr(s->prog, '/');
     if (slash)
         s->prog = slash + 1;
-    if (layout_args_parse(argc, argv, &s->args, err, sizeof err) != 0) {
+    if (run_args_parse(argc, argv, &s->args, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n(stage programs are started by gnnlaunch; run `%s --help` for the stage-only modes)\n",
                 s->prog, err, s->prog);
         exit(2);
     }
-    s->prog = layout_stage_program(s->args.stage);
+    s->prog = run_stage_program(s->args.stage);
     if (sl_config_load(&s->cfg, s->args.config, NULL, 0, err, sizeof err) != 0)
         open_fail(s, "%s", err);
-    if (layout_metrics_segname(name, sizeof name, s->args.run_id, err, sizeof err) ||
+    if (run_metrics_segname(name, sizeof name, s->args.run_id, err, sizeof err) ||
         metrics_attach(&s->page, name, 0, err, sizeof err))
         open_fail(s, "%s", err);
     struct metrics_block *b = metrics_block(&s->page, s->args.metrics_block);
-    if (!b || metrics_claim(b, layout_stage_name(s->args.stage), s->args.rank, err, sizeof err) != 0)
+    if (!b || metrics_claim(b, run_stage_name(s->args.stage), s->args.rank, err, sizeof err) != 0)
         open_fail(s, "cannot claim metrics block %" PRIu32 ": %s", s->args.metrics_block, b ? err : "out of range");
     s->block = b;
     if (sl_meta_read(s->cfg.dataset.path, &s->meta, true, err, sizeof err) != 0)
         open_fail(s, "dataset %s: %s", s->cfg.dataset.path, err);
-    if (layout_arena_plan(&s->cfg, &s->meta, &s->plan, err, sizeof err) != 0)
+    if (run_arena_plan(&s->cfg, &s->meta, &s->plan, err, sizeof err) != 0)
         open_fail(s, "%s", err);
-    if (layout_arena_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
+    if (run_arena_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
         arena_attach(&s->arena, name, err, sizeof err))
         open_fail(s, "%s", err);
     if (s->arena.slot_size < s->plan.batch.max_bytes)
         open_fail(s, "arena slots of %zu bytes are smaller than this configuration's batches (%" PRIu64 " bytes)",
                   s->arena.slot_size, s->plan.batch.max_bytes);
-    int qin = layout_stage_input(s->args.stage), qout = layout_stage_output(s->args.stage);
+    int qin = run_stage_input(s->args.stage), qout = run_stage_output(s->args.stage);
     if (qin >= 0) {
         attach_queue(s, &s->in, qin);
         s->has_in = true;
@@ -122,7 +122,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
         s->has_out = true;
     }
     if (needs & STAGE_NEED_FEATBUF) {
-        if (layout_featbuf_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
+        if (run_featbuf_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
             featbuf_attach(&s->fb, name, err, sizeof err))
             open_fail(s, "%s", err);
         if (s->fb.n_nodes != s->meta.nodes)
@@ -133,7 +133,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
     s->trace_fd = -1;
     if (s->args.trace) {
         char file[64], path[PATH_MAX + 80];
-        layout_trace_name(file, sizeof file, s->args.stage, s->args.rank);
+        run_trace_name(file, sizeof file, s->args.stage, s->args.rank);
         snprintf(path, sizeof path, "%s/%s", s->args.run_dir, file);
         s->trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (s->trace_fd < 0)
@@ -147,7 +147,7 @@ void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns
     int fd = __atomic_load_n(&s->trace_fd, __ATOMIC_RELAXED);
     if (fd < 0)
         return;
-    struct layout_span sp = {.batch = batch, .t0_ns = t0_ns, .t1_ns = t1_ns, .tid = (uint32_t)gettid(), .split = split};
+    struct run_span sp = {.batch = batch, .t0_ns = t0_ns, .t1_ns = t1_ns, .tid = (uint32_t)gettid(), .split = split};
     if (write(fd, &sp, sizeof sp) != (ssize_t)sizeof sp &&
         __atomic_exchange_n(&s->trace_fd, -1, __ATOMIC_RELAXED) >= 0)
         stage_note(s, "warning: --trace: write failed: %s; tracing off", strerror(errno));
@@ -185,12 +185,12 @@ void stage_close(struct stage *s)
             stage_fail((s), "%s: %s", (what), strerror(-rc_));                                                         \
     }
 
-int stage_pop(struct stage *s, struct layout_desc *d)
+int stage_pop(struct stage *s, struct run_desc *d)
 {
     STAGE_WAIT_LOOP(s, "popping from the input queue", ring_pop(&s->in, d, STAGE_POLL_MS));
 }
 
-int stage_push(struct stage *s, const struct layout_desc *d)
+int stage_push(struct stage *s, const struct run_desc *d)
 {
     STAGE_WAIT_LOOP(s, "pushing to the output queue", ring_push(&s->out, d, STAGE_POLL_MS));
 }
@@ -206,7 +206,7 @@ void stage_end_output(struct stage *s)
         ring_producer_done(&s->out);
 }
 
-void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, struct batch_view *v)
+void stage_view(struct stage *s, const struct run_desc *d, unsigned flags, struct batch_view *v)
 {
     char err[512];
     void *slot = arena_slot(&s->arena, d->slot);
@@ -229,7 +229,7 @@ void stage_stream(struct stage *s, struct sampler_stream *out)
     char msg[512];
     uint64_t n[BATCH_SPLITS];
     sampler_split_sizes(&s->meta, n);
-    if (sampler_stream_init(out, n, layout_global_rank(&s->args), layout_world(&s->args), s->plan.shape.batch_size,
+    if (sampler_stream_init(out, n, run_global_rank(&s->args), run_world(&s->args), s->plan.shape.batch_size,
                             (uint32_t)s->cfg.train.epochs, (uint32_t)s->cfg.train.eval_every, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
     if (s->args.start_epoch >= out->epochs)

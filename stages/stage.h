@@ -28,8 +28,8 @@
 #include "ipc/arena.h"
 #include "ipc/metrics.h"
 #include "ipc/ring.h"
-#include "launcher/config.h"
-#include "launcher/layout.h"
+#include "core/config.h"
+#include "ipc/run.h"
 #include "stages/featbuf.h"
 
 #define STAGE_POLL_MS 200 /* longest sleep between heartbeats */
@@ -39,11 +39,11 @@ enum stage_needs {
 };
 
 struct stage {
-    struct layout_args args;
+    struct run_args args;
     const char *prog;   /* "gnn-sampler", ... */
     sl_config cfg;      /* the run's effective configuration */
     sl_dataset_meta meta;
-    struct layout_arena_plan plan; /* the batch shape, as the launcher sized it */
+    struct run_arena_plan plan; /* the batch shape, as the launcher sized it */
     struct metrics_page page;
     struct metrics_block *block; /* this process's counters */
     struct arena arena;
@@ -67,10 +67,10 @@ void stage_close(struct stage *s);
 
 /* Pops a descriptor from the input queue, heartbeating while it waits
  * (counted as wait time). 0, or -EPIPE at the end of the stream. */
-int stage_pop(struct stage *s, struct layout_desc *d);
+int stage_pop(struct stage *s, struct run_desc *d);
 
 /* Pushes into the output queue the same way. 0 or -EPIPE (stopping). */
-int stage_push(struct stage *s, const struct layout_desc *d);
+int stage_push(struct stage *s, const struct run_desc *d);
 
 /* Takes a free arena slot the same way. 0 or -EPIPE (stopping). */
 int stage_alloc(struct stage *s, uint32_t *slot);
@@ -90,7 +90,7 @@ void stage_note(const struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
 /* A batch arena slot and its checked view; fails the stage when the batch
  * in it is damaged or is not the one the descriptor names. flags as
  * batch_view. */
-void stage_view(struct stage *s, const struct layout_desc *d, unsigned flags, struct batch_view *v);
+void stage_view(struct stage *s, const struct run_desc *d, unsigned flags, struct batch_view *v);
 
 /* The rank's batch stream for this run (sampler.h), from the config and
  * the dataset's split sizes; fails the stage when it cannot be built. The

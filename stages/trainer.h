@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "core/dataset.h"
-#include "launcher/config.h"
+#include "core/config.h"
 #include "ops/model.h"
 
 /* The model of configuration c on dataset m: kind, layers, hidden, heads,

@@ -320,7 +320,7 @@ static void maybe_publish(struct trainer *t, uint32_t e)
 }
 
 /* One batch: forward (and for training batches backward and a step). */
-static void handle(struct trainer *t, const struct layout_desc *d)
+static void handle(struct trainer *t, const struct run_desc *d)
 {
     struct stage *st = &t->st;
     char msg[1024];
@@ -346,7 +346,7 @@ static void handle(struct trainer *t, const struct layout_desc *d)
     bool train = pos.split == BATCH_TRAIN;
     struct epoch *e = &t->ep[pos.epoch];
     uint64_t dseed = sampler_batch_seed((uint64_t)st->cfg.train.seed ^ DROPOUT_SALT, pos.epoch,
-                                        layout_global_rank(&st->args), d->batch);
+                                        run_global_rank(&st->args), d->batch);
     if (model_forward(t->m, &v, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
     uint32_t labelled, correct;
@@ -366,7 +366,7 @@ static void handle(struct trainer *t, const struct layout_desc *d)
             for (uint64_t k = t->stream.nb[BATCH_TRAIN]; k < t->steps_per_epoch; k++)
                 step(t, false, e);
             e->trained = true;
-            if (layout_global_rank(&st->args) == 0) /* one writer for all nodes */
+            if (run_global_rank(&st->args) == 0) /* one writer for all nodes */
                 save_checkpoint(t, pos.epoch + 1);
         }
         e->busy_s += busy;
@@ -404,7 +404,7 @@ int main(int argc, char **argv)
     t.nparams = model_nparams(t.m);
     if (adam_init(&t.adam, t.nparams, (float)st->cfg.train.lr) != 0)
         stage_fail(st, "out of memory for Adam's moments");
-    uint32_t ranks = layout_world(&st->args); /* over all nodes */
+    uint32_t ranks = run_world(&st->args); /* over all nodes */
     if (ranks > 1) {
         if (trainer_reduce_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
@@ -413,7 +413,7 @@ int main(int argc, char **argv)
         if (!t.red)
             stage_fail(st, "out of memory");
     }
-    if (layout_results_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
+    if (run_results_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
         results_attach(&t.res, name, msg, sizeof msg))
         stage_fail(st, "%s", msg);
     t.epochs = (uint32_t)st->cfg.train.epochs;
@@ -435,7 +435,7 @@ int main(int argc, char **argv)
                sl_model_kind_name(st->cfg.model.kind), t.nparams, threads, threads == 1 ? "" : "s",
                t.steps_per_epoch);
     t.t_epoch = now_s();
-    struct layout_desc d;
+    struct run_desc d;
     while (stage_pop(st, &d) == 0) {
         uint64_t t0 = metrics_now_ns();
         handle(&t, &d);

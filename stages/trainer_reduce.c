@@ -114,16 +114,16 @@ void trainer_cluster_free(struct trainer_cluster *c)
     memset(c, 0, sizeof *c);
 }
 
-int trainer_reduce_open(struct trainer_reduce *t, const struct layout_args *a, size_t floats, int (*tick)(void *),
+int trainer_reduce_open(struct trainer_reduce *t, const struct run_args *a, size_t floats, int (*tick)(void *),
                         void *tick_arg, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    if (layout_world(a) <= 1)
+    if (run_world(a) <= 1)
         return 0;
     char name[SHM_NAME_MAX];
     int rc;
     if (a->ranks > 1) {
-        if ((rc = layout_allreduce_segname(name, sizeof name, a->run_id, err, errlen)) != 0 ||
+        if ((rc = run_allreduce_segname(name, sizeof name, a->run_id, err, errlen)) != 0 ||
             (rc = allreduce_attach(&t->ar, name, (uint32_t)a->rank, err, errlen)) != 0)
             return rc;
         t->has_ar = true;

@@ -27,7 +27,7 @@
 
 #include "ipc/allreduce.h"
 #include "ipc/netreduce.h"
-#include "launcher/layout.h"
+#include "ipc/run.h"
 
 #define TRAINER_CLUSTER_FILE "cluster.toml"
 #define TRAINER_UNIQUE_ID_BYTES 128
@@ -62,7 +62,7 @@ struct trainer_reduce {
  * the chain. tick is called at least every NETREDUCE_TICK_MS while a sum
  * waits (heartbeats); non-zero cancels. With one rank in the whole run
  * nothing is joined and t->on is false. */
-int trainer_reduce_open(struct trainer_reduce *t, const struct layout_args *a, size_t floats, int (*tick)(void *),
+int trainer_reduce_open(struct trainer_reduce *t, const struct run_args *a, size_t floats, int (*tick)(void *),
                         void *tick_arg, char *err, size_t errlen);
 
 /* The collective sum of buf[0..n) (netreduce_sum's returns; -EPIPE when

@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     uint32_t cur_epoch = UINT32_MAX;
     uint64_t batches = 0, rows = 0, bad_rows = 0, bad_batches = 0, dups = 0, order_errors = 0;
     uint64_t delay = env_u64("SLUICE_TEST_DELAY_US", 0), trunc_at = env_u64("SLUICE_TEST_TRUNCATE_AT", UINT64_MAX);
-    struct layout_desc d;
+    struct run_desc d;
     while (stage_pop(&st, &d) == 0) {
         struct batch_view v;
         stage_view(&st, &d, 0, &v);

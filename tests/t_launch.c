@@ -294,7 +294,7 @@ int t_find_kids(pid_t parent, struct t_kid *k, int max)
         buf[len] = '\0';
         struct t_kid *c = &k[n];
         memset(c, 0, sizeof *c);
-        c->stage = layout_stage_from_program(buf);
+        c->stage = run_stage_from_program(buf);
         if (c->stage < 0)
             continue; /* forked, not yet exec'd */
         c->pid = (pid_t)pid;
@@ -340,7 +340,7 @@ int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
         }
         if (!page.blocks) {
             char name[SHM_NAME_MAX];
-            assert_int_equal(layout_metrics_segname(name, sizeof name, k[0].run, NULL, 0), 0);
+            assert_int_equal(run_metrics_segname(name, sizeof name, k[0].run, NULL, 0), 0);
             if (metrics_attach(&page, name, SHM_RDONLY, NULL, 0) != 0) {
                 t_sleep_ms(10);
                 continue;
@@ -350,7 +350,7 @@ int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
         uint32_t nb = metrics_snapshot(&page, s, T_MAX_KIDS);
         bool ok = nb == (uint32_t)n;
         for (uint32_t i = 0; ok && i < nb; i++)
-            ok = s[i].state == METRICS_RUNNING && (i % LAYOUT_STAGES != LAYOUT_SAMPLER || s[i].items >= min_items);
+            ok = s[i].state == METRICS_RUNNING && (i % RUN_STAGES != RUN_SAMPLER || s[i].items >= min_items);
         if (ok)
             break;
         t_sleep_ms(10);

@@ -5,7 +5,7 @@
 #include <errno.h>
 
 #include "t_util.h"
-#include "launcher/config.h"
+#include "core/config.h"
 
 static char dir[4096];
 static char err[2048];

@@ -141,7 +141,7 @@ static void fail_with_log(const struct t_proc *r, const char *what)
 }
 
 /* The pid of the running stage of rank 0, once it has exec'd. */
-static pid_t wait_for_stage(const struct t_proc *r, enum layout_stage s)
+static pid_t wait_for_stage(const struct t_proc *r, enum run_stage s)
 {
     double t0 = t_now();
     for (;;) {
@@ -315,8 +315,8 @@ static void test_kill_each_stage(void **state)
     /* an epoch's time taken generously (the run's start counts in), so odd
      * rounds stop at most ~3 epochs after checkpoint k <= KILL_EPOCHS - 4 */
     int run_ms = (int)(g_ref.seconds * 1000 * 0.9) + 1, epoch_ms = (int)(g_ref.seconds * 1000 / KILL_EPOCHS) + 1;
-    for (int s = 0; s < LAYOUT_STAGES; s++) {
-        const char *prog = layout_stage_program((enum layout_stage)s);
+    for (int s = 0; s < RUN_STAGES; s++) {
+        const char *prog = run_stage_program((enum run_stage)s);
         int resumed = 0, before = 0, complete = 0, after_end = 0;
         char from[256] = "";
         for (int round = 0; round < runs; round++) {
@@ -332,7 +332,7 @@ static void test_kill_each_stage(void **state)
                 snprintf(what, sizeof what, "%s SIGKILLed %d ms into the run", prog, delay);
             struct t_proc r;
             start(&r, NULL, g_cfg, ck, KILL_EPOCHS, NULL);
-            pid_t victim = wait_for_stage(&r, (enum layout_stage)s);
+            pid_t victim = wait_for_stage(&r, (enum run_stage)s);
             assert_int_equal(ckpt_path(first, sizeof first, ck, k), 0);
             if (k && !wait_for_file(&r, first))
                 fail_with_log(&r, "the run ended without the checkpoint to kill after");
@@ -510,7 +510,7 @@ static void test_disk_full(void **state)
         sigaction(SIGXFSZ, &ign, &old);
         start(&r, NULL, g_cfg, ck, KILL_EPOCHS, NULL);
         sigaction(SIGXFSZ, &old, NULL);
-        pid_t trainer = wait_for_stage(&r, LAYOUT_TRAINER);
+        pid_t trainer = wait_for_stage(&r, RUN_TRAINER);
         assert_int_equal(ckpt_path(path, sizeof path, ck, 1), 0);
         if (!wait_for_file(&r, path))
             fail_with_log(&r, "the run ended before its first checkpoint");

@@ -118,13 +118,13 @@ static double check_snapshot(const json_t *v, const char *name, pid_t launcher, 
     assert_int_equal(jint(v, "ranks"), ranks);
     assert_true(jrate(v, "interval_s") > 0);
     const json_t *stages = json_object_get(v, "stages"), *s;
-    assert_int_equal(json_array_size(stages), (size_t)ranks * LAYOUT_STAGES);
+    assert_int_equal(json_array_size(stages), (size_t)ranks * RUN_STAGES);
     double moved = 0;
     size_t i;
     json_array_foreach(stages, i, s)
     {
-        int rank = (int)(i / LAYOUT_STAGES);
-        assert_string_equal(jstr(s, "stage"), layout_stage_name((enum layout_stage)(i % LAYOUT_STAGES)));
+        int rank = (int)(i / RUN_STAGES);
+        assert_string_equal(jstr(s, "stage"), run_stage_name((enum run_stage)(i % RUN_STAGES)));
         assert_int_equal(jint(s, "rank"), rank);
         assert_true(json_is_true(json_object_get(s, "alive")));
         moved += jrate(s, "items_per_s");
@@ -164,8 +164,8 @@ static void test_live_run(void **state)
     t_launch_start(&r, (const char *[]){g_stages, NULL},
                    (const char *[]){"--cpu", g_cfg, "--run-name", "live", "--set", set, NULL});
     struct t_kid k[T_MAX_KIDS];
-    int n = t_wait_flowing(&r, LAYOUT_STAGES, k, 1);
-    assert_int_equal(n, LAYOUT_STAGES);
+    int n = t_wait_flowing(&r, RUN_STAGES, k, 1);
+    assert_int_equal(n, RUN_STAGES);
 
     expect_stat(gnnstat("--once --interval 0.5 live"), 0, "--once live");
     json_t *v = parse_out();
@@ -268,9 +268,9 @@ static void test_two_runs(void **state)
     struct t_kid k1[T_MAX_KIDS], k2[T_MAX_KIDS];
     start_slow(&one, "one", "pipeline.ranks=1");
     g_other = one.pid;
-    t_wait_flowing(&one, LAYOUT_STAGES, k1, 1);
+    t_wait_flowing(&one, RUN_STAGES, k1, 1);
     start_slow(&two, "two", "pipeline.ranks=2");
-    t_wait_flowing(&two, 2 * LAYOUT_STAGES, k2, 1);
+    t_wait_flowing(&two, 2 * RUN_STAGES, k2, 1);
 
     expect_stat(gnnstat("--once"), 2, "--once with two runs");
     expect_err("2 runs are live");
@@ -303,7 +303,7 @@ static void test_two_runs(void **state)
     t_launch_wait(&two, 30);
     t_expect_code(&one, 130);
     t_expect_code(&two, 130);
-    assert_true(t_kids_gone(k1, LAYOUT_STAGES) && t_kids_gone(k2, 2 * LAYOUT_STAGES));
+    assert_true(t_kids_gone(k1, RUN_STAGES) && t_kids_gone(k2, 2 * RUN_STAGES));
     t_expect_clean(&one);
     t_expect_clean(&two);
 }
@@ -314,7 +314,7 @@ static void test_stale_run(void **state)
     struct t_proc r;
     struct t_kid k[T_MAX_KIDS];
     start_slow(&r, "gone", "pipeline.ranks=1");
-    int n = t_wait_flowing(&r, LAYOUT_STAGES, k, 1);
+    int n = t_wait_flowing(&r, RUN_STAGES, k, 1);
     kill(r.pid, SIGKILL);
     t_launch_wait(&r, 30);
     for (double t0 = t_now(); !t_kids_gone(k, n) && t_now() - t0 < 10;)

@@ -22,7 +22,7 @@
 #include "core/util.h"
 #include "ipc/metrics.h"
 #include "ipc/shm.h"
-#include "launcher/config.h"
+#include "core/config.h"
 #include "launcher/layout.h"
 #include "t_launch.h"
 
@@ -182,9 +182,9 @@ static void happy(int ranks)
     /* 4 + 2 queued, 2 samplers, 2 extractors, the trainer's and the releaser's */
     t_expect_log(&r, "gnnlaunch: batch arena per rank: 12 slots x ");
     for (int rank = 0; rank < ranks; rank++)
-        for (int s = 0; s < LAYOUT_STAGES; s++)
-            expect_report(&r, layout_stage_name((enum layout_stage)s), rank, strtoull(ITEMS_FAST, NULL, 10),
-                          s == LAYOUT_RELEASER);
+        for (int s = 0; s < RUN_STAGES; s++)
+            expect_report(&r, run_stage_name((enum run_stage)s), rank, strtoull(ITEMS_FAST, NULL, 10),
+                          s == RUN_RELEASER);
     t_expect_clean(&r);
 }
 
@@ -238,7 +238,7 @@ static void test_argv_visible(void **state)
     int seen = 0;
     for (int i = 0; i < n; i++) {
         char want[128], comm[64], path[64];
-        snprintf(want, sizeof want, "%s --run=%s --rank=%d --ranks=2 --run-dir=", layout_stage_program(k[i].stage),
+        snprintf(want, sizeof want, "%s --run=%s --rank=%d --ranks=2 --run-dir=", run_stage_program(k[i].stage),
                  k[i].run, k[i].rank);
         if (strncmp(k[i].cmdline, want, strlen(want)) != 0)
             fail_msg("pid %ld's command line is '%s', expected it to start '%s'", (long)k[i].pid, k[i].cmdline, want);
@@ -246,9 +246,9 @@ static void test_argv_visible(void **state)
         snprintf(path, sizeof path, "/proc/%ld/comm", (long)k[i].pid);
         t_slurp(path, comm, sizeof comm);
         comm[strcspn(comm, "\n")] = '\0';
-        assert_string_equal(comm, layout_stage_program(k[i].stage)); /* what top shows */
+        assert_string_equal(comm, run_stage_program(k[i].stage)); /* what top shows */
         assert_true(k[i].rank >= 0 && k[i].rank < 2);
-        seen |= 1 << (k[i].rank * LAYOUT_STAGES + k[i].stage);
+        seen |= 1 << (k[i].rank * RUN_STAGES + k[i].stage);
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%ld-", (long)r.pid);
         assert_int_equal(strncmp(k[i].run, prefix, strlen(prefix)), 0);
@@ -293,7 +293,7 @@ static void test_interrupt(void **state)
 
 static void test_kill_each_stage(void **state)
 {
-    for (int s = 0; s < LAYOUT_STAGES; s++)
+    for (int s = 0; s < RUN_STAGES; s++)
         for (int round = 0; round < 4; round++) {
             struct t_proc r;
             /* odd rounds: stages ignore SIGTERM and must stop because the
@@ -316,10 +316,10 @@ static void test_kill_each_stage(void **state)
             t_expect_code(&r, 3);
             if (r.t_end - t_kill >= 2.0)
                 fail_msg("%s rank %d killed: the launcher took %.2f s to exit (seed %u)",
-                         layout_stage_program((enum layout_stage)s), rank, r.t_end - t_kill, g_seed0);
+                         run_stage_program((enum run_stage)s), rank, r.t_end - t_kill, g_seed0);
             char want[160];
             snprintf(want, sizeof want, "%s rank %d (pid %ld) was killed by signal 9 (SIGKILL)",
-                     layout_stage_program((enum layout_stage)s), rank, (long)victim->pid);
+                     run_stage_program((enum run_stage)s), rank, (long)victim->pid);
             t_expect_log(&r, want);
             t_expect_no_log(&r, "sending SIGKILL"); /* every stage stopped on the closed queues */
             assert_true(t_kids_gone(k, n));
@@ -383,7 +383,7 @@ static void test_launcher_killed(void **state)
     if (!t_kids_gone(k, n))
         fail_msg("stages outlived their launcher by 5 s (PR_SET_PDEATHSIG)");
     /* what the dead launcher left is reclaimed by the next launch */
-    assert_true(t_shm_count(prefix) >= 1 + 2 * LAYOUT_QUEUES);
+    assert_true(t_shm_count(prefix) >= 1 + 2 * RUN_QUEUES);
     assert_int_equal(t_base_entries(), 1);
     struct t_proc next;
     const char *env2[] = {"SLUICE_TEST_ITEMS=100", NULL};
@@ -438,7 +438,7 @@ static void test_control_status(void **state)
         fail_msg("status starts '%.200s', expected '%s'", reply, want);
     for (int i = 0; i < n; i++) {
         snprintf(want, sizeof want, "{\"stage\":\"%s\",\"name\":\"%s\",\"rank\":0,\"pid\":%ld,\"alive\":true",
-                 layout_stage_program(k[i].stage), layout_stage_name(k[i].stage), (long)k[i].pid);
+                 run_stage_program(k[i].stage), run_stage_name(k[i].stage), (long)k[i].pid);
         if (!strstr(reply, want))
             fail_msg("status lacks '%s': %s", want, reply);
     }

@@ -13,7 +13,7 @@
 
 #include "core/util.h"
 #include "ipc/shm.h"
-#include "launcher/config.h"
+#include "core/config.h"
 #include "launcher/layout.h"
 #include "launcher/rundir.h"
 
@@ -48,48 +48,48 @@ static int count_segments(const char *run)
 
 static void test_stages_and_queues(void **state)
 {
-    assert_string_equal(layout_stage_program(LAYOUT_EXTRACTOR), "gnn-extractor");
-    assert_string_equal(layout_stage_name(LAYOUT_RELEASER), "releaser");
-    assert_int_equal(layout_stage_from_program("/opt/sluice/bin/gnn-trainer"), LAYOUT_TRAINER);
-    assert_int_equal(layout_stage_from_program("sampler"), LAYOUT_SAMPLER);
-    assert_int_equal(layout_stage_from_program("gnn-sampler2"), -1);
-    assert_int_equal(layout_stage_from_program(NULL), -1);
+    assert_string_equal(run_stage_program(RUN_EXTRACTOR), "gnn-extractor");
+    assert_string_equal(run_stage_name(RUN_RELEASER), "releaser");
+    assert_int_equal(run_stage_from_program("/opt/sluice/bin/gnn-trainer"), RUN_TRAINER);
+    assert_int_equal(run_stage_from_program("sampler"), RUN_SAMPLER);
+    assert_int_equal(run_stage_from_program("gnn-sampler2"), -1);
+    assert_int_equal(run_stage_from_program(NULL), -1);
     /* the pipeline: sampler -> extract -> extractor -> train -> trainer -> release -> releaser */
-    assert_int_equal(layout_stage_input(LAYOUT_SAMPLER), -1);
-    assert_int_equal(layout_stage_output(LAYOUT_SAMPLER), LAYOUT_Q_EXTRACT);
-    assert_int_equal(layout_stage_input(LAYOUT_EXTRACTOR), LAYOUT_Q_EXTRACT);
-    assert_int_equal(layout_stage_output(LAYOUT_EXTRACTOR), LAYOUT_Q_TRAIN);
-    assert_int_equal(layout_stage_input(LAYOUT_TRAINER), LAYOUT_Q_TRAIN);
-    assert_int_equal(layout_stage_output(LAYOUT_TRAINER), LAYOUT_Q_RELEASE);
-    assert_int_equal(layout_stage_input(LAYOUT_RELEASER), LAYOUT_Q_RELEASE);
-    assert_int_equal(layout_stage_output(LAYOUT_RELEASER), -1);
-    assert_int_equal(layout_block(2, LAYOUT_TRAINER), 10);
+    assert_int_equal(run_stage_input(RUN_SAMPLER), -1);
+    assert_int_equal(run_stage_output(RUN_SAMPLER), RUN_Q_EXTRACT);
+    assert_int_equal(run_stage_input(RUN_EXTRACTOR), RUN_Q_EXTRACT);
+    assert_int_equal(run_stage_output(RUN_EXTRACTOR), RUN_Q_TRAIN);
+    assert_int_equal(run_stage_input(RUN_TRAINER), RUN_Q_TRAIN);
+    assert_int_equal(run_stage_output(RUN_TRAINER), RUN_Q_RELEASE);
+    assert_int_equal(run_stage_input(RUN_RELEASER), RUN_Q_RELEASE);
+    assert_int_equal(run_stage_output(RUN_RELEASER), -1);
+    assert_int_equal(run_block(2, RUN_TRAINER), 10);
 
     char name[SHM_NAME_MAX], err[256];
-    assert_int_equal(layout_queue_segname(name, sizeof name, "41-a-b", LAYOUT_Q_TRAIN, 3, err, sizeof err), 0);
+    assert_int_equal(run_queue_segname(name, sizeof name, "41-a-b", RUN_Q_TRAIN, 3, err, sizeof err), 0);
     assert_string_equal(name, "/sluice.41-a-b.r3.train");
-    assert_int_equal(layout_metrics_segname(name, sizeof name, "41-a-b", err, sizeof err), 0);
+    assert_int_equal(run_metrics_segname(name, sizeof name, "41-a-b", err, sizeof err), 0);
     assert_string_equal(name, "/sluice.41-a-b.metrics");
-    assert_int_equal(layout_queue_segname(name, sizeof name, "41.a", LAYOUT_Q_TRAIN, 0, err, sizeof err), -EINVAL);
-    assert_int_equal(layout_arena_segname(name, sizeof name, "41-a-b", 3, err, sizeof err), 0);
+    assert_int_equal(run_queue_segname(name, sizeof name, "41.a", RUN_Q_TRAIN, 0, err, sizeof err), -EINVAL);
+    assert_int_equal(run_arena_segname(name, sizeof name, "41-a-b", 3, err, sizeof err), 0);
     assert_string_equal(name, "/sluice.41-a-b.r3.arena");
-    assert_int_equal(layout_arena_segname(name, sizeof name, "41-a-b", -1, err, sizeof err), -EINVAL);
+    assert_int_equal(run_arena_segname(name, sizeof name, "41-a-b", -1, err, sizeof err), -EINVAL);
 
     sl_config c;
     sl_config_defaults(&c);
     const struct {
         int64_t extract, train;
-        uint32_t want[LAYOUT_QUEUES];
+        uint32_t want[RUN_QUEUES];
     } shapes[] = {{8, 4, {8, 4, 16}}, {1, 1, {2, 2, 2}}, {5, 3, {8, 4, 8}}, {4096, 4096, {4096, 4096, 8192}}};
     for (size_t i = 0; i < SL_ARRAY_LEN(shapes); i++) {
         c.pipeline.extract_queue = shapes[i].extract;
         c.pipeline.train_queue = shapes[i].train;
-        for (int q = 0; q < LAYOUT_QUEUES; q++) {
+        for (int q = 0; q < RUN_QUEUES; q++) {
             struct ring_params p;
-            layout_queue_params(&c, (enum layout_queue)q, &p);
-            if (p.capacity != shapes[i].want[q] || p.entry_size != sizeof(struct layout_desc) || p.producers != 1)
+            layout_queue_params(&c, (enum run_queue)q, &p);
+            if (p.capacity != shapes[i].want[q] || p.entry_size != sizeof(struct run_desc) || p.producers != 1)
                 fail_msg("queues %lld/%lld: %s capacity %u, expected %u", (long long)shapes[i].extract,
-                         (long long)shapes[i].train, layout_queue_name((enum layout_queue)q), p.capacity,
+                         (long long)shapes[i].train, run_queue_name((enum run_queue)q), p.capacity,
                          shapes[i].want[q]);
         }
     }
@@ -104,16 +104,16 @@ static void test_create_and_attach(void **state)
     const struct arena_params ap = {.slot_size = 1000, .nslots = 4};
     assert_int_equal(layout_create(&l, g_run, &c, 3, &(struct layout_objects){0}, err, sizeof err), -EINVAL);
     assert_int_equal(layout_create(&l, g_run, &c, 3, &(struct layout_objects){.arena = &ap}, err, sizeof err), 0);
-    assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
-    assert_int_equal(l.metrics.nblocks, 3 * LAYOUT_STAGES);
+    assert_int_equal(count_segments(g_run), 1 + 3 * (RUN_QUEUES + 1));
+    assert_int_equal(l.metrics.nblocks, 3 * RUN_STAGES);
     /* a stage finds each queue by name; a descriptor pushed by the launcher's
      * handle arrives through the attached one */
     struct ring r;
     char name[SHM_NAME_MAX];
-    assert_int_equal(layout_queue_segname(name, sizeof name, g_run, LAYOUT_Q_RELEASE, 2, err, sizeof err), 0);
+    assert_int_equal(run_queue_segname(name, sizeof name, g_run, RUN_Q_RELEASE, 2, err, sizeof err), 0);
     assert_int_equal(ring_attach(&r, name, err, sizeof err), 0);
-    struct layout_desc d = {.batch = 77, .slot = 5, .epoch = 1, .aux = {9, 2}}, got;
-    assert_int_equal(ring_push(layout_queue(&l, 2, LAYOUT_Q_RELEASE), &d, 0), 0);
+    struct run_desc d = {.batch = 77, .slot = 5, .epoch = 1, .aux = {9, 2}}, got;
+    assert_int_equal(ring_push(layout_queue(&l, 2, RUN_Q_RELEASE), &d, 0), 0);
     assert_int_equal(ring_pop(&r, &got, 0), 0);
     assert_memory_equal(&d, &got, sizeof d);
     /* each rank's arena: a stage attaches it by name and sees the
@@ -124,7 +124,7 @@ static void test_create_and_attach(void **state)
     assert_non_null(mine);
     assert_int_equal(mine->nslots, 4);
     assert_int_equal(mine->slot_size, 1000);
-    assert_int_equal(layout_arena_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
+    assert_int_equal(run_arena_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
     pid_t kid = fork();
     assert_true(kid >= 0);
     if (kid == 0) {
@@ -150,11 +150,11 @@ static void test_create_and_attach(void **state)
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
     assert_int_equal(ring_pop(&r, &got, RING_FOREVER), -EPIPE);
-    assert_null(layout_queue(&l, 3, LAYOUT_Q_EXTRACT));
+    assert_null(layout_queue(&l, 3, RUN_Q_EXTRACT));
     ring_free(&r);
     layout_free(&l);
-    assert_int_equal(count_segments(g_run), 1 + 3 * (LAYOUT_QUEUES + 1)); /* unmapped, not unlinked */
-    assert_int_equal(shm_run_unlink(g_run), 1 + 3 * (LAYOUT_QUEUES + 1));
+    assert_int_equal(count_segments(g_run), 1 + 3 * (RUN_QUEUES + 1)); /* unmapped, not unlinked */
+    assert_int_equal(shm_run_unlink(g_run), 1 + 3 * (RUN_QUEUES + 1));
     /* a taken name: nothing of the second attempt is left */
     struct shm_seg blocker;
     char obj[] = "r1.train";
@@ -205,7 +205,7 @@ static void test_arena_plan(void **state)
     sl_config c;
     sl_config_defaults(&c);
     char err[1024];
-    struct layout_arena_plan p;
+    struct run_arena_plan p;
     sl_dataset_meta m;
     /* finite fanouts: no file is read (the dataset path does not exist) */
     memset(&m, 0, sizeof m);
@@ -217,7 +217,7 @@ static void test_arena_plan(void **state)
     c.train.batch_size = 16;
     c.model.n_fanouts = c.model.layers = 2;
     c.model.fanouts[0] = c.model.fanouts[1] = 5;
-    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    assert_int_equal(run_arena_plan(&c, &m, &p, err, sizeof err), 0);
     assert_int_equal(p.shape.max_in_degree, BATCH_UNKNOWN);
     assert_int_equal(p.batch.n_max[2], 16 + 80 + 480);
     assert_int_equal(p.params.slot_size, batch_max_bytes(&p.shape, NULL, 0));
@@ -226,24 +226,24 @@ static void test_arena_plan(void **state)
     assert_int_equal(p.rank_bytes, arena_mem_size(&p.params) + SHM_DATA_OFFSET);
     /* a -1 fanout streams indptr.bin for the max in-degree */
     c.model.fanouts[1] = -1;
-    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), -ENOENT);
+    assert_int_equal(run_arena_plan(&c, &m, &p, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "indptr.bin"));
     char ds[1100];
     snprintf(ds, sizeof ds, "%s/ds", g_dir);
     assert_int_equal(mkdir(ds, 0755), 0);
     snprintf(c.dataset.path, sizeof c.dataset.path, "%s", ds);
     write_indptr(ds, 200000, deg_hub, &m);
-    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    assert_int_equal(run_arena_plan(&c, &m, &p, err, sizeof err), 0);
     assert_int_equal(p.shape.max_in_degree, 77);
     assert_int_equal(p.batch.e_max[1], (16 + 80) * 77);
     uint64_t d;
     /* damaged files are refused with the entry at fault */
     m.edges += 1;
-    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_int_equal(run_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "dataset.toml counts"));
     m.edges -= 1;
     m.nodes += 1;
-    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_int_equal(run_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "ends at entry 200001 of 200002"));
     m.nodes -= 1;
     char path[1200];
@@ -253,7 +253,7 @@ static void test_arena_plan(void **state)
     fseek(f, 8 * 70000, SEEK_SET);
     fwrite(&back, 8, 1, f);
     fclose(f);
-    assert_int_equal(layout_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
+    assert_int_equal(run_max_in_degree(ds, &m, &d, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "entry 70000 is 5 after 209997"));
 
     /* absurd shapes: refused, naming the keys */
@@ -262,7 +262,7 @@ static void test_arena_plan(void **state)
     c.train.batch_size = 10000000;
     m.nodes = 1ull << 40;
     m.edges = 1ull << 45;
-    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), -EOVERFLOW);
+    assert_int_equal(run_arena_plan(&c, &m, &p, err, sizeof err), -EOVERFLOW);
     assert_non_null(strstr(err, "model.fanouts = [1000000], train.batch_size = 10000000: "));
 
     /* memory: half of MemAvailable and all of /dev/shm's free space, summed over ranks */
@@ -270,7 +270,7 @@ static void test_arena_plan(void **state)
     m.edges = 4000;
     c.model.fanouts[0] = 5;
     c.train.batch_size = 16;
-    assert_int_equal(layout_arena_plan(&c, &m, &p, err, sizeof err), 0);
+    assert_int_equal(run_arena_plan(&c, &m, &p, err, sizeof err), 0);
     uint64_t rb = p.rank_bytes;
     assert_int_equal(layout_arena_check(&p, 2, 4 * rb, UINT64_MAX, err, sizeof err), 0);
     assert_int_equal(layout_arena_check(&p, 3, 4 * rb, UINT64_MAX, err, sizeof err), -ENOMEM);
@@ -298,7 +298,7 @@ static void test_featbuf_plan(void **state)
     sl_config c;
     sl_config_defaults(&c);
     char err[1024];
-    struct layout_arena_plan a;
+    struct run_arena_plan a;
     struct layout_featbuf_plan f;
     sl_dataset_meta m;
     memset(&m, 0, sizeof m);
@@ -309,7 +309,7 @@ static void test_featbuf_plan(void **state)
     c.model.n_fanouts = c.model.layers = 2;
     c.model.fanouts[0] = c.model.fanouts[1] = 5;
     c.pipeline.extractors = 2;
-    assert_int_equal(layout_arena_plan(&c, &m, &a, err, sizeof err), 0);
+    assert_int_equal(run_arena_plan(&c, &m, &a, err, sizeof err), 0);
     assert_int_equal(a.batch.n_max[2], 3600);
     /* no features: refused */
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
@@ -345,7 +345,7 @@ static void test_featbuf_plan(void **state)
     /* never more slots than nodes, and a small graph needs no more than its nodes */
     m.nodes = 5000;
     c.pipeline.feature_buffer_mb = 1024;
-    assert_int_equal(layout_arena_plan(&c, &m, &a, err, sizeof err), 0);
+    assert_int_equal(run_arena_plan(&c, &m, &a, err, sizeof err), 0);
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
     assert_int_equal(f.params.nslots, 5000);
     assert_int_equal(f.reserve, 5000);
@@ -369,10 +369,10 @@ static void test_featbuf_plan(void **state)
     /* created with the run, attached by name, marked broken by layout_close */
     struct layout l;
     assert_int_equal(layout_create(&l, g_run, &c, 2, &(struct layout_objects){.arena = &a.params, .featbuf = &f.params, .allreduce_floats = 100, .epochs = 3}, err, sizeof err), 0);
-    assert_int_equal(count_segments(g_run), 3 + 2 * (LAYOUT_QUEUES + 2));
+    assert_int_equal(count_segments(g_run), 3 + 2 * (RUN_QUEUES + 2));
     char name[SHM_NAME_MAX];
     struct featbuf fb;
-    assert_int_equal(layout_featbuf_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
+    assert_int_equal(run_featbuf_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
     assert_int_equal(featbuf_attach(&fb, name, err, sizeof err), 0);
     assert_int_equal(fb.nslots, 5000);
     uint32_t slot;
@@ -381,7 +381,7 @@ static void test_featbuf_plan(void **state)
     assert_int_equal(action, FEATBUF_LOAD);
     /* the results page: an epoch is complete once every rank published it */
     struct results res;
-    assert_int_equal(layout_results_segname(name, sizeof name, g_run, err, sizeof err), 0);
+    assert_int_equal(run_results_segname(name, sizeof name, g_run, err, sizeof err), 0);
     assert_int_equal(results_attach(&res, name, err, sizeof err), 0);
     struct results_rec sum, *rec = results_slot(&res, 0, 1);
     assert_non_null(rec);
@@ -412,7 +412,7 @@ static void test_featbuf_plan(void **state)
     assert_int_equal(featbuf_wait_valid(&fb, slot, -1), -EPIPE);
     featbuf_free(&fb);
     layout_free(&l);
-    assert_int_equal(shm_run_unlink(g_run), 3 + 2 * (LAYOUT_QUEUES + 2));
+    assert_int_equal(shm_run_unlink(g_run), 3 + 2 * (RUN_QUEUES + 2));
 }
 
 /* ---- the stage command line -------------------------------------------------------------- */
@@ -422,7 +422,7 @@ static void test_args_round_trip(void **state)
     for (int resume = 0; resume < 2; resume++) {
         /* the optional flags ride along: --start-epoch, --trace and a
          * multi-node run's --node and --nodes with --resume */
-        struct layout_args a = {.stage = LAYOUT_TRAINER,
+        struct run_args a = {.stage = RUN_TRAINER,
                                 .rank = 1,
                                 .ranks = 2,
                                 .resume = resume,
@@ -430,13 +430,13 @@ static void test_args_round_trip(void **state)
                                 .start_epoch = resume ? 7 : 0,
                                 .node = resume ? 2 : 0,
                                 .nodes = resume ? 3 : 1};
-        a.metrics_block = layout_block(1, LAYOUT_TRAINER);
+        a.metrics_block = run_block(1, RUN_TRAINER);
         snprintf(a.run_id, sizeof a.run_id, "123-abc-def");
         snprintf(a.run_dir, sizeof a.run_dir, "/run/user/1/sluice/x");
         snprintf(a.config, sizeof a.config, "/run/user/1/sluice/x/config.toml");
         char buf[8192], err[512];
-        char *argv[LAYOUT_ARGV_MAX];
-        assert_int_equal(layout_args_build(&a, buf, sizeof buf, argv, LAYOUT_ARGV_MAX, err, sizeof err), 0);
+        char *argv[RUN_ARGV_MAX];
+        assert_int_equal(run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err), 0);
         int argc = 0;
         while (argv[argc])
             argc++;
@@ -444,21 +444,21 @@ static void test_args_round_trip(void **state)
         assert_string_equal(argv[0], "gnn-trainer");
         assert_string_equal(argv[1], "--run=123-abc-def");
         assert_string_equal(argv[2], "--rank=1");
-        struct layout_args b;
-        assert_int_equal(layout_args_parse(argc, argv, &b, err, sizeof err), 0);
+        struct run_args b;
+        assert_int_equal(run_args_parse(argc, argv, &b, err, sizeof err), 0);
         assert_memory_equal(&a, &b, sizeof a);
-        assert_int_equal(layout_global_rank(&b), resume ? 2 * 2 + 1 : 1);
-        assert_int_equal(layout_world(&b), resume ? 6 : 2);
+        assert_int_equal(run_global_rank(&b), resume ? 2 * 2 + 1 : 1);
+        assert_int_equal(run_world(&b), resume ? 6 : 2);
         /* too little room is an error, not a cut command line */
-        assert_int_equal(layout_args_build(&a, buf, 40, argv, LAYOUT_ARGV_MAX, err, sizeof err), -ENAMETOOLONG);
+        assert_int_equal(run_args_build(&a, buf, 40, argv, RUN_ARGV_MAX, err, sizeof err), -ENAMETOOLONG);
     }
     /* "--key value" works as well */
     char *sep[] = {"gnn-sampler", "--run",    "9-x",       "--rank",          "0", "--ranks", "1", "--run-dir",
                    "/d",          "--config", "/d/c.toml", "--metrics-block", "0", NULL};
-    struct layout_args b;
+    struct run_args b;
     char err[512];
-    assert_int_equal(layout_args_parse(13, sep, &b, err, sizeof err), 0);
-    assert_int_equal(b.stage, LAYOUT_SAMPLER);
+    assert_int_equal(run_args_parse(13, sep, &b, err, sizeof err), 0);
+    assert_int_equal(b.stage, RUN_SAMPLER);
     assert_string_equal(b.config, "/d/c.toml");
 }
 
@@ -486,9 +486,9 @@ static void test_args_rejected(void **state)
         int argc = 0;
         while (cases[i].argv[argc])
             argc++;
-        struct layout_args a;
+        struct run_args a;
         char err[512] = "";
-        assert_int_equal(layout_args_parse(argc, (char **)cases[i].argv, &a, err, sizeof err), -EINVAL);
+        assert_int_equal(run_args_parse(argc, (char **)cases[i].argv, &a, err, sizeof err), -EINVAL);
         if (!strstr(err, cases[i].msg))
             fail_msg("case %zu: expected '%s' in '%s'", i, cases[i].msg, err);
     }

@@ -6,14 +6,14 @@
  * plays.
  *
  * It keeps the stage contract (docs/architecture.md): parses the command
- * line with layout_args_parse, loads the effective config, attaches the
+ * line with run_args_parse, loads the effective config, attaches the
  * metrics page and claims its block, heartbeats, attaches its rank's batch
  * arena and moves real batches through its rank's queues as a little
  * pipeline:
  *   sampler    for i < SLUICE_TEST_ITEMS: takes an arena slot, samples
  *              batch i of the dataset's graph from seed check(rank, i)
  *              with the config's batch size and fanouts (tests/t_batch.c,
- *              sized by layout_arena_plan like the launcher's arena), and
+ *              sized by run_arena_plan like the launcher's arena), and
  *              pushes {batch = i, slot, aux[0] = check(rank, i), aux[1] =
  *              rank} into the extract queue
  *   extractor  checks the batch's header (batch_view), fills its alias[]
@@ -58,7 +58,7 @@
 #include "ipc/batch.h"
 #include "ipc/metrics.h"
 #include "ipc/ring.h"
-#include "launcher/config.h"
+#include "core/config.h"
 #include "launcher/layout.h"
 #include "t_batch.h"
 
@@ -66,13 +66,13 @@
 
 enum fail_mode { FAIL_NONE, FAIL_EXIT3, FAIL_EXIT0, FAIL_KILL, FAIL_HANG, FAIL_HANG_NOTERM };
 
-static struct layout_args g_args;
+static struct run_args g_args;
 static struct metrics_block *g_block;
 static enum fail_mode g_fail = FAIL_NONE;
 static uint64_t g_fail_at;
 static uint64_t g_delay_us;
 static struct arena g_arena;            /* this rank's batch arena */
-static struct layout_arena_plan g_plan; /* the run's batch shape */
+static struct run_arena_plan g_plan; /* the run's batch shape */
 static struct t_csc g_graph;            /* sampler, trainer: the dataset's graph */
 static void *g_rebuilt;                 /* trainer: a batch rebuilt from its seed */
 static int g_complaints;
@@ -89,7 +89,7 @@ static _Noreturn void die(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "test-stage %s rank %d: ", layout_stage_program(g_args.stage), g_args.rank);
+    fprintf(stderr, "test-stage %s rank %d: ", run_stage_program(g_args.stage), g_args.rank);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -112,7 +112,7 @@ static void parse_fail(void)
         unsigned long long k;
         if (sscanf(spec, "%31[^:]:%15[^:]:%31[^:]:%llu", stage, rank, mode, &k) != 4)
             die(2, "bad SLUICE_TEST_FAIL entry '%s' (STAGE:RANK:MODE:K)", spec);
-        if (strcmp(stage, "*") && layout_stage_from_program(stage) != (int)g_args.stage)
+        if (strcmp(stage, "*") && run_stage_from_program(stage) != (int)g_args.stage)
             continue;
         if (strcmp(rank, "*") && atoi(rank) != g_args.rank)
             continue;
@@ -176,7 +176,7 @@ static void pause_us(uint64_t us)
 
 /* Push / pop with a bounded wait, heartbeating while blocked: 0 or -EPIPE;
  * other errors are fatal. */
-static int push(struct ring *r, const struct layout_desc *d)
+static int push(struct ring *r, const struct run_desc *d)
 {
     for (;;) {
         uint64_t t0 = metrics_now_ns();
@@ -190,7 +190,7 @@ static int push(struct ring *r, const struct layout_desc *d)
     }
 }
 
-static int pop(struct ring *r, struct layout_desc *d)
+static int pop(struct ring *r, struct run_desc *d)
 {
     for (;;) {
         uint64_t t0 = metrics_now_ns();
@@ -207,7 +207,7 @@ static int pop(struct ring *r, struct layout_desc *d)
 static void attach_queue(struct ring *r, int q)
 {
     char name[SHM_NAME_MAX], err[512];
-    if (layout_queue_segname(name, sizeof name, g_args.run_id, (enum layout_queue)q, g_args.rank, err, sizeof err) ||
+    if (run_queue_segname(name, sizeof name, g_args.run_id, (enum run_queue)q, g_args.rank, err, sizeof err) ||
         ring_attach(r, name, err, sizeof err))
         die(2, "%s", err);
 }
@@ -226,14 +226,14 @@ static uint32_t alias_of(uint64_t node)
 }
 
 /* Reports a bad batch (the first few) and returns false. */
-static bool complain(const struct layout_desc *d, const char *fmt, ...) SL_PRINTF(2, 3);
-static bool complain(const struct layout_desc *d, const char *fmt, ...)
+static bool complain(const struct run_desc *d, const char *fmt, ...) SL_PRINTF(2, 3);
+static bool complain(const struct run_desc *d, const char *fmt, ...)
 {
     if (g_complaints++ < 5) {
         va_list ap;
         va_start(ap, fmt);
         fprintf(stderr, "test-stage %s rank %d: batch %" PRIu64 " in slot %" PRIu32 ": ",
-                layout_stage_program(g_args.stage), g_args.rank, d->batch, d->slot);
+                run_stage_program(g_args.stage), g_args.rank, d->batch, d->slot);
         vfprintf(stderr, fmt, ap);
         fputc('\n', stderr);
         va_end(ap);
@@ -248,15 +248,15 @@ static void open_batches(void)
     sl_dataset_meta meta;
     if (sl_config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0 ||
         sl_meta_read(cfg.dataset.path, &meta, false, err, sizeof err) != 0 ||
-        layout_arena_plan(&cfg, &meta, &g_plan, err, sizeof err) != 0)
+        run_arena_plan(&cfg, &meta, &g_plan, err, sizeof err) != 0)
         die(2, "%s", err);
-    if (layout_arena_segname(name, sizeof name, g_args.run_id, g_args.rank, err, sizeof err) != 0 ||
+    if (run_arena_segname(name, sizeof name, g_args.run_id, g_args.rank, err, sizeof err) != 0 ||
         arena_attach(&g_arena, name, err, sizeof err) != 0)
         die(2, "%s", err);
     if (g_arena.slot_size < g_plan.params.slot_size)
         die(2, "arena slots of %zu bytes are smaller than this configuration's batches (%zu bytes)", g_arena.slot_size,
             g_plan.params.slot_size);
-    if (g_args.stage == LAYOUT_SAMPLER || g_args.stage == LAYOUT_TRAINER) {
+    if (g_args.stage == RUN_SAMPLER || g_args.stage == RUN_TRAINER) {
         if (t_csc_load(&g_graph, cfg.dataset.path, &meta, err, sizeof err) != 0)
             die(2, "%s", err);
         if (!(g_rebuilt = malloc(g_plan.params.slot_size)))
@@ -266,7 +266,7 @@ static void open_batches(void)
 
 /* Sampler: takes a slot (heartbeating while none is free) and writes batch
  * d->batch into it. 0, or -EPIPE when the run is stopping. */
-static int sample(struct layout_desc *d)
+static int sample(struct run_desc *d)
 {
     uint32_t slot;
     for (;;) {
@@ -292,24 +292,24 @@ static int sample(struct layout_desc *d)
 
 /* Extractor, trainer, releaser: checks the batch d names and does the
  * stage's part. false if anything is wrong. */
-static bool handle(const struct layout_desc *d)
+static bool handle(const struct run_desc *d)
 {
     void *slot = arena_slot(&g_arena, d->slot);
     if (!slot)
         return complain(d, "no such slot (%" PRIu32 " slots)", g_arena.nslots);
-    if (g_args.stage == LAYOUT_RELEASER) {
+    if (g_args.stage == RUN_RELEASER) {
         int rc = arena_release(&g_arena, d->slot);
         return rc == 0 || complain(d, "arena_release: %s", strerror(-rc));
     }
     char err[512];
     struct batch_view v, w;
-    unsigned flags = g_args.stage == LAYOUT_EXTRACTOR ? BATCH_VIEW_HEADER_ONLY : 0;
+    unsigned flags = g_args.stage == RUN_EXTRACTOR ? BATCH_VIEW_HEADER_ONLY : 0;
     if (batch_view(slot, g_arena.slot_size, flags, &v, err, sizeof err) != 0)
         return complain(d, "%s", err);
     if (v.h.batch != d->batch || v.h.epoch != d->epoch || v.h.rank != (uint32_t)g_args.rank)
         return complain(d, "holds batch %" PRIu64 " of epoch %" PRIu32 ", rank %" PRIu32, v.h.batch, v.h.epoch,
                         v.h.rank);
-    if (g_args.stage == LAYOUT_EXTRACTOR) {
+    if (g_args.stage == RUN_EXTRACTOR) {
         for (uint32_t i = 0; i < batch_nodes(&v); i++)
             v.alias[i] = alias_of(v.nodes[i]);
         batch_set_aliased(&v);
@@ -338,7 +338,7 @@ static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t dis
     if (!dir || !*dir)
         return;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s.%d", dir, layout_stage_name(g_args.stage), g_args.rank);
+    snprintf(path, sizeof path, "%s/%s.%d", dir, run_stage_name(g_args.stage), g_args.rank);
     FILE *f = fopen(path, "w");
     if (!f)
         die(3, "cannot write %s", path);
@@ -352,7 +352,7 @@ static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t dis
 int main(int argc, char **argv)
 {
     char err[2048];
-    if (layout_args_parse(argc, argv, &g_args, err, sizeof err) != 0) {
+    if (run_args_parse(argc, argv, &g_args, err, sizeof err) != 0) {
         fprintf(stderr, "test-stage: %s\n", err);
         return 2;
     }
@@ -370,16 +370,16 @@ int main(int argc, char **argv)
 
     struct metrics_page page;
     char name[SHM_NAME_MAX];
-    if (layout_metrics_segname(name, sizeof name, g_args.run_id, err, sizeof err) ||
+    if (run_metrics_segname(name, sizeof name, g_args.run_id, err, sizeof err) ||
         metrics_attach(&page, name, 0, err, sizeof err))
         die(2, "%s", err);
     struct metrics_block *b = metrics_block(&page, g_args.metrics_block);
-    if (!b || metrics_claim(b, layout_stage_name(g_args.stage), g_args.rank, err, sizeof err) != 0)
+    if (!b || metrics_claim(b, run_stage_name(g_args.stage), g_args.rank, err, sizeof err) != 0)
         die(2, "cannot claim metrics block %" PRIu32 ": %s", g_args.metrics_block, b ? err : "out of range");
     g_block = b;
 
     struct ring in = {0}, out = {0};
-    int qin = layout_stage_input(g_args.stage), qout = layout_stage_output(g_args.stage);
+    int qin = run_stage_input(g_args.stage), qout = run_stage_output(g_args.stage);
     if (qin >= 0)
         attach_queue(&in, qin);
     if (qout >= 0)
@@ -387,15 +387,15 @@ int main(int argc, char **argv)
     open_batches();
 
     uint64_t done = 0, corrupt = 0, dups = 0, distinct = 0;
-    uint64_t *seen = g_args.stage == LAYOUT_RELEASER ? calloc((n_items + 63) / 64 + 1, 8) : NULL;
+    uint64_t *seen = g_args.stage == RUN_RELEASER ? calloc((n_items + 63) / 64 + 1, 8) : NULL;
     const char *end = "eos";
     for (;;) {
         maybe_fail(done);
-        struct layout_desc d;
+        struct run_desc d;
         if (qin < 0) {
             if (done == n_items)
                 break;
-            d = (struct layout_desc){
+            d = (struct run_desc){
                 .batch = done, .epoch = 0, .aux = {check_value(g_args.rank, done), (uint64_t)g_args.rank}};
             uint64_t t0 = metrics_now_ns();
             if (sample(&d) == -EPIPE) {

@@ -18,9 +18,9 @@
 #include <time.h>
 
 #include "core/util.h"
-#include "launcher/layout.h"
+#include "ipc/run.h"
 
-static const char *const g_queues[LAYOUT_QUEUES] = {"extract", "train", "release"};
+static const char *const g_queues[RUN_QUEUES] = {"extract", "train", "release"};
 
 /* ---- rates ------------------------------------------------------------------------ */
 
@@ -142,7 +142,7 @@ static json_t *rank_view(const json_t *a, const json_t *b, double dt)
     json_t *r = json_object(), *q = json_object();
     set(r, "rank", copy(b, "rank"));
     const json_t *qa = json_object_get(b, "queues");
-    for (int k = 0; k < LAYOUT_QUEUES; k++) {
+    for (int k = 0; k < RUN_QUEUES; k++) {
         const json_t *x = json_object_get(qa, g_queues[k]);
         if (!json_is_object(x)) {
             set(q, g_queues[k], json_null());
@@ -264,7 +264,7 @@ static void print_rank(FILE *f, const json_t *v, json_int_t rank)
     if (!r)
         return;
     fprintf(f, "  %-9s", "queues");
-    for (int k = 0; k < LAYOUT_QUEUES; k++) {
+    for (int k = 0; k < RUN_QUEUES; k++) {
         const json_t *q = json_object_get(json_object_get(r, "queues"), g_queues[k]);
         if (json_is_object(q))
             fprintf(f, "%s%s %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT "%s", k ? "  " : " ", g_queues[k],

@@ -1,5 +1,5 @@
 /* fuzz_config.c - libFuzzer target for the training configuration
- * (sl_config_load in launcher/config.c: the TOML file, then `--set`
+ * (sl_config_load in core/config.c: the TOML file, then `--set`
  * overrides, then the schema's checks). The input is the config file, then
  * up to 8 `--set` arguments, separated by NUL bytes.
  *
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "fuzz_input.h"
-#include "launcher/config.h"
+#include "core/config.h"
 
 #define MAX_SETS 8
 

@@ -73,4 +73,8 @@ void sl_config_write_toml(const sl_config *c, FILE *f);
 const char *sl_model_kind_name(sl_model_kind k);
 const char *sl_io_mode_name(sl_io_mode m);
 
+/* "[10, -1, 5]": model.fanouts as written in a config, into buf (truncated
+ * to len); returns buf. */
+const char *sl_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len);
+
 #endif

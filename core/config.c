@@ -1,7 +1,7 @@
 /* config.c - configuration schema, loading, overrides and validation
  * (see config.h). The schema table below is the single source of truth for
  * key names, types, defaults, ranges and documentation. */
-#include "config.h"
+#include "core/config.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -413,7 +413,7 @@ static const char *type_doc(const key *k)
 void sl_config_write_reference(FILE *f)
 {
     fprintf(f, "# Configuration reference\n\n"
-               "<!-- Generated from the schema in launcher/config.c by\n"
+               "<!-- Generated from the schema in core/config.c by\n"
                "     `build/tests/test_config --write-reference docs/config.md`; a test keeps it in sync. -->\n\n"
                "A run is configured by one TOML file (`gnnlaunch CONFIG`) plus overrides\n"
                "(`--set section.key=value`, where value is TOML: `--set model.fanouts=[15,10]`,\n"
@@ -482,4 +482,17 @@ void sl_config_write_toml(const sl_config *c, FILE *f)
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
             sl_io_mode_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
+}
+
+const char *sl_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int64_t k = 0; k < n && used + 1 < len; k++) {
+        int w = snprintf(buf + used, len - used, "%s%" PRId64, k ? ", " : "[", f[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used + 1 < len)
+        snprintf(buf + used, len - used, "]");
+    return buf;
 }
