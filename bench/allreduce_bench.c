@@ -20,7 +20,6 @@
  * an error, not a figure). The shared memory of the run is removed on every
  * exit path. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -33,10 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_common.h"
+#include "core/opt.h"
 #include "core/util.h"
 #include "ipc/allreduce.h"
 #include "ipc/shm.h"
-#include "bench/bench_common.h"
 
 #define MAX_RANKS 64
 #define MAX_SIZES 32
@@ -212,74 +212,40 @@ static void usage(FILE *f)
                "                       [--warmup N] [--spin N] [--json]\n");
 }
 
-static uint64_t parse_num(const char *flag, const char *s, bool zero_ok)
-{
-    uint64_t v;
-    if (sl_parse_u64(s, true, &v) != 0 || (v == 0 && !zero_ok)) {
-        fprintf(stderr, "allreduce-bench: %s wants a %s number, not '%s'\n", flag, zero_ok ? "" : "positive", s);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     struct opts o = {
         .ranks = {1, 2, 4}, .nranks = 3, .min_bytes = 64 << 10, .max_bytes = 64 << 20, .iters = 0, .warmup = 3};
-    static const struct option longopts[] = {
-        {"ranks", required_argument, NULL, 'r'},
-        {"min-bytes", required_argument, NULL, 'a'},
-        {"max-bytes", required_argument, NULL, 'b'},
-        {"iters", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"spin", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    struct opt_list ranks = {.v = {1, 2, 4}, .n = 3};
+    uint64_t spin = 0;
+    bool help = false;
+    const struct opt opts[] = {
+        {.name = "--ranks", .kind = OPT_LIST, .dst = &ranks, .lo = 1, .hi = MAX_RANKS},
+        {.name = "--min-bytes", .kind = OPT_SIZE, .dst = &o.min_bytes, .lo = 1, .hi = INT64_MAX},
+        {.name = "--max-bytes", .kind = OPT_SIZE, .dst = &o.max_bytes, .lo = 1, .hi = INT64_MAX},
+        {.name = "--iters", .kind = OPT_UINT, .dst = &o.iters, .lo = 0, .hi = INT64_MAX},
+        {.name = "--warmup", .kind = OPT_UINT, .dst = &o.warmup, .lo = 0, .hi = INT64_MAX},
+        {.name = "--spin", .kind = OPT_UINT, .dst = &spin, .lo = 0, .hi = UINT32_MAX},
+        {.name = "--json", .kind = OPT_FLAG, .dst = &o.json},
+        {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'r': {
-            o.nranks = 0;
-            char *save = NULL;
-            for (char *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                uint64_t v = parse_num("--ranks", t, false);
-                if (o.nranks == (int)SL_ARRAY_LEN(o.ranks) || v > MAX_RANKS) {
-                    fprintf(stderr, "allreduce-bench: --ranks takes up to 8 counts in 1..%d\n", MAX_RANKS);
-                    return 2;
-                }
-                o.ranks[o.nranks++] = (uint32_t)v;
-            }
-            break;
-        }
-        case 'a':
-            o.min_bytes = parse_num("--min-bytes", optarg, false);
-            break;
-        case 'b':
-            o.max_bytes = parse_num("--max-bytes", optarg, false);
-            break;
-        case 'i':
-            o.iters = parse_num("--iters", optarg, true);
-            break;
-        case 'w':
-            o.warmup = parse_num("--warmup", optarg, true);
-            break;
-        case 's':
-            o.spin = (uint32_t)parse_num("--spin", optarg, true);
-            o.spin_set = true;
-            break;
-        case 'j':
-            o.json = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    bool seen[SL_ARRAY_LEN(opts)];
+    char err[256];
+    if (opt_parse("allreduce-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, seen, "; see --help", err,
+                  sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        usage(stderr);
+        return 2;
     }
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    o.nranks = ranks.n;
+    for (int i = 0; i < ranks.n; i++)
+        o.ranks[i] = (uint32_t)ranks.v[i];
+    o.spin = (uint32_t)spin;
+    o.spin_set = seen[opt_index(opts, (int)SL_ARRAY_LEN(opts), "--spin")];
     if (o.min_bytes % 4 || o.max_bytes % 4 || o.min_bytes > o.max_bytes) {
         fprintf(stderr, "allreduce-bench: sizes must be multiples of 4 bytes with --min-bytes <= --max-bytes\n");
         return 2;

@@ -18,7 +18,6 @@
  * line with --json. Benchmarks report; they judge nothing. The shared
  * memory of the run is removed on every exit path. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,10 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_common.h"
+#include "core/opt.h"
 #include "core/util.h"
 #include "ipc/ring.h"
 #include "ipc/shm.h"
-#include "bench/bench_common.h"
 
 #define MAX_PROCS 64
 
@@ -335,94 +335,55 @@ static void usage(FILE *f)
                "                  [--warmup N] [--capacity C] [--producers P] [--consumers C] [--json]\n");
 }
 
-static uint64_t parse_num(const char *flag, const char *s)
+/* OPT_FN for --mode: tput, lat or both into bool[2]. */
+static int take_mode(const char *val, void *dst, char *err, size_t errlen)
 {
-    uint64_t v;
-    if (sl_parse_u64(s, false, &v) != 0 || v == 0) {
-        fprintf(stderr, "ring-bench: %s wants a positive number, not '%s'\n", flag, s);
-        exit(2);
-    }
-    return v;
+    bool *m = dst;
+    m[0] = !strcmp(val, "tput") || !strcmp(val, "both");
+    m[1] = !strcmp(val, "lat") || !strcmp(val, "both");
+    return m[0] || m[1] ? 0 : -EINVAL;
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.tput = true,
-                     .lat = true,
-                     .entries = {16, 64},
-                     .nentries = 2,
-                     .items = 5000000,
-                     .iters = 200000,
-                     .warmup = 10000,
-                     .capacity = 1024,
-                     .producers = 1,
-                     .consumers = 1};
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'},
-        {"entry", required_argument, NULL, 'e'},
-        {"items", required_argument, NULL, 'n'},
-        {"iters", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"capacity", required_argument, NULL, 'c'},
-        {"producers", required_argument, NULL, 'P'},
-        {"consumers", required_argument, NULL, 'C'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    struct opts o = {.nentries = 0};
+    bool mode[2] = {true, true}, json = false, help = false;
+    struct opt_list entries = {.v = {16, 64}, .n = 2};
+    uint64_t items = 5000000, iters = 200000, warmup = 10000, capacity = 1024, producers = 1, consumers = 1;
+    const struct opt opts[] = {
+        {.name = "--mode", .kind = OPT_FN, .dst = mode, .fn = take_mode, .what = "is not tput, lat or both"},
+        {.name = "--entry", .kind = OPT_LIST, .dst = &entries, .lo = 8, .hi = RING_ENTRY_MAX},
+        {.name = "--items", .kind = OPT_UINT, .dst = &items, .lo = 1, .hi = INT64_MAX},
+        {.name = "--iters", .kind = OPT_UINT, .dst = &iters, .lo = 1, .hi = INT64_MAX},
+        {.name = "--warmup", .kind = OPT_UINT, .dst = &warmup, .lo = 1, .hi = INT64_MAX},
+        {.name = "--capacity", .kind = OPT_UINT, .dst = &capacity, .lo = 1, .hi = UINT32_MAX},
+        {.name = "--producers", .kind = OPT_UINT, .dst = &producers, .lo = 1, .hi = MAX_PROCS},
+        {.name = "--consumers", .kind = OPT_UINT, .dst = &consumers, .lo = 1, .hi = MAX_PROCS},
+        {.name = "--json", .kind = OPT_FLAG, .dst = &json},
+        {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o.tput = !strcmp(optarg, "tput") || !strcmp(optarg, "both");
-            o.lat = !strcmp(optarg, "lat") || !strcmp(optarg, "both");
-            if (!o.tput && !o.lat) {
-                usage(stderr);
-                return 2;
-            }
-            break;
-        case 'e': {
-            o.nentries = 0;
-            char *save = NULL, *s = optarg;
-            for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                uint64_t v = parse_num("--entry", t);
-                if (o.nentries == (int)SL_ARRAY_LEN(o.entries) || v < 8 || v > RING_ENTRY_MAX) {
-                    fprintf(stderr, "ring-bench: --entry takes up to 8 sizes in 8..%u\n", RING_ENTRY_MAX);
-                    return 2;
-                }
-                o.entries[o.nentries++] = (uint32_t)v;
-            }
-            break;
-        }
-        case 'n':
-            o.items = parse_num("--items", optarg);
-            break;
-        case 'i':
-            o.iters = parse_num("--iters", optarg);
-            break;
-        case 'w':
-            o.warmup = parse_num("--warmup", optarg);
-            break;
-        case 'c':
-            o.capacity = (uint32_t)parse_num("--capacity", optarg);
-            break;
-        case 'P':
-            o.producers = (uint32_t)parse_num("--producers", optarg);
-            break;
-        case 'C':
-            o.consumers = (uint32_t)parse_num("--consumers", optarg);
-            break;
-        case 'j':
-            o.json = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    char err[256];
+    if (opt_parse("ring-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL, "; see --help", err, sizeof err) !=
+        0) {
+        fprintf(stderr, "%s\n", err);
+        usage(stderr);
+        return 2;
     }
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    o.tput = mode[0];
+    o.lat = mode[1];
+    o.nentries = entries.n;
+    for (int i = 0; i < entries.n; i++)
+        o.entries[i] = (uint32_t)entries.v[i];
+    o.items = items;
+    o.iters = iters;
+    o.warmup = warmup;
+    o.capacity = (uint32_t)capacity;
+    o.producers = (uint32_t)producers;
+    o.consumers = (uint32_t)consumers;
     if (o.producers > MAX_PROCS || o.consumers > MAX_PROCS) {
         fprintf(stderr, "ring-bench: at most %d producers and %d consumers\n", MAX_PROCS, MAX_PROCS);
         return 2;

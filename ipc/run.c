@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/opt.h"
 #include "core/util.h"
 
 _Static_assert(BATCH_LAYERS_MAX == SL_MAX_LAYERS, "a batch holds as many layers as a config may ask for");
@@ -67,8 +68,7 @@ void run_queue_object(char *out, size_t len, enum run_queue q, int rank)
     snprintf(out, len, "r%d.%s", rank, run_queue_name(q));
 }
 
-int run_queue_segname(char *out, size_t len, const char *run_id, enum run_queue q, int rank, char *err,
-                         size_t errlen)
+int run_queue_segname(char *out, size_t len, const char *run_id, enum run_queue q, int rank, char *err, size_t errlen)
 {
     if ((unsigned)q >= RUN_QUEUES || rank < 0 || rank >= RUN_RANKS_MAX)
         return sl_errf(err, errlen, -EINVAL, "no queue %d of rank %d", (int)q, rank);
@@ -162,9 +162,7 @@ int run_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, 
     return rc;
 }
 
-
-int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_arena_plan *p, char *err,
-                      size_t errlen)
+int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_arena_plan *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     struct batch_shape *s = &p->shape;
@@ -198,8 +196,8 @@ int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_aren
                        "model.fanouts = %s, train.batch_size = %" PRId64 ": %" PRIu32 " slots of %" PRIu64
                        " bytes are more than an arena can hold; lower train.batch_size or "
                        "model.fanouts",
-                       sl_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size, slots,
-                       p->batch.max_bytes);
+                       sl_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size,
+                       slots, p->batch.max_bytes);
     return 0;
 }
 
@@ -241,8 +239,7 @@ static void pack(struct argpack *p, const char *fmt, ...)
     p->used += (size_t)k + 1;
 }
 
-int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv, int max, char *err,
-                      size_t errlen)
+int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv, int max, char *err, size_t errlen)
 {
     if ((unsigned)a->stage >= RUN_STAGES || max < RUN_ARGV_MAX || len == 0)
         return sl_errf(err, errlen, -EINVAL, "bad stage %d or argv room %d", (int)a->stage, max);
@@ -272,22 +269,18 @@ int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv,
 }
 
 /* Reads a decimal int in [lo, hi] from s into *out; false if it is not one. */
-static bool parse_int(const char *s, long lo, long hi, long *out)
+/* OPT_FN for --run: a valid run id into a char[SHM_RUN_ID_MAX]. */
+static int take_run_id(const char *val, void *dst, char *err, size_t errlen)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
+    if (shm_run_id_check(val, err, errlen) != 0)
+        return -EINVAL;
+    snprintf(dst, SHM_RUN_ID_MAX, "%s", val);
+    return 0;
 }
 
 int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
-    a->rank = a->ranks = -1;
-    a->nodes = 1;
     int stage = run_stage_from_program(argc > 0 ? argv[0] : NULL);
     if (stage < 0)
         return sl_errf(err, errlen, -EINVAL,
@@ -296,79 +289,39 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
                        argc > 0 && argv[0] ? argv[0] : "");
     a->stage = (enum run_stage)stage;
     const char *prog = run_stage_program(a->stage);
-    long block = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (!strcmp(arg, "--resume")) {
-            a->resume = true;
-            continue;
-        }
-        if (!strcmp(arg, "--trace")) {
-            a->trace = true;
-            continue;
-        }
-        static const char *const names[] = {"--run",    "--rank",          "--ranks",       "--run-dir", "--config",
-                                            "--metrics-block", "--start-epoch", "--node", "--nodes"};
-        int which = -1;
-        const char *val = NULL;
-        for (int k = 0; k < (int)SL_ARRAY_LEN(names) && which < 0; k++) {
-            size_t n = strlen(names[k]);
-            if (strncmp(arg, names[k], n) != 0)
-                continue;
-            if (arg[n] == '=') {
-                which = k;
-                val = arg + n + 1;
-            } else if (arg[n] == '\0') {
-                which = k;
-                if (i + 1 >= argc)
-                    return sl_errf(err, errlen, -EINVAL, "%s: %s needs a value", prog, arg);
-                val = argv[++i];
-            }
-        }
-        long v;
-        switch (which) {
-        case 0:
-            if (shm_run_id_check(val, err, errlen) != 0)
-                return -EINVAL;
-            snprintf(a->run_id, sizeof a->run_id, "%s", val);
-            break;
-        case 1:
-        case 2:
-            if (!parse_int(val, which == 1 ? 0 : 1, RUN_RANKS_MAX - (which == 1), &v))
-                return sl_errf(err, errlen, -EINVAL, "%s: %s=%s is not an integer in range", prog, names[which], val);
-            *(which == 1 ? &a->rank : &a->ranks) = (int)v;
-            break;
-        case 3:
-        case 4: {
-            char *dst = which == 3 ? a->run_dir : a->config;
-            if (!*val || strlen(val) >= PATH_MAX)
-                return sl_errf(err, errlen, -EINVAL, "%s: %s needs a path shorter than %d bytes", prog, names[which],
-                               PATH_MAX);
-            snprintf(dst, PATH_MAX, "%s", val);
-            break;
-        }
-        case 5:
-            if (!parse_int(val, 0, (long)METRICS_BLOCKS_MAX - 1, &block))
-                return sl_errf(err, errlen, -EINVAL, "%s: --metrics-block=%s is not a block index", prog, val);
-            break;
-        case 6:
-            if (!parse_int(val, 0, 1000000, &v))
-                return sl_errf(err, errlen, -EINVAL, "%s: --start-epoch=%s is not an epoch number", prog, val);
-            a->start_epoch = (uint32_t)v;
-            break;
-        case 7:
-        case 8:
-            if (!parse_int(val, which == 7 ? 0 : 1, RUN_WORLD_MAX - (which == 7), &v))
-                return sl_errf(err, errlen, -EINVAL, "%s: %s=%s is not an integer in range", prog, names[which], val);
-            *(which == 7 ? &a->node : &a->nodes) = (int)v;
-            break;
-        default:
-            return sl_errf(err, errlen, -EINVAL,
-                           "%s: unknown argument '%s'; stages are started by gnnlaunch "
-                           "(see docs/architecture.md)",
-                           prog, arg);
-        }
-    }
+    int64_t rank = -1, ranks = -1, block = -1, start = 0, node = 0, nodes = 1;
+    const struct opt opts[] = {
+        {.name = "--run", .kind = OPT_FN, .dst = a->run_id, .fn = take_run_id},
+        {.name = "--rank", .kind = OPT_INT, .dst = &rank, .lo = 0, .hi = RUN_RANKS_MAX - 1},
+        {.name = "--ranks", .kind = OPT_INT, .dst = &ranks, .lo = 1, .hi = RUN_RANKS_MAX},
+        {.name = "--run-dir", .kind = OPT_STR, .dst = a->run_dir, .len = PATH_MAX},
+        {.name = "--config", .kind = OPT_STR, .dst = a->config, .len = PATH_MAX},
+        {.name = "--metrics-block",
+         .kind = OPT_INT,
+         .dst = &block,
+         .lo = 0,
+         .hi = (int64_t)METRICS_BLOCKS_MAX - 1,
+         .what = "is not a block index"},
+        {.name = "--start-epoch",
+         .kind = OPT_INT,
+         .dst = &start,
+         .lo = 0,
+         .hi = 1000000,
+         .what = "is not an epoch number"},
+        {.name = "--node", .kind = OPT_INT, .dst = &node, .lo = 0, .hi = RUN_WORLD_MAX - 1},
+        {.name = "--nodes", .kind = OPT_INT, .dst = &nodes, .lo = 1, .hi = RUN_WORLD_MAX},
+        {.name = "--resume", .kind = OPT_FLAG, .dst = &a->resume},
+        {.name = "--trace", .kind = OPT_FLAG, .dst = &a->trace},
+    };
+    int rc = opt_parse(prog, opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL,
+                       "; stages are started by gnnlaunch (see docs/architecture.md)", err, errlen);
+    if (rc != 0)
+        return rc;
+    a->rank = (int)rank;
+    a->ranks = (int)ranks;
+    a->start_epoch = (uint32_t)start;
+    a->node = (int)node;
+    a->nodes = (int)nodes;
     if (!a->run_id[0] || a->rank < 0 || a->ranks < 0 || !a->run_dir[0] || !a->config[0] || block < 0)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: missing --run, --rank, --ranks, --run-dir, --config or "
