@@ -3,10 +3,13 @@
  * policy table registered here (its region where the layout says, its
  * victims used, hints reaching it), pins through heavy eviction and over
  * the pin budget, and dirty rows written back exactly once (on eviction,
- * by flush, never for clean rows, retried after a failed write-back). */
+ * by flush, never for clean rows, retried after a failed write-back), and
+ * learnable rows round-tripping through write-back under threads. */
 #include "tests/t_util.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 
 #include "stages/featbuf.h"
@@ -481,13 +484,143 @@ static void test_dirty(void **state)
     unmk(&b);
 }
 
+/* ---- learnable rows under threads ------------------------------------- */
+
+/* Each row's first word is a counter kept in a backing store: a loader
+ * reads it from the store, the owning thread (node % RT_THREADS) bumps it
+ * in place and marks it dirty, and eviction or flush writes it back. No
+ * update may be lost: at the end the store holds every node's update count.
+ * Two nodes stay pinned throughout. S = threads x batch + pins. */
+#define RT_THREADS 4
+#define RT_BATCH 4
+#define RT_NODES 96
+#define RT_ROUNDS 3000
+
+struct rt {
+    struct featbuf fb;
+    _Atomic uint64_t store[RT_NODES];
+    _Atomic uint64_t writebacks;
+    uint64_t updates[RT_THREADS][RT_NODES];
+    _Atomic int failures;
+};
+
+struct rt_arg {
+    struct rt *rt;
+    int id;
+};
+
+static int rt_write_back(void *ctx, uint64_t node, uint32_t slot, const void *row, size_t row_bytes)
+{
+    (void)slot;
+    (void)row_bytes;
+    struct rt *rt = ctx;
+    atomic_store(&rt->store[node], *(const uint64_t *)row);
+    atomic_fetch_add(&rt->writebacks, 1);
+    return 0;
+}
+
+static void *rt_main(void *arg)
+{
+    struct rt_arg *a = arg;
+    struct rt *rt = a->rt;
+    unsigned seed = 77u + (unsigned)a->id;
+    uint64_t nodes[RT_BATCH];
+    uint32_t slots[RT_BATCH];
+    uint8_t action[RT_BATCH];
+    for (int round = 0; round < RT_ROUNDS; round++) {
+        for (int i = 0; i < RT_BATCH; i++) { /* distinct nodes */
+            uint64_t v;
+            int dup;
+            do {
+                v = (uint64_t)(rand_r(&seed) % RT_NODES);
+                dup = 0;
+                for (int j = 0; j < i; j++)
+                    dup |= nodes[j] == v;
+            } while (dup);
+            nodes[i] = v;
+        }
+        if (featbuf_acquire_many(&rt->fb, nodes, RT_BATCH, slots, action) != 0)
+            goto fail;
+        for (int i = 0; i < RT_BATCH; i++)
+            if (action[i] == FEATBUF_LOAD) {
+                uint64_t *row = featbuf_row(&rt->fb, slots[i]);
+                row[0] = atomic_load(&rt->store[nodes[i]]);
+                if (featbuf_loaded(&rt->fb, slots[i]) != 0)
+                    goto fail;
+            }
+        for (int i = 0; i < RT_BATCH; i++) {
+            if (action[i] == FEATBUF_WAIT && featbuf_wait_valid(&rt->fb, slots[i], 10000) != 0)
+                goto fail;
+            if ((int)(nodes[i] % RT_THREADS) == a->id && rand_r(&seed) % 2) {
+                uint64_t *row = featbuf_row(&rt->fb, slots[i]);
+                row[0]++;
+                rt->updates[a->id][nodes[i]]++;
+                if (featbuf_mark_dirty(&rt->fb, slots[i]) != 0)
+                    goto fail;
+            }
+        }
+        if (featbuf_release_many(&rt->fb, slots, RT_BATCH) != 0)
+            goto fail;
+    }
+    return NULL;
+fail:
+    atomic_fetch_add(&rt->failures, 1);
+    return NULL;
+}
+
+static void test_learnable_threads(void **state)
+{
+    (void)state;
+    struct buf b;
+    mk(&b, (struct featbuf_params){.n_nodes = RT_NODES, .nslots = RT_THREADS * RT_BATCH + 2, .pin_slots = 2});
+    struct rt *rt = calloc(1, sizeof *rt);
+    assert_non_null(rt);
+    rt->fb = b.fb;
+    featbuf_set_writeback(&rt->fb, rt_write_back, rt);
+    assert_int_equal(featbuf_pin(&rt->fb, 0), 0);
+    assert_int_equal(featbuf_pin(&rt->fb, 1), 0);
+    pthread_t th[RT_THREADS];
+    struct rt_arg args[RT_THREADS];
+    for (int t = 0; t < RT_THREADS; t++) {
+        args[t] = (struct rt_arg){rt, t};
+        assert_int_equal(pthread_create(&th[t], NULL, rt_main, &args[t]), 0);
+    }
+    for (int t = 0; t < RT_THREADS; t++)
+        pthread_join(th[t], NULL);
+    assert_int_equal(atomic_load(&rt->failures), 0);
+    checked(&rt->fb);
+    uint32_t s0 = featbuf_lookup(&rt->fb, 0), s1 = featbuf_lookup(&rt->fb, 1);
+    assert_true(s0 != FEATBUF_ABSENT && s1 != FEATBUF_ABSENT);
+    struct featbuf_stats st;
+    assert_int_equal(featbuf_stats(&rt->fb, &st), 0);
+    assert_true(st.evictions > 0);
+    int flushed = featbuf_flush(&rt->fb);
+    assert_true(flushed >= 0);
+    assert_int_equal(featbuf_flush(&rt->fb), 0);
+    uint64_t marked = 0;
+    for (uint64_t v = 0; v < RT_NODES; v++) {
+        uint64_t want = 0;
+        for (int t = 0; t < RT_THREADS; t++)
+            want += rt->updates[t][v];
+        marked += want;
+        if (atomic_load(&rt->store[v]) != want)
+            fail_msg("node %llu: store holds %llu after %llu updates", (unsigned long long)v,
+                     (unsigned long long)atomic_load(&rt->store[v]), (unsigned long long)want);
+    }
+    assert_true(atomic_load(&rt->writebacks) <= marked);
+    assert_int_equal(featbuf_stats(&rt->fb, &st), 0);
+    assert_int_equal(st.writebacks, atomic_load(&rt->writebacks));
+    printf("# %llu updates, %llu write-backs (%d by flush), %llu evictions\n", (unsigned long long)marked,
+           (unsigned long long)st.writebacks, flushed, (unsigned long long)st.evictions);
+    free(rt);
+    munmap(b.mem, b.len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lru_order),
-        cmocka_unit_test(test_registered_policy),
-        cmocka_unit_test(test_pin),
-        cmocka_unit_test(test_dirty),
+        cmocka_unit_test(test_lru_order), cmocka_unit_test(test_registered_policy), cmocka_unit_test(test_pin),
+        cmocka_unit_test(test_dirty),     cmocka_unit_test(test_learnable_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
