@@ -1,23 +1,38 @@
-/* featbuf.c - the per-rank feature buffer (API in featbuf.h).
+/* featbuf.c - the per-rank feature buffer (API in featbuf.h): the
+ * protocol core. Pins, dirty rows, hints, checks and the policy registry
+ * are in featbuf_hooks.c; each eviction policy is a file of its own behind
+ * struct featbuf_policy_ops (featbuf_policy.h; LRU in featbuf_lru.c).
  *
  * Protocol
  * --------
  * Memory (one segment, or memory the creator owns, page aligned):
  *
  *     struct featbuf_hdr   read-only line (magic, version, sizes, offsets,
- *                          policy) written once by featbuf_mem_format; the
- *                          process-shared robust mutex; the broken flag;
- *                          standby head/tail/length; counters
+ *                          policy id, pin_slots) written once by
+ *                          featbuf_mem_format; the process-shared robust
+ *                          mutex; the broken flag; standby and pin counts;
+ *                          counters
  *     slots                nslots x struct featbuf_slot (node, refs,
- *                          state futex word, waiters, standby prev/next)
+ *                          state futex word, waiters, standby and dirty
+ *                          flags)
+ *     policy region        policy_bytes (the policy's region_size), 64-byte
+ *                          aligned, laid out by its init, written only by
+ *                          its functions (LRU: the standby list's links)
+ *     pins                 ceil(n_nodes / 64) x uint64 pinned-node bits,
+ *                          only when pin_slots > 0
  *     map                  n_nodes x uint32 slot index or FEATBUF_ABSENT
  *     rows                 nslots x stride bytes, page aligned (CPU only)
+ *   Every process binds with the offsets checked against the layout its own
+ *   policy table implies, so a process whose table for the id asks for
+ *   another region size is refused.
  *
  * The lock. One mutex (PTHREAD_PROCESS_SHARED, PTHREAD_MUTEX_ROBUST)
- *   guards the map, every slot's node/refs/links and the standby list.
+ *   guards the map, every slot's node/refs/flags, the pin bits, the
+ *   standby set and the policy's region (its functions run only inside).
  *   Extractors take it once per batch (featbuf_acquire_many) and the
  *   releaser once per trained batch (featbuf_release_many); inside, each
- *   node costs a map lookup and O(1) list surgery, so a batch of 10^5 nodes
+ *   node costs a map lookup and an O(1) policy call (LRU: list surgery),
+ *   so a batch of 10^5 nodes
  *   holds it for about a millisecond, while the same batch's reads take tens
  *   of milliseconds. Contention is bounded by batch rate, not row rate;
  *   a finer scheme (per-node CAS on the map, as GNNDrive does) is a later
@@ -54,15 +69,17 @@
  *   changed word makes a racing FUTEX_WAIT return at once.
  *
  * Who writes what: the creator formats everything once and stores the
- *   magic last (release). Under the lock: the map, slot node/refs/links,
- *   standby head/tail/count, counters, and the state transitions that
+ *   magic last (release). Under the lock: the map, slot node/refs/flags,
+ *   pin bits, the policy region, counts and counters, and the state
+ *   transitions that
  *   start or abandon a load. Without the lock: LOADING -> VALID (claimer),
  *   `waiters` (waiters), the broken flag and bits (mark_broken). A row's
  *   bytes are written only by the claimer of its LOADING slot, read by
- *   holders of a reference on its VALID slot, and owned by the buffer's
- *   creator like the rest of the segment.
+ *   holders of a reference on its VALID slot (a holder that changes it
+ *   marks it dirty: featbuf_mark_dirty), and owned by the buffer's creator
+ *   like the rest of the segment.
  *
- * The reserve. -EAGAIN means every slot is referenced. References are held
+ * The reserve. -EAGAIN means every slot is referenced or pinned. References are held
  *   by extractors in the middle of a batch and by whole batches downstream
  *   (train queue, trainer), which the releaser drops without waiting on
  *   anything in this buffer. With S >= extractors x max_nodes_per_batch,
@@ -74,6 +91,12 @@
  *   batch holds nothing while it waits. If nothing is downstream (the
  *   stress test: each extractor releases its own batch) -EAGAIN cannot
  *   happen at all at that size.
+ *   Pins: a slot whose node is pinned never goes on standby, so it is as
+ *   good as referenced for ever. featbuf_pin refuses (-ENOSPC) to pin more
+ *   than pin_slots nodes, resident or not, and the creator sizes
+ *   S >= extractors x max_nodes_per_batch + pin_slots: the unpinned slots
+ *   are then at least the reserve and the argument above holds for them
+ *   (extractor references on pinned slots only lower their count).
  *
  *   A caller that got -EAGAIN sleeps in featbuf_wait_standby() on the
  *   header's `standby_seq` word, read before its acquire; a release that
@@ -82,10 +105,29 @@
  *   pattern as the slot words). A release between the caller's read and
  *   its sleep changes the word, so that wake-up is never lost.
  *
- * Eviction is a policy behind struct featbuf_policy_ops, called with the
- *   lock held: put (refs reached 0), take (a hit on a standby slot) and
- *   victim (pick and remove the slot to reuse). LRU keeps the standby list
- *   oldest first; a lookahead policy can pick another member later.
+ * Standby and the policy. The core keeps which slots are on standby (the
+ *   slot's `standby` flag, the header's count): exactly the unreferenced
+ *   slots whose node is not pinned. Each change is told to the policy
+ *   under the lock (contract in featbuf_policy.h): put (joins: refs reached
+ *   0, or unpinned while unreferenced), take (leaves: a new reference, or a
+ *   pin) and victim (the policy picks and removes one to reuse). hint
+ *   passes sampled batches through. LRU keeps the standby list oldest
+ *   first, empty slots in front; a lookahead policy can pick another.
+ *
+ * Dirty rows and write-back. featbuf_mark_dirty sets the slot's dirty flag
+ *   (lock held; the caller holds a reference, so the slot cannot be
+ *   reused meanwhile). When acquire's victim is dirty, the core calls the
+ *   acquiring process's write-back with the lock held, before the node
+ *   leaves the map, and clears the flag only if it succeeds; on failure the
+ *   slot goes back on standby, dirty, and the acquire fails (all or
+ *   nothing, as for -EAGAIN). Holding the lock over the write-back is the
+ *   safe choice: no other process can see the slot half reused, take a
+ *   new reference on the node while its old bytes are being saved, or load
+ *   the node from disk before its newer bytes reach it; the price is the
+ *   write's time added to the lock hold, paid only by dirty evictions.
+ *   featbuf_flush writes back every unreferenced dirty row the same way.
+ *   Each dirty row is written back once per marking: the flag is cleared
+ *   under the same hold of the lock as the successful write.
  *
  * Dead peers. A loader that dies leaves its slot LOADING: waiters sleep
  *   until their timeout or until the supervisor calls
@@ -95,61 +137,18 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/util.h"
 #include "ipc/futex.h"
+#include "stages/featbuf_int.h"
 
-#define LINK_NIL UINT32_MAX        /* end of the standby list */
-#define LINK_OFF (UINT32_MAX - 1u) /* prev/next of a slot not on standby */
-#define STATE_MASK 0x3u
-#define STATE_BROKEN 0x4u /* added to LOADING words by mark_broken */
 #define PAGE 4096u
+#define POLICY_BYTES_MAX (1ull << 48)
 
-struct featbuf_hdr {
-    _Atomic uint64_t magic; /* FEATBUF_MAGIC; stored last (release) */
-    uint32_t version;
-    uint32_t nslots;
-    uint64_t n_nodes;
-    uint64_t row_bytes;
-    uint64_t stride;
-    uint64_t slots_off; /* offsets from the start of the memory */
-    uint64_t map_off;
-    uint64_t rows_off; /* 0 when rows are on the device */
-    uint64_t total;
-    uint32_t policy;
-    uint32_t reserved0;
-    _Alignas(64) pthread_mutex_t lock;
-    _Atomic uint32_t broken;
-    _Alignas(64) _Atomic uint32_t standby_seq; /* futex word: bumped when slots reach standby */
-    _Atomic uint32_t standby_waiters;
-    /* guarded by lock, on their own line */
-    _Alignas(64) uint32_t head;
-    uint32_t tail, count;
-    uint64_t hits, waits, loads, evictions, failed;
-};
-
-struct featbuf_slot {
-    uint64_t node;          /* FEATBUF_NONE when it holds none (lock) */
-    uint32_t refs;          /* references held (lock) */
-    _Atomic uint32_t state; /* enum featbuf_state [+ STATE_BROKEN]; futex word */
-    _Atomic uint32_t waiters;
-    uint32_t prev, next; /* standby links, LINK_OFF when not on it (lock) */
-    uint32_t reserved0;
-};
-
-struct featbuf_policy_ops {
-    const char *name;
-    void (*put)(struct featbuf *fb, uint32_t slot); /* refs reached 0 */
-    void (*take)(struct featbuf *fb, uint32_t slot); /* hit on a standby slot */
-    uint32_t (*victim)(struct featbuf *fb);          /* pick + remove; LINK_NIL if none */
-};
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void fb_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)
         return;
@@ -159,93 +158,30 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- standby list (doubly linked through the slots, lock held) ---------- */
-
-static void list_unlink(struct featbuf *fb, uint32_t s)
-{
-    struct featbuf_hdr *h = fb->hdr;
-    struct featbuf_slot *x = &fb->slots[s];
-    if (x->prev == LINK_NIL)
-        h->head = x->next;
-    else
-        fb->slots[x->prev].next = x->next;
-    if (x->next == LINK_NIL)
-        h->tail = x->prev;
-    else
-        fb->slots[x->next].prev = x->prev;
-    x->prev = x->next = LINK_OFF;
-    h->count--;
-}
-
-static void list_push_tail(struct featbuf *fb, uint32_t s)
-{
-    struct featbuf_hdr *h = fb->hdr;
-    struct featbuf_slot *x = &fb->slots[s];
-    x->next = LINK_NIL;
-    x->prev = h->tail;
-    if (h->tail == LINK_NIL)
-        h->head = s;
-    else
-        fb->slots[h->tail].next = s;
-    h->tail = s;
-    h->count++;
-}
-
-static void list_push_head(struct featbuf *fb, uint32_t s)
-{
-    struct featbuf_hdr *h = fb->hdr;
-    struct featbuf_slot *x = &fb->slots[s];
-    x->prev = LINK_NIL;
-    x->next = h->head;
-    if (h->head == LINK_NIL)
-        h->tail = s;
-    else
-        fb->slots[h->head].prev = s;
-    h->head = s;
-    h->count++;
-}
-
-/* ---- LRU policy: oldest at the head; empty slots are put first --------- */
-
-static void lru_put(struct featbuf *fb, uint32_t s)
-{
-    if (fb->slots[s].node == FEATBUF_NONE)
-        list_push_head(fb, s); /* nothing worth keeping: reuse it first */
-    else
-        list_push_tail(fb, s);
-}
-
-static void lru_take(struct featbuf *fb, uint32_t s) { list_unlink(fb, s); }
-
-static uint32_t lru_victim(struct featbuf *fb)
-{
-    uint32_t s = fb->hdr->head;
-    if (s != LINK_NIL)
-        list_unlink(fb, s);
-    return s;
-}
-
-static const struct featbuf_policy_ops policies[FEATBUF_POLICY_MAX_] = {
-    [FEATBUF_POLICY_LRU] = {"lru", lru_put, lru_take, lru_victim},
-};
-
 /* ---- layout ------------------------------------------------------------ */
 
 struct layout {
-    uint64_t stride, slots_off, map_off, rows_off, total;
+    uint64_t stride, slots_off, policy_off, policy_bytes, pins_off, map_off, rows_off, total;
+    const struct featbuf_policy_ops *ops;
 };
 
 static int plan(const struct featbuf_params *p, struct layout *l, char *err, size_t errlen)
 {
     if (!p || p->nslots == 0 || p->nslots > FEATBUF_SLOTS_MAX || p->n_nodes == 0 || p->row_bytes == 0 ||
-        p->policy >= FEATBUF_POLICY_MAX_) {
-        set_err(err, errlen, "feature buffer: bad parameters (need 1..%u slots, nodes > 0, row bytes > 0, a known "
-                "policy); check the [buffer] section of the config", FEATBUF_SLOTS_MAX);
+        p->pin_slots >= p->nslots) {
+        fb_set_err(err, errlen, "feature buffer: bad parameters (need 1..%u slots, nodes > 0, row bytes > 0, "
+                   "fewer pinnable slots than slots); check the [buffer] section of the config", FEATBUF_SLOTS_MAX);
+        return -EINVAL;
+    }
+    l->ops = featbuf_policy_find(p->policy);
+    if (!l->ops) {
+        fb_set_err(err, errlen, "feature buffer: eviction policy %u is unknown to this process; register it "
+                   "(featbuf_policy_register) before creating or attaching", p->policy);
         return -EINVAL;
     }
     uint64_t align = p->row_align ? p->row_align : FEATBUF_ROW_ALIGN_DEFAULT;
     if (align & (align - 1)) {
-        set_err(err, errlen, "feature buffer: row alignment %zu is not a power of two", p->row_align);
+        fb_set_err(err, errlen, "feature buffer: row alignment %zu is not a power of two", p->row_align);
         return -EINVAL;
     }
     uint64_t v, map_bytes, rows_bytes = 0;
@@ -253,6 +189,16 @@ static int plan(const struct featbuf_params *p, struct layout *l, char *err, siz
     l->slots_off = sl_round_up(sizeof(struct featbuf_hdr), 64);
     if (sl_mul_ovf(p->nslots, sizeof(struct featbuf_slot), &v) || sl_add_ovf(l->slots_off, v, &v))
         goto ovf;
+    l->policy_off = sl_round_up(v, 64);
+    l->policy_bytes = l->ops->region_size(p);
+    if (l->policy_bytes > POLICY_BYTES_MAX || sl_add_ovf(l->policy_off, l->policy_bytes, &v))
+        goto ovf;
+    l->pins_off = 0;
+    if (p->pin_slots) {
+        l->pins_off = sl_round_up(v, 64);
+        if (sl_add_ovf(l->pins_off, (p->n_nodes + 63) / 64 * sizeof(uint64_t), &v))
+            goto ovf;
+    }
     l->map_off = sl_round_up(v, 64);
     if (sl_mul_ovf(p->n_nodes, sizeof(uint32_t), &map_bytes) || sl_add_ovf(l->map_off, map_bytes, &v) ||
         v > UINT64_MAX - PAGE)
@@ -269,8 +215,8 @@ static int plan(const struct featbuf_params *p, struct layout *l, char *err, siz
         goto ovf;
     return 0;
 ovf:
-    set_err(err, errlen, "feature buffer: %u slots x %zu-byte rows for %llu nodes overflows the address space; "
-            "use fewer slots", p->nslots, p->row_bytes, (unsigned long long)p->n_nodes);
+    fb_set_err(err, errlen, "feature buffer: %u slots x %zu-byte rows for %llu nodes overflows the address space; "
+               "use fewer slots", p->nslots, p->row_bytes, (unsigned long long)p->n_nodes);
     return -ENOMEM;
 }
 
@@ -288,6 +234,23 @@ size_t featbuf_map_bytes(const struct featbuf_params *p)
     return (size_t)v;
 }
 
+/* Points fb's arrays into mem laid out as l (sizes already checked). */
+static void point(struct featbuf *fb, unsigned char *base, const struct layout *l, uint64_t n_nodes,
+                  uint32_t nslots, uint32_t pin_slots)
+{
+    fb->hdr = (struct featbuf_hdr *)base;
+    fb->slots = (struct featbuf_slot *)(base + l->slots_off);
+    fb->policy_mem = l->policy_bytes ? base + l->policy_off : NULL;
+    fb->pins = l->pins_off ? (uint64_t *)(base + l->pins_off) : NULL;
+    fb->map = (uint32_t *)(base + l->map_off);
+    fb->rows = l->rows_off ? base + l->rows_off : NULL;
+    fb->stride = (size_t)l->stride;
+    fb->nslots = nslots;
+    fb->pin_slots = pin_slots;
+    fb->n_nodes = n_nodes;
+    fb->policy = l->ops;
+}
+
 int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, char *err, size_t errlen)
 {
     struct layout l;
@@ -295,8 +258,8 @@ int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, ch
     if (rc)
         return rc;
     if (!mem || len < l.total || ((uintptr_t)mem % PAGE)) {
-        set_err(err, errlen, "feature buffer: needs %llu bytes of page-aligned memory, got %zu",
-                (unsigned long long)l.total, len);
+        fb_set_err(err, errlen, "feature buffer: needs %llu bytes of page-aligned memory, got %zu",
+                   (unsigned long long)l.total, len);
         return -EINVAL;
     }
     unsigned char *base = mem;
@@ -308,10 +271,14 @@ int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, ch
     h->row_bytes = p->row_bytes;
     h->stride = l.stride;
     h->slots_off = l.slots_off;
+    h->policy_off = l.policy_off;
+    h->policy_bytes = l.policy_bytes;
+    h->pins_off = l.pins_off;
     h->map_off = l.map_off;
     h->rows_off = l.rows_off;
     h->total = l.total;
     h->policy = p->policy;
+    h->pin_slots = p->pin_slots;
 
     pthread_mutexattr_t ma;
     if ((rc = pthread_mutexattr_init(&ma)) != 0)
@@ -329,18 +296,23 @@ int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, ch
         slots[i].refs = 0;
         atomic_init(&slots[i].state, FEATBUF_INVALID);
         atomic_init(&slots[i].waiters, 0);
-        slots[i].prev = i == 0 ? LINK_NIL : i - 1;
-        slots[i].next = i + 1 == p->nslots ? LINK_NIL : i + 1;
+        slots[i].standby = 1;
+        slots[i].dirty = 0;
         slots[i].reserved0 = 0;
     }
-    h->head = 0;
-    h->tail = p->nslots - 1;
-    h->count = p->nslots;
+    h->standby = p->nslots;
+    if (l.pins_off)
+        memset(base + l.pins_off, 0, (size_t)((p->n_nodes + 63) / 64 * sizeof(uint64_t)));
     memset(base + l.map_off, 0xff, (size_t)(p->n_nodes * sizeof(uint32_t))); /* FEATBUF_ABSENT */
+    /* the policy's init, through a handle on this memory alone */
+    struct featbuf tmp = {0};
+    point(&tmp, base, &l, p->n_nodes, p->nslots, p->pin_slots);
+    tmp.row_bytes = p->row_bytes;
+    l.ops->init(&tmp);
     atomic_store_explicit(&h->magic, FEATBUF_MAGIC, memory_order_release);
     return 0;
 mutex_err:
-    set_err(err, errlen, "feature buffer: cannot make a process-shared robust mutex: %s", strerror(rc));
+    fb_set_err(err, errlen, "feature buffer: cannot make a process-shared robust mutex: %s", strerror(rc));
     return -rc;
 }
 
@@ -355,41 +327,44 @@ static int bind_mem(struct featbuf *fb, void *mem, size_t len, char *err, size_t
     struct featbuf_hdr *h = mem;
     if (!mem || len < sizeof *h || atomic_load_explicit(&h->magic, memory_order_acquire) != FEATBUF_MAGIC ||
         h->version != FEATBUF_VERSION) {
-        set_err(err, errlen, "feature buffer: memory is not a version %u feature buffer; recreate the run",
-                FEATBUF_VERSION);
+        fb_set_err(err, errlen, "feature buffer: memory is not a version %u feature buffer; recreate the run",
+                   FEATBUF_VERSION);
         return -EINVAL;
     }
     const volatile struct featbuf_hdr *vh = h;
     const uint64_t n_nodes = vh->n_nodes, row_bytes = vh->row_bytes, stride = vh->stride, rows_off = vh->rows_off,
-                   total = vh->total, slots_off = vh->slots_off, map_off = vh->map_off;
-    const uint32_t nslots = vh->nslots, policy = vh->policy;
+                   total = vh->total, slots_off = vh->slots_off, map_off = vh->map_off, policy_off = vh->policy_off,
+                   policy_bytes = vh->policy_bytes, pins_off = vh->pins_off;
+    const uint32_t nslots = vh->nslots, policy = vh->policy, pin_slots = vh->pin_slots;
     struct featbuf_params p = {.n_nodes = n_nodes, .nslots = nslots, .row_bytes = (size_t)row_bytes,
-                               .row_align = 1, .rows_on_device = rows_off == 0, .policy = policy};
+                               .row_align = 1, .rows_on_device = rows_off == 0, .policy = policy,
+                               .pin_slots = pin_slots};
+    if (policy < FEATBUF_POLICY_IDS && !featbuf_policy_find(policy)) {
+        fb_set_err(err, errlen, "feature buffer: its eviction policy %u is unknown to this process; register it "
+                   "(featbuf_policy_register) before attaching", policy);
+        return -EINVAL;
+    }
     struct layout l;
     /* Where the last array ends: the node map (rows on the device: l.total
      * of that layout) or the rows at the header's stride. It must lie
      * within the header's total, and that within the memory really there. */
     uint64_t rows_bytes = 0, end = 0;
     bool bad = row_bytes > SIZE_MAX || plan(&p, &l, NULL, 0) || slots_off != l.slots_off || map_off != l.map_off ||
+               policy_off != l.policy_off || policy_bytes != l.policy_bytes || pins_off != l.pins_off ||
                stride < row_bytes || stride > SIZE_MAX || (rows_off && rows_off != l.rows_off);
     if (!bad && rows_off == 0)
         end = l.total;
     else if (!bad)
         bad = sl_mul_ovf(nslots, stride, &rows_bytes) || sl_add_ovf(rows_off, rows_bytes, &end);
     if (bad || end > total || total > len) {
-        set_err(err, errlen, "feature buffer: header sizes do not match its %zu bytes; the segment is damaged", len);
+        fb_set_err(err, errlen, "feature buffer: header sizes do not match its %zu bytes; the segment is damaged",
+                   len);
         return -EINVAL;
     }
-    unsigned char *base = mem;
-    fb->hdr = h;
-    fb->slots = (struct featbuf_slot *)(base + slots_off);
-    fb->map = (uint32_t *)(base + map_off);
-    fb->rows = rows_off ? base + rows_off : NULL;
-    fb->stride = (size_t)stride;
+    l.stride = stride;
+    l.rows_off = rows_off;
+    point(fb, mem, &l, n_nodes, nslots, pin_slots);
     fb->row_bytes = (size_t)row_bytes;
-    fb->nslots = nslots;
-    fb->n_nodes = n_nodes;
-    fb->policy = &policies[policy];
     return 0;
 }
 
@@ -398,7 +373,6 @@ int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t er
     memset(fb, 0, sizeof *fb); /* memory the caller owns: no segment to unmap later */
     return bind_mem(fb, mem, len, err, errlen);
 }
-
 int featbuf_create(struct featbuf *fb, const char *run_id, const char *object, const struct featbuf_params *p,
                    char *err, size_t errlen)
 {
@@ -455,8 +429,8 @@ void featbuf_mark_broken(struct featbuf *fb)
     for (uint32_t i = 0; i < fb->nslots; i++) {
         struct featbuf_slot *x = &fb->slots[i];
         uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed);
-        while ((st & STATE_MASK) == FEATBUF_LOADING && !(st & STATE_BROKEN) &&
-               !atomic_compare_exchange_weak_explicit(&x->state, &st, st | STATE_BROKEN, memory_order_seq_cst,
+        while ((st & FB_STATE_MASK) == FEATBUF_LOADING && !(st & FB_STATE_BROKEN) &&
+               !atomic_compare_exchange_weak_explicit(&x->state, &st, st | FB_STATE_BROKEN, memory_order_seq_cst,
                                                       memory_order_relaxed))
             ;
         if (atomic_load_explicit(&x->waiters, memory_order_seq_cst))
@@ -488,15 +462,14 @@ static int lock_taken(struct featbuf *fb, int rc)
     return 0;
 }
 
-/* 0 with the lock held, or -EPIPE (broken; the lock is not held). */
-static int lock(struct featbuf *fb)
+int fb_lock(struct featbuf *fb)
 {
     if (is_broken(fb))
         return -EPIPE;
     return lock_taken(fb, pthread_mutex_lock(&fb->hdr->lock));
 }
 
-static void unlock(struct featbuf *fb) { pthread_mutex_unlock(&fb->hdr->lock); }
+void fb_unlock(struct featbuf *fb) { pthread_mutex_unlock(&fb->hdr->lock); }
 
 /* ---- debug checks ------------------------------------------------------ */
 
@@ -506,15 +479,14 @@ static void unlock(struct featbuf *fb) { pthread_mutex_unlock(&fb->hdr->lock); }
 static void debug_slot(struct featbuf *fb, uint32_t s)
 {
     struct featbuf_slot *x = &fb->slots[s];
-    bool on = x->prev != LINK_OFF;
-    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & STATE_MASK;
-    bool ok = (x->refs == 0) == on && (x->prev == LINK_OFF) == (x->next == LINK_OFF) &&
+    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & FB_STATE_MASK;
+    bool ok = (x->refs == 0 && !fb_node_pinned(fb, x->node)) == (x->standby != 0) &&
               (x->node == FEATBUF_NONE ? st == FEATBUF_INVALID
                                        : x->node < fb->n_nodes && fb->map[x->node] == s && st != FEATBUF_INVALID) &&
-              (st != FEATBUF_LOADING || x->refs > 0);
+              (st != FEATBUF_LOADING || x->refs > 0) && (!x->dirty || st == FEATBUF_VALID);
     if (!ok) {
-        fprintf(stderr, "featbuf: invariant broken at slot %u (node %llu refs %u state %u prev %u next %u)\n", s,
-                (unsigned long long)x->node, x->refs, st, x->prev, x->next);
+        fprintf(stderr, "featbuf: invariant broken at slot %u (node %llu refs %u state %u standby %u dirty %u)\n", s,
+                (unsigned long long)x->node, x->refs, st, x->standby, x->dirty);
         abort();
     }
 }
@@ -522,6 +494,62 @@ static void debug_slot(struct featbuf *fb, uint32_t s)
 #else
 #define DEBUG_SLOT(fb, s) ((void)0)
 #endif
+
+/* ---- standby (lock held) ------------------------------------------------ */
+
+void fb_slot_put(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_slot *x = &fb->slots[s];
+    if (fb_node_pinned(fb, x->node))
+        return; /* held by its pin */
+    x->standby = 1;
+    fb->hdr->standby++;
+    fb->policy->put(fb, s, x->node != FEATBUF_NONE);
+}
+
+void fb_slot_take(struct featbuf *fb, uint32_t s)
+{
+    fb->slots[s].standby = 0;
+    fb->hdr->standby--;
+    fb->policy->take(fb, s);
+}
+
+/* The policy's victim, off standby: a slot index, or FEATBUF_NO_SLOT. A
+ * policy that names a slot not on standby has broken the buffer. */
+static uint32_t slot_victim(struct featbuf *fb)
+{
+    uint32_t s = fb->policy->victim(fb);
+    if (s == FEATBUF_NO_SLOT)
+        return s;
+    if (s >= fb->nslots || !fb->slots[s].standby) {
+        fprintf(stderr, "featbuf: policy %s chose slot %u, which is not on standby\n", fb->policy->name, s);
+        featbuf_mark_broken(fb);
+        return FEATBUF_NO_SLOT;
+    }
+    fb->slots[s].standby = 0;
+    fb->hdr->standby--;
+    return s;
+}
+
+int fb_write_back(struct featbuf *fb, uint32_t s)
+{
+    struct featbuf_slot *x = &fb->slots[s];
+    if (!fb->writeback)
+        return -EINVAL;
+    int rc = fb->writeback(fb->writeback_ctx, x->node, s, featbuf_row(fb, s), fb->row_bytes);
+    if (rc)
+        return rc < 0 ? rc : -EIO;
+    x->dirty = 0;
+    fb->hdr->writebacks++;
+    return 0;
+}
+
+void fb_standby_wake(struct featbuf *fb)
+{
+    atomic_fetch_add_explicit(&fb->hdr->standby_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&fb->hdr->standby_waiters, memory_order_seq_cst))
+        futex_wake(&fb->hdr->standby_seq, INT_MAX);
+}
 
 /* ---- acquire / release (lock held) -------------------------------------- */
 
@@ -533,9 +561,9 @@ static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uin
     uint32_t s = fb->map[node];
     if (s != FEATBUF_ABSENT) {
         struct featbuf_slot *x = &fb->slots[s];
-        if (x->refs++ == 0)
-            fb->policy->take(fb, s);
-        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & STATE_MASK;
+        if (x->refs++ == 0 && x->standby)
+            fb_slot_take(fb, s);
+        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & FB_STATE_MASK;
         if (st == FEATBUF_VALID) {
             *action = FEATBUF_HIT;
             h->hits++;
@@ -547,10 +575,17 @@ static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uin
         DEBUG_SLOT(fb, s);
         return 0;
     }
-    s = fb->policy->victim(fb);
-    if (s == LINK_NIL)
-        return -EAGAIN;
+    s = slot_victim(fb);
+    if (s == FEATBUF_NO_SLOT)
+        return is_broken(fb) ? -EPIPE : -EAGAIN;
     struct featbuf_slot *x = &fb->slots[s];
+    if (x->dirty) {
+        int rc = fb_write_back(fb, s);
+        if (rc) {
+            fb_slot_put(fb, s); /* back on standby, still dirty */
+            return rc;
+        }
+    }
     if (x->node != FEATBUF_NONE) {
         fb->map[x->node] = FEATBUF_ABSENT;
         h->evictions++;
@@ -571,11 +606,11 @@ static int release_locked(struct featbuf *fb, uint32_t s)
     if (s >= fb->nslots)
         return -EINVAL;
     struct featbuf_slot *x = &fb->slots[s];
-    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & STATE_MASK;
+    uint32_t st = atomic_load_explicit(&x->state, memory_order_relaxed) & FB_STATE_MASK;
     if (x->refs == 0 || (x->refs == 1 && st == FEATBUF_LOADING))
         return -EINVAL;
     if (--x->refs == 0)
-        fb->policy->put(fb, s);
+        fb_slot_put(fb, s);
     DEBUG_SLOT(fb, s);
     return 0;
 }
@@ -586,9 +621,9 @@ static void unload_locked(struct featbuf *fb, uint32_t s)
     struct featbuf_slot *x = &fb->slots[s];
     fb->map[x->node] = FEATBUF_ABSENT;
     x->node = FEATBUF_NONE;
+    x->dirty = 0;
     atomic_store_explicit(&x->state, FEATBUF_INVALID, memory_order_seq_cst);
 }
-
 int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *action)
 {
     uint8_t t;
@@ -600,7 +635,7 @@ int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *acti
 
 int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action)
 {
-    int rc = lock(fb);
+    int rc = fb_lock(fb);
     if (rc)
         return rc;
     uint32_t i;
@@ -623,11 +658,11 @@ int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, 
             }
             struct featbuf_slot *x = &fb->slots[slots[i]];
             if (--x->refs == 0)
-                fb->policy->put(fb, slots[i]);
+                fb_slot_put(fb, slots[i]);
             DEBUG_SLOT(fb, slots[i]);
         }
     }
-    unlock(fb);
+    fb_unlock(fb);
     return rc;
 }
 
@@ -645,7 +680,7 @@ int featbuf_loaded(struct featbuf *fb, uint32_t slot)
     uint32_t expect = FEATBUF_LOADING;
     if (!atomic_compare_exchange_strong_explicit(&fb->slots[slot].state, &expect, FEATBUF_VALID,
                                                  memory_order_seq_cst, memory_order_relaxed))
-        return (expect & STATE_BROKEN) || is_broken(fb) ? -EPIPE : -EINVAL;
+        return (expect & FB_STATE_BROKEN) || is_broken(fb) ? -EPIPE : -EINVAL;
     wake_slot(fb, slot);
     return 0;
 }
@@ -654,18 +689,18 @@ int featbuf_load_failed(struct featbuf *fb, uint32_t slot)
 {
     if (slot >= fb->nslots)
         return -EINVAL;
-    int rc = lock(fb);
+    int rc = fb_lock(fb);
     if (rc)
         return rc;
     struct featbuf_slot *x = &fb->slots[slot];
     if (atomic_load_explicit(&x->state, memory_order_relaxed) != FEATBUF_LOADING || x->refs == 0) {
-        unlock(fb);
+        fb_unlock(fb);
         return -EINVAL;
     }
     unload_locked(fb, slot);
     fb->hdr->failed++;
     DEBUG_SLOT(fb, slot);
-    unlock(fb);
+    fb_unlock(fb);
     wake_slot(fb, slot);
     return 0;
 }
@@ -680,7 +715,7 @@ int featbuf_wait_valid(struct featbuf *fb, uint32_t slot, int timeout_ms)
         futex_deadline(&deadline, timeout_ms);
     for (;;) {
         uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire);
-        if (is_broken(fb) || (st & STATE_BROKEN))
+        if (is_broken(fb) || (st & FB_STATE_BROKEN))
             return -EPIPE;
         if (st == FEATBUF_VALID)
             return 0;
@@ -701,22 +736,19 @@ int featbuf_release(struct featbuf *fb, uint32_t slot) { return featbuf_release_
 
 int featbuf_release_many(struct featbuf *fb, const uint32_t *slots, uint32_t n)
 {
-    int rc = lock(fb), first = 0;
+    int rc = fb_lock(fb), first = 0;
     if (rc)
         return rc;
-    uint32_t before = fb->hdr->count;
+    uint32_t before = fb->hdr->standby;
     for (uint32_t i = 0; i < n; i++) {
         rc = release_locked(fb, slots[i]);
         if (rc && !first)
             first = rc; /* drop the rest anyway; report the first bad one */
     }
-    bool freed = fb->hdr->count != before;
-    unlock(fb);
-    if (freed) {
-        atomic_fetch_add_explicit(&fb->hdr->standby_seq, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&fb->hdr->standby_waiters, memory_order_seq_cst))
-            futex_wake(&fb->hdr->standby_seq, INT_MAX);
-    }
+    bool freed = fb->hdr->standby != before;
+    fb_unlock(fb);
+    if (freed)
+        fb_standby_wake(fb);
     return first;
 }
 
@@ -755,10 +787,10 @@ void *featbuf_row(const struct featbuf *fb, uint32_t slot)
 
 uint32_t featbuf_lookup(struct featbuf *fb, uint64_t node)
 {
-    if (node >= fb->n_nodes || lock(fb))
+    if (node >= fb->n_nodes || fb_lock(fb))
         return FEATBUF_ABSENT;
     uint32_t s = fb->map[node];
-    unlock(fb);
+    fb_unlock(fb);
     return s;
 }
 
@@ -766,7 +798,8 @@ static void stats_locked(struct featbuf *fb, struct featbuf_stats *out)
 {
     struct featbuf_hdr *h = fb->hdr;
     *out = (struct featbuf_stats){.hits = h->hits, .waits = h->waits, .loads = h->loads,
-                                  .evictions = h->evictions, .failed = h->failed, .standby = h->count};
+                                  .evictions = h->evictions, .failed = h->failed, .standby = h->standby,
+                                  .writebacks = h->writebacks, .pinned = h->pinned};
 }
 
 int featbuf_stats_try(struct featbuf *fb, struct featbuf_stats *out)
@@ -779,72 +812,16 @@ int featbuf_stats_try(struct featbuf *fb, struct featbuf_stats *out)
     if ((rc = lock_taken(fb, rc)) != 0)
         return rc;
     stats_locked(fb, out);
-    unlock(fb);
+    fb_unlock(fb);
     return 0;
 }
 
 int featbuf_stats(struct featbuf *fb, struct featbuf_stats *out)
 {
-    int rc = lock(fb);
+    int rc = fb_lock(fb);
     if (rc)
         return rc;
     stats_locked(fb, out);
-    unlock(fb);
+    fb_unlock(fb);
     return 0;
-}
-
-static int check_locked(struct featbuf *fb, char *err, size_t errlen)
-{
-    struct featbuf_hdr *h = fb->hdr;
-    for (uint32_t s = 0; s < fb->nslots; s++) {
-        struct featbuf_slot *x = &fb->slots[s];
-        uint32_t st = atomic_load_explicit(&x->state, memory_order_acquire) & STATE_MASK;
-        if (x->node == FEATBUF_NONE ? st != FEATBUF_INVALID : (x->node >= fb->n_nodes || fb->map[x->node] != s)) {
-            set_err(err, errlen, "slot %u: node %llu state %u disagrees with the map", s,
-                    (unsigned long long)x->node, st);
-            return -EUCLEAN;
-        }
-        if (x->node != FEATBUF_NONE && st == FEATBUF_INVALID) {
-            set_err(err, errlen, "slot %u: INVALID but holds node %llu", s, (unsigned long long)x->node);
-            return -EUCLEAN;
-        }
-        if ((x->refs == 0) != (x->prev != LINK_OFF) || (x->prev == LINK_OFF) != (x->next == LINK_OFF)) {
-            set_err(err, errlen, "slot %u: refs %u but standby links %u/%u", s, x->refs, x->prev, x->next);
-            return -EUCLEAN;
-        }
-        if (st == FEATBUF_LOADING && x->refs == 0) {
-            set_err(err, errlen, "slot %u: LOADING with no reference", s);
-            return -EUCLEAN;
-        }
-    }
-    for (uint64_t v = 0; v < fb->n_nodes; v++) {
-        uint32_t s = fb->map[v];
-        if (s != FEATBUF_ABSENT && (s >= fb->nslots || fb->slots[s].node != v)) {
-            set_err(err, errlen, "map: node %llu -> slot %u, which holds another node", (unsigned long long)v, s);
-            return -EUCLEAN;
-        }
-    }
-    uint32_t len = 0, prev = LINK_NIL;
-    for (uint32_t s = h->head; s != LINK_NIL; s = fb->slots[s].next) {
-        if (s >= fb->nslots || fb->slots[s].prev != prev || ++len > fb->nslots) {
-            set_err(err, errlen, "standby list: bad link at slot %u (after %u entries)", s, len);
-            return -EUCLEAN;
-        }
-        prev = s;
-    }
-    if (prev != h->tail || len != h->count) {
-        set_err(err, errlen, "standby list: tail %u / count %u, walked %u ending at %u", h->tail, h->count, len, prev);
-        return -EUCLEAN;
-    }
-    return 0;
-}
-
-int featbuf_check(struct featbuf *fb, char *err, size_t errlen)
-{
-    int rc = lock(fb);
-    if (rc)
-        return rc;
-    rc = check_locked(fb, err, errlen);
-    unlock(fb);
-    return rc;
 }

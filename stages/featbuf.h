@@ -1,8 +1,10 @@
 /* featbuf.h - the per-rank feature buffer (DESIGN.md section 4): S slots
  * that each hold one feature row, a node -> slot map, per-slot metadata
- * (node, reference count, state) and a standby list of unreferenced slots
- * in LRU order, all in shared memory and used at once by the extractor
- * threads of several processes and by the releaser.
+ * (node, reference count, state, dirty) and the set of unreferenced slots
+ * on standby, ordered for reuse by an eviction policy (LRU unless asked;
+ * the policy table is in featbuf_policy.h), all in shared memory and used
+ * at once by the extractor threads of several processes and by the
+ * releaser.
  *
  * Rows. On the CPU the rows live in the same memory, after the metadata:
  * S rows of `stride` bytes (row_bytes rounded up to row_align), the first
@@ -20,13 +22,23 @@
  *     FEATBUF_LOAD  the slot was claimed for this caller: write the row, then
  *                   featbuf_loaded() (or featbuf_load_failed() on I/O error).
  *   Whoever ends up with the batch calls featbuf_release{,_many}() once per
- *   reference when done reading; a slot whose count reaches zero goes to
- *   the standby tail and keeps its row until the policy picks it again.
+ *   reference when done reading; a slot whose count reaches zero goes on
+ *   standby and keeps its row until the policy picks it as a victim.
  *   A caller must finish (loaded / load_failed) every FEATBUF_LOAD it got
  *   before it waits on anything, or waiters on its slots may wait forever.
  *
- * The full protocol (lock, futex words, ordering, the reserve argument) is
- * at the top of featbuf.c.
+ * Policy hooks (none is called by the pipeline yet):
+ *   featbuf_hint()        tells the policy which nodes a sampled batch will
+ *                         acquire (a lookahead policy's future);
+ *   featbuf_pin/unpin()   a hot set that is never evicted, within
+ *                         params.pin_slots;
+ *   featbuf_mark_dirty()  a row changed in place (learnable embeddings): it
+ *                         is written back through the process's write-back
+ *                         callback before its slot is reused, or by
+ *                         featbuf_flush().
+ *
+ * The full protocol (lock, futex words, ordering, the reserve argument,
+ * pins and write-back) is at the top of featbuf.c.
  *
  * Errors: 0 or -errno; init/create/attach also fill `err` (may be NULL).
  * -EPIPE from any call means the buffer is broken (a process died holding
@@ -42,7 +54,7 @@
 
 #define FEATBUF_MAGIC 0x31465542434c53ull /* "SLCBUF1\0" little endian */
 #define FEATBUF_VERSION 1u
-#define FEATBUF_SLOTS_MAX (1u << 30)    /* slot indices stay far from the list sentinels */
+#define FEATBUF_SLOTS_MAX (1u << 30)    /* slot indices stay far from the sentinels */
 #define FEATBUF_ABSENT UINT32_MAX       /* map entry of a node that has no slot */
 #define FEATBUF_NONE UINT64_MAX         /* node of a slot that holds no node */
 #define FEATBUF_ROW_ALIGN_DEFAULT 64u   /* row stride alignment unless asked */
@@ -62,10 +74,11 @@ enum featbuf_action {
 };
 
 /* Eviction policies (the id is stored in shared memory; every process maps
- * it to its own table of functions). */
+ * it to its own table of functions: featbuf_policy.h). */
 enum featbuf_policy_id {
-    FEATBUF_POLICY_LRU = 0, /* GNNDrive's LRU standby list */
-    FEATBUF_POLICY_MAX_,
+    FEATBUF_POLICY_LRU = 0,   /* GNNDrive's LRU standby list (featbuf_lru.c) */
+    FEATBUF_POLICY_USER = 8,  /* first id featbuf_policy_register() accepts */
+    FEATBUF_POLICY_IDS = 16,  /* ids are 0..FEATBUF_POLICY_IDS-1 */
 };
 
 struct featbuf_params {
@@ -74,7 +87,8 @@ struct featbuf_params {
     size_t row_bytes;    /* bytes of one feature row (> 0) */
     size_t row_align;    /* stride alignment, a power of two; 0: FEATBUF_ROW_ALIGN_DEFAULT */
     bool rows_on_device; /* GPU rank: no row storage here, metadata only */
-    uint32_t policy;     /* enum featbuf_policy_id */
+    uint32_t policy;     /* enum featbuf_policy_id; 0: LRU */
+    uint32_t pin_slots;  /* most nodes pinned at once, < nslots; on top of the reserve (featbuf_pin); 0: none */
 };
 
 /* Counters, read with featbuf_stats() (a snapshot taken under the lock). */
@@ -84,8 +98,17 @@ struct featbuf_stats {
     uint64_t loads;     /* slots claimed for loading (FEATBUF_LOAD answers) */
     uint64_t evictions; /* valid rows thrown out to make room */
     uint64_t failed;    /* featbuf_load_failed() calls */
-    uint32_t standby;   /* slots on the standby list now */
+    uint64_t writebacks; /* dirty rows written back (eviction or flush) */
+    uint32_t standby;   /* slots on standby now */
+    uint32_t pinned;    /* nodes pinned now */
 };
+
+/* Writes back the dirty row of node, held in slot (row: its bytes, NULL
+ * when rows_on_device; row_bytes long), before the slot is reused or by
+ * featbuf_flush(). Called with the buffer's lock held (see featbuf.c): it
+ * must not call into this buffer. 0, or -errno: the row stays dirty and
+ * resident and the call that needed it fails with that error. */
+typedef int (*featbuf_writeback_fn)(void *ctx, uint64_t node, uint32_t slot, const void *row, size_t row_bytes);
 
 struct featbuf_hdr;  /* in shared memory; private to featbuf.c */
 struct featbuf_slot; /* in shared memory; private to featbuf.c */
@@ -94,13 +117,18 @@ struct featbuf_policy_ops;
 struct featbuf {
     struct featbuf_hdr *hdr;
     struct featbuf_slot *slots; /* (nslots) */
+    void *policy_mem;           /* the policy's region; NULL when it asked for none */
+    uint64_t *pins;             /* (ceil(n_nodes / 64)) pinned-node bits; NULL when pin_slots is 0 */
     uint32_t *map;              /* (n_nodes) slot of each node, FEATBUF_ABSENT */
     unsigned char *rows;        /* (nslots, stride); NULL when rows_on_device */
     size_t stride;              /* bytes between rows */
     size_t row_bytes;
     uint32_t nslots;
+    uint32_t pin_slots;
     uint64_t n_nodes;
-    const struct featbuf_policy_ops *policy;
+    const struct featbuf_policy_ops *policy; /* this process's table for the header's id */
+    featbuf_writeback_fn writeback;          /* this process's, or NULL (featbuf_set_writeback) */
+    void *writeback_ctx;
     struct shm_seg seg; /* the mapping, when created or attached by name */
 };
 
@@ -112,11 +140,12 @@ size_t featbuf_mem_size(const struct featbuf_params *p);
 size_t featbuf_map_bytes(const struct featbuf_params *p);
 
 /* Lays out an empty buffer (every slot INVALID, on standby; every map entry
- * absent) in len bytes of page-aligned, zeroed or not, memory. Called once,
+ * absent; nothing pinned; the policy's region by its init) in len bytes of page-aligned, zeroed or not, memory. Called once,
  * by the creator, before any other process binds. 0 or -EINVAL/-ENOMEM. */
 int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, char *err, size_t errlen);
 
-/* Binds fb to a buffer formatted in mem (checks magic, version, sizes). */
+/* Binds fb to a buffer formatted in mem (checks magic, version, sizes, and
+ * that this process knows the header's policy id). */
 int featbuf_init(struct featbuf *fb, void *mem, size_t len, char *err, size_t errlen);
 
 /* Creates the segment /sluice.<run_id>.<object> holding a new buffer. */
@@ -131,15 +160,18 @@ void featbuf_free(struct featbuf *fb);
 
 /* Takes a reference on a slot for node (step 1 of DESIGN.md section 4) and
  * sets *slot and *action (enum featbuf_action). Blocks only on the buffer's
- * lock (held for a few list operations). -EINVAL (node out of range),
- * -EAGAIN (every slot is referenced: nothing taken; wait for the releaser
- * and retry), -EPIPE (broken). */
+ * lock (held for a few list operations, and for the write-back of a dirty
+ * victim). -EINVAL (node out of range, or a dirty victim and no write-back
+ * registered in this process), -EAGAIN (every slot is referenced or
+ * pinned: nothing taken; wait for the releaser and retry), -EPIPE (broken),
+ * or the write-back's error. */
 int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *action);
 
 /* The same for n nodes under one hold of the lock: slots[i] and action[i]
  * for nodes[i]. All or nothing: on any error no reference is held and no
  * map entry changed (slots claimed before the failure are put back
- * INVALID at the standby head; their old rows stay evicted). */
+ * INVALID on standby, empty, so LRU reuses them first; their old rows
+ * stay evicted, written back first if they were dirty). */
 int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action);
 
 /* Waiting for room after -EAGAIN, without polling: read the standby
@@ -169,8 +201,9 @@ int featbuf_load_failed(struct featbuf *fb, uint32_t slot);
  * broke (-EPIPE). The caller must hold a reference on slot. */
 int featbuf_wait_valid(struct featbuf *fb, uint32_t slot, int timeout_ms);
 
-/* Drops one reference; at zero the slot goes to the standby tail with its
- * row (or the head, if it holds none). Blocks only on the lock. -EINVAL
+/* Drops one reference; at zero the slot goes on standby with its row
+ * (unless its node is pinned: then it stays out of the policy's reach).
+ * Blocks only on the lock. -EINVAL
  * (no reference held, or dropping the last one of a LOADING slot), -EPIPE. */
 int featbuf_release(struct featbuf *fb, uint32_t slot);
 int featbuf_release_many(struct featbuf *fb, const uint32_t *slots, uint32_t n);
@@ -197,9 +230,53 @@ int featbuf_stats(struct featbuf *fb, struct featbuf_stats *out);
 int featbuf_stats_try(struct featbuf *fb, struct featbuf_stats *out);
 
 /* Checks every invariant under the lock: the map and slot nodes agree both
- * ways, refcount 0 <=> on standby, the standby list is well formed (links,
- * length), VALID/LOADING slots hold a node, LOADING ones are referenced.
+ * ways, on standby <=> unreferenced and not pinned, the standby count,
+ * VALID/LOADING slots hold a node, LOADING ones are referenced, dirty ones
+ * are VALID, the pin count, and the policy's own check of its region.
  * 0, or -EUCLEAN with what is wrong in err. O(n_nodes + nslots). */
 int featbuf_check(struct featbuf *fb, char *err, size_t errlen);
+
+/* ---- policy hooks ------------------------------------------------------ */
+
+/* Tells the policy that batch number `batch` (sampled, not yet extracted)
+ * will acquire nodes[0..n-1]. Advice: the policy may ignore it (LRU does).
+ * Blocks only on the lock. 0, -EINVAL (a node out of range: nothing told),
+ * -EPIPE. */
+int featbuf_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n);
+
+/* Pins node: once resident, its slot is never a victim until unpinned. A
+ * resident node leaves standby at once; one not resident is loaded by the
+ * next acquirer as usual and then stays. Pins count by node, whether
+ * resident or not, against params.pin_slots, which the creator adds on top
+ * of the reserve (featbuf.c): a pin that would make more than pin_slots
+ * nodes pinned is refused with -ENOSPC, so pins never eat into the slots
+ * the extractors need. Pinning a pinned node is a no-op (0). Blocks only
+ * on the lock. 0, -EINVAL (node out of range), -ENOSPC, -EPIPE. */
+int featbuf_pin(struct featbuf *fb, uint64_t node);
+
+/* Unpins node; an unreferenced resident row goes on standby (newest).
+ * 0, -EINVAL (out of range), -ENOENT (not pinned), -EPIPE. */
+int featbuf_unpin(struct featbuf *fb, uint64_t node);
+
+/* Registers this process's write-back (fn NULL: none). Per process, not in
+ * shared memory: every process that may evict (every extractor, and
+ * whoever calls featbuf_flush) of a buffer whose rows are marked dirty
+ * must register one; set it before the process acquires, not concurrently
+ * with its own calls on fb. */
+void featbuf_set_writeback(struct featbuf *fb, featbuf_writeback_fn fn, void *ctx);
+
+/* The row in slot was changed in place by its reference holder: it is
+ * written back before the slot is reused (or by featbuf_flush). The caller
+ * holds a reference on a VALID slot. Blocks only on the lock. 0, -EINVAL
+ * (no write-back registered here, slot out of range, unreferenced or not
+ * VALID), -EPIPE. */
+int featbuf_mark_dirty(struct featbuf *fb, uint32_t slot);
+
+/* Writes back every dirty row with no reference (pinned ones included)
+ * and marks it clean, in slot order, with the lock held throughout;
+ * referenced dirty rows stay dirty. Returns the number written, or -EINVAL
+ * (no write-back registered), -EPIPE, or the first write-back error (rows
+ * written before it stay clean). For checkpoints and the end of a run. */
+int featbuf_flush(struct featbuf *fb);
 
 #endif
