@@ -1,5 +1,5 @@
 /* sampler_main.c - gnn-sampler: the stage process (started by gnnlaunch
- * with the stage command line of launcher/layout.h) and the stage-only
+ * with the stage command line of ipc/run.h) and the stage-only
  * benchmark (--bench).
  *
  * Stage. pipeline.samplers threads take global batch numbers g = 0, 1, ...
