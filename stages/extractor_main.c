@@ -134,7 +134,8 @@ static int stage_main(int argc, char **argv)
     r.ordered = st.cfg.pipeline.ordered;
     struct schedule sched;
     stage_schedule(&st, &sched);
-    stage_turn_init(&r.turn, schedule_epoch_start(&sched, st.args.start_epoch)); /* batch numbers continue across a resume */
+    /* batch numbers continue across a resume */
+    stage_turn_init(&r.turn, schedule_epoch_start(&sched, st.args.start_epoch));
     schedule_free(&sched);
     struct xthread *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)

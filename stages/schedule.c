@@ -136,8 +136,8 @@ int schedule_batch(struct schedule_cursor *c, uint64_t g, struct schedule_batch 
 {
     const struct schedule *s = c->s;
     if (g >= s->len)
-        return sl_errf(err, errlen, -ERANGE, "batch %" PRIu64 " is past the end of the stream (%" PRIu64 " batches)",
-                       g, s->len);
+        return sl_errf(err, errlen, -ERANGE, "batch %" PRIu64 " is past the end of the stream (%" PRIu64 " batches)", g,
+                       s->len);
     if (!s->loaded)
         return sl_errf(err, errlen, -EINVAL, "batch %" PRIu64 ": the schedule has no targets (not loaded)", g);
     struct schedule_pos *p = &b->pos;

@@ -24,12 +24,15 @@
  * The table. A schedule is a struct schedule_ops (chosen by name with
  * schedule_find, or passed directly: tests plug in their own) plus the
  * generic code in schedule.c:
- *   open     lays out the run from s->p: fills s->epoch[0 .. epochs)
- *            (start, batches and targets of each pass), s->len and
- *            s->steps; may keep state in s->impl. Counting only: no ids.
- *   prepare  called once the split ids are in s->ids (schedule_load or
- *            schedule_set_ids): builds what every cursor shares (the
- *            default: the fixed validation and test orders).
+ *   open     lays out the run from s->p (checked: epochs, batch size,
+ *            eval_every >= 1, rank < ranks): fills s->epoch[0 .. epochs)
+ *            (allocated and zeroed by schedule_open; start, batches and
+ *            targets of each pass), s->len and s->steps; may keep state
+ *            in s->impl. Counting only: no ids.
+ *   prepare  (may be NULL) called once the split ids are in s->ids
+ *            (schedule_load or schedule_set_ids): builds what every
+ *            cursor shares (the default: the fixed validation and test
+ *            orders).
  *   at       batch g (< len) -> struct schedule_pos.
  *   seed     the sampling seed of a position.
  *   order    the pass order of (epoch, split) for this rank: either
@@ -41,6 +44,11 @@
  *   free     releases s->impl (open may have failed half-way).
  * The cursor (schedule.c) caches one pass order per split and recomputes
  * it when a batch of another epoch of that split is asked for.
+ * Variants to come fit this way: a partition-ordered schedule supplies
+ * its own order (and open, if its passes differ in length); a reader of
+ * offline-sampled batches lays the run out from its file (p.arg) in open
+ * and points order into it; a lookahead window opens a cursor of its own
+ * on the same schedule and asks for g + k whenever it likes.
  *
  * Threads. A schedule is read-only after open/prepare and may be shared;
  * a cursor belongs to one thread.
@@ -87,8 +95,8 @@ struct schedule_pos {
 /* Batch g in full. */
 struct schedule_batch {
     struct schedule_pos pos;
-    uint64_t seed;            /* the sampler's RNG seed for it */
-    const uint64_t *targets;  /* (pos.targets) node ids; valid until the cursor's next call */
+    uint64_t seed;           /* the sampler's RNG seed for it */
+    const uint64_t *targets; /* (pos.targets) node ids; valid until the cursor's next call */
 };
 
 struct schedule;
@@ -113,7 +121,7 @@ struct schedule {
     const uint64_t *ids[BATCH_SPLITS]; /* each split's ids (p.split_n[k]) once loaded, else NULL */
     uint64_t *own[BATCH_SPLITS];       /* those schedule_load read (freed with the schedule) */
     bool loaded;
-    void *impl;                        /* the variant's state */
+    void *impl; /* the variant's state */
 };
 
 /* The schedule called `name` ("shuffle", the default), or NULL. */
@@ -161,10 +169,10 @@ uint64_t schedule_seed(const struct schedule *s, const struct schedule_pos *p);
 /* A thread's view of a loaded schedule. */
 struct schedule_cursor {
     const struct schedule *s;
-    uint64_t next;                         /* schedule_next's next batch */
-    uint64_t *scratch[BATCH_SPLITS];       /* (p.split_n[k]) allocated when first needed */
-    const uint64_t *pass[BATCH_SPLITS];    /* the cached pass order of each split ... */
-    uint32_t pass_epoch[BATCH_SPLITS];     /* ... and its epoch (UINT32_MAX: none) */
+    uint64_t next;                      /* schedule_next's next batch */
+    uint64_t *scratch[BATCH_SPLITS];    /* (p.split_n[k]) allocated when first needed */
+    const uint64_t *pass[BATCH_SPLITS]; /* the cached pass order of each split ... */
+    uint32_t pass_epoch[BATCH_SPLITS];  /* ... and its epoch (UINT32_MAX: none) */
 };
 
 /* A cursor over s (schedule_load/set_ids done) whose schedule_next starts

@@ -87,8 +87,8 @@ static int shuffle_open(struct schedule *s, char *err, size_t errlen)
     /* every rank pads its epoch to the largest rank's training batch count */
     s->steps = 0;
     for (uint32_t r = 0; r < p->ranks; r++)
-        s->steps = SL_MAX(s->steps, schedule_batch_count(schedule_share_size(p->split_n[BATCH_TRAIN], r, p->ranks),
-                                                         p->batch_size));
+        s->steps = SL_MAX(
+            s->steps, schedule_batch_count(schedule_share_size(p->split_n[BATCH_TRAIN], r, p->ranks), p->batch_size));
     return 0;
 }
 

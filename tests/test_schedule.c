@@ -39,11 +39,11 @@ static const struct pin {
     uint32_t rank;
     uint64_t len, last_start, hash;
 } pins[] = {
-    {0, 0, 62, 40, 0xcfafd6e447720934ull},  {1, 0, 201, 154, 0xd119255456029222ull},
+    {0, 0, 62, 40, 0xcfafd6e447720934ull},   {1, 0, 201, 154, 0xd119255456029222ull},
     {1, 1, 201, 154, 0x7643f7eac494c59dull}, {1, 2, 201, 154, 0xa83aecfec938b986ull},
-    {2, 0, 33, 24, 0xcf71b42af7f472daull},  {2, 1, 33, 24, 0xee8650c1875041f0ull},
-    {3, 0, 8, 4, 0x786b99d5bbc455adull},    {3, 1, 8, 4, 0x94d87c6cd8f18a81ull},
-    {3, 2, 8, 4, 0xcc7245badbc30731ull},    {3, 3, 8, 4, 0x52acb4475596bd17ull},
+    {2, 0, 33, 24, 0xcf71b42af7f472daull},   {2, 1, 33, 24, 0xee8650c1875041f0ull},
+    {3, 0, 8, 4, 0x786b99d5bbc455adull},     {3, 1, 8, 4, 0x94d87c6cd8f18a81ull},
+    {3, 2, 8, 4, 0xcc7245badbc30731ull},     {3, 3, 8, 4, 0x52acb4475596bd17ull},
 };
 
 static uint64_t fold(uint64_t h, uint64_t x)
@@ -90,8 +90,12 @@ static void ids_free(struct tids *t)
 static void open_case(struct schedule *s, const struct schedule_ops *ops, const struct tcase *c, uint32_t rank,
                       const struct tids *ids)
 {
-    struct schedule_params p = {.rank = rank, .ranks = c->ranks, .batch_size = c->batch_size, .epochs = c->epochs,
-                                .eval_every = c->eval_every, .seed = c->seed};
+    struct schedule_params p = {.rank = rank,
+                                .ranks = c->ranks,
+                                .batch_size = c->batch_size,
+                                .epochs = c->epochs,
+                                .eval_every = c->eval_every,
+                                .seed = c->seed};
     memcpy(p.split_n, c->n, sizeof p.split_n);
     if (schedule_open(s, ops, &p, err, sizeof err))
         fail_msg("open: %s", err);
@@ -119,12 +123,11 @@ static void test_pinned(void **state)
             n++;
         }
         assert_int_equal(rc, -ENODATA);
-        if (n != pn->len || schedule_len(&s) != pn->len ||
-            schedule_epoch_start(&s, c->epochs - 1) != pn->last_start || h != pn->hash)
+        if (n != pn->len || schedule_len(&s) != pn->len || schedule_epoch_start(&s, c->epochs - 1) != pn->last_start ||
+            h != pn->hash)
             fail_msg("case %zu rank %u: %" PRIu64 " batches, last epoch at %" PRIu64 ", hash 0x%016" PRIx64
                      "; pinned %" PRIu64 ", %" PRIu64 ", 0x%016" PRIx64,
-                     pn->c, pn->rank, n, schedule_epoch_start(&s, c->epochs - 1), h, pn->len, pn->last_start,
-                     pn->hash);
+                     pn->c, pn->rank, n, schedule_epoch_start(&s, c->epochs - 1), h, pn->len, pn->last_start, pn->hash);
         schedule_cursor_free(&cur);
         schedule_free(&s);
         ids_free(&ids);
@@ -167,8 +170,8 @@ static void test_coverage(void **state)
                                 (p->split > prev.split || (p->split == prev.split && p->k == prev.k + 1)));
                 assert_true(g >= schedule_epoch_start(&s, p->epoch) && g < schedule_epoch_start(&s, p->epoch + 1));
                 if (p->split != BATCH_TRAIN)
-                    assert_int_equal(b.seed, sampler_batch_seed(c->seed, p->epoch, r,
-                                                                ((uint64_t)p->split << 56) | p->k));
+                    assert_int_equal(b.seed,
+                                     sampler_batch_seed(c->seed, p->epoch, r, ((uint64_t)p->split << 56) | p->k));
                 else
                     assert_int_equal(b.seed, sampler_batch_seed(c->seed, p->epoch, r, p->k));
                 for (uint32_t t = 0; t < p->targets; t++)
@@ -202,8 +205,8 @@ static void test_coverage(void **state)
                 for (uint64_t j = 0; j < c->n[k]; j++) {
                     uint32_t got = times[((size_t)e * BATCH_SPLITS + k) * span + ids.v[k][j]];
                     if (got != (pass ? 1u : 0u))
-                        fail_msg("case %zu epoch %u split %u: id %" PRIu64 " delivered %u times", ci, e, k,
-                                 ids.v[k][j], got);
+                        fail_msg("case %zu epoch %u split %u: id %" PRIu64 " delivered %u times", ci, e, k, ids.v[k][j],
+                                 got);
                 }
             }
         free(times);
@@ -299,8 +302,9 @@ static void test_params(void **state)
     assert_null(schedule_find("no-such-schedule"));
     assert_null(schedule_find(NULL));
     /* set_ids wants every non-empty split */
-    assert_int_equal(schedule_open(&s, NULL, &(struct schedule_params){.split_n = {10, 5}, .ranks = 1, .batch_size = 4,
-                                                                       .epochs = 1, .eval_every = 1},
+    assert_int_equal(schedule_open(&s, NULL,
+                                   &(struct schedule_params){
+                                       .split_n = {10, 5}, .ranks = 1, .batch_size = 4, .epochs = 1, .eval_every = 1},
                                    err, sizeof err),
                      0);
     uint64_t ten[10] = {0};
@@ -356,8 +360,8 @@ static uint64_t rev_seed(const struct schedule *s, const struct schedule_pos *p)
     return p->g * 1000 + s->p.rank;
 }
 
-static int rev_order(const struct schedule *s, uint32_t epoch, uint32_t split, uint64_t *scratch,
-                     const uint64_t **out, char *e, size_t el)
+static int rev_order(const struct schedule *s, uint32_t epoch, uint32_t split, uint64_t *scratch, const uint64_t **out,
+                     char *e, size_t el)
 {
     (void)e;
     (void)el;
@@ -392,8 +396,8 @@ static void test_plugged(void **state)
     for (uint64_t i = 0; i < 23; i++)
         ids[i] = 100 + i;
     struct schedule s;
-    struct schedule_params p = {.split_n = {23, 7, 5}, .rank = 1, .ranks = 2, .batch_size = 5, .epochs = 3,
-                                .eval_every = 1, .seed = 99};
+    struct schedule_params p = {
+        .split_n = {23, 7, 5}, .rank = 1, .ranks = 2, .batch_size = 5, .epochs = 3, .eval_every = 1, .seed = 99};
     assert_int_equal(schedule_open(&s, &rev_ops, &p, err, sizeof err), 0);
     uint64_t val[7] = {0}, test[5] = {0};
     assert_int_equal(schedule_set_ids(&s, (const uint64_t *const[BATCH_SPLITS]){ids, val, test}, err, sizeof err), 0);
