@@ -29,7 +29,7 @@
 
 #include "core/util.h"
 #include "launcher/launch.h"
-#include "stages/sampler.h"
+#include "stages/schedule.h"
 
 #define PLAIN_EVERY_S 10.0
 
@@ -100,18 +100,20 @@ void progress_start(struct launch *l)
     sl_dataset_meta m;
     char msg[512];
     if (sl_meta_read(l->cfg.dataset.path, &m, false, msg, sizeof msg) == 0) {
-        uint64_t n[BATCH_SPLITS];
-        sampler_split_sizes(&m, n);
+        struct schedule_params p = {.batch_size = (uint64_t)l->cfg.train.batch_size,
+                                    .epochs = (uint32_t)l->cfg.train.epochs,
+                                    .eval_every = (uint32_t)l->cfg.train.eval_every,
+                                    .seed = (uint64_t)l->cfg.train.seed};
+        schedule_split_sizes(&m, p.split_n);
         for (int r = 0; r < l->ranks; r++) {
-            struct sampler_stream s;
+            struct schedule s;
             uint32_t node = l->cl.on ? l->cl.node : 0, nodes = l->cl.on ? l->cl.nodes : 1; /* global ranks */
-            if (sampler_stream_init(&s, n, node * (uint32_t)l->ranks + (uint32_t)r, nodes * (uint32_t)l->ranks,
-                                    (uint64_t)l->cfg.train.batch_size,
-                                    (uint32_t)l->cfg.train.epochs, (uint32_t)l->cfg.train.eval_every, msg,
-                                    sizeof msg) != 0)
+            p.rank = node * (uint32_t)l->ranks + (uint32_t)r;
+            p.ranks = nodes * (uint32_t)l->ranks;
+            if (schedule_open(&s, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
                 continue;
-            l->batches_total += sampler_stream_len(&s) - s.start[l->start_epoch];
-            sampler_stream_free(&s);
+            l->batches_total += schedule_len(&s) - schedule_epoch_start(&s, l->start_epoch);
+            schedule_free(&s);
         }
     }
     l->fb_found0 = calloc((size_t)l->ranks, sizeof *l->fb_found0);

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "stages/extract.h"
-#include "stages/sampler.h"
+#include "stages/schedule.h"
 #include "stages/stage.h"
 
 int extract_bench_main(int argc, char **argv); /* extract_bench.c */
@@ -132,10 +132,11 @@ static int stage_main(int argc, char **argv)
                    " KiB of staging; using %u (raise pipeline.staging_mb for more)",
                    st.cfg.pipeline.io_depth, share >> 10, r.depth);
     r.ordered = st.cfg.pipeline.ordered;
-    struct sampler_stream stream;
-    stage_stream(&st, &stream);
-    stage_turn_init(&r.turn, stream.start[st.args.start_epoch]); /* batch numbers continue across a resume */
-    sampler_stream_free(&stream);
+    struct schedule sched;
+    stage_schedule(&st, &sched);
+    /* batch numbers continue across a resume */
+    stage_turn_init(&r.turn, schedule_epoch_start(&sched, st.args.start_epoch));
+    schedule_free(&sched);
     struct xthread *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)
         stage_fail(&st, "out of memory");

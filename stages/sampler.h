@@ -19,16 +19,13 @@
  * for the batch's worst case and cleared in O(1) by an epoch stamp.
  *
  * Randomness. One splitmix64 stream per batch, seeded by
- * sampler_batch_seed(seed, epoch, rank, batch): a batch's contents depend
- * on those four numbers only, never on which thread samples it. Bounded
- * integers use Lemire's multiply-shift with rejection (exactly uniform).
+ * sampler_batch_seed(seed, epoch, rank, batch) (the schedule says which
+ * numbers): a batch's contents depend on its targets and seed only, never
+ * on which thread samples it. Bounded integers use Lemire's
+ * multiply-shift with rejection (exactly uniform).
  *
- * Epochs. sampler_epoch_share() shuffles the whole training split with a
- * permutation seeded by (seed, epoch) - the same on every rank - and hands
- * rank r of R the contiguous slice [r*T/R, (r+1)*T/R): the ranks' slices
- * cover the split exactly once per epoch and their sizes differ by at most
- * one. The slice is cut into batches of batch_size targets, the last one
- * possibly shorter (sampler_batch_count).
+ * Batches. Which targets batch g holds, its epoch, split and seed come
+ * from the rank's schedule (stages/schedule.h); the sampler only samples.
  *
  * Memory. struct sampler is one thread's scratch (the hash map and Floyd's
  * pick set); it is reused across batches and must not be shared between
@@ -66,9 +63,9 @@ int sampler_topo_open(struct sampler_topo *t, const char *dir, const sl_dataset_
 /* Unmaps and frees; accepts a zeroed or half-opened handle. */
 void sampler_topo_free(struct sampler_topo *t);
 
-/* Reads a split file (SL_F_TRAIN, SL_F_VAL or SL_F_TEST) of the dataset
- * into a new array of u64 ids (*ids, freed by the caller with free()),
- * checking every id is below m->nodes. 0, -ENOENT (split absent), -EINVAL
+/* Reads a split file (SL_F_TRAIN, SL_F_VAL or SL_F_TEST; see
+ * schedule_split_file) of the dataset into a new array of u64 ids (*ids,
+ * freed by the caller with free()), checking every id is below m->nodes. 0, -ENOENT (split absent), -EINVAL
  * or -errno. */
 int sampler_split_load(const char *dir, const sl_dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
                        size_t errlen);
@@ -79,78 +76,6 @@ uint64_t sampler_batch_seed(uint64_t seed, uint32_t epoch, uint32_t rank, uint64
 /* A uniformly distributed integer in [0, range) (range >= 1) from the
  * splitmix64 stream *state (Lemire's method, unbiased). */
 uint64_t sampler_rand_below(uint64_t *state, uint64_t range);
-
-/* Rank `rank` of `ranks`'s share of epoch `epoch`: writes the shuffled
- * slice of ids[0 .. n) into out (room for n entries) and its length into
- * *share. ids is not modified. 0 or -EINVAL (rank >= ranks, ranks = 0). */
-int sampler_epoch_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint32_t epoch, uint32_t rank, uint32_t ranks,
-                        uint64_t *out, uint64_t *share, char *err, size_t errlen);
-
-/* Batches in a share of n targets with batch_size targets each. */
-static inline uint64_t sampler_batch_count(uint64_t n, uint64_t batch_size)
-{
-    return batch_size ? (n + batch_size - 1) / batch_size : 0;
-}
-
-/* The dataset file of a split (enum batch_split -> SL_F_TRAIN, SL_F_VAL,
- * SL_F_TEST), and every split's id count from the dataset's metadata (0
- * for an absent split). */
-int sampler_split_file(uint32_t split);
-void sampler_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS]);
-
-/* Targets in rank `rank` of `ranks`'s share of a split of n ids (the
- * slice sampler_epoch_share hands out: the same size every epoch). */
-uint64_t sampler_share_size(uint64_t n, uint32_t rank, uint32_t ranks);
-
-/* The batch stream of one rank: what batch number g (0, 1, 2, ... over the
- * whole run; struct run_desc.batch) is. Epoch e consists of the training
- * batches of e, then - if e is an evaluation epoch ((e + 1) is a multiple
- * of eval_every, or e is the last) - the validation batches; after the
- * last epoch come the test batches (their epoch is the last one). Each
- * pass over a split cuts the rank's share of that split (shuffled per
- * epoch for training, by sampler_epoch_share at epoch 0 for validation
- * and test, so evaluation batches are the same every time) into batches
- * of batch_size targets, the last one shorter. The sampler, the trainer
- * and the tests all derive batches from this one definition. */
-struct sampler_stream {
-    uint32_t epochs, eval_every, rank, ranks;
-    uint64_t batch_size;
-    uint64_t share[BATCH_SPLITS]; /* targets of each split in this rank's share */
-    uint64_t nb[BATCH_SPLITS];    /* batches per pass over each split */
-    uint64_t *start;              /* (epochs + 1): first g of each epoch; start[epochs] = total */
-};
-
-/* Where batch g of a stream is. */
-struct sampler_pos {
-    uint32_t epoch;
-    uint32_t split;    /* enum batch_split */
-    uint64_t k;        /* batch within the pass over the split */
-    uint64_t first;    /* its first target's index in the rank's share */
-    uint32_t targets;  /* its target count */
-};
-
-/* split_n: ids in the train, val and test splits (0 for an absent one).
- * 0, -EINVAL (no epochs, batch size 0, rank >= ranks) or -ENOMEM. */
-int sampler_stream_init(struct sampler_stream *s, const uint64_t split_n[BATCH_SPLITS], uint32_t rank, uint32_t ranks,
-                        uint64_t batch_size, uint32_t epochs, uint32_t eval_every, char *err, size_t errlen);
-void sampler_stream_free(struct sampler_stream *s);
-
-/* Whether epoch e ends with a validation pass. */
-bool sampler_stream_evaluates(const struct sampler_stream *s, uint32_t e);
-
-/* Batches in the run. */
-static inline uint64_t sampler_stream_len(const struct sampler_stream *s)
-{
-    return s->start[s->epochs];
-}
-
-/* Batch g (< sampler_stream_len) of the stream. O(log epochs). */
-void sampler_stream_at(const struct sampler_stream *s, uint64_t g, struct sampler_pos *p);
-
-/* The seed of batch p of rank `rank` for run seed `seed`: training batch k
- * of epoch e gets sampler_batch_seed(seed, e, rank, k); evaluation batches
- * get distinct seeds (split in the top bits of the batch number). */
-uint64_t sampler_pos_seed(uint64_t seed, uint32_t rank, const struct sampler_pos *p);
 
 /* One sampler thread's reusable state. */
 struct sampler {
@@ -190,7 +115,7 @@ static inline const struct batch_shape *sampler_shape(const struct sampler *s)
 
 /* Samples one batch of the n_targets targets (1 .. batch_size, distinct
  * node ids) into slot[0 .. size) with id *id and RNG seed `seed` (use
- * sampler_batch_seed), then seals it (batch_finish). Labels come from the
+ * schedule_batch's seed), then seals it (batch_finish). Labels come from the
  * dataset (-1 without labels.bin). *edges (may be NULL) receives the
  * sampled edges of all blocks. 0 or the writer's error (-ENOSPC: slot too
  * small for this shape). Never blocks. */

@@ -3,12 +3,12 @@
  * benchmark (--bench).
  *
  * Stage. pipeline.samplers threads take global batch numbers g = 0, 1, ...
- * from one atomic counter; the rank's batch stream (struct sampler_stream:
+ * from one atomic counter; the rank's batch schedule (stages/schedule.h:
  * each epoch's training batches, validation batches after evaluation
- * epochs, test batches at the end) says which split, epoch and batch k of
- * the pass g is. A thread recomputes the epoch's shuffled training share
- * when its epoch changes, takes an arena slot, samples the batch into it
- * with seed sampler_pos_seed(train.seed, rank, pos) and pushes
+ * epochs, test batches at the end) says which split and epoch g belongs
+ * to, its targets and its seed. A thread asks its own schedule cursor for
+ * batch g, takes an arena slot, samples the batch into it with the
+ * schedule's seed and pushes
  * {batch = g, slot, epoch, aux = {sampled edges, split}} into the extract
  * queue. Here rank is the global rank of a multi-node run (layout.h), so
  * a batch's contents depend only on (seed, rank, g); with
@@ -21,11 +21,12 @@
  * buffers for S seconds and report batches and sampled edges per second
  * as key=value lines.
  *
- * Work split in the benchmark: the split is shuffled once (epoch 0, rank 0
- * of 1) and cut into batches; threads take global batch numbers g from one
- * atomic counter and sample batch g mod nb of that shuffle with seed
- * sampler_batch_seed(seed, g / nb, 0, g mod nb), so later passes draw
- * fresh neighbours for the same target sets. */
+ * Work split in the benchmark: a one-epoch schedule of the training split
+ * alone (rank 0 of 1: the split shuffled once and cut into nb batches);
+ * threads take global batch numbers g from one atomic counter and sample
+ * batch g mod nb of it with seed sampler_batch_seed(seed, g / nb, 0,
+ * g mod nb), so later passes draw fresh neighbours for the same target
+ * sets. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -37,6 +38,7 @@
 
 #include "core/util.h"
 #include "stages/sampler.h"
+#include "stages/schedule.h"
 #include "stages/stage.h"
 
 #define CHECK(stmt)                                                                                                    \
@@ -74,8 +76,8 @@ static void usage(FILE *f)
 struct bench {
     const struct sampler_topo *topo;
     struct batch_shape shape;
-    const uint64_t *share;
-    uint64_t n_share, nb, seed;
+    const struct schedule *sched; /* one epoch of the training split */
+    uint64_t nb, seed;
     double deadline;
     atomic_uint_fast64_t next;
     atomic_bool stop;
@@ -95,26 +97,31 @@ static void *worker_run(void *arg)
     struct worker *w = arg;
     struct bench *b = w->b;
     struct sampler s;
+    struct schedule_cursor cur;
+    struct schedule_batch sb;
     void *slot = NULL;
+    schedule_cursor_init(&cur, b->sched, 0);
     w->rc = sampler_init(&s, b->topo, &b->shape, w->err, sizeof w->err);
     if (w->rc)
-        return NULL;
+        goto out;
     size_t size = (size_t)sl_round_up(s.plan.max_bytes, 64);
     slot = aligned_alloc(64, size);
     if (!slot) {
         w->rc = sl_errf(w->err, sizeof w->err, -ENOMEM, "no memory for a %zu-byte batch buffer", size);
         goto out;
     }
+    if ((w->rc = schedule_batch(&cur, 0, &sb, w->err, sizeof w->err))) /* the shuffle, before the clock */
+        goto out;
     double t0 = sl_now();
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
         uint64_t g = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
         uint64_t e = g / b->nb, k = g % b->nb;
-        uint64_t first = k * b->shape.batch_size;
-        uint32_t n = (uint32_t)SL_MIN(b->shape.batch_size, b->n_share - first);
+        if ((w->rc = schedule_batch(&cur, k, &sb, w->err, sizeof w->err)))
+            break;
         struct batch_id id = {.batch = g, .epoch = (uint32_t)e, .rank = 0};
         uint64_t edges;
-        w->rc = sampler_sample(&s, slot, size, b->share + first, n, &id, sampler_batch_seed(b->seed, (uint32_t)e, 0, k),
-                               &edges, w->err, sizeof w->err);
+        w->rc = sampler_sample(&s, slot, size, sb.targets, sb.pos.targets, &id,
+                               sampler_batch_seed(b->seed, (uint32_t)e, 0, k), &edges, w->err, sizeof w->err);
         if (w->rc)
             break;
         w->batches++;
@@ -126,6 +133,7 @@ static void *worker_run(void *arg)
 out:
     free(slot);
     sampler_free(&s);
+    schedule_cursor_free(&cur);
     return NULL;
 }
 
@@ -156,19 +164,20 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
     double t_open = sl_now();
     CHECK(sampler_topo_open(&topo, dir, &m, err, sizeof err));
     t_open = sl_now() - t_open;
-    uint64_t *train, n_train, share_n;
+    uint64_t *train, n_train;
     CHECK(sampler_split_load(dir, &m, SL_F_TRAIN, &train, &n_train, err, sizeof err));
     if (n_train == 0) {
         fprintf(stderr, "gnn-sampler: %s has an empty training split; nothing to sample\n", dir);
         exit(1);
     }
-    uint64_t *share = malloc((size_t)n_train * sizeof *share);
-    if (!share)
-        CHECK(-ENOMEM);
-    CHECK(sampler_epoch_share(train, n_train, seed, 0, 0, 1, share, &share_n, err, sizeof err));
-    shape->batch_size = SL_MIN(shape->batch_size, share_n);
-    struct bench b = {.topo = &topo, .shape = *shape, .share = share, .n_share = share_n, .seed = seed};
-    b.nb = sampler_batch_count(share_n, shape->batch_size);
+    shape->batch_size = SL_MIN(shape->batch_size, n_train);
+    struct schedule sched;
+    struct schedule_params sp = {.split_n = {n_train}, .rank = 0, .ranks = 1, .batch_size = shape->batch_size,
+                                 .epochs = 1, .eval_every = 1, .seed = seed};
+    CHECK(schedule_open(&sched, NULL, &sp, err, sizeof err));
+    CHECK(schedule_set_ids(&sched, (const uint64_t *const[BATCH_SPLITS]){train}, err, sizeof err));
+    struct bench b = {.topo = &topo, .shape = *shape, .sched = &sched, .seed = seed};
+    b.nb = schedule_len(&sched);
     struct worker *w = calloc(threads, sizeof *w);
     if (!w)
         CHECK(-ENOMEM);
@@ -204,7 +213,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
                threads, fan_arg, shape->batch_size, seed, wall, batches, edges, batches / wall, edges / wall,
                edges / wall / (double)threads, sl_peak_rss());
     free(w);
-    free(share);
+    schedule_free(&sched);
     free(train);
     sampler_topo_free(&topo);
     return failed;
@@ -215,11 +224,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
 struct srun {
     struct stage *st;
     struct sampler_topo topo;
-    struct sampler_stream stream;
-    uint64_t *ids[BATCH_SPLITS];     /* each split's node ids */
-    uint64_t n_ids[BATCH_SPLITS];
-    uint64_t *eval_share[BATCH_SPLITS]; /* val and test: this rank's share, fixed */
-    uint64_t seed;
+    struct schedule sched; /* loaded: every thread has a cursor on it */
     bool ordered;
     struct stage_turn turn;
     atomic_uint_fast64_t next;
@@ -235,43 +240,31 @@ static void *stage_thread(void *arg)
     struct batch_shape shape = st->plan.shape;
     if (sampler_init(&s, &r->topo, &shape, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
-    uint64_t *train = malloc((size_t)SL_MAX(r->n_ids[BATCH_TRAIN], 1) * sizeof *train);
-    if (!train)
-        stage_fail(st, "no memory for a %" PRIu64 "-target epoch share", r->n_ids[BATCH_TRAIN]);
-    uint32_t cur = UINT32_MAX;
+    struct schedule_cursor cur; /* its schedule is the global rank's: what the batch holds (targets, seeds) */
+    schedule_cursor_init(&cur, &r->sched, 0);
     uint32_t rank = (uint32_t)st->args.rank; /* in the batch header: the node's rank that owns the arena */
-    uint32_t grank = run_global_rank(&st->args); /* what the batch holds (shares, seeds) */
-    uint64_t total = sampler_stream_len(&r->stream);
+    uint64_t total = schedule_len(&r->sched);
     while (!atomic_load(&r->stop)) {
         uint64_t g = atomic_fetch_add(&r->next, 1);
         if (g >= total)
             break;
-        struct sampler_pos p;
-        sampler_stream_at(&r->stream, g, &p);
-        const uint64_t *share = r->eval_share[p.split];
-        if (p.split == BATCH_TRAIN) {
-            if (p.epoch != cur) {
-                uint64_t n;
-                if (sampler_epoch_share(r->ids[BATCH_TRAIN], r->n_ids[BATCH_TRAIN], r->seed, p.epoch, grank,
-                                        run_world(&st->args), train, &n, msg, sizeof msg) != 0)
-                    stage_fail(st, "%s", msg);
-                cur = p.epoch;
-            }
-            share = train;
-        }
+        struct schedule_batch sb;
+        if (schedule_batch(&cur, g, &sb, msg, sizeof msg) != 0)
+            stage_fail(st, "%s", msg);
+        const struct schedule_pos *p = &sb.pos;
         uint32_t slot;
         if (stage_alloc(st, &slot) != 0)
             break;
         uint64_t t0 = metrics_now_ns(), edges;
-        struct batch_id id = {.batch = g, .epoch = p.epoch, .rank = rank, .split = p.split};
+        struct batch_id id = {.batch = g, .epoch = p->epoch, .rank = rank, .split = p->split};
         void *mem = arena_slot(&st->arena, slot);
-        if (sampler_sample(&s, mem, st->arena.slot_size, share + p.first, p.targets, &id,
-                           sampler_pos_seed(r->seed, grank, &p), &edges, msg, sizeof msg) != 0)
-            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p.epoch, msg);
+        if (sampler_sample(&s, mem, st->arena.slot_size, sb.targets, p->targets, &id, sb.seed, &edges, msg,
+                           sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p->epoch, msg);
         metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
-        struct run_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
-        stage_trace(st, g, p.split, t0, metrics_now_ns());
+        struct run_desc d = {.batch = g, .slot = slot, .epoch = p->epoch, .aux = {edges, p->split}};
+        stage_trace(st, g, p->split, t0, metrics_now_ns());
         if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
             arena_release(&st->arena, slot); /* never entered the pipeline */
             atomic_store(&r->stop, true);
@@ -282,7 +275,7 @@ static void *stage_thread(void *arg)
             stage_turn_done(&r->turn, g);
         metrics_add(&st->block->items, 1);
     }
-    free(train);
+    schedule_cursor_free(&cur);
     sampler_free(&s);
     return NULL;
 }
@@ -295,36 +288,25 @@ static int stage_main(int argc, char **argv)
     stage_open(&st, argc, argv, 0);
     r.st = &st;
     const char *dir = st.cfg.dataset.path;
-    uint32_t rank = run_global_rank(&st.args), ranks = run_world(&st.args); /* global (layout.h) */
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
-    for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
-        int rc = sampler_split_load(dir, &st.meta, sampler_split_file(k), &r.ids[k], &r.n_ids[k], msg, sizeof msg);
-        if (rc == -ENOENT && k != BATCH_TRAIN)
-            continue; /* no validation or test split: nothing to evaluate */
-        if (rc)
-            stage_fail(&st, "%s", msg);
-    }
-    r.seed = (uint64_t)st.cfg.train.seed;
-    stage_stream(&st, &r.stream);
-    for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
-        uint64_t n;
-        r.eval_share[k] = malloc((size_t)SL_MAX(r.n_ids[k], 1) * sizeof(uint64_t));
-        if (!r.eval_share[k] || (r.n_ids[k] && sampler_epoch_share(r.ids[k], r.n_ids[k], r.seed, 0, rank, ranks,
-                                                                   r.eval_share[k], &n, msg, sizeof msg) != 0))
-            stage_fail(&st, "%s", r.eval_share[k] ? msg : "out of memory");
-    }
+    stage_schedule(&st, &r.sched); /* global rank and world (layout.h) */
+    if (schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg) != 0)
+        stage_fail(&st, "%s", msg);
     r.ordered = st.cfg.pipeline.ordered;
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
-    atomic_store(&r.next, r.stream.start[st.args.start_epoch]);
-    stage_turn_init(&r.turn, r.stream.start[st.args.start_epoch]);
+    uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);
+    atomic_store(&r.next, first);
+    stage_turn_init(&r.turn, first);
     int nthreads = (int)st.cfg.pipeline.samplers;
+    uint32_t last = r.sched.p.epochs - 1; /* evaluates and tests */
     stage_note(&st,
                "%" PRIu64 " batches: %" PRIu64 " training targets (%" PRIu64 " batches) x %" PRIu32
                " epochs, %" PRIu64 " validation and %" PRIu64 " test targets; %d thread%s%s",
-               sampler_stream_len(&r.stream), r.stream.share[BATCH_TRAIN], r.stream.nb[BATCH_TRAIN], r.stream.epochs,
-               r.stream.share[BATCH_VAL], r.stream.share[BATCH_TEST], nthreads, nthreads == 1 ? "" : "s",
-               r.ordered ? ", in order" : "");
+               schedule_len(&r.sched), schedule_pass_targets(&r.sched, 0, BATCH_TRAIN),
+               schedule_pass_batches(&r.sched, 0, BATCH_TRAIN), r.sched.p.epochs,
+               schedule_pass_targets(&r.sched, last, BATCH_VAL), schedule_pass_targets(&r.sched, last, BATCH_TEST),
+               nthreads, nthreads == 1 ? "" : "s", r.ordered ? ", in order" : "");
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)
         stage_fail(&st, "out of memory");
@@ -338,11 +320,7 @@ static int stage_main(int argc, char **argv)
     stage_end_output(&st);
     free(t);
     stage_turn_destroy(&r.turn);
-    for (int k = 0; k < BATCH_SPLITS; k++) {
-        free(r.ids[k]);
-        free(r.eval_share[k]);
-    }
-    sampler_stream_free(&r.stream);
+    schedule_free(&r.sched);
     sampler_topo_free(&r.topo);
     stage_close(&st);
     return 0;

@@ -1,7 +1,7 @@
 /* stage.c - joining a run as a stage process (API and contract in stage.h). */
 #include "stages/stage.h"
 
-#include "stages/sampler.h"
+#include "stages/schedule.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -224,17 +224,23 @@ void stage_view(struct stage *s, const struct run_desc *d, unsigned flags, struc
 
 /* ---- ordered hand-off ------------------------------------------------------------------- */
 
-void stage_stream(struct stage *s, struct sampler_stream *out)
+void stage_schedule(struct stage *s, struct schedule *out)
 {
     char msg[512];
-    uint64_t n[BATCH_SPLITS];
-    sampler_split_sizes(&s->meta, n);
-    if (sampler_stream_init(out, n, run_global_rank(&s->args), run_world(&s->args), s->plan.shape.batch_size,
-                            (uint32_t)s->cfg.train.epochs, (uint32_t)s->cfg.train.eval_every, msg, sizeof msg) != 0)
+    struct schedule_params p = {
+        .rank = run_global_rank(&s->args),
+        .ranks = run_world(&s->args),
+        .batch_size = s->plan.shape.batch_size,
+        .epochs = (uint32_t)s->cfg.train.epochs,
+        .eval_every = (uint32_t)s->cfg.train.eval_every,
+        .seed = (uint64_t)s->cfg.train.seed,
+    };
+    schedule_split_sizes(&s->meta, p.split_n);
+    if (schedule_open(out, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
-    if (s->args.start_epoch >= out->epochs)
+    if (s->args.start_epoch >= p.epochs)
         stage_fail(s, "--start-epoch=%" PRIu32 " is not below train.epochs = %" PRIu32, s->args.start_epoch,
-                   out->epochs);
+                   p.epochs);
 }
 
 void stage_turn_init(struct stage_turn *t, uint64_t first)

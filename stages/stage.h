@@ -92,11 +92,13 @@ void stage_note(const struct stage *s, const char *fmt, ...) SL_PRINTF(2, 3);
  * batch_view. */
 void stage_view(struct stage *s, const struct run_desc *d, unsigned flags, struct batch_view *v);
 
-/* The rank's batch stream for this run (sampler.h), from the config and
- * the dataset's split sizes; fails the stage when it cannot be built. The
- * first batch of the run is stream.start[args.start_epoch]. */
-struct sampler_stream;
-void stage_stream(struct stage *s, struct sampler_stream *out);
+/* The rank's batch schedule for this run (schedule.h, the default
+ * schedule), laid out from the config and the dataset's split sizes
+ * (counting only: schedule_load adds the targets); fails the stage when it
+ * cannot be built. The first batch of the run is
+ * schedule_epoch_start(out, args.start_epoch). */
+struct schedule;
+void stage_schedule(struct stage *s, struct schedule *out);
 
 /* Under --trace, appends the span [t0_ns, t1_ns) (metrics_now_ns) of this
  * stage's work on a batch; else nothing. Thread-safe (one O_APPEND write

@@ -6,7 +6,7 @@
  * on to the releaser.
  *
  * Batches and epochs. The trainer knows the rank's batch stream
- * (struct sampler_stream, the same definition the sampler uses): batch
+ * (struct schedule, the same definition the sampler uses): batch
  * number g says which epoch and split a batch belongs to. Batches may
  * arrive out of order (several extractor threads); each is handled as it
  * comes and counted against its epoch. An epoch is complete when all its
@@ -59,6 +59,7 @@
 #include "ops/model.h"
 #include "ops/ops.h"
 #include "stages/sampler.h"
+#include "stages/schedule.h"
 #include "stages/stage.h"
 #include "stages/trainer.h"
 
@@ -81,7 +82,7 @@ struct trainer {
     struct trainer_reduce coll; /* the gradient collective (shm within the node, TCP across nodes) */
     bool has_ar;                /* more than one rank in the run */
     struct results res;
-    struct sampler_stream stream;
+    struct schedule sched;
     uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
     struct epoch *ep;         /* (epochs) */
     uint32_t epochs, start_epoch, published;
@@ -289,12 +290,12 @@ static void step(struct trainer *t, bool real, struct epoch *e)
 static void maybe_publish(struct trainer *t, uint32_t e)
 {
     struct epoch *ep = &t->ep[e];
-    const struct sampler_stream *s = &t->stream;
-    if (ep->published || ep->batches[BATCH_TRAIN] != s->nb[BATCH_TRAIN])
+    const struct schedule *s = &t->sched;
+    if (ep->published || ep->batches[BATCH_TRAIN] != schedule_pass_batches(s, e, BATCH_TRAIN))
         return;
-    if (sampler_stream_evaluates(s, e) && ep->batches[BATCH_VAL] != s->nb[BATCH_VAL])
+    if (ep->batches[BATCH_VAL] != schedule_pass_batches(s, e, BATCH_VAL))
         return;
-    if (e + 1 == t->epochs && ep->batches[BATCH_TEST] != s->nb[BATCH_TEST])
+    if (ep->batches[BATCH_TEST] != schedule_pass_batches(s, e, BATCH_TEST))
         return;
     struct results_rec *rec;
     while (!(rec = results_slot(&t->res, (uint32_t)t->st.args.rank, e))) {
@@ -328,11 +329,11 @@ static void handle(struct trainer *t, const struct run_desc *d)
     stage_view(st, d, 0, &v);
     if (!(*v.flags & BATCH_ALIASED))
         stage_fail(st, "batch %" PRIu64 " reached the trainer without feature-buffer slots", d->batch);
-    if (d->batch >= sampler_stream_len(&t->stream))
+    if (d->batch >= schedule_len(&t->sched))
         stage_fail(st, "batch %" PRIu64 " is past the end of this rank's stream (%" PRIu64 " batches)", d->batch,
-                   sampler_stream_len(&t->stream));
-    struct sampler_pos pos;
-    sampler_stream_at(&t->stream, d->batch, &pos);
+                   schedule_len(&t->sched));
+    struct schedule_pos pos;
+    schedule_at(&t->sched, d->batch, &pos);
     if (pos.epoch != d->epoch || pos.split != v.h.split || pos.targets != batch_targets(&v))
         stage_fail(st, "batch %" PRIu64 " is not what the stream says (epoch %" PRIu32 ", split %" PRIu32
                    ", %" PRIu32 " targets)",
@@ -362,8 +363,8 @@ static void handle(struct trainer *t, const struct run_desc *d)
         double busy = (double)(metrics_now_ns() - t0) / 1e9;
         step(t, labelled > 0, e);
         /* the rank's last training batch of the epoch: pad to the common step count */
-        if (e->batches[BATCH_TRAIN] == t->stream.nb[BATCH_TRAIN]) {
-            for (uint64_t k = t->stream.nb[BATCH_TRAIN]; k < t->steps_per_epoch; k++)
+        if (e->batches[BATCH_TRAIN] == schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN)) {
+            for (uint64_t k = schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN); k < t->steps_per_epoch; k++)
                 step(t, false, e);
             e->trained = true;
             if (run_global_rank(&st->args) == 0) /* one writer for all nodes */
@@ -417,11 +418,8 @@ int main(int argc, char **argv)
         results_attach(&t.res, name, msg, sizeof msg))
         stage_fail(st, "%s", msg);
     t.epochs = (uint32_t)st->cfg.train.epochs;
-    stage_stream(st, &t.stream);
-    uint64_t n_train = st->meta.f[SL_F_TRAIN].rows;
-    for (uint32_t r = 0; r < ranks; r++)
-        t.steps_per_epoch = SL_MAX(t.steps_per_epoch, sampler_batch_count(sampler_share_size(n_train, r, ranks),
-                                                                           st->plan.shape.batch_size));
+    stage_schedule(st, &t.sched);
+    t.steps_per_epoch = schedule_steps(&t.sched);
     t.ep = calloc(t.epochs, sizeof *t.ep);
     if (!t.ep)
         stage_fail(st, "out of memory for %" PRIu32 " epochs", t.epochs);
@@ -451,7 +449,7 @@ int main(int argc, char **argv)
     free(t.logits);
     free(t.dlogits);
     free(t.red);
-    sampler_stream_free(&t.stream);
+    schedule_free(&t.sched);
     results_free(&t.res);
     trainer_reduce_free(&t.coll);
     adam_free(&t.adam);

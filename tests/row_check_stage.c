@@ -6,8 +6,8 @@
  * For every batch it pops from the train queue it checks:
  *   - the batch itself (batch_view with the block check), and that it is
  *     exactly the batch the sampler must have made: rebuilt here from the
- *     epoch's share (sampler_epoch_share), the batch's targets and seed
- *     sampler_batch_seed(seed, epoch, rank, k), compared array by array;
+ *     batch's targets and seed in the rank's schedule (schedule_batch),
+ *     compared array by array;
  *   - every feature row: featbuf_row(alias[i]) equals the row of nodes[i]
  *     read from features.bin with pread (row_bytes bytes);
  *   - each pass (every epoch's training pass, the validation passes, the
@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "stages/sampler.h"
+#include "stages/schedule.h"
 #include "stages/stage.h"
 
 static uint64_t env_u64(const char *name, uint64_t dflt)
@@ -59,35 +60,22 @@ int main(int argc, char **argv)
         stage_fail(&st, "%s: %s", path, strerror(errno));
     struct sampler_topo topo;
     struct sampler smp;
-    struct sampler_stream stream;
+    struct schedule sched;
+    struct schedule_cursor cur;
     struct batch_shape shape = st.plan.shape;
-    uint64_t *ids[BATCH_SPLITS] = {0}, n_ids[BATCH_SPLITS] = {0};
-    uint32_t rank = (uint32_t)st.args.rank, ranks = (uint32_t)st.args.ranks, epochs = (uint32_t)st.cfg.train.epochs;
+    uint32_t rank = (uint32_t)st.args.rank, epochs = (uint32_t)st.cfg.train.epochs;
     if (sampler_topo_open(&topo, dir, &st.meta, msg, sizeof msg) || sampler_init(&smp, &topo, &shape, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
-        int rc = sampler_split_load(dir, &st.meta, sampler_split_file(k), &ids[k], &n_ids[k], msg, sizeof msg);
-        if (rc && !(rc == -ENOENT && k != BATCH_TRAIN))
-            stage_fail(&st, "%s", msg);
-    }
-    if (sampler_stream_init(&stream, n_ids, rank, ranks, shape.batch_size, epochs, (uint32_t)st.cfg.train.eval_every,
-                            msg, sizeof msg))
+    stage_schedule(&st, &sched);
+    if (schedule_load(&sched, dir, &st.meta, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    uint64_t *share[BATCH_SPLITS];
-    for (int k = 0; k < BATCH_SPLITS; k++)
-        share[k] = malloc((n_ids[k] + 1) * sizeof(uint64_t));
+    schedule_cursor_init(&cur, &sched, 0);
     uint32_t *seen = calloc(st.meta.nodes, sizeof *seen); /* epoch + 1 of the last delivery (splits are disjoint) */
     uint64_t *count = calloc((size_t)epochs * BATCH_SPLITS, sizeof *count); /* targets per (epoch, split) */
     unsigned char *want = malloc(row_bytes + 1);
     void *rebuilt = aligned_alloc(64, sl_round_up(st.arena.slot_size, 64));
-    if (!share[0] || !share[1] || !share[2] || !seen || !count || !want || !rebuilt)
+    if (!seen || !count || !want || !rebuilt)
         stage_fail(&st, "out of memory");
-    uint64_t n;
-    for (int k = BATCH_VAL; k < BATCH_SPLITS; k++)
-        if (n_ids[k] && sampler_epoch_share(ids[k], n_ids[k], (uint64_t)st.cfg.train.seed, 0, rank, ranks, share[k], &n,
-                                            msg, sizeof msg))
-            stage_fail(&st, "%s", msg);
-    uint32_t cur_epoch = UINT32_MAX;
     uint64_t batches = 0, rows = 0, bad_rows = 0, bad_batches = 0, dups = 0, order_errors = 0;
     uint64_t delay = env_u64("SLUICE_TEST_DELAY_US", 0), trunc_at = env_u64("SLUICE_TEST_TRUNCATE_AT", UINT64_MAX);
     struct run_desc d;
@@ -98,22 +86,18 @@ int main(int argc, char **argv)
         if (st.cfg.pipeline.ordered && d.batch != batches)
             order_errors++;
         /* the batch the sampler must have made */
-        struct sampler_pos p;
-        if (d.batch >= sampler_stream_len(&stream))
+        struct schedule_batch sb;
+        if (d.batch >= schedule_len(&sched))
             stage_fail(&st, "batch %" PRIu64 " is past the end of the stream", d.batch);
-        sampler_stream_at(&stream, d.batch, &p);
-        if (p.split == BATCH_TRAIN && p.epoch != cur_epoch) {
-            if (sampler_epoch_share(ids[BATCH_TRAIN], n_ids[BATCH_TRAIN], (uint64_t)st.cfg.train.seed, p.epoch, rank,
-                                    ranks, share[BATCH_TRAIN], &n, msg, sizeof msg))
-                stage_fail(&st, "%s", msg);
-            cur_epoch = p.epoch;
-        }
+        if (schedule_batch(&cur, d.batch, &sb, msg, sizeof msg))
+            stage_fail(&st, "%s", msg);
+        const struct schedule_pos p = sb.pos;
         uint64_t edges;
         struct batch_id id = {.batch = d.batch, .epoch = p.epoch, .rank = rank, .split = p.split};
         struct batch_view w;
         if (d.epoch != p.epoch || v.h.split != p.split ||
-            sampler_sample(&smp, rebuilt, st.arena.slot_size, share[p.split] + p.first, p.targets, &id,
-                           sampler_pos_seed((uint64_t)st.cfg.train.seed, rank, &p), &edges, msg, sizeof msg) ||
+            sampler_sample(&smp, rebuilt, st.arena.slot_size, sb.targets, p.targets, &id, sb.seed, &edges, msg,
+                           sizeof msg) ||
             batch_view(rebuilt, st.arena.slot_size, 0, &w, msg, sizeof msg))
             bad = true;
         else {
@@ -157,9 +141,9 @@ int main(int argc, char **argv)
     /* every pass the stream has, complete */
     uint64_t complete = 0, passes_bad = 0;
     for (uint32_t e = 0; e < epochs; e++) {
-        complete += count[(size_t)e * BATCH_SPLITS + BATCH_TRAIN] == stream.share[BATCH_TRAIN];
-        uint64_t want_val = sampler_stream_evaluates(&stream, e) ? stream.share[BATCH_VAL] : 0;
-        uint64_t want_test = e + 1 == epochs ? stream.share[BATCH_TEST] : 0;
+        complete += count[(size_t)e * BATCH_SPLITS + BATCH_TRAIN] == schedule_pass_targets(&sched, e, BATCH_TRAIN);
+        uint64_t want_val = schedule_pass_targets(&sched, e, BATCH_VAL);
+        uint64_t want_test = schedule_pass_targets(&sched, e, BATCH_TEST);
         passes_bad += count[(size_t)e * BATCH_SPLITS + BATCH_VAL] != want_val;
         passes_bad += count[(size_t)e * BATCH_SPLITS + BATCH_TEST] != want_test;
     }
@@ -179,11 +163,8 @@ int main(int argc, char **argv)
     free(want);
     free(count);
     free(seen);
-    for (int k = 0; k < BATCH_SPLITS; k++) {
-        free(share[k]);
-        free(ids[k]);
-    }
-    sampler_stream_free(&stream);
+    schedule_cursor_free(&cur);
+    schedule_free(&sched);
     sampler_free(&smp);
     sampler_topo_free(&topo);
     close(fd);

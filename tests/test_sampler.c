@@ -14,6 +14,7 @@
 #include "core/dataset.h"
 #include "core/util.h"
 #include "stages/sampler.h"
+#include "stages/schedule.h"
 
 #define N 3000
 #define HUB_STAR 0 /* in-degree STAR_DEG, neighbours 100, 200, ... */
@@ -236,7 +237,7 @@ static void test_structure(void **state)
         {1, {5}, 64}, {2, {5, 3}, 100}, {2, {-1, 2}, 37}, {3, {10, 10, 10}, 128}, {2, {0, 4}, 16}, {3, {25, -1, 1}, 9},
     };
     uint64_t share[N], n_share;
-    assert_int_equal(sampler_epoch_share(train, n_train, 3, 0, 0, 1, share, &n_share, err, sizeof err), 0);
+    assert_int_equal(schedule_shuffle_share(train, n_train, 3, 0, 0, 1, share, &n_share, err, sizeof err), 0);
     for (size_t c = 0; c < SL_ARRAY_LEN(cases); c++) {
         struct batch_shape sh;
         shape_of(&sh, cases[c].batch, cases[c].layers, cases[c].fan);
@@ -245,7 +246,7 @@ static void test_structure(void **state)
             fail_msg("case %zu: %s", c, err);
         size_t size;
         void *slot = new_slot(&s, &size);
-        uint64_t nb = sampler_batch_count(n_share, sh.batch_size);
+        uint64_t nb = schedule_batch_count(n_share, sh.batch_size);
         for (uint64_t b = 0; b < nb && b < 6; b++) {
             uint64_t first = b * sh.batch_size;
             uint32_t nt = (uint32_t)SL_MIN(sh.batch_size, n_share - first);
@@ -326,28 +327,37 @@ static void test_determinism(void **state)
 
 /* The batch stream: every batch number maps to one (epoch, split, k), the
  * passes come in the documented order, and the sizes add up. */
+static int stream_open(struct schedule *s, const uint64_t n[BATCH_SPLITS], uint32_t rank, uint32_t ranks,
+                       uint64_t batch_size, uint32_t epochs, uint32_t eval_every)
+{
+    struct schedule_params p = {.rank = rank, .ranks = ranks, .batch_size = batch_size, .epochs = epochs,
+                                .eval_every = eval_every, .seed = 7};
+    memcpy(p.split_n, n, sizeof p.split_n);
+    return schedule_open(s, NULL, &p, err, sizeof err);
+}
+
 static void test_stream(void **state)
 {
     (void)state;
-    struct sampler_stream s;
+    struct schedule s;
     const uint64_t n[BATCH_SPLITS] = {1001, 250, 99};
-    assert_int_equal(sampler_stream_init(&s, n, 0, 3, 0, 5, 2, err, sizeof err), -EINVAL);
-    assert_int_equal(sampler_stream_init(&s, n, 3, 3, 10, 5, 2, err, sizeof err), -EINVAL);
+    assert_int_equal(stream_open(&s, n, 0, 3, 0, 5, 2), -EINVAL);
+    assert_int_equal(stream_open(&s, n, 3, 3, 10, 5, 2), -EINVAL);
     for (uint32_t rank = 0; rank < 3; rank++) {
         /* 5 epochs, validation after epochs 1, 3 and 4 (the last) */
-        assert_int_equal(sampler_stream_init(&s, n, rank, 3, 10, 5, 2, err, sizeof err), 0);
-        uint64_t share_t = sampler_share_size(1001, rank, 3), share_v = sampler_share_size(250, rank, 3);
-        uint64_t share_x = sampler_share_size(99, rank, 3);
-        assert_int_equal(s.share[BATCH_TRAIN], share_t);
+        assert_int_equal(stream_open(&s, n, rank, 3, 10, 5, 2), 0);
+        uint64_t share_t = schedule_share_size(1001, rank, 3), share_v = schedule_share_size(250, rank, 3);
+        uint64_t share_x = schedule_share_size(99, rank, 3);
+        assert_int_equal(schedule_pass_targets(&s, 0, BATCH_TRAIN), share_t);
         uint64_t nbt = (share_t + 9) / 10, nbv = (share_v + 9) / 10, nbx = (share_x + 9) / 10;
-        assert_int_equal(sampler_stream_len(&s), 5 * nbt + 3 * nbv + nbx);
-        assert_false(sampler_stream_evaluates(&s, 0));
-        assert_true(sampler_stream_evaluates(&s, 1));
-        assert_true(sampler_stream_evaluates(&s, 4));
+        assert_int_equal(schedule_len(&s), 5 * nbt + 3 * nbv + nbx);
+        assert_false(schedule_pass_batches(&s, 0, BATCH_VAL) > 0);
+        assert_true(schedule_pass_batches(&s, 1, BATCH_VAL) > 0);
+        assert_true(schedule_pass_batches(&s, 4, BATCH_VAL) > 0);
         uint64_t targets[5][BATCH_SPLITS] = {{0}};
-        struct sampler_pos prev = {0}, p;
-        for (uint64_t g = 0; g < sampler_stream_len(&s); g++) {
-            sampler_stream_at(&s, g, &p);
+        struct schedule_pos prev = {0}, p;
+        for (uint64_t g = 0; g < schedule_len(&s); g++) {
+            schedule_at(&s, g, &p);
             assert_true(p.epoch < 5 && p.split < BATCH_SPLITS);
             assert_int_equal(p.first, p.k * 10);
             assert_true(p.targets >= 1 && p.targets <= 10);
@@ -364,18 +374,18 @@ static void test_stream(void **state)
             assert_int_equal(targets[e][BATCH_TEST], e == 4 ? share_x : 0);
         }
         /* evaluation batches get seeds of their own */
-        struct sampler_pos a = {.epoch = 1, .split = BATCH_TRAIN, .k = 2}, b = a;
+        struct schedule_pos a = {.epoch = 1, .split = BATCH_TRAIN, .k = 2}, b = a;
         b.split = BATCH_VAL;
-        assert_true(sampler_pos_seed(7, rank, &a) != sampler_pos_seed(7, rank, &b));
-        assert_int_equal(sampler_pos_seed(7, rank, &a), sampler_batch_seed(7, 1, rank, 2));
-        sampler_stream_free(&s);
+        assert_true(schedule_seed(&s, &a) != schedule_seed(&s, &b));
+        assert_int_equal(schedule_seed(&s, &a), sampler_batch_seed(7, 1, rank, 2));
+        schedule_free(&s);
     }
     /* no validation split: nothing to evaluate, no empty passes */
     const uint64_t only[BATCH_SPLITS] = {40, 0, 0};
-    assert_int_equal(sampler_stream_init(&s, only, 0, 1, 10, 3, 1, err, sizeof err), 0);
-    assert_int_equal(sampler_stream_len(&s), 12);
-    assert_false(sampler_stream_evaluates(&s, 2));
-    sampler_stream_free(&s);
+    assert_int_equal(stream_open(&s, only, 0, 1, 10, 3, 1), 0);
+    assert_int_equal(schedule_len(&s), 12);
+    assert_false(schedule_pass_batches(&s, 2, BATCH_VAL) > 0);
+    schedule_free(&s);
 }
 
 static void test_epoch_share(void **state)
@@ -391,7 +401,7 @@ static void test_epoch_share(void **state)
             uint64_t smin = UINT64_MAX, smax = 0;
             for (uint32_t r = 0; r < ranks; r++) {
                 uint64_t n;
-                assert_int_equal(sampler_epoch_share(ids, 1001, 9, epoch, r, ranks, out, &n, err, sizeof err), 0);
+                assert_int_equal(schedule_shuffle_share(ids, 1001, 9, epoch, r, ranks, out, &n, err, sizeof err), 0);
                 smin = SL_MIN(smin, n);
                 smax = SL_MAX(smax, n);
                 for (uint64_t i = 0; i < n; i++)
@@ -399,7 +409,7 @@ static void test_epoch_share(void **state)
                 if (r == 0)
                     first_of_epoch[epoch] = out[0] << 32 | out[1];
                 /* batches of 64 cover the share */
-                uint64_t nb = sampler_batch_count(n, 64);
+                uint64_t nb = schedule_batch_count(n, 64);
                 assert_true(nb * 64 >= n && (nb - 1) * 64 < n);
             }
             assert_true(smax - smin <= 1);
@@ -411,12 +421,12 @@ static void test_epoch_share(void **state)
     }
     /* the shuffle is not the identity */
     uint64_t n;
-    assert_int_equal(sampler_epoch_share(ids, 1001, 9, 0, 0, 1, out, &n, err, sizeof err), 0);
+    assert_int_equal(schedule_shuffle_share(ids, 1001, 9, 0, 0, 1, out, &n, err, sizeof err), 0);
     int moved = 0;
     for (uint64_t i = 0; i < n; i++)
         moved += out[i] != ids[i];
     assert_true(moved > 900);
-    assert_int_equal(sampler_epoch_share(ids, 1001, 9, 0, 3, 3, out, &n, err, sizeof err), -EINVAL);
+    assert_int_equal(schedule_shuffle_share(ids, 1001, 9, 0, 3, 3, out, &n, err, sizeof err), -EINVAL);
 }
 
 /* Chi-square of inclusion counts c[0 .. d) over T trials each including
