@@ -61,6 +61,7 @@
 #include "stages/sampler.h"
 #include "stages/stage.h"
 #include "stages/trainer.h"
+#include "stages/trainer_backend.h"
 
 #define DROPOUT_SALT 0xd20b0f1e5eedull
 
@@ -347,7 +348,9 @@ static void handle(struct trainer *t, const struct layout_desc *d)
     struct epoch *e = &t->ep[pos.epoch];
     uint64_t dseed = sampler_batch_seed((uint64_t)st->cfg.train.seed ^ DROPOUT_SALT, pos.epoch,
                                         layout_global_rank(&st->args), d->batch);
-    if (model_forward(t->m, &v, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
+    struct ops_block blocks[BATCH_LAYERS_MAX];
+    uint32_t nblocks = trainer_batch_blocks(&v, blocks);
+    if (model_forward(t->m, blocks, nblocks, b, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
     uint32_t labelled, correct;
     float loss = model_loss(t->logits, v.labels, b, classes, train ? t->dlogits : NULL, &labelled, &correct);
