@@ -79,7 +79,7 @@ struct trainer {
     struct model_config mc;
     struct model *m;
     struct adam adam;
-    struct trainer_reduce coll; /* the gradient collective (shm within the node, TCP across nodes) */
+    struct reducer *coll;       /* the gradient collective (shm within the node, TCP across nodes); NULL: one rank */
     bool has_ar;                /* more than one rank in the run */
     struct results res;
     struct sampler_stream stream;
@@ -267,7 +267,7 @@ static void step(struct trainer *t, bool real, struct epoch *e)
         memset(t->red, 0, n * sizeof *g);
     t->red[n] = real ? 1.0f : 0.0f;
     double t0 = now_s();
-    int rc = trainer_reduce_sum(&t->coll, t->red, n + 1); /* waits, heartbeating (reduce_tick) */
+    int rc = reducer_allreduce(t->coll, t->red, n + 1); /* waits, heartbeating (reduce_tick) */
     stage_heartbeat(&t->st);
     if (rc == -EPIPE)
         exit(0); /* a peer died: the launcher is tearing the run down */
@@ -278,9 +278,7 @@ static void step(struct trainer *t, bool real, struct epoch *e)
     metrics_add(&t->st.block->wait_ns, (uint64_t)(dt * 1e9));
     float w = t->red[n];
     if (w > 0) {
-        float inv = 1.0f / w;
-        for (size_t i = 0; i < n; i++)
-            t->red[i] *= inv;
+        ops_scale(t->red, n, 1.0f / w);
         adam_step(&t->adam, model_params(t->m), t->red);
     }
 }
@@ -409,7 +407,7 @@ int main(int argc, char **argv)
         stage_fail(st, "out of memory for Adam's moments");
     uint32_t ranks = layout_world(&st->args); /* over all nodes */
     if (ranks > 1) {
-        if (trainer_reduce_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
+        if (trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
         t.has_ar = true;
         t.red = malloc((t.nparams + 1) * sizeof *t.red);
@@ -456,7 +454,7 @@ int main(int argc, char **argv)
     free(t.red);
     sampler_stream_free(&t.stream);
     results_free(&t.res);
-    trainer_reduce_free(&t.coll);
+    reducer_free(t.coll);
     adam_free(&t.adam);
     model_destroy(t.m);
     stage_close(st);
