@@ -1,5 +1,7 @@
 /* model.c - GraphSAGE, GCN, GAT and MLP over a sampled batch (model.h),
- * built from the operators of ops.h; the Adam and SGD steps.
+ * built from the operators of ops.h; the Adam and SGD steps. Every
+ * arithmetic step, zeroing and copying included, is an ops_ call: this file
+ * only says which operators run in which order on which buffers.
  *
  * Parameters live in one flat array (gradients in a second of the same
  * length), tensors back to back in the order model_tensor() lists them:
@@ -12,7 +14,7 @@
  * in per-layer buffers, and the backward's in a few shared ones; each
  * grows when a batch needs more than it holds and is otherwise reused, so
  * a run allocates only during its first batches. The input x and the
- * batch's arrays are not copied: they must stay valid until backward. */
+ * blocks' arrays are not copied: they must stay valid until backward. */
 #include "ops/model.h"
 
 #include <errno.h>
@@ -76,8 +78,8 @@ struct model {
     size_t nparams;
     float *params, *grads; /* (nparams) */
     uint32_t ntensors;
-    struct model_tensor t[BATCH_LAYERS_MAX * 4];
-    struct layer l[BATCH_LAYERS_MAX];
+    struct model_tensor t[MODEL_TENSORS_MAX];
+    struct layer l[MODEL_LAYERS_MAX];
     bool ready; /* a training forward is held */
     uint32_t b; /* targets of that forward */
     /* shared scratch */
@@ -111,8 +113,8 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     if ((unsigned)c->kind > MODEL_MLP)
         return sl_errf(err, errlen, -EINVAL, "model.kind: unknown model kind %d; use sage, gcn, gat or mlp",
                        (int)c->kind);
-    if (c->layers < 1 || c->layers > BATCH_LAYERS_MAX)
-        return sl_errf(err, errlen, -EINVAL, "model.layers = %u: must be 1 .. %d", c->layers, BATCH_LAYERS_MAX);
+    if (c->layers < 1 || c->layers > MODEL_LAYERS_MAX)
+        return sl_errf(err, errlen, -EINVAL, "model.layers = %u: must be 1 .. %d", c->layers, MODEL_LAYERS_MAX);
     if (c->in_dim < 1)
         return sl_errf(err, errlen, -EINVAL, "model input dimension is 0: the dataset's feat_dim must be at least 1");
     if (c->classes < 1)
@@ -133,29 +135,102 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A layout being built: tensors so far and the floats they take. */
+struct layout {
+    struct model_tensor *t;
+    uint32_t n;
+    size_t floats;
+};
+
 /* Appends a tensor to the layout; returns its offset. */
-static size_t add_tensor(struct model *m, uint32_t layer, const char *what, uint64_t rows, uint64_t cols, int ndim)
+static size_t add_tensor(struct layout *lo, uint32_t layer, const char *what, uint64_t rows, uint64_t cols, int ndim)
 {
-    struct model_tensor *t = &m->t[m->ntensors++];
+    struct model_tensor *t = &lo->t[lo->n++];
+    memset(t, 0, sizeof *t); /* the name zero-padded whatever the array held */
     snprintf(t->name, sizeof t->name, "layers.%u.%s", layer, what);
     t->ndim = (uint32_t)ndim;
     t->shape[0] = rows;
     t->shape[1] = ndim == 1 ? 1 : cols;
-    t->offset = m->nparams;
+    t->offset = lo->floats;
     t->count = (size_t)(rows * t->shape[1]);
-    m->nparams += t->count;
+    lo->floats += t->count;
     return t->offset;
 }
 
-/* Glorot/Xavier uniform into p[0 .. n): U(-a, a), a = sqrt(6 / (fan_in +
- * fan_out)); each value from the top 24 bits of one SplitMix64 output. */
-static void glorot(float *p, size_t n, double fan_in, double fan_out, uint64_t *st)
+/* Layer i's widths and, through lo, its tensors and their offsets. */
+static void layer_layout(struct layer *l, struct layout *lo, const struct model_config *c, uint32_t i)
 {
-    double a = sqrt(6.0 / (fan_in + fan_out));
-    for (size_t i = 0; i < n; i++) {
-        double u = (double)(ops_splitmix64(st) >> 40) * 0x1p-24; /* [0, 1) */
-        p[i] = (float)((2.0 * u - 1.0) * a);
+    l->last = i == c->layers - 1;
+    l->in = i == 0 ? c->in_dim : c->hidden;
+    l->out = l->last ? c->classes : c->hidden;
+    l->heads = c->kind == MODEL_GAT ? c->heads : 1;
+    l->hd = l->last ? l->out : l->out / l->heads;
+    l->w = l->w2 = l->a_src = l->a_dst = l->b = SIZE_MAX;
+    switch (c->kind) {
+    case MODEL_SAGE:
+        l->w = add_tensor(lo, i, "w_self", l->out, l->in, 2);
+        l->w2 = add_tensor(lo, i, "w_neigh", l->out, l->in, 2);
+        l->b = add_tensor(lo, i, "bias", l->out, 1, 1);
+        break;
+    case MODEL_GCN:
+    case MODEL_MLP:
+        l->w = add_tensor(lo, i, "weight", l->out, l->in, 2);
+        l->b = add_tensor(lo, i, "bias", l->out, 1, 1);
+        break;
+    case MODEL_GAT:
+        l->w = add_tensor(lo, i, "weight", (uint64_t)l->heads * l->hd, l->in, 2);
+        l->a_src = add_tensor(lo, i, "attn_src", l->heads, l->hd, 2);
+        l->a_dst = add_tensor(lo, i, "attn_dst", l->heads, l->hd, 2);
+        l->b = add_tensor(lo, i, "bias", (uint64_t)l->heads * l->hd, 1, 1);
+        break;
     }
+}
+
+int model_layout(const struct model_config *c, struct model_tensor *t, uint32_t *ntensors, char *err, size_t errlen)
+{
+    *ntensors = 0;
+    int rc = check_config(c, err, errlen);
+    if (rc)
+        return rc;
+    struct layout lo = {.t = t};
+    struct layer l;
+    for (uint32_t i = 0; i < c->layers; i++)
+        layer_layout(&l, &lo, c, i);
+    *ntensors = lo.n;
+    return 0;
+}
+
+/* From the shapes alone, layer by layer, independently of layer_layout
+ * (test_model checks they agree): sage 2 (out x in) + out; gcn and mlp
+ * (out x in) + out; gat (w x in) + 2 w (the attention vectors, heads x
+ * hd) + w (bias), w = heads hd = out in a hidden layer (the heads split
+ * it) and heads x classes in the last (each head has all classes). out =
+ * hidden (classes in the last layer), in = in_dim (hidden after the
+ * first). */
+size_t model_param_count(const struct model_config *c)
+{
+    if (check_config(c, NULL, 0) != 0)
+        return 0;
+    size_t n = 0;
+    for (uint32_t i = 0; i < c->layers; i++) {
+        bool last = i + 1 == c->layers;
+        size_t in = i == 0 ? c->in_dim : c->hidden, out = last ? c->classes : c->hidden;
+        switch (c->kind) {
+        case MODEL_SAGE:
+            n += 2 * out * in + out;
+            break;
+        case MODEL_GCN:
+        case MODEL_MLP:
+            n += out * in + out;
+            break;
+        case MODEL_GAT: {
+            size_t w = last ? (size_t)c->heads * out : out;
+            n += w * in + 2 * w + w;
+            break;
+        }
+        }
+    }
+    return n;
 }
 
 int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen)
@@ -168,34 +243,12 @@ int model_create(struct model **out, const struct model_config *c, char *err, si
     if (!m)
         return sl_errf(err, errlen, -ENOMEM, "out of memory for the model");
     m->c = *c;
-    uint32_t L = c->layers;
-    for (uint32_t i = 0; i < L; i++) {
-        struct layer *l = &m->l[i];
-        l->last = i == L - 1;
-        l->in = i == 0 ? c->in_dim : c->hidden;
-        l->out = l->last ? c->classes : c->hidden;
-        l->heads = c->kind == MODEL_GAT ? c->heads : 1;
-        l->hd = l->last ? l->out : l->out / l->heads;
-        l->w = l->w2 = l->a_src = l->a_dst = l->b = SIZE_MAX;
-        switch (c->kind) {
-        case MODEL_SAGE:
-            l->w = add_tensor(m, i, "w_self", l->out, l->in, 2);
-            l->w2 = add_tensor(m, i, "w_neigh", l->out, l->in, 2);
-            l->b = add_tensor(m, i, "bias", l->out, 1, 1);
-            break;
-        case MODEL_GCN:
-        case MODEL_MLP:
-            l->w = add_tensor(m, i, "weight", l->out, l->in, 2);
-            l->b = add_tensor(m, i, "bias", l->out, 1, 1);
-            break;
-        case MODEL_GAT:
-            l->w = add_tensor(m, i, "weight", (uint64_t)l->heads * l->hd, l->in, 2);
-            l->a_src = add_tensor(m, i, "attn_src", l->heads, l->hd, 2);
-            l->a_dst = add_tensor(m, i, "attn_dst", l->heads, l->hd, 2);
-            l->b = add_tensor(m, i, "bias", (uint64_t)l->heads * l->hd, 1, 1);
-            break;
-        }
-    }
+    struct layout lo = {.t = m->t};
+    for (uint32_t i = 0; i < c->layers; i++)
+        layer_layout(&m->l[i], &lo, c, i);
+    m->ntensors = lo.n;
+    m->nparams = lo.floats;
+
     size_t bytes = sl_round_up(m->nparams * sizeof(float), 64);
     m->params = aligned_alloc(64, bytes);
     m->grads = aligned_alloc(64, bytes);
@@ -203,8 +256,8 @@ int model_create(struct model **out, const struct model_config *c, char *err, si
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %zu parameters", m->nparams);
         goto err;
     }
-    memset(m->params, 0, bytes);
-    memset(m->grads, 0, bytes);
+    ops_zero(m->params, bytes / sizeof(float));
+    ops_zero(m->grads, bytes / sizeof(float));
     /* every weight matrix (rows, cols): fan_in = cols, fan_out = rows; the
      * attention vectors: fan_in = head dim, fan_out = 1; biases stay 0 and
      * take no draws */
@@ -217,9 +270,9 @@ int model_create(struct model **out, const struct model_config *c, char *err, si
             continue;
         if (!strncmp(what, "attn_", 5)) {
             for (uint64_t k = 0; k < t->shape[0]; k++)
-                glorot(p + k * t->shape[1], t->shape[1], (double)t->shape[1], 1.0, &st);
+                ops_glorot_uniform(p + k * t->shape[1], t->shape[1], (double)t->shape[1], 1.0, &st);
         } else {
-            glorot(p, t->count, (double)t->shape[1], (double)t->shape[0], &st);
+            ops_glorot_uniform(p, t->count, (double)t->shape[1], (double)t->shape[0], &st);
         }
     }
     *out = m;
@@ -233,7 +286,7 @@ void model_destroy(struct model *m)
 {
     if (!m)
         return;
-    for (uint32_t i = 0; i < BATCH_LAYERS_MAX; i++) {
+    for (uint32_t i = 0; i < MODEL_LAYERS_MAX; i++) {
         struct layer *l = &m->l[i];
         struct buf *bs[] = {&l->act, &l->mask, &l->agg, &l->nsrc, &l->ndst, &l->z, &l->el, &l->er, &l->ae, &l->as};
         for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
@@ -275,6 +328,7 @@ const struct model_tensor *model_tensor(const struct model *m, uint32_t i)
 /* ---- forward ---------------------------------------------------------------------------------- */
 
 #define FLOATS(n, w) ((size_t)(n) * (size_t)(w) * sizeof(float))
+#define COUNT(n, w) ((size_t)(n) * (size_t)(w))
 
 /* Grows the buffers layer l needs for its block (set in l->blk). */
 static int layer_buffers(struct model *m, struct layer *l, bool train)
@@ -350,33 +404,32 @@ static void layer_forward(struct model *m, struct layer *l, float *out)
     ops_bias_fwd(out, P + l->b, nd, l->out);
 }
 
-int model_forward(struct model *m, const struct batch_view *v, const float *x, bool train, uint64_t dropout_seed,
-                  float *logits, char *err, size_t errlen)
+int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
+                  const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen)
 {
     m->ready = false;
-    if (!v || !x || !logits)
-        return sl_errf(err, errlen, -EINVAL, "model_forward: no batch, input or output");
     uint32_t L = m->c.layers;
     bool mlp = m->c.kind == MODEL_MLP;
-    if (!mlp && batch_layers(v) != L)
+    if (!x || !logits || (!mlp && !blocks))
+        return sl_errf(err, errlen, -EINVAL, "model_forward: no batch, input or output");
+    if (!mlp && nblocks != L)
         return sl_errf(err, errlen, -EINVAL,
                        "the batch has %u blocks but the %s model has %u layers: model.fanouts must have one "
                        "entry per layer",
-                       batch_layers(v), kind_name(m->c.kind), L);
-    uint32_t B = batch_targets(v);
+                       nblocks, kind_name(m->c.kind), L);
+    for (uint32_t i = 0; !mlp && i < L; i++)
+        if (blocks[i].n_dst > blocks[i].n_src || (i + 1 < L && blocks[i].n_dst != blocks[i + 1].n_src) ||
+            (i + 1 == L && blocks[i].n_dst != targets))
+            return sl_errf(err, errlen, -EINVAL,
+                           "model_forward: block %u (%u -> %u nodes) does not chain with the next layer's or the "
+                           "%u targets: the blocks must come from one batch of model.fanouts, in layer order",
+                           i, blocks[i].n_src, blocks[i].n_dst, targets);
+    uint32_t B = targets;
     uint64_t st = dropout_seed; /* layer i's mask: output i of this stream */
     const float *hin = x;
     for (uint32_t i = 0; i < L; i++) {
         struct layer *l = &m->l[i];
-        if (mlp) {
-            l->blk = (struct ops_block){.n_dst = B, .n_src = B};
-        } else {
-            uint32_t k = batch_block_for_layer(v, i);
-            l->blk = (struct ops_block){.n_dst = batch_block_dst(v, k),
-                                        .n_src = batch_block_src(v, k),
-                                        .indptr = v->indptr[k],
-                                        .src = v->src[k]};
-        }
+        l->blk = mlp ? (struct ops_block){.n_dst = B, .n_src = B} : blocks[i];
         l->hin = hin;
         if (layer_buffers(m, l, train) != 0)
             return sl_errf(err, errlen, -ENOMEM, "out of memory for layer %u's activations (%u x %u rows)", i,
@@ -426,7 +479,7 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
             if (buf_need(&m->tmp, FLOATS(nd, l->in)))
                 return -ENOMEM;
             ops_linear_bwd_x(dx, dout, P + l->w, nd, l->in, l->out, false);
-            memset(dx + (size_t)nd * l->in, 0, FLOATS(ns - nd, l->in));
+            ops_zero(dx + (size_t)nd * l->in, COUNT(ns - nd, l->in));
             ops_linear_bwd_x(F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false);
             ops_agg_mean_bwd(dx, b, F(m->tmp), l->in);
         }
@@ -438,7 +491,7 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
             if (buf_need(&m->tmp, FLOATS(nd, l->in)))
                 return -ENOMEM;
             ops_linear_bwd_x(F(m->tmp), dout, P + l->w, nd, l->in, l->out, false);
-            memset(dx, 0, FLOATS(ns, l->in));
+            ops_zero(dx, COUNT(ns, l->in));
             ops_agg_gcn_bwd(dx, b, F(l->nsrc), F(l->ndst), F(m->tmp), l->in);
         }
         return 0;
@@ -455,14 +508,14 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
         }
         ops_bias_bwd(G + l->b, dcat, nd, w);
         float *dz = F(m->tmp);
-        memset(dz, 0, FLOATS(ns, w));
+        ops_zero(dz, COUNT(ns, w));
         ops_gat_sum_bwd(dz, F(m->gae), F(m->gas), b, F(l->ae), F(l->as), F(l->z), dcat, H, l->hd);
         ops_edge_softmax_bwd(F(m->gae), F(m->gas), F(l->ae), F(l->as), b, H);
-        memset(m->gel.p, 0, FLOATS(ns, H));
-        memset(m->ger.p, 0, FLOATS(nd, H));
+        ops_zero(F(m->gel), COUNT(ns, H));
+        ops_zero(F(m->ger), COUNT(nd, H));
         ops_gat_edge_bwd(F(m->gel), F(m->ger), b, F(m->gae), F(m->gas), F(l->el), F(l->er), H, OPS_GAT_SLOPE);
-        memset(G + l->a_src, 0, FLOATS(H, l->hd));
-        memset(G + l->a_dst, 0, FLOATS(H, l->hd));
+        ops_zero(G + l->a_src, COUNT(H, l->hd));
+        ops_zero(G + l->a_dst, COUNT(H, l->hd));
         ops_gat_score_bwd(dz, G + l->a_src, F(m->gel), F(l->z), P + l->a_src, ns, H, l->hd);
         ops_gat_score_bwd(dz, G + l->a_dst, F(m->ger), F(l->z), P + l->a_dst, nd, H, l->hd);
         ops_linear_bwd_w(G + l->w, dz, l->hin, ns, l->in, w, false);
@@ -490,7 +543,7 @@ int model_backward(struct model *m, const float *dlogits, char *err, size_t errl
     int cur = 0;
     if (buf_need(&m->g[cur], FLOATS(m->b, m->c.classes)))
         goto nomem;
-    memcpy(m->g[cur].p, dlogits, FLOATS(m->b, m->c.classes));
+    ops_copy(F(m->g[cur]), dlogits, COUNT(m->b, m->c.classes));
     for (uint32_t i = L; i-- > 0;) {
         struct layer *l = &m->l[i];
         float *dout = F(m->g[cur]);

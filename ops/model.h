@@ -1,15 +1,21 @@
 /* model.h - the GNN models the trainer runs on CPU (DESIGN.md section 6;
  * issue 5): GraphSAGE (mean aggregator, separate self and neighbour
  * weights), GCN, GAT (multi-head) and a feature-only MLP, over the sampled
- * blocks of one batch (ipc/batch.h), with forward, backward and the
- * optimizer step. Built from the operators of ops/ops.h.
+ * blocks of one batch (struct ops_block), with forward, backward and the
+ * optimizer step. Every piece of arithmetic is an operator of ops/ops.h
+ * (model.c holds only the model description: shapes, order of the calls,
+ * buffers), so twins of those operators run the same description.
  *
- * Shapes. A batch has L = layers blocks; GNN layer i (0 = the one that
- * reads the raw features) aggregates over block batch_block_for_layer(v, i)
- * = L-1-i, whose sources are local ids 0 .. n[L-i]-1 and destinations
- * 0 .. n[L-1-i]-1 (destinations are a prefix of sources). The input x has
- * one row per node of the batch (n[L] x in_dim, row-major float); the
- * output is one row of logits per target (B x classes). Layer sizes:
+ * Shapes. A batch reaches the model as L = layers blocks (struct
+ * ops_block of ops/ops.h) in layer order: GNN layer i (0 = the one that
+ * reads the raw features) aggregates over blocks[i], whose destinations
+ * 0 .. n_dst-1 are a prefix of its sources 0 .. n_src-1, and layer i's
+ * destinations are layer i+1's sources (blocks[i].n_dst ==
+ * blocks[i+1].n_src); the last block's destinations are the B targets.
+ * (For a batch of ipc/batch.h, blocks[i] is the batch's block L-1-i: the
+ * trainer points the blocks into the batch, nothing copied.) The input x
+ * has one row per source of blocks[0] (n_src x in_dim, row-major float);
+ * the output is one row of logits per target (B x classes). Layer sizes:
  * in_dim -> hidden -> ... -> hidden -> classes (layers = config's
  * model.layers; a 1-layer model maps in_dim -> classes). Between layers:
  * ReLU then dropout (training only); nothing after the last layer.
@@ -45,13 +51,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ipc/batch.h"
+#include "ops/ops.h"
+
+#define MODEL_LAYERS_MAX 8 /* = BATCH_LAYERS_MAX of ipc/batch.h (the trainer checks) */
+#define MODEL_TENSORS_MAX (MODEL_LAYERS_MAX * 4)
 
 enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 }; /* = sl_model_kind */
 
 struct model_config {
     enum model_kind kind;
-    uint32_t layers;  /* 1 .. BATCH_LAYERS_MAX */
+    uint32_t layers;  /* 1 .. MODEL_LAYERS_MAX */
     uint32_t in_dim;  /* feature dimension */
     uint32_t hidden;  /* hidden size (a multiple of heads for gat) */
     uint32_t classes; /* output size */
@@ -73,6 +82,17 @@ struct model_tensor {
 
 struct model; /* opaque */
 
+/* The parameter tensors of configuration c, in model_tensor() order, into
+ * t[0 .. *ntensors) (at most MODEL_TENSORS_MAX), with their offsets in the
+ * flat array; allocates nothing. 0, or -EINVAL for a bad configuration
+ * (message names the key). */
+int model_layout(const struct model_config *c, struct model_tensor *t, uint32_t *ntensors, char *err, size_t errlen);
+
+/* The parameter count of configuration c (what model_nparams() of a model
+ * built from it returns), computed from the layer shapes alone: allocates
+ * nothing. 0 for a bad configuration (model_layout says why). */
+size_t model_param_count(const struct model_config *c);
+
 /* Builds a model with Glorot-initialised parameters. -EINVAL for a bad
  * configuration (message names the key), -ENOMEM. */
 int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen);
@@ -86,13 +106,18 @@ float *model_grads(struct model *m);
 uint32_t model_ntensors(const struct model *m);
 const struct model_tensor *model_tensor(const struct model *m, uint32_t i);
 
-/* Forward pass over a batch: x is n[L] x in_dim (the input rows in local
- * id order), logits gets B x classes. train: dropout on (its mask drawn
- * from dropout_seed) and activations kept for model_backward; otherwise
- * nothing is kept. The view's arrays and x must stay valid until
- * backward (neither is copied). */
-int model_forward(struct model *m, const struct batch_view *v, const float *x, bool train, uint64_t dropout_seed,
-                  float *logits, char *err, size_t errlen);
+/* Forward pass over a batch of `targets` targets given as nblocks blocks
+ * in layer order (Shapes above): x is blocks[0].n_src x in_dim (the input
+ * rows in local id order), logits gets targets x classes. The mlp ignores
+ * the blocks (nblocks may be anything, blocks NULL) and reads the first
+ * `targets` rows of x. train: dropout on (its mask drawn from
+ * dropout_seed) and activations kept for model_backward; otherwise nothing
+ * is kept. The blocks' arrays and x must stay valid until backward
+ * (nothing is copied; the ops_block structs themselves are). -EINVAL when
+ * nblocks is not the layer count or the blocks do not chain (message
+ * names model.fanouts). */
+int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
+                  const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen);
 
 /* Mean cross-entropy over the targets whose label is >= 0 (labels from the
  * batch), its gradient with respect to the logits (dlogits, B x classes,

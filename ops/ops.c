@@ -673,6 +673,35 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
     return nl ? (float)(total / nl) : 0.0f;
 }
 
+/* ---- plain arrays ------------------------------------------------------------------------------------ */
+
+void ops_zero(float *x, size_t n)
+{
+    if (n)
+        memset(x, 0, n * sizeof *x);
+}
+
+void ops_copy(float *restrict y, const float *restrict x, size_t n)
+{
+    if (n)
+        memcpy(y, x, n * sizeof *y);
+}
+
+void ops_scale(float *x, size_t n, float alpha)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] *= alpha;
+}
+
+void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state)
+{
+    double a = sqrt(6.0 / (fan_in + fan_out));
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(ops_splitmix64(state) >> 40) * 0x1p-24; /* [0, 1) */
+        p[i] = (float)((2.0 * u - 1.0) * a);
+    }
+}
+
 /* ---- optimizers -------------------------------------------------------------------------------------- */
 
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,

@@ -2,13 +2,18 @@
  * section 6, issue 5): dense products through BLAS, gathers of feature
  * rows, aggregation over a sampled block (mean, sum, GCN-normalised), the
  * pieces of graph attention, bias, ReLU, dropout, log-softmax with
- * cross-entropy, and the Adam and SGD updates. Each differentiable
- * operator has a forward and a backward; docs/training.md gives their
- * equations. Every CUDA kernel in gpu/ is tested against its twin here.
+ * cross-entropy, the Adam and SGD updates, and the plain array steps
+ * around them (zero, copy, scale, Glorot initialisation). Each
+ * differentiable operator has a forward and a backward; docs/training.md
+ * gives their equations. ops/model.c does all its arithmetic through
+ * these, so a backend with twins of them (CUDA kernels, tested against
+ * these) runs the same model description.
  *
  * Layout. Matrices are row-major float; a tensor pointer's comment gives
  * its shape, e.g. (n, dim). A block (struct ops_block) is the CSC of one
- * sampled block of ipc/batch.h: destination d's sources are
+ * sampled block (a plain description: the trainer points it into a batch
+ * of ipc/batch.h without copying; ops/ knows nothing of that layout):
+ * destination d's sources are
  * src[indptr[d] .. indptr[d+1]), local ids below n_src, and destination d
  * is also source d (destinations are a prefix of sources). Edge-valued
  * tensors (GAT) have one row per entry of src[], in that order.
@@ -18,7 +23,8 @@
  * that scatter into a source-side gradient (dh, dz, del) add, so several
  * paths can meet in one buffer; the caller zeroes it first. Pointers
  * marked restrict must not overlap. Sizes are not checked (hot paths):
- * the caller passes a block that batch_view() has checked.
+ * the caller passes a checked block (the trainer's come from a batch that
+ * batch_view() has checked).
  *
  * Determinism. The loops here are sequential with a fixed summation order.
  * GEMMs run on a small thread pool (ops_set_threads) with OpenBLAS itself
@@ -41,7 +47,10 @@
 
 #define OPS_GAT_SLOPE 0.2f /* LeakyReLU negative slope of the attention scores */
 
-/* One sampled block (ipc/batch.h block k, as GNN layer L-1-k sees it). */
+/* One sampled block as a GNN layer sees it: n_dst destinations, each with
+ * its sampled in-neighbours among n_src sources (for a batch of
+ * ipc/batch.h, layer i's is the batch's block L-1-i). Pointers only: the
+ * arrays belong to the caller. */
 struct ops_block {
     uint32_t n_dst, n_src;  /* n_dst <= n_src */
     const uint32_t *indptr; /* (n_dst + 1), indptr[0] = 0 */
@@ -80,6 +89,22 @@ int ops_threads(void);
  * an int; a k past INT_MAX is summed in pieces. */
 void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
               size_t ldb, float beta, float *c, size_t ldc);
+
+/* ---- plain arrays ------------------------------------------------------------------------ */
+
+/* x (n) = 0 (+0.0 everywhere). */
+void ops_zero(float *x, size_t n);
+/* y (n) = x (n); no overlap. */
+void ops_copy(float *restrict y, const float *restrict x, size_t n);
+/* x (n) *= alpha in place, one float multiply per element. Linear: its
+ * backward is the same call on the gradient (dx = alpha dy). */
+void ops_scale(float *x, size_t n, float alpha);
+
+/* Glorot/Xavier uniform into p (n): U(-a, a), a = sqrt(6 / (fan_in +
+ * fan_out)), value i = (2u - 1) a in double rounded to float, with u the
+ * top 24 bits of the next SplitMix64 output of *state over 2^24 (so in
+ * [0, 1)); *state advances by n outputs. No backward (initialisation). */
+void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state);
 
 /* ---- dense layers ----------------------------------------------------------------------- */
 

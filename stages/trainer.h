@@ -16,8 +16,9 @@
 void trainer_model_config(const sl_config *c, const sl_dataset_meta *m, struct model_config *out);
 
 /* Floats in one all-reduce: every parameter's gradient, then the step's
- * weight (1 for a real batch, 0 for a padding step). 0 and a message
- * naming the key when the model cannot be built. */
+ * weight (1 for a real batch, 0 for a padding step), counted from the
+ * model's shapes (model_param_count: no model is built). 0 and a message
+ * naming the key when the configuration is not a valid model. */
 size_t trainer_reduce_floats(const sl_config *c, const sl_dataset_meta *m, char *err, size_t errlen);
 
 #endif

@@ -1,9 +1,12 @@
-/* trainer_main.c - gnn-trainer on the CPU (DESIGN.md sections 2 and 6;
- * docs/training.md): pops extracted batches, gathers their input rows from
- * the feature buffer by slot alias, trains on training batches (forward,
- * backward, gradient all-reduce over the ranks, Adam step) and evaluates
- * validation and test batches with gradients off, then passes each batch
- * on to the releaser.
+/* trainer_main.c - gnn-trainer's training loop (DESIGN.md sections 2 and
+ * 6; docs/training.md): pops extracted batches, has the compute backend
+ * (stages/trainer_backend.h; the CPU one, trainer_cpu.c) gather their
+ * input rows from the feature buffer by slot alias, train on training
+ * batches (forward, backward, gradient all-reduce over the ranks through a
+ * reducer (stages/reducer.h), Adam step) and evaluate validation and test
+ * batches with gradients off, then passes each batch on to the releaser.
+ * This file knows no arithmetic: epochs, padding steps, evaluation, the
+ * results page, checkpoints and resume, the same for every backend.
  *
  * Batches and epochs. The trainer knows the rank's batch stream
  * (struct schedule, the same definition the sampler uses): batch
@@ -52,16 +55,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ipc/allreduce.h"
 #include "stages/trainer_reduce.h"
 #include "ipc/results.h"
 #include "ops/ckpt.h"
 #include "ops/model.h"
-#include "ops/ops.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
 #include "stages/trainer.h"
+#include "stages/trainer_backend.h"
 
 #define DROPOUT_SALT 0xd20b0f1e5eedull
 
@@ -77,23 +79,17 @@ struct epoch {
 struct trainer {
     struct stage st;
     struct model_config mc;
-    struct model *m;
-    struct adam adam;
-    struct trainer_reduce coll; /* the gradient collective (shm within the node, TCP across nodes) */
-    bool has_ar;                /* more than one rank in the run */
+    const struct trainer_backend_ops *be;
+    struct trainer_backend *b;
+    struct model_tensor tensors[MODEL_TENSORS_MAX]; /* the parameters' layout (checkpoints) */
+    uint32_t ntensors;
+    struct reducer *coll;       /* the gradient collective (shm within the node, TCP across nodes); NULL: one rank */
     struct results res;
     struct schedule sched;
     uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
     struct epoch *ep;         /* (epochs) */
     uint32_t epochs, start_epoch, published;
     size_t nparams;
-    float *red;      /* (nparams + 1) all-reduce buffer */
-    float *x;        /* input rows */
-    size_t x_cap;    /* floats */
-    float *logits, *dlogits;
-    size_t logits_cap, dlogits_cap;
-    bool f16;
-    size_t row_stride;
     double t_epoch; /* when the previous epoch was published */
 };
 
@@ -102,16 +98,14 @@ static double now_s(void)
     return (double)metrics_now_ns() / 1e9;
 }
 
-static void *grow(struct trainer *t, void *p, size_t *cap, size_t need, size_t elem)
+/* The backend's host view of the parameters and Adam's state. */
+static void host_state(struct trainer *t, struct trainer_state *hs)
 {
-    if (need <= *cap)
-        return p;
-    size_t n = SL_MAX(need, *cap * 2);
-    void *q = realloc(p, n * elem);
-    if (!q)
-        stage_fail(&t->st, "out of memory for %zu values", n);
-    *cap = n;
-    return q;
+    char msg[1024];
+    if (t->be->state(t->b, hs, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "%s", msg);
+    if (hs->n != t->nparams)
+        stage_fail(&t->st, "the %s backend holds %zu parameters, the model has %zu", t->be->name, hs->n, t->nparams);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -150,17 +144,19 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
         stage_fail(st, "cannot create train.checkpoint_dir %s: %s", dir, strerror(-rc));
     if (ckpt_path(path, sizeof path, dir, epochs_done) != 0)
         stage_fail(st, "train.checkpoint_dir %s: path too long", dir);
-    uint32_t nt = model_ntensors(t->m);
+    uint32_t nt = t->ntensors;
+    struct trainer_state hs;
+    host_state(t, &hs);
     struct ckpt_tensor *ts = calloc((size_t)nt * 3, sizeof *ts);
     char(*names)[64] = calloc((size_t)nt * 2, sizeof *names);
     if (!ts || !names)
         stage_fail(st, "out of memory writing a checkpoint");
-    const float *p = model_params(t->m);
+    const float *p = hs.params;
     for (uint32_t i = 0; i < nt; i++) {
-        const struct model_tensor *mt = model_tensor(t->m, i);
+        const struct model_tensor *mt = &t->tensors[i];
         snprintf(names[2 * i], sizeof names[0], "adam.m.%s", mt->name);
         snprintf(names[2 * i + 1], sizeof names[0], "adam.v.%s", mt->name);
-        const float *src[3] = {p + mt->offset, t->adam.m + mt->offset, t->adam.v + mt->offset};
+        const float *src[3] = {p + mt->offset, hs.adam_m + mt->offset, hs.adam_v + mt->offset};
         const char *nm[3] = {mt->name, names[2 * i], names[2 * i + 1]};
         for (int k = 0; k < 3; k++)
             ts[k * nt + i] = (struct ckpt_tensor){.name = nm[k],
@@ -171,7 +167,7 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     }
     char epoch_s[32], step_s[32], seed_s[32], model_s[256], rng_s[96];
     snprintf(epoch_s, sizeof epoch_s, "%" PRIu32, epochs_done);
-    snprintf(step_s, sizeof step_s, "%" PRIu64, t->adam.step);
+    snprintf(step_s, sizeof step_s, "%" PRIu64, *hs.step);
     snprintf(seed_s, sizeof seed_s, "%" PRId64, st->cfg.train.seed);
     snprintf(rng_s, sizeof rng_s, "counter-based: splitmix64 of (seed %" PRId64 ", epoch, rank, batch)",
              st->cfg.train.seed);
@@ -218,14 +214,16 @@ static void load_checkpoint(struct trainer *t)
         stage_fail(st, "--resume: %s holds a model with %s, but this configuration asks for %s; resume with the "
                    "configuration it was made with, or start afresh without --resume",
                    path, model, want);
-    float *p = model_params(t->m);
-    for (uint32_t i = 0; i < model_ntensors(t->m); i++) {
-        const struct model_tensor *mt = model_tensor(t->m, i);
+    struct trainer_state hs;
+    host_state(t, &hs);
+    float *p = hs.params;
+    for (uint32_t i = 0; i < t->ntensors; i++) {
+        const struct model_tensor *mt = &t->tensors[i];
         char name[3][64];
         snprintf(name[0], sizeof name[0], "%s", mt->name);
         snprintf(name[1], sizeof name[1], "adam.m.%s", mt->name);
         snprintf(name[2], sizeof name[2], "adam.v.%s", mt->name);
-        float *dst[3] = {p + mt->offset, t->adam.m + mt->offset, t->adam.v + mt->offset};
+        float *dst[3] = {p + mt->offset, hs.adam_m + mt->offset, hs.adam_v + mt->offset};
         for (int k = 0; k < 3; k++) {
             uint32_t ndim;
             uint64_t shape[CKPT_MAX_NDIM];
@@ -236,9 +234,11 @@ static void load_checkpoint(struct trainer *t)
             memcpy(dst[k], src, mt->count * sizeof(float));
         }
     }
-    t->adam.step = strtoull(step, NULL, 10);
+    *hs.step = strtoull(step, NULL, 10);
     ckpt_free(&c);
-    stage_note(st, "resumed from %s (epoch %" PRIu32 ", step %" PRIu64 ")", path, epoch, t->adam.step);
+    if (t->be->state_loaded(t->b, msg, sizeof msg) != 0)
+        stage_fail(st, "--resume: %s", msg);
+    stage_note(st, "resumed from %s (epoch %" PRIu32 ", step %" PRIu64 ")", path, epoch, *hs.step);
 }
 
 /* ---- steps ------------------------------------------------------------------------------ */
@@ -251,23 +251,17 @@ static int reduce_tick(void *arg)
 }
 
 /* One optimizer step, identical on every rank: real = this rank has a
- * batch's gradients in model_grads(), else it contributes nothing. */
+ * batch's gradients in the backend, else it contributes nothing. */
 static void step(struct trainer *t, bool real, struct epoch *e)
 {
-    float *g = model_grads(t->m);
-    if (!t->has_ar) {
-        if (real)
-            adam_step(&t->adam, model_params(t->m), g);
+    if (!t->coll) {
+        if (real && t->be->step(t->b, false, 1.0f) != 0)
+            stage_fail(&t->st, "optimizer step failed");
         return;
     }
-    size_t n = t->nparams;
-    if (real)
-        memcpy(t->red, g, n * sizeof *g);
-    else
-        memset(t->red, 0, n * sizeof *g);
-    t->red[n] = real ? 1.0f : 0.0f;
     double t0 = now_s();
-    int rc = trainer_reduce_sum(&t->coll, t->red, n + 1); /* waits, heartbeating (reduce_tick) */
+    float w;
+    int rc = t->be->reduce(t->b, t->coll, real, &w); /* waits, heartbeating (reduce_tick) */
     stage_heartbeat(&t->st);
     if (rc == -EPIPE)
         exit(0); /* a peer died: the launcher is tearing the run down */
@@ -276,13 +270,8 @@ static void step(struct trainer *t, bool real, struct epoch *e)
     double dt = now_s() - t0;
     e->reduce_s += dt;
     metrics_add(&t->st.block->wait_ns, (uint64_t)(dt * 1e9));
-    float w = t->red[n];
-    if (w > 0) {
-        float inv = 1.0f / w;
-        for (size_t i = 0; i < n; i++)
-            t->red[i] *= inv;
-        adam_step(&t->adam, model_params(t->m), t->red);
-    }
+    if (w > 0 && t->be->step(t->b, true, 1.0f / w) != 0)
+        stage_fail(&t->st, "optimizer step failed");
 }
 
 /* Publishes epoch e once all of it is in (waiting, briefly, for the
@@ -339,24 +328,22 @@ static void handle(struct trainer *t, const struct run_desc *d)
                    ", %" PRIu32 " targets)",
                    d->batch, pos.epoch, pos.split, pos.targets);
     uint64_t t0 = metrics_now_ns();
-    uint32_t n = batch_nodes(&v), b = batch_targets(&v), dim = t->mc.in_dim, classes = t->mc.classes;
-    t->x = grow(t, t->x, &t->x_cap, (size_t)n * dim, sizeof *t->x);
-    ops_gather_rows(t->x, featbuf_row(&st->fb, 0), st->fb.stride, v.alias, n, dim, t->f16);
-    t->logits = grow(t, t->logits, &t->logits_cap, (size_t)b * classes, sizeof(float));
-    t->dlogits = grow(t, t->dlogits, &t->dlogits_cap, (size_t)b * classes, sizeof(float));
+    if (t->be->gather(t->b, &v, msg, sizeof msg) != 0)
+        stage_fail(st, "batch %" PRIu64 ": gather: %s", d->batch, msg);
     bool train = pos.split == BATCH_TRAIN;
     struct epoch *e = &t->ep[pos.epoch];
     uint64_t dseed = sampler_batch_seed((uint64_t)st->cfg.train.seed ^ DROPOUT_SALT, pos.epoch,
                                         run_global_rank(&st->args), d->batch);
-    if (model_forward(t->m, &v, t->x, train, dseed, t->logits, msg, sizeof msg) != 0)
+    struct trainer_loss out;
+    if (t->be->forward(t->b, &v, train, dseed, &out, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
-    uint32_t labelled, correct;
-    float loss = model_loss(t->logits, v.labels, b, classes, train ? t->dlogits : NULL, &labelled, &correct);
+    uint32_t labelled = out.labelled, correct = out.correct;
+    float loss = out.loss;
     e->batches[pos.split]++;
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
-        if (labelled && model_backward(t->m, t->dlogits, msg, sizeof msg) != 0)
+        if (labelled && t->be->backward(t->b, msg, sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
         if (labelled)
             e->loss_sum += (double)loss * labelled;
@@ -393,27 +380,22 @@ int main(int argc, char **argv)
     char msg[1024], name[SHM_NAME_MAX];
     stage_open(st, argc, argv, STAGE_NEED_FEATBUF);
     const sl_dsfile *ff = &st->meta.f[SL_F_FEATURES];
-    t.f16 = ff->dtype == SL_DT_F16;
-    if (!st->fb.rows)
-        stage_fail(st, "the feature buffer holds no rows on the host (a GPU buffer needs the GPU trainer)");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = (int)SL_MAX(1, SL_MIN(16, (cpus > 0 ? cpus : 1) / st->args.ranks - 1));
-    ops_set_threads(threads);
     trainer_model_config(&st->cfg, &st->meta, &t.mc);
-    if (model_create(&t.m, &t.mc, msg, sizeof msg) != 0)
+    if (model_layout(&t.mc, t.tensors, &t.ntensors, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
-    t.nparams = model_nparams(t.m);
-    if (adam_init(&t.adam, t.nparams, (float)st->cfg.train.lr) != 0)
-        stage_fail(st, "out of memory for Adam's moments");
-    uint32_t ranks = run_world(&st->args); /* over all nodes */
-    if (ranks > 1) {
-        if (trainer_reduce_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
-            stage_fail(st, "%s", msg);
-        t.has_ar = true;
-        t.red = malloc((t.nparams + 1) * sizeof *t.red);
-        if (!t.red)
-            stage_fail(st, "out of memory");
-    }
+    t.nparams = model_param_count(&t.mc);
+    t.be = &trainer_cpu_backend;
+    struct trainer_backend_config bc = {.model = t.mc,
+                                        .lr = (float)st->cfg.train.lr,
+                                        .threads = threads,
+                                        .fb = &st->fb,
+                                        .f16 = ff->dtype == SL_DT_F16};
+    if (t.be->create(&t.b, &bc, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    if (trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
     if (run_results_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
         results_attach(&t.res, name, msg, sizeof msg))
         stage_fail(st, "%s", msg);
@@ -445,15 +427,10 @@ int main(int argc, char **argv)
     if (t.published != t.epochs)
         stage_fail(st, "the batch stream ended after %" PRIu32 " of %" PRIu32 " epochs", t.published, t.epochs);
     free(t.ep);
-    free(t.x);
-    free(t.logits);
-    free(t.dlogits);
-    free(t.red);
     schedule_free(&t.sched);
     results_free(&t.res);
-    trainer_reduce_free(&t.coll);
-    adam_free(&t.adam);
-    model_destroy(t.m);
+    reducer_free(t.coll);
+    t.be->free(t.b);
     stage_close(st);
     return 0;
 }

@@ -114,76 +114,45 @@ void trainer_cluster_free(struct trainer_cluster *c)
     memset(c, 0, sizeof *c);
 }
 
-int trainer_reduce_open(struct trainer_reduce *t, const struct run_args *a, size_t floats, int (*tick)(void *),
-                        void *tick_arg, char *err, size_t errlen)
+int trainer_reducer_open(struct reducer **out, const struct run_args *a, size_t floats, int (*tick)(void *),
+                         void *tick_arg, char *err, size_t errlen)
 {
-    memset(t, 0, sizeof *t);
+    *out = NULL;
     if (run_world(a) <= 1)
         return 0;
     char name[SHM_NAME_MAX];
     int rc;
-    if (a->ranks > 1) {
-        if ((rc = run_allreduce_segname(name, sizeof name, a->run_id, err, errlen)) != 0 ||
-            (rc = allreduce_attach(&t->ar, name, (uint32_t)a->rank, err, errlen)) != 0)
-            return rc;
-        t->has_ar = true;
-        if (t->ar.max_floats < floats) {
-            rc = sl_errf(err, errlen, -EINVAL, "the all-reduce holds %zu floats, the model needs %zu", t->ar.max_floats,
-                         floats);
-            goto fail;
-        }
+    if (a->ranks > 1 && (rc = run_allreduce_segname(name, sizeof name, a->run_id, err, errlen)) != 0)
+        return rc;
+    struct reducer_params p = {.allreduce_name = a->ranks > 1 ? name : NULL,
+                               .floats = floats,
+                               .rank = (uint32_t)a->rank,
+                               .ranks = (uint32_t)a->ranks,
+                               .node = (uint32_t)a->node,
+                               .nodes = (uint32_t)a->nodes,
+                               .tick = tick,
+                               .tick_arg = tick_arg};
+    if (a->nodes <= 1)
+        return reducer_shm_open(out, &p, err, errlen);
+    struct trainer_cluster c;
+    if ((rc = trainer_cluster_read(a->run_dir, &c, err, errlen)) != 0)
+        return rc;
+    if (c.node != (uint32_t)a->node || c.nodes != (uint32_t)a->nodes) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s/%s is for node %" PRIu32 " of %" PRIu32 ", not --node=%d of %d",
+                     a->run_dir, TRAINER_CLUSTER_FILE, c.node, c.nodes, a->node, a->nodes);
+        trainer_cluster_free(&c);
+        return rc;
     }
-    struct trainer_cluster c = {0};
-    const char **eps = NULL;
-    if (a->nodes > 1) {
-        if ((rc = trainer_cluster_read(a->run_dir, &c, err, errlen)) != 0)
-            goto fail;
-        if (c.node != (uint32_t)a->node || c.nodes != (uint32_t)a->nodes) {
-            rc = sl_errf(err, errlen, -EINVAL, "%s/%s is for node %" PRIu32 " of %" PRIu32 ", not --node=%d of %d",
-                         a->run_dir, TRAINER_CLUSTER_FILE, c.node, c.nodes, a->node, a->nodes);
-            trainer_cluster_free(&c);
-            goto fail;
-        }
-        eps = calloc(c.nodes, sizeof *eps);
-        if (!eps) {
-            trainer_cluster_free(&c);
-            rc = sl_errf(err, errlen, -ENOMEM, "out of memory");
-            goto fail;
-        }
-        for (uint32_t k = 0; k < c.nodes; k++)
-            eps[k] = c.endpoints[k];
+    const char **eps = calloc(c.nodes, sizeof *eps);
+    if (!eps) {
+        trainer_cluster_free(&c);
+        return sl_errf(err, errlen, -ENOMEM, "out of memory");
     }
-    struct netreduce_params p = {.local = t->has_ar ? &t->ar : NULL,
-                                 .rank = (uint32_t)a->rank,
-                                 .ranks = (uint32_t)a->ranks,
-                                 .node = (uint32_t)a->node,
-                                 .nodes = (uint32_t)a->nodes,
-                                 .endpoints = eps,
-                                 .tick = tick,
-                                 .tick_arg = tick_arg};
-    rc = netreduce_init(&t->nr, &p, err, errlen);
+    for (uint32_t k = 0; k < c.nodes; k++)
+        eps[k] = c.endpoints[k];
+    p.endpoints = eps;
+    rc = reducer_net_open(out, &p, err, errlen);
     free(eps);
     trainer_cluster_free(&c);
-    if (rc)
-        goto fail;
-    t->on = true;
-    return 0;
-fail:
-    trainer_reduce_free(t);
     return rc;
-}
-
-int trainer_reduce_sum(struct trainer_reduce *t, float *buf, size_t n)
-{
-    return t->on ? netreduce_sum(&t->nr, buf, n) : 0;
-}
-
-void trainer_reduce_free(struct trainer_reduce *t)
-{
-    if (!t)
-        return;
-    netreduce_free(&t->nr);
-    if (t->has_ar)
-        allreduce_free(&t->ar);
-    memset(t, 0, sizeof *t);
 }

@@ -17,7 +17,8 @@
  *
  * Either way every rank of every node ends a call with the same bits: the
  * float sum of all W = K*R ranks' buffers in global rank order
- * (netreduce.h). Errors: 0 or -errno with a message. */
+ * (netreduce.h). The collective is a reducer (stages/reducer.h): the
+ * variant is picked here, the training loop only calls the table. Errors: 0 or -errno with a message. */
 #ifndef SLUICE_STAGES_TRAINER_REDUCE_H
 #define SLUICE_STAGES_TRAINER_REDUCE_H
 
@@ -25,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ipc/allreduce.h"
 #include "ipc/netreduce.h"
 #include "ipc/run.h"
+#include "stages/reducer.h"
 
 #define TRAINER_CLUSTER_FILE "cluster.toml"
 #define TRAINER_UNIQUE_ID_BYTES 128
@@ -48,28 +49,14 @@ int trainer_cluster_write(const char *run_dir, const struct trainer_cluster *c, 
 int trainer_cluster_read(const char *run_dir, struct trainer_cluster *c, char *err, size_t errlen);
 void trainer_cluster_free(struct trainer_cluster *c);
 
-/* One trainer's handle on the collective. */
-struct trainer_reduce {
-    struct allreduce ar; /* the node's shm all-reduce (R > 1) */
-    bool has_ar;
-    struct netreduce nr;
-    bool on; /* more than one rank in the run: sums are collective */
-};
-
 /* Joins the collective of the run a (a stage's parsed command line)
- * describes: attaches the node's all-reduce when --ranks > 1 (checking it
- * holds `floats`), and on a multi-node run reads cluster.toml and sets up
- * the chain. tick is called at least every NETREDUCE_TICK_MS while a sum
- * waits (heartbeats); non-zero cancels. With one rank in the whole run
- * nothing is joined and t->on is false. */
-int trainer_reduce_open(struct trainer_reduce *t, const struct run_args *a, size_t floats, int (*tick)(void *),
-                        void *tick_arg, char *err, size_t errlen);
-
-/* The collective sum of buf[0..n) (netreduce_sum's returns; -EPIPE when
- * the launcher closed the node's all-reduce to stop the run). */
-int trainer_reduce_sum(struct trainer_reduce *t, float *buf, size_t n);
-
-/* Leaves the collective. Accepts a zeroed handle. */
-void trainer_reduce_free(struct trainer_reduce *t);
+ * describes, as the reducer it needs (stages/reducer.h): none (*out =
+ * NULL) with one rank in the whole run; shm for one node of --ranks > 1;
+ * net for --nodes > 1, after reading and checking cluster.toml. floats:
+ * the most one call passes (checked against the node's all-reduce). tick
+ * is called at least every REDUCER_TICK_MS while a sum waits
+ * (heartbeats); non-zero cancels. */
+int trainer_reducer_open(struct reducer **out, const struct run_args *a, size_t floats, int (*tick)(void *),
+                         void *tick_arg, char *err, size_t errlen);
 
 #endif

@@ -35,6 +35,7 @@
 #include "ipc/batch.h"
 #include "ops/model.h"
 #include "ops/ops.h"
+#include "stages/trainer_backend.h"
 #include "t_batch.h"
 
 static uint64_t g_seed;
@@ -119,7 +120,9 @@ static void forward(struct model *m, const struct batch_view *v, const float *x,
                     float *logits)
 {
     char err[256] = "";
-    if (model_forward(m, v, x, train, seed, logits, err, sizeof err) != 0)
+    struct ops_block blocks[BATCH_LAYERS_MAX];
+    uint32_t nb = trainer_batch_blocks(v, blocks);
+    if (model_forward(m, blocks, nb, batch_targets(v), x, train, seed, logits, err, sizeof err) != 0)
         fail_msg("model_forward: %s", err);
 }
 
@@ -304,6 +307,39 @@ static void test_layout_and_init(void **state)
     model_destroy(m);
 }
 
+/* model_param_count (shapes only) equals model_nparams of the built model,
+ * and model_layout lists the built model's tensors, for every kind, layer
+ * count and head count tried (hidden = 12 splits between 1 .. 4 heads);
+ * a bad configuration counts 0. */
+static void test_param_count(void **state)
+{
+    static struct model_tensor lay[MODEL_TENSORS_MAX];
+    char err[256] = "";
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
+        for (uint32_t L = 1; L <= MODEL_LAYERS_MAX; L++)
+            for (uint32_t H = 1; H <= 4; H++) {
+                struct model_config c = {.kind = (enum model_kind)k, .layers = L, .in_dim = 7, .hidden = 12,
+                                         .classes = 5, .heads = H, .dropout = 0.5f, .seed = 3};
+                struct model *m = create(c.kind, L, c.in_dim, c.hidden, c.classes, H, c.dropout, c.seed);
+                assert_int_equal(model_param_count(&c), model_nparams(m));
+                uint32_t nt = 0;
+                assert_int_equal(model_layout(&c, lay, &nt, err, sizeof err), 0);
+                assert_int_equal(nt, model_ntensors(m));
+                for (uint32_t t = 0; t < nt; t++)
+                    assert_memory_equal(&lay[t], model_tensor(m, t), sizeof lay[t]);
+                model_destroy(m);
+            }
+    struct model_config bad = {.kind = MODEL_GAT, .layers = 2, .in_dim = 7, .hidden = 10, .classes = 5, .heads = 3};
+    assert_int_equal(model_param_count(&bad), 0); /* 10 hidden over 3 heads */
+    uint32_t nt = 99;
+    assert_int_equal(model_layout(&bad, lay, &nt, err, sizeof err), -EINVAL);
+    assert_int_equal(nt, 0);
+    assert_non_null(strstr(err, "model.heads"));
+    bad = (struct model_config){.kind = MODEL_SAGE, .layers = MODEL_LAYERS_MAX + 1, .in_dim = 7, .hidden = 8,
+                                .classes = 5};
+    assert_int_equal(model_param_count(&bad), 0);
+}
+
 /* ---- determinism ------------------------------------------------------------------------------------ */
 
 static void test_same_seed_same_bits(void **state)
@@ -434,7 +470,9 @@ static void test_call_errors(void **state)
     struct model *m = create(MODEL_SAGE, 2, 4, 8, 3, 1, 0.0f, 1);
     assert_int_equal(model_backward(m, dl, err, sizeof err), -EINVAL); /* no forward yet */
     assert_non_null(strstr(err, "no training forward"));
-    assert_int_equal(model_forward(m, &b.v, x, true, 0, logits, err, sizeof err), -EINVAL); /* 3 blocks, 2 layers */
+    struct ops_block blocks[BATCH_LAYERS_MAX];
+    uint32_t nb = trainer_batch_blocks(&b.v, blocks);
+    assert_int_equal(model_forward(m, blocks, nb, 10, x, true, 0, logits, err, sizeof err), -EINVAL); /* 3 blocks, 2 layers */
     assert_non_null(strstr(err, "model.fanouts"));
     model_destroy(m);
     m = create(MODEL_SAGE, 3, 4, 8, 3, 1, 0.0f, 1);
@@ -597,6 +635,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grads),
         cmocka_unit_test(test_layout_and_init),
+        cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_same_seed_same_bits),
         cmocka_unit_test(test_threads_and_reuse_same_bits),
         cmocka_unit_test(test_config_errors),

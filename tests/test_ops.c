@@ -132,6 +132,73 @@ static void tblock_free(struct tblock *t)
     free(t->src);
 }
 
+/* ---- plain arrays --------------------------------------------------------------------------------- */
+
+struct scale_ctx {
+    float *x, *y, *r;
+    size_t n;
+    float alpha;
+};
+
+static double scale_J(void *p)
+{
+    struct scale_ctx *c = p;
+    ops_copy(c->y, c->x, c->n);
+    ops_scale(c->y, c->n, c->alpha);
+    return dotd(c->r, c->y, c->n);
+}
+
+/* zero over NaN garbage gives +0.0; copy is exact; scale is one float
+ * multiply per element and its own backward; Glorot draws stay inside
+ * (-a, a), follow the documented formula, advance the stream by one output
+ * each (two calls of n/2 = one of n) and depend on nothing else. */
+static void test_plain_arrays(void **state)
+{
+    enum { N = 37 };
+    float *x = frand(N, -3, 3), *y = fvec(N);
+    for (size_t i = 0; i < N; i++)
+        y[i] = NAN;
+    ops_zero(y, N);
+    for (size_t i = 0; i < N; i++) {
+        uint32_t bits;
+        memcpy(&bits, &y[i], sizeof bits);
+        assert_int_equal(bits, 0);
+    }
+    ops_zero(NULL, 0);
+    ops_copy(y, x, N);
+    assert_memory_equal(y, x, N * sizeof *x);
+    float alpha = urand(0.1f, 2.0f);
+    ops_scale(y, N, alpha);
+    for (size_t i = 0; i < N; i++) {
+        volatile float want = x[i] * alpha;
+        assert_true(y[i] == want);
+    }
+    struct scale_ctx c = {.x = x, .y = y, .r = frand(N, -1, 1), .n = N, .alpha = alpha};
+    float *g = fvec(N);
+    ops_copy(g, c.r, N);
+    ops_scale(g, N, alpha); /* dx = alpha dy */
+    fd_check("scale", scale_J, &c, &(struct fd_var){"x", x, N, g}, 1);
+
+    enum { M = 1000 };
+    float *p = fvec(M), *q = fvec(M);
+    uint64_t s1 = g_seed, s2 = g_seed, s3 = g_seed;
+    ops_glorot_uniform(p, M, 30.0, 20.0, &s1);
+    ops_glorot_uniform(q, M / 2, 30.0, 20.0, &s2);
+    ops_glorot_uniform(q + M / 2, M - M / 2, 30.0, 20.0, &s2);
+    assert_memory_equal(p, q, M * sizeof *p);
+    assert_true(s1 == s2);
+    double a = sqrt(6.0 / 50.0), mean = 0;
+    for (size_t i = 0; i < M; i++) {
+        double u = (double)(ops_splitmix64(&s3) >> 40) * 0x1p-24;
+        assert_true(p[i] == (float)((2.0 * u - 1.0) * a));
+        assert_true(fabs(p[i]) <= (float)a); /* (float)a: the draw is rounded to float */
+        mean += p[i];
+    }
+    assert_true(s3 == s1);
+    assert_true(fabs(mean / M) < 0.05); /* sd of the mean: a / sqrt(3 M) = 0.006 */
+    free(x), free(y), free(c.r), free(g), free(p), free(q);
+}
+
 /* ---- GEMM ------------------------------------------------------------------------------------- */
 
 static void test_gemm_vs_naive(void **state)
@@ -810,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_head_mean_grad),
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_adam_sgd),
+        cmocka_unit_test(test_plain_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, report);
 }

@@ -1,0 +1,153 @@
+/* trainer_backend.h - the compute backend of gnn-trainer: a table of
+ * operations the backend-agnostic training loop (trainer_main.c: epochs,
+ * padding steps, evaluation, results page, checkpoints, resume) calls for
+ * everything that touches parameters, activations and feature rows
+ * (DESIGN.md section 6; docs/training.md). The CPU backend is
+ * trainer_cpu.c (ops/model.h over OpenBLAS); a CUDA backend (cuBLAS,
+ * feature rows on the device, NCCL) implements the same table.
+ *
+ * Call sequence, per batch, one thread, in this order:
+ *     gather(v)                       the batch's input rows
+ *     forward(v, train, seed, &loss)  logits, loss; dlogits when training
+ *   training batches only:
+ *     backward()                      when loss.labelled > 0
+ *     reduce(r, real, &w) and, when w > 0, step(true, 1 / w)   more ranks
+ *     step(false, 1)                  one rank, real batches only
+ * and a padding step (a rank with one batch fewer than the others in an
+ * epoch) is reduce(r, false, &w), then step(true, 1 / w) when w > 0: it
+ * contributes zero gradient and zero weight.
+ *
+ * Memory. Parameters, gradients, Adam's moments, activations and the
+ * reduce buffer belong to the backend and live where it computes (host for
+ * the CPU, device for CUDA); the loop never dereferences them, except
+ * through state() (host copies). A batch_view (ipc/batch.h) is host
+ * memory in the run's shared batch arena; the feature buffer is the one
+ * the configuration names (host rows for the CPU backend; device rows,
+ * featbuf's rows_on_device, for CUDA). The view's arrays and the feature
+ * rows its aliases name are valid from gather until the call that ends
+ * the batch returns (forward for evaluation, step for training - the loop
+ * then hands the batch to the releaser, which may reuse the slots): a
+ * backend that reads them asynchronously must synchronise before then.
+ *
+ * Synchronisation. A backend may queue work on its own stream; every
+ * call that hands a value to the host (forward's loss, reduce's weight,
+ * state's arrays) has finished the work behind it before returning, and
+ * reduce's buffer is complete before the reducer reads it (the reducer
+ * runs in the backend's order). Nothing is shared between threads.
+ *
+ * Determinism. For given parameters, batch and seed the results are the
+ * same bits every run (ops/model.h's guarantee on the CPU; a CUDA backend
+ * documents its own). Every rank applies the same reduced step, so
+ * parameters stay identical across ranks.
+ *
+ * Checkpoints. The loop writes and reads parameters and Adam's moments
+ * by tensor (model_layout of the configuration gives names, shapes and
+ * offsets into the flat arrays): state() gives host arrays of
+ * model_param_count floats each plus Adam's step count; after writing
+ * into them (resume) the loop calls state_loaded() so a device backend
+ * uploads them.
+ *
+ * Errors: 0 or -errno with a message in err; the loop fails the stage on
+ * any (reduce: the reducer's codes, -EPIPE meaning the run is being torn
+ * down). */
+#ifndef SLUICE_STAGES_TRAINER_BACKEND_H
+#define SLUICE_STAGES_TRAINER_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/batch.h"
+#include "ops/model.h"
+#include "ops/ops.h"
+#include "stages/featbuf.h"
+#include "stages/reducer.h"
+
+_Static_assert(MODEL_LAYERS_MAX == BATCH_LAYERS_MAX, "a model layer per batch block");
+
+struct trainer_backend_config {
+    struct model_config model;
+    float lr;                 /* Adam's learning rate */
+    int threads;              /* host threads for compute (CPU: the GEMM pool, ops_set_threads) */
+    int device;               /* accelerator ordinal (CUDA); the CPU ignores it */
+    const struct featbuf *fb; /* the rank's feature buffer: rows by slot */
+    bool f16;                 /* its rows are IEEE half (widened to float by gather), else float */
+};
+
+/* What forward reports (host values). */
+struct trainer_loss {
+    float loss;        /* mean cross-entropy over the labelled targets (0 when none) */
+    uint32_t labelled; /* targets with a label */
+    uint32_t correct;  /* of those, how many the argmax gets right */
+};
+
+/* Host views of the training state (checkpoints). Valid until the next
+ * call into the backend other than state_loaded. */
+struct trainer_state {
+    size_t n;          /* parameters (model_param_count) */
+    float *params;     /* (n) */
+    float *adam_m;     /* (n) Adam's first moments */
+    float *adam_v;     /* (n) second moments */
+    uint64_t *step;    /* Adam's steps taken */
+};
+
+struct trainer_backend; /* a backend's handle, private to it */
+
+struct trainer_backend_ops {
+    const char *name; /* "cpu", ... */
+    /* Builds the model (Glorot-initialised from model.seed, Adam's moments
+     * zero) and its buffers. */
+    int (*create)(struct trainer_backend **out, const struct trainer_backend_config *c, char *err, size_t errlen);
+    /* The batch's input: row i = feature row alias[i] for every node of v
+     * (ops_gather_rows), f16 widened to float. */
+    int (*gather)(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen);
+    /* The model over v's blocks (trainer_batch_blocks) from the gathered
+     * rows, then the loss against v's labels; train: dropout on (mask from
+     * dropout_seed), activations and the logits' gradient kept for
+     * backward. */
+    int (*forward)(struct trainer_backend *b, const struct batch_view *v, bool train, uint64_t dropout_seed,
+                   struct trainer_loss *out, char *err, size_t errlen);
+    /* The gradients of the last training forward (overwritten). */
+    int (*backward)(struct trainer_backend *b, char *err, size_t errlen);
+    /* Sums [gradients (real) or zeros (not real), weight = real ? 1 : 0]
+     * over all ranks with r (r->ops->device must match where the backend
+     * keeps its buffers); the sum stays in the backend's reduce buffer,
+     * the total weight comes back in *weight. The reducer's return. */
+    int (*reduce)(struct trainer_backend *b, struct reducer *r, bool real, float *weight);
+    /* One Adam step: reduced = false on the backend's own gradients (one
+     * rank); reduced = true on the reduce buffer times scale (1 / total
+     * weight). */
+    int (*step)(struct trainer_backend *b, bool reduced, float scale);
+    /* Host views of params and Adam's state (a device backend copies them
+     * down first). */
+    int (*state)(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen);
+    /* The loop wrote into state()'s arrays: take them (a device backend
+     * uploads them). */
+    int (*state_loaded)(struct trainer_backend *b, char *err, size_t errlen);
+    /* Frees everything; accepts NULL. */
+    void (*free)(struct trainer_backend *b);
+};
+
+/* The CPU backend (trainer_cpu.c): ops/model.h, OpenBLAS on `threads`
+ * threads, host feature rows (a feature buffer with rows_on_device is
+ * refused: -EINVAL). */
+extern const struct trainer_backend_ops trainer_cpu_backend;
+
+/* The blocks of batch v in layer order, as model_forward takes them:
+ * out[i] = the batch's block L-1-i (batch_block_for_layer), pointing into
+ * the batch (nothing copied: valid while the batch's slot is held).
+ * Returns L. out holds BATCH_LAYERS_MAX. */
+static inline uint32_t trainer_batch_blocks(const struct batch_view *v, struct ops_block *out)
+{
+    uint32_t L = batch_layers(v);
+    for (uint32_t i = 0; i < L; i++) {
+        uint32_t k = batch_block_for_layer(v, i);
+        out[i] = (struct ops_block){.n_dst = batch_block_dst(v, k),
+                                    .n_src = batch_block_src(v, k),
+                                    .indptr = v->indptr[k],
+                                    .src = v->src[k]};
+    }
+    return L;
+}
+
+#endif

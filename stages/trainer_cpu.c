@@ -1,0 +1,168 @@
+/* trainer_cpu.c - the CPU backend of gnn-trainer (trainer_backend.h):
+ * ops/model.h on the host, GEMMs on the ops thread pool, feature rows read
+ * straight from the host feature buffer. Everything is synchronous: each
+ * call has finished its work when it returns. state() hands out the live
+ * arrays themselves (no copies), so state_loaded() has nothing to do. */
+#include "stages/trainer_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/util.h"
+
+struct trainer_backend {
+    struct trainer_backend_config c;
+    struct model *m;
+    struct adam adam;
+    size_t nparams;
+    float *red;            /* (nparams + 1) reduce buffer: gradients, then the weight */
+    float *x;              /* input rows */
+    float *logits, *dlogits;
+    size_t x_cap, logits_cap; /* floats */
+};
+
+/* Grows *p to hold need floats (contents not kept). */
+static int need(float **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    size_t c = SL_MAX(n, *cap * 2);
+    float *q = realloc(*p, c * sizeof *q);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void cpu_free(struct trainer_backend *b)
+{
+    if (!b)
+        return;
+    model_destroy(b->m);
+    adam_free(&b->adam);
+    free(b->red);
+    free(b->x);
+    free(b->logits);
+    free(b->dlogits);
+    free(b);
+}
+
+static int cpu_create(struct trainer_backend **out, const struct trainer_backend_config *c, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!c->fb || !c->fb->rows)
+        return sl_errf(err, errlen, -EINVAL,
+                       "the feature buffer holds no rows on the host (a GPU buffer needs the GPU trainer)");
+    struct trainer_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory");
+    b->c = *c;
+    ops_set_threads(c->threads);
+    int rc = model_create(&b->m, &c->model, err, errlen);
+    if (rc)
+        goto fail;
+    b->nparams = model_nparams(b->m);
+    if (adam_init(&b->adam, b->nparams, c->lr) != 0) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for Adam's moments");
+        goto fail;
+    }
+    *out = b;
+    return 0;
+fail:
+    cpu_free(b);
+    return rc;
+}
+
+static int cpu_gather(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen)
+{
+    uint32_t n = batch_nodes(v), dim = b->c.model.in_dim;
+    if (need(&b->x, &b->x_cap, (size_t)n * dim) != 0)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for %u input rows", n);
+    const struct featbuf *fb = b->c.fb;
+    ops_gather_rows(b->x, featbuf_row(fb, 0), fb->stride, v->alias, n, dim, b->c.f16);
+    return 0;
+}
+
+static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bool train, uint64_t dropout_seed,
+                       struct trainer_loss *out, char *err, size_t errlen)
+{
+    uint32_t nb = batch_targets(v), classes = b->c.model.classes;
+    size_t cap = b->logits_cap;
+    if (need(&b->logits, &b->logits_cap, (size_t)nb * classes) != 0 ||
+        need(&b->dlogits, &cap, (size_t)nb * classes) != 0)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for %u targets' logits", nb);
+    struct ops_block blocks[BATCH_LAYERS_MAX];
+    uint32_t nblocks = trainer_batch_blocks(v, blocks);
+    int rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
+    if (rc)
+        return rc;
+    out->loss = model_loss(b->logits, v->labels, nb, classes, train ? b->dlogits : NULL, &out->labelled,
+                           &out->correct);
+    return 0;
+}
+
+static int cpu_backward(struct trainer_backend *b, char *err, size_t errlen)
+{
+    return model_backward(b->m, b->dlogits, err, errlen);
+}
+
+static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, float *weight)
+{
+    if (r->ops->device)
+        return -EINVAL; /* host buffers only */
+    size_t n = b->nparams;
+    if (!b->red && !(b->red = malloc((n + 1) * sizeof *b->red)))
+        return -ENOMEM;
+    if (real)
+        ops_copy(b->red, model_grads(b->m), n);
+    else
+        ops_zero(b->red, n);
+    b->red[n] = real ? 1.0f : 0.0f;
+    int rc = reducer_allreduce(r, b->red, n + 1);
+    *weight = rc ? 0.0f : b->red[n];
+    return rc;
+}
+
+static int cpu_step(struct trainer_backend *b, bool reduced, float scale)
+{
+    if (!reduced) {
+        adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+        return 0;
+    }
+    if (!b->red)
+        return -EINVAL; /* no reduce before */
+    ops_scale(b->red, b->nparams, scale);
+    adam_step(&b->adam, model_params(b->m), b->red);
+    return 0;
+}
+
+static int cpu_state(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    *s = (struct trainer_state){.n = b->nparams,
+                                .params = model_params(b->m),
+                                .adam_m = b->adam.m,
+                                .adam_v = b->adam.v,
+                                .step = &b->adam.step};
+    return 0;
+}
+
+static int cpu_state_loaded(struct trainer_backend *b, char *err, size_t errlen)
+{
+    (void)b, (void)err, (void)errlen; /* the loop wrote the live arrays */
+    return 0;
+}
+
+const struct trainer_backend_ops trainer_cpu_backend = {
+    .name = "cpu",
+    .create = cpu_create,
+    .gather = cpu_gather,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .reduce = cpu_reduce,
+    .step = cpu_step,
+    .state = cpu_state,
+    .state_loaded = cpu_state_loaded,
+    .free = cpu_free,
+};
