@@ -204,8 +204,10 @@ void extract_reap(struct extractor *x, bool wait)
         uint32_t e = (uint32_t)d->tag;
         uint64_t node = xs->nodes[xs->rd[e].idx];
         if (d->copy_rc)
-            extract_batch_error(x, d->copy_rc, "%s: copying node %" PRIu64 " into feature-buffer slot %u failed: %s",
-                                x->src->path, node, d->slot, strerror(-d->copy_rc));
+            extract_batch_error(x, d->copy_rc,
+                                "%s: copying node %" PRIu64 " (offset %" PRIu64
+                                ") into feature-buffer slot %u failed: %s",
+                                x->src->path, node, node * x->src->row_stride, d->slot, strerror(-d->copy_rc));
         else if (d->fb_rc)
             extract_batch_error(x, d->fb_rc, "feature buffer: publishing node %" PRIu64 " in slot %u: %s", node,
                                 d->slot, strerror(-d->fb_rc));
