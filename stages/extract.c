@@ -340,6 +340,18 @@ void extractor_free(struct extractor *x)
     memset(x, 0, sizeof *x);
 }
 
+int extractor_set_sink(struct extractor *x, const struct row_sink_ops *ops, char *err, size_t errlen)
+{
+    struct xstate *xs = x->inflight;
+    struct row_sink s;
+    int rc = row_sink_init(&s, ops, x->fb, x->staging, x->staging_len, x->depth, err, errlen);
+    if (rc)
+        return rc;
+    row_sink_free(&xs->sink); /* empty between batches */
+    xs->sink = s;
+    return 0;
+}
+
 static int grow(struct extractor *x, uint32_t n, char *err, size_t errlen)
 {
     struct xstate *xs = x->inflight;

@@ -159,6 +159,14 @@ int extractor_init(struct extractor *x, const struct extract_source *src, struct
                    void *staging, size_t staging_len, char *err, size_t errlen);
 void extractor_free(struct extractor *x);
 
+/* Replaces the engine's row sink (extractor_init picks it from where fb
+ * keeps its rows) with a new one of variant ops over the same buffer and
+ * staging, `depth` copies deep: for a variant the choice does not know yet
+ * (tests use one whose copies finish late). Between batches only. 0, or
+ * the error of row_sink_init (the old sink is kept). */
+struct row_sink_ops;
+int extractor_set_sink(struct extractor *x, const struct row_sink_ops *ops, char *err, size_t errlen);
+
 /* Extracts one batch of n nodes (any ids < rows, repeats allowed) as
  * described above. slots has room for n. Blocks on the reads, on room in
  * the buffer and on rows other extractors load. -EINVAL: a node >= rows
