@@ -24,9 +24,12 @@
  * liburing, or io_uring_queue_init fails at run time, or the environment
  * sets SLUICE_NO_IO_URING=1 - pread(2), announced once per process), and
  * its part of the staging buffer, registered with the ring (fixed-buffer
- * reads). A read lands in staging; its row is then copied into the
- * feature-buffer slot and the slot marked valid (the copy is the seam
- * where a GPU rank will cudaMemcpyAsync from pinned staging instead).
+ * reads). A read lands in staging; its row is then handed to the thread's
+ * row sink (stages/sink.h), which copies it into the feature-buffer slot
+ * and marks the slot valid once the copy has finished. The sink is chosen
+ * by where the buffer keeps its rows: the host sink (a memcpy) for rows in
+ * shared memory; rows on the device need a CUDA sink, which this build
+ * does not have (extractor_init says so).
  *
  * One batch (extractor_run):
  *   1. featbuf_acquire_many over the batch's nodes (all or nothing); on
@@ -34,7 +37,8 @@
  *      retry, calling the idle hook at least every 200 ms.
  *   2. Reads for every FEATBUF_LOAD answer, up to `depth` in flight,
  *      submitted in batches and reaped in batches; as each completes its
- *      row is copied into the slot and featbuf_loaded() called. Short reads
+ *      row goes to the sink, which publishes it (featbuf_loaded()) when its
+ *      copy is done; the sink is drained before step 3. Short reads
  *      are completed with a follow-up read of the rest; -EAGAIN / -EINTR
  *      are resubmitted; any other error, or end of file (the file shrank
  *      under us), fails the batch.
@@ -51,6 +55,8 @@
  * SLUICE_FAULT_READ_EIO=N in the environment when the source is opened, the
  * Nth read the process completes (any engine, any backend) fails with -EIO
  * as if the kernel had returned it; unset, it costs nothing measurable.
+ * SLUICE_FAULT_COPY_EIO=N, read when an engine is initialised, fails the
+ * Nth row copy of that engine's sink (stages/sink.h) the same way.
  *
  * Thread safety: an extract_source is shared; a struct extractor belongs
  * to one thread. Errors: 0 or -errno with a message in err (may be NULL).
@@ -146,11 +152,20 @@ struct extractor {
  * flight (1..4096). staging: extract_staging_bytes(src, depth) bytes
  * aligned to 4096 that the engine may use (registered with its ring), or
  * NULL to allocate its own (EXTRACT_IO_MMAP uses none). 0; -EINVAL (bad
- * depth, fb rows smaller than a row or on the device, fb with fewer nodes
+ * depth, fb rows smaller than a row or on the device with no CUDA row
+ * sink in this build, fb with fewer nodes
  * than the file, staging too small or misaligned); -ENOMEM. */
 int extractor_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
                    void *staging, size_t staging_len, char *err, size_t errlen);
 void extractor_free(struct extractor *x);
+
+/* Replaces the engine's row sink (extractor_init picks it from where fb
+ * keeps its rows) with a new one of variant ops over the same buffer and
+ * staging, `depth` copies deep: for a variant the choice does not know yet
+ * (tests use one whose copies finish late). Between batches only. 0, or
+ * the error of row_sink_init (the old sink is kept). */
+struct row_sink_ops;
+int extractor_set_sink(struct extractor *x, const struct row_sink_ops *ops, char *err, size_t errlen);
 
 /* Extracts one batch of n nodes (any ids < rows, repeats allowed) as
  * described above. slots has room for n. Blocks on the reads, on room in

@@ -6,8 +6,9 @@
  * within a batch, hits on later batches, eviction; several threads
  * sharing one buffer with overlapping batches and delays; waiting for room
  * and the idle hook; I/O errors (the file truncated under the engine, a
- * read that fails with an errno) naming node and offset and leaving the
- * buffer clean; bad arguments; and the --bench driver's output and flags. */
+ * read that fails with an errno, a copy the row sink fails) naming node
+ * and offset and leaving the buffer clean; bad arguments; and the --bench
+ * driver's output and flags. */
 #include "tests/t_util.h"
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include "core/util.h"
 #include "stages/extract.h"
 #include "stages/featbuf.h"
+#include "stages/sink.h"
 
 int extract_bench_main(int argc, char **argv); /* stages/extract_bench.c */
 
@@ -386,6 +388,7 @@ static void test_args(void **state)
     assert_int_equal(featbuf_mem_format(mem, len, &p, NULL, 0), 0);
     assert_int_equal(featbuf_init(&dev, mem, len, NULL, 0), 0);
     assert_int_equal(extractor_init(&x, &src, &dev, 8, NULL, 0, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "no CUDA row sink"));
     featbuf_free(&dev);
     munmap(mem, len);
     extract_source_free(&src);
@@ -577,6 +580,99 @@ static void *release_later(void *arg)
     return NULL;
 }
 
+/* A row sink whose copies finish late: a poll without waiting finishes
+ * the oldest copy only every third call, one that waits finishes one; the
+ * bytes are read from staging when the copy finishes, so an engine that
+ * reused a staging entry before the sink handed it back would publish
+ * another row's bytes. */
+struct lazy {
+    unsigned polls;
+    uint64_t late; /* polls that found copies outstanding and finished none */
+};
+
+static int lazy_init(struct row_sink *s, char *e, size_t elen)
+{
+    (void)e;
+    (void)elen;
+    s->impl = calloc(1, sizeof(struct lazy));
+    return s->impl ? 0 : -ENOMEM;
+}
+
+static int lazy_start(struct row_sink *s, uint32_t pos, const struct row_sink_copy *c)
+{
+    (void)s;
+    (void)pos;
+    (void)c;
+    return 0;
+}
+
+static uint32_t lazy_finished(struct row_sink *s, uint32_t max, bool wait, int *rc)
+{
+    struct lazy *l = s->impl;
+    if (!wait && ++l->polls % 3 != 0) {
+        l->late++;
+        return 0;
+    }
+    const struct row_sink_copy *c = &s->q[s->head];
+    memcpy(featbuf_row(s->fb, c->slot), c->src, c->row_bytes);
+    rc[0] = 0;
+    (void)max;
+    return 1;
+}
+
+static void lazy_free(struct row_sink *s)
+{
+    free(s->impl);
+}
+
+static const struct row_sink_ops lazy_sink = {"lazy", lazy_init, lazy_start, lazy_finished, lazy_free};
+
+/* Every mode and several depths with the lazy sink: every row right, the
+ * buffer clean after the release. */
+static void test_slow_sink(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 100, "f32");
+    sl_dataset_meta m;
+    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct ref r;
+    ref_load(&r, dir, &m);
+    static const unsigned depths[] = {1, 3, 8};
+    for (int mode = 0; mode < MODE_COUNT; mode++) {
+        for (size_t di = 0; di < sizeof depths / sizeof *depths; di++) {
+            char combo[96];
+            snprintf(combo, sizeof combo, "lazy sink, %s, depth %u", mode_name[mode], depths[di]);
+            struct extract_source src;
+            assert_int_equal(extract_source_open(&src, dir, &m, mode_io[mode], "test_extract", err, sizeof err), 0);
+            struct buf b;
+            buf_make(&b, NODES, 128, (size_t)src.row_bytes);
+            struct extractor x;
+            mode_env(mode);
+            assert_int_equal(extractor_init(&x, &src, &b.fb, depths[di], NULL, 0, err, sizeof err), 0);
+            unsetenv("SLUICE_NO_IO_URING");
+            if (extractor_set_sink(&x, &lazy_sink, err, sizeof err))
+                fail_msg("%s: extractor_set_sink: %s", combo, err);
+            uint64_t seed = 99 + (uint64_t)mode * 10 + di;
+            uint64_t nodes[40];
+            uint32_t slots[40];
+            for (int batch = 0; batch < 4; batch++) {
+                for (int i = 0; i < 40; i++)
+                    nodes[i] = rnd(&seed) % (batch == 3 ? 50 : NODES);
+                run_checked(&x, &r, nodes, 40, slots, combo);
+                assert_int_equal(featbuf_release_many(&b.fb, slots, 40), 0);
+            }
+            if (x.st.loads < 100)
+                fail_msg("%s: only %" PRIu64 " loads", combo, x.st.loads);
+            buf_clean(&b, combo);
+            extractor_free(&x);
+            buf_free(&b);
+            extract_source_free(&src);
+        }
+    }
+    free(r.bytes);
+}
+
 static void test_wait_for_room(void **state)
 {
     (void)state;
@@ -741,6 +837,55 @@ static void test_read_error(void **state)
     extractor_free(&x);
     buf_free(&b);
     extract_source_free(&src);
+    free(r.bytes);
+}
+
+/* A copy the row sink fails (SLUICE_FAULT_COPY_EIO=2: the second copy of
+ * the engine's sink) fails the batch in every mode, naming the node, with
+ * the buffer left clean and the node out of the map; the engine then
+ * extracts the same batch. */
+static void test_copy_error(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 100, "f32");
+    sl_dataset_meta m;
+    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct ref r;
+    ref_load(&r, dir, &m);
+    for (int mode = 0; mode < MODE_COUNT; mode++) {
+        for (unsigned depth = 1; depth <= 4; depth += 3) {
+            char combo[96];
+            snprintf(combo, sizeof combo, "%s depth %u", mode_name[mode], depth);
+            struct extract_source src;
+            assert_int_equal(extract_source_open(&src, dir, &m, mode_io[mode], "test_extract", err, sizeof err), 0);
+            struct buf b;
+            buf_make(&b, NODES, 16, (size_t)src.row_bytes);
+            struct extractor x;
+            mode_env(mode);
+            setenv("SLUICE_FAULT_COPY_EIO", "2", 1);
+            int rc = extractor_init(&x, &src, &b.fb, depth, NULL, 0, err, sizeof err);
+            unsetenv("SLUICE_FAULT_COPY_EIO");
+            unsetenv("SLUICE_NO_IO_URING");
+            if (rc)
+                fail_msg("%s: extractor_init: %s", combo, err);
+            uint64_t nodes[4] = {5, 6, 7, 6};
+            uint32_t slots[4];
+            rc = extractor_run(&x, nodes, 4, slots, err, sizeof err);
+            if (rc != -EIO || !strstr(err, "copying node") || !strstr(err, "Input/output error"))
+                fail_msg("%s: rc %d, message '%s'", combo, rc, err);
+            uint64_t failed = strtoull(strstr(err, "copying node") + strlen("copying node"), NULL, 10);
+            if (failed < 5 || failed > 7 || featbuf_lookup(&b.fb, failed) != FEATBUF_ABSENT)
+                fail_msg("%s: '%s': node %" PRIu64 " is still mapped", combo, err, failed);
+            buf_clean(&b, combo);
+            run_checked(&x, &r, nodes, 4, slots, combo); /* the hook fired once: this batch succeeds */
+            assert_int_equal(featbuf_release_many(&b.fb, slots, 4), 0);
+            buf_clean(&b, combo);
+            extractor_free(&x);
+            buf_free(&b);
+            extract_source_free(&src);
+        }
+    }
     free(r.bytes);
 }
 
@@ -936,6 +1081,8 @@ int main(void)
         cmocka_unit_test(test_wait_for_room),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_read_error),
+        cmocka_unit_test(test_copy_error),
+        cmocka_unit_test(test_slow_sink),
         cmocka_unit_test(test_wait_failed),
         cmocka_unit_test(test_bench),
     };
