@@ -110,10 +110,10 @@ static int rank_main(const char *name, uint32_t rank, uint32_t ranks, const stru
             rc = allreduce_sum(&a, buf, n, ALLREDUCE_FOREVER);
         if (rc == 0)
             rc = allreduce_sum(&a, NULL, 0, ALLREDUCE_FOREVER); /* start line */
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = sl_now_ns();
         for (uint64_t i = 0; i < iters && rc == 0; i++)
             rc = allreduce_sum(&a, buf, n, ALLREDUCE_FOREVER);
-        g_res->ns[k][rank] = bench_now_ns() - t0;
+        g_res->ns[k][rank] = sl_now_ns() - t0;
         g_res->iters[k] = iters;
         if (rc)
             break;

@@ -37,10 +37,3 @@ _Noreturn void bench_die(const char *what, int rc)
     bench_cleanup();
     exit(1);
 }
-
-uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}

@@ -18,6 +18,5 @@ void bench_begin(const char *prog);
 void bench_cleanup(void);
 /* Prints "PROG: what: strerror", cleans up, exits 1. */
 _Noreturn void bench_die(const char *what, int rc);
-uint64_t bench_now_ns(void);
 
 #endif

@@ -148,7 +148,7 @@ static int tput_consumer(const char *name, const char *unused, uint32_t idx, con
             next[p] = s + 1;
         got++;
     }
-    uint64_t t = bench_now_ns();
+    uint64_t t = sl_now_ns();
     ring_free(&r);
     if (rc != -EPIPE) {
         fprintf(stderr, "consumer %u: pop: %s\n", idx, strerror(-rc));
@@ -218,7 +218,7 @@ static void run_tput(const struct opts *o, uint32_t entry)
             break;
     }
     close(g_ready[0]);
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = sl_now_ns();
     close(g_start[1]);
     g_start[0] = g_start[1] = g_ready[0] = g_ready[1] = -1;
     reap(pids, n);
@@ -294,11 +294,11 @@ static void run_lat(const struct opts *o, uint32_t entry)
     unsigned char buf[RING_ENTRY_MAX] = {0}, back[RING_ENTRY_MAX];
     for (uint64_t i = 0; i < o->warmup + o->iters; i++) {
         memcpy(buf, &i, sizeof i);
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = sl_now_ns();
         int rc = ring_push(&ping, buf, RING_FOREVER);
         if (rc == 0)
             rc = ring_pop(&pong, back, RING_FOREVER);
-        uint64_t t1 = bench_now_ns();
+        uint64_t t1 = sl_now_ns();
         if (rc)
             bench_die("ping-pong", rc);
         if (memcmp(buf, back, entry) != 0)

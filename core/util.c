@@ -219,11 +219,16 @@ int sl_parse_double(const char *s, double *out)
     return 0;
 }
 
-double sl_now(void)
+uint64_t sl_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+double sl_now(void)
+{
+    return (double)sl_now_ns() * 1e-9;
 }
 
 uint64_t sl_peak_rss(void)

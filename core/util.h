@@ -53,14 +53,45 @@ int sl_path_join(char *out, size_t outlen, const char *dir, const char *name);
  * path is success. */
 int sl_rmtree(const char *path);
 
+/* SplitMix64 (Steele, Lea and Flood, 2014), the one generator behind
+ * every random stream of the project (batch seeds, shuffles, sampling,
+ * initialisation, dropout masks, synthetic datasets): sl_mix64 is its
+ * finaliser, a bijection whose output bits all depend on every input bit;
+ * sl_splitmix64 advances a Weyl state by the golden gamma and mixes it. */
+#define SL_GOLDEN_GAMMA 0x9E3779B97F4A7C15ull
+static inline uint64_t sl_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t sl_splitmix64(uint64_t *state)
+{
+    return sl_mix64(*state += SL_GOLDEN_GAMMA);
+}
+
+/* The smallest power of two that is >= n and >= lo (lo a power of two);
+ * n above 2^63 gives 2^63. */
+static inline uint64_t sl_pow2_at_least(uint64_t n, uint64_t lo)
+{
+    uint64_t c = lo;
+    while (c < n && c < (1ull << 63))
+        c <<= 1;
+    return c;
+}
+
 /* Parses an unsigned decimal integer with optional k/M/G/T suffix (binary
  * powers when `binary`, else decimal: 20M nodes = 20,000,000). Rejects
  * signs, junk and overflow. 0 or -EINVAL/-ERANGE. */
 int sl_parse_u64(const char *s, bool binary, uint64_t *out);
 int sl_parse_double(const char *s, double *out);
 
-/* Monotonic clock in seconds, and peak RSS of this process in bytes. */
+/* The one clock: CLOCK_MONOTONIC in nanoseconds (trace spans, heartbeats,
+ * busy/wait counters, benchmarks) and in seconds. */
+uint64_t sl_now_ns(void);
 double sl_now(void);
+
+/* Peak RSS of this process in bytes. */
 uint64_t sl_peak_rss(void);
 
 /* Human-readable byte count ("1.5 GiB") into buf; returns buf. */

@@ -36,20 +36,13 @@ struct layout {
     uint64_t stride, state_off, ring_off, slots_off, size;
 };
 
-static uint32_t pow2_at_least(uint32_t n)
-{
-    uint32_t c = 2;
-    while (c < n)
-        c <<= 1;
-    return c;
-}
-
 /* Computes the layout; false if the parameters are invalid or overflow. */
 static bool plan(const struct arena_params *p, struct layout *l)
 {
     if (!p || p->slot_size == 0 || p->nslots == 0 || p->nslots > ARENA_SLOTS_MAX)
         return false;
-    l->ring = (struct ring_params){.entry_size = sizeof(uint32_t), .capacity = pow2_at_least(p->nslots)};
+    l->ring =
+        (struct ring_params){.entry_size = sizeof(uint32_t), .capacity = (uint32_t)sl_pow2_at_least(p->nslots, 2)};
     l->stride = sl_round_up(p->slot_size, ARENA_SLOT_ALIGN);
     if (l->stride < p->slot_size)
         return false;

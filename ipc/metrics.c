@@ -130,13 +130,6 @@ struct metrics_block *metrics_block(const struct metrics_page *p, uint32_t i)
     return p && p->blocks && i < p->nblocks ? &p->blocks[i] : NULL;
 }
 
-uint64_t metrics_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int metrics_claim(struct metrics_block *b, const char *name, int32_t rank, char *err, size_t errlen)
 {
     int32_t expect = 0;
@@ -156,7 +149,7 @@ int metrics_claim(struct metrics_block *b, const char *name, int32_t rank, char 
 
 void metrics_heartbeat(struct metrics_block *b)
 {
-    atomic_store_explicit(&b->heartbeat_ns, metrics_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&b->heartbeat_ns, sl_now_ns(), memory_order_relaxed);
 }
 
 void metrics_set_state(struct metrics_block *b, enum metrics_state state)

@@ -111,9 +111,6 @@ static inline void metrics_add(_Atomic uint64_t *counter, uint64_t v)
     atomic_fetch_add_explicit(counter, v, memory_order_relaxed);
 }
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t metrics_now_ns(void);
-
 /* Stores the current time into the block's heartbeat. */
 void metrics_heartbeat(struct metrics_block *b);
 

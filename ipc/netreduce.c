@@ -79,13 +79,6 @@ struct nr_hdr {
 };
 _Static_assert(sizeof(struct nr_hdr) == 32, "netreduce header is 32 bytes");
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static bool leader(const struct netreduce *nr)
 {
     return nr->rank == 0 && nr->nodes > 1;
@@ -192,14 +185,14 @@ static int local_sum(struct netreduce *nr, float *buf, size_t n)
 {
     if (!nr->local)
         return 0;
-    double t0 = now_ms();
+    double t0 = (sl_now() * 1e3);
     for (;;) {
         int rc = allreduce_sum(nr->local, buf, n, nr->tick_ms);
         if (rc != -ETIMEDOUT && rc != -EINTR)
             return rc;
         if (nr->tick && nr->tick(nr->tick_arg) != 0)
             return -ECANCELED;
-        if (nr->timeout_ms > 0 && now_ms() - t0 >= nr->timeout_ms)
+        if (nr->timeout_ms > 0 && (sl_now() * 1e3) - t0 >= nr->timeout_ms)
             return -ETIMEDOUT;
     }
 }
@@ -207,7 +200,7 @@ static int local_sum(struct netreduce *nr, float *buf, size_t n)
 /* Waits until s is ready for `events`, tick by tick. 0 or -errno. */
 static int wait_socket(struct netreduce *nr, void *s, short events)
 {
-    double t0 = now_ms();
+    double t0 = (sl_now() * 1e3);
     for (;;) {
         zmq_pollitem_t it = {.socket = s, .events = events};
         int n = zmq_poll(&it, 1, nr->tick_ms);
@@ -219,7 +212,7 @@ static int wait_socket(struct netreduce *nr, void *s, short events)
             return -ECANCELED;
         if (nr->local && allreduce_is_closed(nr->local))
             return -EPIPE;
-        if (nr->timeout_ms > 0 && now_ms() - t0 >= nr->timeout_ms)
+        if (nr->timeout_ms > 0 && (sl_now() * 1e3) - t0 >= nr->timeout_ms)
             return -ETIMEDOUT;
     }
 }

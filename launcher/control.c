@@ -277,7 +277,7 @@ char *control_snapshot_json(const struct launch *l, size_t *len)
     uint32_t nb = l->layout.metrics.nblocks;
     struct metrics_snapshot *snap = nb ? calloc(nb, sizeof *snap) : NULL;
     uint32_t got = snap ? metrics_snapshot(&l->layout.metrics, snap, nb) : 0;
-    uint64_t now_ns = metrics_now_ns();
+    uint64_t now_ns = sl_now_ns();
 
     sb_printf(&b, "{\"run_id\":");
     sb_string(&b, l->run_id);

@@ -12,25 +12,19 @@
 
 #include "core/util.h"
 
-static uint32_t pow2_at_least(int64_t n)
-{
-    uint32_t c = 2;
-    while ((int64_t)c < n && c < RING_CAPACITY_MAX)
-        c <<= 1;
-    return c;
-}
-
 void layout_queue_params(const sl_config *c, enum run_queue q, struct ring_params *p)
 {
     int64_t want = q == RUN_Q_EXTRACT ? c->pipeline.extract_queue
                    : q == RUN_Q_TRAIN ? c->pipeline.train_queue
-                                         : c->pipeline.extract_queue + c->pipeline.train_queue;
-    *p =
-        (struct ring_params){.entry_size = sizeof(struct run_desc), .capacity = pow2_at_least(want), .producers = 1};
+                                      : c->pipeline.extract_queue + c->pipeline.train_queue;
+    *p = (struct ring_params){
+        .entry_size = sizeof(struct run_desc),
+        .capacity = (uint32_t)SL_MIN(sl_pow2_at_least(want > 0 ? (uint64_t)want : 0, 2), RING_CAPACITY_MAX),
+        .producers = 1};
 }
 
-int layout_arena_check(const struct run_arena_plan *p, int ranks, uint64_t mem_available, uint64_t shm_free,
-                       char *err, size_t errlen)
+int layout_arena_check(const struct run_arena_plan *p, int ranks, uint64_t mem_available, uint64_t shm_free, char *err,
+                       size_t errlen)
 {
     uint64_t total;
     bool ovf = sl_mul_ovf(p->rank_bytes, (uint64_t)(ranks > 0 ? ranks : 1), &total);
@@ -78,7 +72,8 @@ int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const stru
     uint64_t n_max = a->batch.n_max[a->shape.layers], reserve, bytes, slots;
     if (sl_mul_ovf((uint64_t)c->pipeline.extractors, n_max, &reserve) ||
         sl_mul_ovf((uint64_t)c->pipeline.feature_buffer_mb, 1ull << 20, &bytes))
-        return sl_errf(err, errlen, -EOVERFLOW, "pipeline.extractors x batch nodes or pipeline.feature_buffer_mb overflows");
+        return sl_errf(err, errlen, -EOVERFLOW,
+                       "pipeline.extractors x batch nodes or pipeline.feature_buffer_mb overflows");
     p->reserve = SL_MIN(reserve, m->nodes);
     slots = SL_MIN(bytes / p->stride, m->nodes);
     slots = SL_MIN(slots, (uint64_t)FEATBUF_SLOTS_MAX);
@@ -105,8 +100,9 @@ int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const stru
     };
     p->rank_bytes = featbuf_mem_size(&p->params);
     if (p->rank_bytes == 0)
-        return sl_errf(err, errlen, -EOVERFLOW, "a feature buffer of %" PRIu64 " slots x %" PRIu64
-                       " bytes for %" PRIu64 " nodes is too large", slots, p->stride, m->nodes);
+        return sl_errf(err, errlen, -EOVERFLOW,
+                       "a feature buffer of %" PRIu64 " slots x %" PRIu64 " bytes for %" PRIu64 " nodes is too large",
+                       slots, p->stride, m->nodes);
     uint64_t staging = (uint64_t)c->pipeline.staging_mb << 20;
     uint64_t threads = (uint64_t)c->pipeline.ranks * (uint64_t)c->pipeline.extractors;
     p->staging_per_thread = staging / threads / 4096 * 4096;
@@ -137,14 +133,14 @@ int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct run_a
         limit = "what is free in " SHM_DIR " (a container needs a larger --shm-size)";
     if (!limit)
         return 0;
-    return sl_errf(err, errlen, -ENOMEM,
-                   "the feature buffers and batch arenas would need %s (%d rank%s x (%s feature buffer + %s arena)), "
-                   "more than %s, which is %s; lower pipeline.feature_buffer_mb (or pipeline.ranks)",
-                   sl_fmt_bytes(ovf ? UINT64_MAX : total, need, sizeof need), ranks, ranks == 1 ? "" : "s",
-                   sl_fmt_bytes(f->rank_bytes, fb, sizeof fb), sl_fmt_bytes(a->rank_bytes, have, sizeof have), limit,
-                   sl_fmt_bytes(mem_available != UINT64_MAX && (ovf || total > mem_available / 2) ? mem_available
-                                                                                               : shm_free,
-                                have, sizeof have));
+    return sl_errf(
+        err, errlen, -ENOMEM,
+        "the feature buffers and batch arenas would need %s (%d rank%s x (%s feature buffer + %s arena)), "
+        "more than %s, which is %s; lower pipeline.feature_buffer_mb (or pipeline.ranks)",
+        sl_fmt_bytes(ovf ? UINT64_MAX : total, need, sizeof need), ranks, ranks == 1 ? "" : "s",
+        sl_fmt_bytes(f->rank_bytes, fb, sizeof fb), sl_fmt_bytes(a->rank_bytes, have, sizeof have), limit,
+        sl_fmt_bytes(mem_available != UINT64_MAX && (ovf || total > mem_available / 2) ? mem_available : shm_free, have,
+                     sizeof have));
 }
 
 int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t errlen)
@@ -220,11 +216,11 @@ int layout_create(struct layout *l, const char *run_id, const sl_config *c, int 
                 goto err;
         }
     }
-    if (o->allreduce_floats &&
-        (rc = allreduce_create(&l->allreduce, run_id, "allreduce", (uint32_t)ranks, o->allreduce_floats, err,
-                               errlen)) != 0)
+    if (o->allreduce_floats && (rc = allreduce_create(&l->allreduce, run_id, "allreduce", (uint32_t)ranks,
+                                                      o->allreduce_floats, err, errlen)) != 0)
         goto err;
-    if (o->epochs && (rc = results_create(&l->results, run_id, "results", (uint32_t)ranks, o->epochs, err, errlen)) != 0)
+    if (o->epochs &&
+        (rc = results_create(&l->results, run_id, "results", (uint32_t)ranks, o->epochs, err, errlen)) != 0)
         goto err;
     return 0;
 

@@ -55,13 +55,6 @@ struct mesh_wire {
 };
 _Static_assert(sizeof(struct mesh_wire) == 24, "mesh header is 24 bytes");
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int zerr(void)
 {
     int e = zmq_errno();
@@ -322,7 +315,7 @@ static int wait_in(void *s, int cancel_fd, long ms)
 
 static long ms_until(double t)
 {
-    double ms = ceil((t - now_s()) * 1000.0);
+    double ms = ceil((t - sl_now()) * 1000.0);
     return ms < 0 ? 0 : ms > 1000 ? 1000 : (long)ms;
 }
 
@@ -361,7 +354,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
     joined[0] = true;
     note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes (--rendezvous-timeout %.0f s)", p->nodes,
          p->master, p->timeout_s);
-    double deadline = now_s() + p->timeout_s, next_wait = now_s();
+    double deadline = sl_now() + p->timeout_s, next_wait = sl_now();
     char missing[1024], text[2048];
     for (;;) {
         uint32_t n = 0;
@@ -370,7 +363,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
         if (n == m->nodes)
             break;
         missing_list(joined, m->nodes, missing, sizeof missing);
-        if (now_s() >= deadline) {
+        if (sl_now() >= deadline) {
             snprintf(text, sizeof text,
                      "rendezvous on %s timed out after %.0f s: node%s %s of 0..%" PRIu32
                      " did not join; start gnnlaunch --node-rank N with the same --master and --nodes there, and "
@@ -380,12 +373,12 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
             refuse_joined(m, joined, REFUSE_TIMEOUT, text);
             return sl_errf(err, errlen, -ETIMEDOUT, "%s", text);
         }
-        if (now_s() >= next_wait) {
+        if (sl_now() >= next_wait) {
             snprintf(text, sizeof text, "missing = %s", missing);
             for (uint32_t k = 1; k < m->nodes; k++)
                 if (joined[k])
                     wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text);
-            next_wait = now_s() + m->hb_interval_s;
+            next_wait = sl_now() + m->hb_interval_s;
         }
         int w = wait_in(m->net, p->cancel_fd, SL_MIN(ms_until(deadline), ms_until(next_wait)));
         if (w < 0)
@@ -407,7 +400,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                 !memcmp(in.rid, m->rid[k], in.rid_len)) {
                 joined[k] = false;
                 note(p, "node %" PRIu32 " (%s) left the rendezvous", k, m->hosts[k]);
-                next_wait = now_s();
+                next_wait = sl_now();
             } else if (in.w.type == MESH_HELLO) {
                 char host[MESH_HOST_MAX], pid[32], key[128], here[512], there[512];
                 self_fact(in.data, "host", host, sizeof host);
@@ -434,7 +427,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                     snprintf(m->hosts[k], MESH_HOST_MAX, "%s", host);
                     self_fact(in.data, "endpoint", m->endpoints[k], MESH_ENDPOINT_MAX);
                     note(p, "node %" PRIu32 " joined from %s (pid %s)", k, host, pid);
-                    next_wait = now_s();
+                    next_wait = sl_now();
                     msg_free(&in);
                     continue;
                 }
@@ -514,10 +507,10 @@ static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_
         return sl_errf(err, errlen, rc, "rendezvous: cannot send to %s: %s", p->master, zmq_strerror(-rc));
     note(p, "node %" PRIu32 " of %" PRIu32 ": joining node 0 at %s (--rendezvous-timeout %.0f s)", p->node, p->nodes,
          p->master, p->timeout_s);
-    double deadline = now_s() + p->timeout_s, heard = 0;
+    double deadline = sl_now() + p->timeout_s, heard = 0;
     char missing[1024] = "";
     for (;;) {
-        double now = now_s();
+        double now = sl_now();
         if (heard > 0 && now - heard > m->peer_timeout_s)
             return sl_errf(err, errlen, -ETIMEDOUT,
                            "node 0 at %s stopped answering during the rendezvous (nothing for %.0f s); is its "
@@ -555,7 +548,7 @@ static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_
             if (in.w.type == MESH_WAIT) {
                 if (heard == 0)
                     deadline += MESH_GRACE_S; /* node 0's verdict comes first */
-                heard = now_s();
+                heard = sl_now();
                 const char *v;
                 size_t vl;
                 if (find_fact(in.data, "missing", 7, &v, &vl))
@@ -659,7 +652,7 @@ static void from_network(struct mesh *m, struct watch *wt, struct msg *in)
         if (in->w.from != 0)
             return;
     }
-    wt->seen[k] = now_s();
+    wt->seen[k] = sl_now();
     struct mesh_wire w = in->w;
     switch (in->w.type) {
     case MESH_EPOCH:
@@ -702,7 +695,7 @@ static int from_main(struct mesh *m, struct watch *wt, struct msg *in)
 
 static void check_peers(struct mesh *m, struct watch *wt)
 {
-    double now = now_s();
+    double now = sl_now();
     for (uint32_t k = 0; k < m->nodes; k++) {
         if (k == m->node || wt->gone[k])
             continue;
@@ -733,11 +726,11 @@ static void *mesh_thread(void *arg)
         to_main(m, &w, "out of memory in the mesh thread", 32);
         goto out;
     }
-    double t = now_s(), next_hb = t;
+    double t = sl_now(), next_hb = t;
     for (uint32_t k = 0; k < m->nodes; k++)
         wt.seen[k] = t;
     for (;;) {
-        t = now_s();
+        t = sl_now();
         if (t >= next_hb) {
             struct mesh_wire hb = {.type = MESH_HEARTBEAT, .from = m->node, .about = m->node};
             for (uint32_t k = 0; k < m->nodes; k++)
@@ -747,7 +740,7 @@ static void *mesh_thread(void *arg)
             check_peers(m, &wt);
         }
         zmq_pollitem_t it[2] = {{.socket = m->net, .events = ZMQ_POLLIN}, {.socket = m->pipe_thread, .events = ZMQ_POLLIN}};
-        double ms = ceil((next_hb - now_s()) * 1000.0);
+        double ms = ceil((next_hb - sl_now()) * 1000.0);
         if (zmq_poll(it, 2, ms < 0 ? 0 : (long)ms) < 0 && zmq_errno() != EINTR)
             break; /* the context is gone */
         struct msg in;

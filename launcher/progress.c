@@ -130,7 +130,7 @@ void progress_start(struct launch *l)
 static void metrics_processes(struct launch *l, double t)
 {
     FILE *f = l->metrics_out;
-    uint64_t now = metrics_now_ns();
+    uint64_t now = sl_now_ns();
     for (int r = 0; r < l->ranks; r++)
         for (int k = 0; k < RUN_STAGES; k++) {
             const struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(r, (enum run_stage)k));

@@ -436,7 +436,7 @@ int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblo
                            l->blk.n_src, l->in);
         float *out = l->last ? logits : F(l->act);
         layer_forward(m, l, out);
-        uint64_t seed = ops_splitmix64(&st);
+        uint64_t seed = sl_splitmix64(&st);
         l->dropped = false;
         if (!l->last) {
             size_t n = (size_t)l->blk.n_dst * l->out;

@@ -308,7 +308,7 @@ void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float 
     float scale = 1.0f / (1.0f - p);
     uint64_t st = seed;
     for (size_t i = 0; i < n; i += 2) {
-        uint64_t r = ops_splitmix64(&st);
+        uint64_t r = sl_splitmix64(&st);
         mask[i] = (r & 0xffffffffu) >= thr;
         if (i + 1 < n)
             mask[i + 1] = (r >> 32) >= thr;
@@ -697,7 +697,7 @@ void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint6
 {
     double a = sqrt(6.0 / (fan_in + fan_out));
     for (size_t i = 0; i < n; i++) {
-        double u = (double)(ops_splitmix64(state) >> 40) * 0x1p-24; /* [0, 1) */
+        double u = (double)(sl_splitmix64(state) >> 40) * 0x1p-24; /* [0, 1) */
         p[i] = (float)((2.0 * u - 1.0) * a);
     }
 }

@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/util.h"
+
 #define OPS_GAT_SLOPE 0.2f /* LeakyReLU negative slope of the attention scores */
 
 /* One sampled block as a GNN layer sees it: n_dst destinations, each with
@@ -60,15 +62,6 @@ struct ops_block {
 static inline uint32_t ops_block_edges(const struct ops_block *b)
 {
     return b->indptr[b->n_dst];
-}
-
-/* SplitMix64: the stream behind initialisation and dropout masks. */
-static inline uint64_t ops_splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 /* ---- BLAS ------------------------------------------------------------------------------ */

@@ -84,29 +84,15 @@ enum { K_LABEL = 1, K_DEGREE, K_EDGES, K_FEAT, K_CENTROID, K_PERM, K_SPLIT };
 /* ------------------------------------------------------------------ */
 /* counter-based random numbers */
 
-/* A 64-bit finaliser (the splitmix64/murmur3 family of xor-shift-multiply
- * mixers): a bijection whose output bits all depend on all input bits. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return z;
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
 static inline uint64_t key_of(uint64_t seed, uint64_t purpose)
 {
-    return mix64(seed ^ mix64(purpose * GOLDEN + 0x632be59bd9b4e019ull));
+    return sl_mix64(seed ^ sl_mix64(purpose * SL_GOLDEN_GAMMA + 0x632be59bd9b4e019ull));
 }
 
 /* One value for (key, i). */
 static inline uint64_t hash2(uint64_t key, uint64_t i)
 {
-    return mix64(key ^ mix64(i + GOLDEN));
+    return sl_mix64(key ^ sl_mix64(i + SL_GOLDEN_GAMMA));
 }
 
 /* A stream for (key, node): successive outputs of a Weyl sequence started
@@ -123,8 +109,8 @@ static inline rng rng_at(uint64_t key, uint64_t node)
 
 static inline uint64_t rng_next(rng *r)
 {
-    r->s += GOLDEN;
-    return mix64(r->s);
+    r->s += SL_GOLDEN_GAMMA;
+    return sl_mix64(r->s);
 }
 
 /* Uniform integer in [0, n) (multiply-high; bias below 2^-32 for our n). */
@@ -570,7 +556,7 @@ typedef struct scratch {
 
 static inline bool set_add(uint64_t *set, uint64_t mask, uint64_t x)
 {
-    uint64_t i = mix64(x) & mask;
+    uint64_t i = sl_mix64(x) & mask;
     while (set[i] != SET_EMPTY) {
         if (set[i] == x)
             return false;
@@ -582,7 +568,7 @@ static inline bool set_add(uint64_t *set, uint64_t mask, uint64_t x)
 
 static inline bool set_has(const uint64_t *set, uint64_t mask, uint64_t x)
 {
-    uint64_t i = mix64(x) & mask;
+    uint64_t i = sl_mix64(x) & mask;
     while (set[i] != SET_EMPTY) {
         if (set[i] == x)
             return true;

@@ -74,13 +74,6 @@
 
 /* ---- reads and the row sink ------------------------------------------------ */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Keeps the batch's first error. */
 void extract_batch_error(struct extractor *x, int rc, const char *fmt, ...)
 {
@@ -378,9 +371,9 @@ static int acquire(struct extractor *x, const uint64_t *nodes, uint32_t n, uint3
     int rc;
     while ((rc = featbuf_acquire_many(fb, nodes, n, slots, x->action)) == -EAGAIN) {
         do {
-            uint64_t t0 = now_ns();
+            uint64_t t0 = sl_now_ns();
             rc = featbuf_wait_standby(fb, seq, WAIT_SLICE_MS);
-            x->st.wait_ns += now_ns() - t0;
+            x->st.wait_ns += sl_now_ns() - t0;
             if (rc == -ETIMEDOUT && x->idle) {
                 int irc = x->idle(x->idle_arg);
                 if (irc)
@@ -406,9 +399,9 @@ static void wait_row(struct extractor *x, uint32_t i)
     const struct extract_source *s = x->src;
     uint64_t node = xs->nodes[i];
     for (;;) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = sl_now_ns();
         int rc = featbuf_wait_valid(x->fb, xs->slots[i], WAIT_SLICE_MS);
-        x->st.wait_ns += now_ns() - t0;
+        x->st.wait_ns += sl_now_ns() - t0;
         if (rc == 0)
             return;
         if (rc == -ETIMEDOUT) {

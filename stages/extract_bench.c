@@ -81,18 +81,10 @@ struct worker {
     char err[1024];
 };
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n) (multiply-shift; bias below 2^-32 for n < 2^32). */
 static uint64_t below(uint64_t *s, uint64_t n)
 {
-    return (uint64_t)(((unsigned __int128)splitmix(s) * n) >> 64);
+    return (uint64_t)(((unsigned __int128)sl_splitmix64(s) * n) >> 64);
 }
 
 static void *worker_run(void *arg)

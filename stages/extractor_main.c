@@ -70,7 +70,7 @@ static void *thread_main(void *arg)
     x.idle_arg = r;
     struct run_desc d;
     while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         struct extract_stats before = x.st;
         struct batch_view v;
         stage_view(st, &d, BATCH_VIEW_HEADER_ONLY, &v);
@@ -83,8 +83,8 @@ static void *thread_main(void *arg)
         if (rc)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
         batch_set_aliased(&v);
-        stage_trace(st, d.batch, v.h.split, t0, metrics_now_ns());
-        uint64_t waited = x.st.wait_ns - before.wait_ns, spent = metrics_now_ns() - t0;
+        stage_trace(st, d.batch, v.h.split, t0, sl_now_ns());
+        uint64_t waited = x.st.wait_ns - before.wait_ns, spent = sl_now_ns() - t0;
         metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
         metrics_add(&st->block->wait_ns, waited);
         metrics_add(&st->block->bytes, x.st.io_bytes - before.io_bytes);

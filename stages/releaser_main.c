@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     struct run_desc d;
     uint64_t batches = 0, refs = 0;
     while (stage_pop(&st, &d) == 0) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         struct batch_view v;
         stage_view(&st, &d, BATCH_VIEW_HEADER_ONLY, &v);
         if (!(*v.flags & BATCH_ALIASED))
@@ -57,11 +57,11 @@ int main(int argc, char **argv)
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": returning arena slot %" PRIu32 ": %s", d.batch, d.slot,
                        strerror(-rc));
-        stage_trace(&st, d.batch, v.h.split, t0, metrics_now_ns());
+        stage_trace(&st, d.batch, v.h.split, t0, sl_now_ns());
         batches++;
         refs += n;
         metrics_add(&st.block->items, 1);
-        metrics_add(&st.block->busy_ns, metrics_now_ns() - t0);
+        metrics_add(&st.block->busy_ns, sl_now_ns() - t0);
     }
     struct featbuf_stats fs;
     if (featbuf_stats(&st.fb, &fs) == 0) { /* -EPIPE: torn down, nothing to check */

@@ -20,29 +20,17 @@
 
 /* ---- randomness --------------------------------------------------------------------- */
 
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t next64(uint64_t *state)
-{
-    return mix64(*state += 0x9E3779B97F4A7C15ull);
-}
-
 /* Lemire, "Fast random integer generation in an interval" (2019): the high
  * word of x * range, rejecting the (2^64 mod range) low words that would
  * make some results more likely. */
 static inline uint64_t below(uint64_t *state, uint64_t range)
 {
-    unsigned __int128 m = (unsigned __int128)next64(state) * range;
+    unsigned __int128 m = (unsigned __int128)sl_splitmix64(state) * range;
     uint64_t lo = (uint64_t)m;
     if (lo < range) {
         uint64_t t = (0 - range) % range;
         while (lo < t) {
-            m = (unsigned __int128)next64(state) * range;
+            m = (unsigned __int128)sl_splitmix64(state) * range;
             lo = (uint64_t)m;
         }
     }
@@ -56,9 +44,9 @@ uint64_t sampler_rand_below(uint64_t *state, uint64_t range)
 
 uint64_t sampler_batch_seed(uint64_t seed, uint32_t epoch, uint32_t rank, uint64_t batch)
 {
-    uint64_t h = mix64(seed ^ 0x5A3C1E0F00000000ull);
-    h = mix64(h ^ ((uint64_t)epoch << 32 | rank));
-    return mix64(h ^ batch);
+    uint64_t h = sl_mix64(seed ^ 0x5A3C1E0F00000000ull);
+    h = sl_mix64(h ^ ((uint64_t)epoch << 32 | rank));
+    return sl_mix64(h ^ batch);
 }
 
 /* ---- topology ------------------------------------------------------------------------ */
@@ -225,14 +213,6 @@ err:
 
 /* ---- the sampler ------------------------------------------------------------------------ */
 
-static uint64_t pow2_at_least(uint64_t x)
-{
-    uint64_t c = 16;
-    while (c < x)
-        c <<= 1;
-    return c;
-}
-
 int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct batch_shape *shape, char *err,
                  size_t errlen)
 {
@@ -246,13 +226,13 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
     if (rc)
         return rc;
     uint64_t nmax = s->plan.n_max[s->plan.layers];
-    uint64_t cap = pow2_at_least(2 * nmax);
+    uint64_t cap = sl_pow2_at_least(2 * nmax, 16);
     uint64_t fmax = 0;
     for (uint32_t k = 0; k < s->plan.layers; k++)
         if (s->shape.fanouts[k] >= 0 && (uint64_t)s->shape.fanouts[k] > fmax)
             fmax = (uint64_t)s->shape.fanouts[k];
     fmax = SL_MIN(fmax, SL_MAX(t->max_in_degree, 1));
-    uint64_t pcap = pow2_at_least(2 * fmax);
+    uint64_t pcap = sl_pow2_at_least(2 * fmax, 16);
     s->mask = cap - 1;
     s->shift = (unsigned)(64 - __builtin_ctzll(cap));
     s->pick_mask = pcap - 1;

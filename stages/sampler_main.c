@@ -255,16 +255,16 @@ static void *stage_thread(void *arg)
         uint32_t slot;
         if (stage_alloc(st, &slot) != 0)
             break;
-        uint64_t t0 = metrics_now_ns(), edges;
+        uint64_t t0 = sl_now_ns(), edges;
         struct batch_id id = {.batch = g, .epoch = p->epoch, .rank = rank, .split = p->split};
         void *mem = arena_slot(&st->arena, slot);
         if (sampler_sample(&s, mem, st->arena.slot_size, sb.targets, p->targets, &id, sb.seed, &edges, msg,
                            sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p->epoch, msg);
-        metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
+        metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
         struct run_desc d = {.batch = g, .slot = slot, .epoch = p->epoch, .aux = {edges, p->split}};
-        stage_trace(st, g, p->split, t0, metrics_now_ns());
+        stage_trace(st, g, p->split, t0, sl_now_ns());
         if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
             arena_release(&st->arena, slot); /* never entered the pipeline */
             atomic_store(&r->stop, true);

@@ -175,9 +175,9 @@ void stage_close(struct stage *s)
  * heartbeating between tries and counting the time as waiting. */
 #define STAGE_WAIT_LOOP(s, what, call)                                                                                 \
     for (;;) {                                                                                                         \
-        uint64_t t0_ = metrics_now_ns();                                                                               \
+        uint64_t t0_ = sl_now_ns();                                                                               \
         int rc_ = (call);                                                                                              \
-        metrics_add(&(s)->block->wait_ns, metrics_now_ns() - t0_);                                                     \
+        metrics_add(&(s)->block->wait_ns, sl_now_ns() - t0_);                                                     \
         metrics_heartbeat((s)->block);                                                                                 \
         if (rc_ == 0 || rc_ == -EPIPE)                                                                                 \
             return rc_;                                                                                                \
@@ -264,7 +264,7 @@ void stage_turn_destroy(struct stage_turn *t)
 int stage_turn_wait(struct stage *s, struct stage_turn *t, uint64_t seq)
 {
     int rc = 0;
-    uint64_t t0 = metrics_now_ns();
+    uint64_t t0 = sl_now_ns();
     pthread_mutex_lock(&t->mu);
     while (!t->aborted && t->next != seq) {
         struct timespec dl;
@@ -280,7 +280,7 @@ int stage_turn_wait(struct stage *s, struct stage_turn *t, uint64_t seq)
     if (t->aborted)
         rc = -EPIPE;
     pthread_mutex_unlock(&t->mu);
-    metrics_add(&s->block->wait_ns, metrics_now_ns() - t0);
+    metrics_add(&s->block->wait_ns, sl_now_ns() - t0);
     return rc;
 }
 

@@ -100,7 +100,7 @@ void stage_view(struct stage *s, const struct run_desc *d, unsigned flags, struc
 struct schedule;
 void stage_schedule(struct stage *s, struct schedule *out);
 
-/* Under --trace, appends the span [t0_ns, t1_ns) (metrics_now_ns) of this
+/* Under --trace, appends the span [t0_ns, t1_ns) (sl_now_ns) of this
  * stage's work on a batch; else nothing. Thread-safe (one O_APPEND write
  * of 32 bytes). A failed write turns tracing off with one warning. */
 void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns, uint64_t t1_ns);

@@ -95,7 +95,7 @@ struct trainer {
 
 static double now_s(void)
 {
-    return (double)metrics_now_ns() / 1e9;
+    return (double)sl_now_ns() / 1e9;
 }
 
 /* The backend's host view of the parameters and Adam's state. */
@@ -327,7 +327,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
         stage_fail(st, "batch %" PRIu64 " is not what the stream says (epoch %" PRIu32 ", split %" PRIu32
                    ", %" PRIu32 " targets)",
                    d->batch, pos.epoch, pos.split, pos.targets);
-    uint64_t t0 = metrics_now_ns();
+    uint64_t t0 = sl_now_ns();
     if (t->be->gather(t->b, &v, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": gather: %s", d->batch, msg);
     bool train = pos.split == BATCH_TRAIN;
@@ -347,7 +347,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
             stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
         if (labelled)
             e->loss_sum += (double)loss * labelled;
-        double busy = (double)(metrics_now_ns() - t0) / 1e9;
+        double busy = (double)(sl_now_ns() - t0) / 1e9;
         step(t, labelled > 0, e);
         /* the rank's last training batch of the epoch: pad to the common step count */
         if (e->batches[BATCH_TRAIN] == schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN)) {
@@ -359,9 +359,9 @@ static void handle(struct trainer *t, const struct run_desc *d)
         }
         e->busy_s += busy;
     } else {
-        e->busy_s += (double)(metrics_now_ns() - t0) / 1e9;
+        e->busy_s += (double)(sl_now_ns() - t0) / 1e9;
     }
-    metrics_add(&st->block->busy_ns, metrics_now_ns() - t0);
+    metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
     metrics_add(&st->block->items, 1);
     maybe_publish(t, pos.epoch);
 }
@@ -417,9 +417,9 @@ int main(int argc, char **argv)
     t.t_epoch = now_s();
     struct run_desc d;
     while (stage_pop(st, &d) == 0) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         handle(&t, &d);
-        stage_trace(st, d.batch, (uint32_t)d.aux[1], t0, metrics_now_ns());
+        stage_trace(st, d.batch, (uint32_t)d.aux[1], t0, sl_now_ns());
         if (stage_push(st, &d) != 0)
             break;
     }

@@ -63,7 +63,7 @@ static void test_claim_count_snapshot(void **state)
     assert_int_equal(r.nblocks, 4);
 
     struct metrics_block *b = metrics_block(&w, 1);
-    uint64_t before = metrics_now_ns();
+    uint64_t before = sl_now_ns();
     assert_int_equal(metrics_claim(b, "sampler-with-a-rather-long-name-that-will-be-cut-short", 2, err, sizeof err), 0);
     metrics_add(&b->busy_ns, 1500);
     metrics_add(&b->wait_ns, 700);

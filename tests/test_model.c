@@ -42,7 +42,7 @@ static uint64_t g_seed;
 
 static float urand(uint64_t *st, float lo, float hi)
 {
-    double u = (double)(ops_splitmix64(st) >> 40) * 0x1p-24;
+    double u = (double)(sl_splitmix64(st) >> 40) * 0x1p-24;
     return (float)(lo + (hi - lo) * u);
 }
 

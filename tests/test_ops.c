@@ -35,13 +35,13 @@ static uint64_t g_rng;
 /* uniform in [lo, hi) */
 static float urand(float lo, float hi)
 {
-    double u = (double)(ops_splitmix64(&g_rng) >> 40) * 0x1p-24;
+    double u = (double)(sl_splitmix64(&g_rng) >> 40) * 0x1p-24;
     return (float)(lo + (hi - lo) * u);
 }
 
 static uint32_t irand(uint32_t n)
 {
-    return (uint32_t)(ops_splitmix64(&g_rng) % n);
+    return (uint32_t)(sl_splitmix64(&g_rng) % n);
 }
 
 static float *fvec(size_t n)
@@ -189,7 +189,7 @@ static void test_plain_arrays(void **state)
     assert_true(s1 == s2);
     double a = sqrt(6.0 / 50.0), mean = 0;
     for (size_t i = 0; i < M; i++) {
-        double u = (double)(ops_splitmix64(&s3) >> 40) * 0x1p-24;
+        double u = (double)(sl_splitmix64(&s3) >> 40) * 0x1p-24;
         assert_true(p[i] == (float)((2.0 * u - 1.0) * a));
         assert_true(fabs(p[i]) <= (float)a); /* (float)a: the draw is rounded to float */
         mean += p[i];
@@ -408,7 +408,7 @@ static void test_dropout_mask(void **state)
     }
     /* the documented stream: element 2j from the low half of output j */
     uint64_t st = 12345;
-    uint64_t r0 = ops_splitmix64(&st);
+    uint64_t r0 = sl_splitmix64(&st);
     memcpy(y, x, 2 * sizeof *y);
     ops_dropout_fwd(y, m1, 2, 0.5f, 12345);
     assert_int_equal(m1[0], (r0 & 0xffffffffu) >= 0x80000000u);

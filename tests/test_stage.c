@@ -179,9 +179,9 @@ static void pause_us(uint64_t us)
 static int push(struct ring *r, const struct run_desc *d)
 {
     for (;;) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         int rc = ring_push(r, d, POLL_MS);
-        metrics_add(&g_block->wait_ns, metrics_now_ns() - t0);
+        metrics_add(&g_block->wait_ns, sl_now_ns() - t0);
         metrics_heartbeat(g_block);
         if (rc == 0 || rc == -EPIPE)
             return rc;
@@ -193,9 +193,9 @@ static int push(struct ring *r, const struct run_desc *d)
 static int pop(struct ring *r, struct run_desc *d)
 {
     for (;;) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         int rc = ring_pop(r, d, POLL_MS);
-        metrics_add(&g_block->wait_ns, metrics_now_ns() - t0);
+        metrics_add(&g_block->wait_ns, sl_now_ns() - t0);
         metrics_heartbeat(g_block);
         if (rc == 0 || rc == -EPIPE)
             return rc;
@@ -270,9 +270,9 @@ static int sample(struct run_desc *d)
 {
     uint32_t slot;
     for (;;) {
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         int rc = arena_alloc(&g_arena, &slot, POLL_MS);
-        metrics_add(&g_block->wait_ns, metrics_now_ns() - t0);
+        metrics_add(&g_block->wait_ns, sl_now_ns() - t0);
         metrics_heartbeat(g_block);
         if (rc == 0)
             break;
@@ -397,16 +397,16 @@ int main(int argc, char **argv)
                 break;
             d = (struct run_desc){
                 .batch = done, .epoch = 0, .aux = {check_value(g_args.rank, done), (uint64_t)g_args.rank}};
-            uint64_t t0 = metrics_now_ns();
+            uint64_t t0 = sl_now_ns();
             if (sample(&d) == -EPIPE) {
                 end = "stopped"; /* the launcher closed the arena to stop the run */
                 break;
             }
-            metrics_add(&b->busy_ns, metrics_now_ns() - t0);
+            metrics_add(&b->busy_ns, sl_now_ns() - t0);
         } else if (pop(&in, &d) == -EPIPE) {
             break; /* end of stream, or the launcher closed the queue to stop the run */
         }
-        uint64_t t0 = metrics_now_ns();
+        uint64_t t0 = sl_now_ns();
         bool batch_ok = qin < 0 || handle(&d); /* (the releaser releases here) */
         if (d.batch >= n_items || d.aux[1] != (uint64_t)g_args.rank || d.aux[0] != check_value(g_args.rank, d.batch) ||
             !batch_ok) {
@@ -420,7 +420,7 @@ int main(int argc, char **argv)
             seen[d.batch / 64] |= bit;
         }
         pause_us(g_delay_us);
-        metrics_add(&b->busy_ns, metrics_now_ns() - t0);
+        metrics_add(&b->busy_ns, sl_now_ns() - t0);
         if (qout >= 0 && push(&out, &d) == -EPIPE) {
             if (qin < 0)
                 arena_release(&g_arena, d.slot); /* never reached the pipeline */
