@@ -37,7 +37,7 @@ static const key keys[] = {
 
     {"model.kind", K_ENUM, OFF(model.kind), "\"sage\"", 0, 0, model_kinds,
      "GraphSAGE (mean aggregator), GCN, GAT (multi-head attention) or a feature-only MLP."},
-    {"model.layers", K_INT, OFF(model.layers), "3", 1, SL_MAX_LAYERS, NULL,
+    {"model.layers", K_INT, OFF(model.layers), "3", 1, MODEL_LAYERS_MAX, NULL,
      "Number of GNN layers. When only `fanouts` is given, layers = its length."},
     {"model.hidden", K_INT, OFF(model.hidden), "256", 1, 65536, NULL, "Hidden dimension of every layer but the last."},
     {"model.fanouts", K_INTLIST, OFF(model.fanouts), "[10, 10, 10]", -1, 1e6, NULL,
@@ -83,8 +83,16 @@ static const key keys[] = {
 #define NKEYS (sizeof keys / sizeof keys[0])
 static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 
-const char *sl_model_kind_name(sl_model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
-const char *sl_io_mode_name(sl_io_mode m) { return (unsigned)m < 3 ? io_modes[m] : "?"; }
+const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
+const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
+
+int extract_io_parse(const char *s)
+{
+    for (int k = 0; s && io_modes[k]; k++)
+        if (!strcmp(s, io_modes[k]))
+            return k;
+    return -1;
+}
 
 /* ---- suggestions ---- */
 
@@ -241,9 +249,9 @@ static int set_key(sl_config *c, const key *k, const toml_value *v, const where 
                        near ? "\"?" : "");
     }
     case K_INTLIST: {
-        if (v->type != TOML_ARRAY || v->u.arr.n == 0 || v->u.arr.n > SL_MAX_LAYERS)
+        if (v->type != TOML_ARRAY || v->u.arr.n == 0 || v->u.arr.n > MODEL_LAYERS_MAX)
             return fail_at(w, v, err, errlen, "%s must be an array of 1 to %d integers, like [10, 10]", k->name,
-                           SL_MAX_LAYERS);
+                           MODEL_LAYERS_MAX);
         int64_t *arr = (int64_t *)field;
         for (size_t i = 0; i < v->u.arr.n; i++) {
             const toml_value *e = v->u.arr.v[i];
@@ -375,7 +383,7 @@ static int validate(sl_config *c, const seen *s, const char *path, char *err, si
         return sl_errf(err, errlen, -EINVAL, "%s: model.layers = %" PRId64 " but model.fanouts has %" PRId64
                        " entries; give one fanout per layer", src, c->model.layers, c->model.n_fanouts);
     }
-    if (c->model.kind == SL_MODEL_GAT && c->model.hidden % c->model.heads)
+    if (c->model.kind == MODEL_GAT && c->model.hidden % c->model.heads)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is not a multiple of model.heads = %" PRId64
                        " (GAT concatenates the heads)", src, c->model.hidden, c->model.heads);
     return 0;
@@ -437,7 +445,7 @@ void sl_config_write_reference(FILE *f)
             else if (k->type == K_BOOL)
                 snprintf(allowed, sizeof allowed, "true, false");
             if (k->type == K_INTLIST)
-                snprintf(allowed, sizeof allowed, "1..%d items, each -1 or 1 .. %g", SL_MAX_LAYERS, k->max);
+                snprintf(allowed, sizeof allowed, "1..%d items, each -1 or 1 .. %g", MODEL_LAYERS_MAX, k->max);
             fprintf(f, "| `%s` | %s | %s | %s | %s |\n", k->name + sl + 1, type_doc(k),
                     k->def[0] ? k->def : "(required)", allowed, k->doc);
         }
@@ -466,7 +474,7 @@ void sl_config_write_toml(const sl_config *c, FILE *f)
     fprintf(f, "[dataset]\npath = ");
     write_str(f, c->dataset.path);
     fprintf(f, "\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
-            sl_model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
+            model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
     for (int64_t i = 0; i < c->model.n_fanouts; i++)
         fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
     fprintf(f, "]\ndropout = %.17g\nheads = %" PRId64 "\n", c->model.dropout, c->model.heads);
@@ -481,7 +489,7 @@ void sl_config_write_toml(const sl_config *c, FILE *f)
                "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\n",
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
-            sl_io_mode_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
+            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
 }
 
 const char *sl_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)

@@ -15,20 +15,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SL_MAX_LAYERS 8
+/* The deepest model a config may ask for (model.layers); a sampled batch
+ * holds one block per layer (ipc/batch.h) and a model one layer per block
+ * (ops/model.h), so this one number bounds all three. */
+#define MODEL_LAYERS_MAX 8
 
-typedef enum sl_model_kind { SL_MODEL_SAGE, SL_MODEL_GCN, SL_MODEL_GAT, SL_MODEL_MLP } sl_model_kind;
-typedef enum sl_io_mode { SL_IO_DIRECT, SL_IO_BUFFERED, SL_IO_MMAP } sl_io_mode;
+/* model.kind: the model the trainer builds (ops/model.h). */
+enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
+
+/* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
+enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
 
 typedef struct sl_config {
     struct {
         char path[4096];
     } dataset;
     struct {
-        sl_model_kind kind;
+        enum model_kind kind;
         int64_t layers;
         int64_t hidden;
-        int64_t fanouts[SL_MAX_LAYERS]; /* -1 = all neighbours */
+        int64_t fanouts[MODEL_LAYERS_MAX]; /* -1 = all neighbours */
         int64_t n_fanouts;
         double dropout;
         int64_t heads;
@@ -50,7 +56,7 @@ typedef struct sl_config {
         int64_t feature_buffer_mb;
         int64_t staging_mb;
         int64_t io_depth;
-        sl_io_mode io;
+        enum extract_io io;
         bool ordered;
     } pipeline;
 } sl_config;
@@ -70,8 +76,12 @@ void sl_config_write_reference(FILE *f);
 /* Writes the effective configuration as TOML (for logs and checkpoints). */
 void sl_config_write_toml(const sl_config *c, FILE *f);
 
-const char *sl_model_kind_name(sl_model_kind k);
-const char *sl_io_mode_name(sl_io_mode m);
+/* "sage", "gcn", "gat", "mlp"; "?" when out of range. */
+const char *model_kind_name(enum model_kind k);
+/* "direct", "buffered", "mmap"; "unknown" when out of range. */
+const char *extract_io_name(enum extract_io io);
+/* The mode a name denotes, or -1. */
+int extract_io_parse(const char *s);
 
 /* "[10, -1, 5]": model.fanouts as written in a config, into buf (truncated
  * to len); returns buf. */

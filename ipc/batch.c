@@ -57,7 +57,7 @@ static const char *fmt_fanouts(const struct batch_shape *s, char *buf, size_t le
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (uint32_t k = 0; k < s->layers && k < BATCH_LAYERS_MAX && used + 1 < len; k++) {
+    for (uint32_t k = 0; k < s->layers && k < MODEL_LAYERS_MAX && used + 1 < len; k++) {
         int w = snprintf(buf + used, len - used, "%s%" PRId64, k ? ", " : "[", s->fanouts[k]);
         if (w < 0)
             break;
@@ -71,8 +71,8 @@ static const char *fmt_fanouts(const struct batch_shape *s, char *buf, size_t le
 int batch_plan(const struct batch_shape *s, struct batch_plan *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    if (!s || s->layers < 1 || s->layers > BATCH_LAYERS_MAX)
-        return sl_errf(err, errlen, -EINVAL, "batch: %u layers is outside 1..%d", s ? s->layers : 0, BATCH_LAYERS_MAX);
+    if (!s || s->layers < 1 || s->layers > MODEL_LAYERS_MAX)
+        return sl_errf(err, errlen, -EINVAL, "batch: %u layers is outside 1..%d", s ? s->layers : 0, MODEL_LAYERS_MAX);
     if (s->nodes == 0 || s->batch_size == 0)
         return sl_errf(err, errlen, -EINVAL,
                        "batch: a graph of %" PRIu64 " nodes and batches of %" PRIu64 " targets cannot make a batch",
@@ -433,7 +433,7 @@ static int check_spans(struct span *sp, int n, const struct batch_hdr *h, char *
                              " bytes in use",
                              span_name(&sp[i], a, sizeof a), sp[i].off, sp[i].len, h->bytes);
     }
-    for (int i = 1; i < n; i++) /* insertion sort by offset: at most 3 + 2 * BATCH_LAYERS_MAX */
+    for (int i = 1; i < n; i++) /* insertion sort by offset: at most 3 + 2 * MODEL_LAYERS_MAX */
         for (int j = i; j > 0 && sp[j].off < sp[j - 1].off; j--) {
             struct span t = sp[j];
             sp[j] = sp[j - 1];
@@ -471,8 +471,8 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
         return view_fail(err, errlen, h, "unfinished (the sampler passed it on before batch_finish)");
     if (h->split >= BATCH_SPLITS)
         return view_fail(err, errlen, h, "split %" PRIu32 " is not train, val or test", h->split);
-    if (h->layers < 1 || h->layers > BATCH_LAYERS_MAX)
-        return view_fail(err, errlen, h, "%" PRIu32 " layers is outside 1..%d", h->layers, BATCH_LAYERS_MAX);
+    if (h->layers < 1 || h->layers > MODEL_LAYERS_MAX)
+        return view_fail(err, errlen, h, "%" PRIu32 " layers is outside 1..%d", h->layers, MODEL_LAYERS_MAX);
     if (h->targets < 1 || h->n[0] != h->targets)
         return view_fail(err, errlen, h, "%" PRIu32 " targets but n[0] = %" PRIu32, h->targets, h->n[0]);
     uint32_t L = h->layers;
@@ -484,7 +484,7 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
                              k + 1, h->n[k + 1], h->n[k], h->e[k], k);
     if (h->bytes < HDR_BYTES || h->bytes > size)
         return view_fail(err, errlen, h, "%" PRIu64 " bytes in use in a slot of %zu", h->bytes, size);
-    struct span sp[3 + 2 * BATCH_LAYERS_MAX];
+    struct span sp[3 + 2 * MODEL_LAYERS_MAX];
     int ns = 0;
     sp[ns++] = (struct span){"labels", -1, h->labels_off, 4ull * h->targets};
     sp[ns++] = (struct span){"nodes", -1, h->nodes_off, 8ull * h->n[L]};

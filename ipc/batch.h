@@ -80,9 +80,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h" /* MODEL_LAYERS_MAX: blocks per batch */
+
 #define BATCH_MAGIC 0x31544142434c53ull /* "SLCBAT1\0" little endian */
 #define BATCH_VERSION 1u
-#define BATCH_LAYERS_MAX 8         /* = SL_MAX_LAYERS (core/config.h) */
 #define BATCH_UNKNOWN UINT64_MAX   /* batch_shape.edges / max_in_degree not known */
 #define BATCH_NO_ALIAS UINT32_MAX  /* alias[] before the extractor fills it */
 #define BATCH_COUNT_MAX UINT32_MAX /* most nodes or edges a batch or block may hold */
@@ -113,20 +114,20 @@ struct batch_hdr {
     uint32_t layers;                  /* L: blocks */
     uint32_t targets;                 /* B = n[0] */
     uint64_t bytes;                   /* end of the used part of the slot */
-    uint32_t n[BATCH_LAYERS_MAX + 1]; /* nodes after hop k (cumulative); n[0] = B */
-    uint32_t e[BATCH_LAYERS_MAX];     /* edges sampled in block k */
+    uint32_t n[MODEL_LAYERS_MAX + 1]; /* nodes after hop k (cumulative); n[0] = B */
+    uint32_t e[MODEL_LAYERS_MAX];     /* edges sampled in block k */
     uint32_t split;                   /* enum batch_split: what the targets are for */
     uint64_t labels_off, nodes_off, alias_off;
-    uint64_t indptr_off[BATCH_LAYERS_MAX];
-    uint64_t src_off[BATCH_LAYERS_MAX];
+    uint64_t indptr_off[MODEL_LAYERS_MAX];
+    uint64_t src_off[MODEL_LAYERS_MAX];
 };
 _Static_assert(sizeof(struct batch_hdr) == 272 && sizeof(struct batch_hdr) % 8 == 0, "batch header is 272 bytes");
 
 /* What bounds a batch: the run's configuration and the graph. */
 struct batch_shape {
     uint64_t batch_size;               /* most targets per batch (train.batch_size) */
-    uint32_t layers;                   /* 1 .. BATCH_LAYERS_MAX */
-    int64_t fanouts[BATCH_LAYERS_MAX]; /* per block, >= 0 or -1 = all in-neighbours */
+    uint32_t layers;                   /* 1 .. MODEL_LAYERS_MAX */
+    int64_t fanouts[MODEL_LAYERS_MAX]; /* per block, >= 0 or -1 = all in-neighbours */
     uint64_t nodes;                    /* N, >= 1 */
     uint64_t edges;                    /* E, or BATCH_UNKNOWN */
     uint64_t max_in_degree;            /* D, or BATCH_UNKNOWN (needed when a fanout is -1) */
@@ -135,9 +136,9 @@ struct batch_shape {
 /* Bounds for every count of a shape, and the bytes they need. */
 struct batch_plan {
     uint32_t layers;
-    uint64_t fanout_cap[BATCH_LAYERS_MAX]; /* most sources per destination in block k */
-    uint64_t n_max[BATCH_LAYERS_MAX + 1];  /* most nodes after hop k */
-    uint64_t e_max[BATCH_LAYERS_MAX];      /* most edges in block k */
+    uint64_t fanout_cap[MODEL_LAYERS_MAX]; /* most sources per destination in block k */
+    uint64_t n_max[MODEL_LAYERS_MAX + 1];  /* most nodes after hop k */
+    uint64_t e_max[MODEL_LAYERS_MAX];      /* most edges in block k */
     uint64_t max_bytes;                    /* worst-case slot use */
 };
 
@@ -257,8 +258,8 @@ struct batch_view {
     const uint64_t *nodes;                    /* (n[L]) global ids */
     uint32_t *alias;                          /* (n[L]) feature-buffer slots; the extractor writes them */
     uint32_t *flags;                          /* the slot's header flags (the extractor sets BATCH_ALIASED) */
-    const uint32_t *indptr[BATCH_LAYERS_MAX]; /* block k: (n[k] + 1) */
-    const uint32_t *src[BATCH_LAYERS_MAX];    /* block k: (e[k]) local ids < n[k+1] */
+    const uint32_t *indptr[MODEL_LAYERS_MAX]; /* block k: (n[k] + 1) */
+    const uint32_t *src[MODEL_LAYERS_MAX];    /* block k: (e[k]) local ids < n[k+1] */
 };
 
 /* Checks the batch in slot[0 .. size) (see Trust above) and fills *v.

@@ -16,7 +16,6 @@
 #include "core/opt.h"
 #include "core/util.h"
 
-_Static_assert(BATCH_LAYERS_MAX == SL_MAX_LAYERS, "a batch holds as many layers as a config may ask for");
 
 static const char *const programs[RUN_STAGES] = {"gnn-sampler", "gnn-extractor", "gnn-trainer", "gnn-releaser"};
 static const char *const queue_names[RUN_QUEUES] = {"extract", "train", "release"};
@@ -172,7 +171,7 @@ int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_aren
     s->edges = m->edges;
     s->max_in_degree = BATCH_UNKNOWN;
     bool all = false;
-    for (int64_t k = 0; k < c->model.n_fanouts && k < BATCH_LAYERS_MAX; k++) {
+    for (int64_t k = 0; k < c->model.n_fanouts && k < MODEL_LAYERS_MAX; k++) {
         s->fanouts[k] = c->model.fanouts[k];
         all |= c->model.fanouts[k] < 0;
     }

@@ -51,12 +51,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h" /* enum model_kind, MODEL_LAYERS_MAX */
 #include "ops/ops.h"
 
-#define MODEL_LAYERS_MAX 8 /* = BATCH_LAYERS_MAX of ipc/batch.h (the trainer checks) */
 #define MODEL_TENSORS_MAX (MODEL_LAYERS_MAX * 4)
 
-enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 }; /* = sl_model_kind */
 
 struct model_config {
     enum model_kind kind;

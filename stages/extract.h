@@ -68,18 +68,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h"
 #include "core/dataset.h"
 #include "stages/featbuf.h"
 
-enum extract_io {
-    EXTRACT_IO_DIRECT = 0,
-    EXTRACT_IO_BUFFERED = 1,
-    EXTRACT_IO_MMAP = 2,
-};
-
-/* "direct", "buffered", "mmap" (pipeline.io); -1 if unknown. */
-int extract_io_parse(const char *s);
-const char *extract_io_name(enum extract_io io);
+/* enum extract_io, its names and extract_io_parse are in core/config.h
+ * (pipeline.io). */
 
 struct extract_source {
     int fd;                 /* features.bin; O_DIRECT when io == DIRECT */

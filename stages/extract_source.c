@@ -65,32 +65,6 @@ static void fault_init(const struct extract_source *src)
 
 /* ---- the source ------------------------------------------------------------ */
 
-int extract_io_parse(const char *s)
-{
-    if (!s)
-        return -1;
-    if (!strcmp(s, "direct"))
-        return EXTRACT_IO_DIRECT;
-    if (!strcmp(s, "buffered"))
-        return EXTRACT_IO_BUFFERED;
-    if (!strcmp(s, "mmap"))
-        return EXTRACT_IO_MMAP;
-    return -1;
-}
-
-const char *extract_io_name(enum extract_io io)
-{
-    switch (io) {
-    case EXTRACT_IO_DIRECT:
-        return "direct";
-    case EXTRACT_IO_BUFFERED:
-        return "buffered";
-    case EXTRACT_IO_MMAP:
-        return "mmap";
-    }
-    return "unknown";
-}
-
 static bool pow2(uint64_t v)
 {
     return v && !(v & (v - 1));

@@ -112,10 +112,7 @@ static int stage_main(int argc, char **argv)
     stage_open(&st, argc, argv, STAGE_NEED_FEATBUF);
     r.st = &st;
     snprintf(who, sizeof who, "%s rank %d", st.prog, st.args.rank);
-    static const enum extract_io modes[] = {[SL_IO_DIRECT] = EXTRACT_IO_DIRECT,
-                                            [SL_IO_BUFFERED] = EXTRACT_IO_BUFFERED,
-                                            [SL_IO_MMAP] = EXTRACT_IO_MMAP};
-    if (extract_source_open(&r.src, st.cfg.dataset.path, &st.meta, modes[st.cfg.pipeline.io], who, msg, sizeof msg))
+    if (extract_source_open(&r.src, st.cfg.dataset.path, &st.meta, st.cfg.pipeline.io, who, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
     if (st.fb.row_bytes < r.src.row_bytes || !st.fb.rows)
         stage_fail(&st, "feature buffer rows hold %zu bytes, the dataset's rows %" PRIu64, st.fb.row_bytes,

@@ -148,7 +148,7 @@ static int parse_fanouts(const char *arg, struct batch_shape *s)
         char *end;
         errno = 0;
         long long v = strtoll(tok, &end, 10);
-        if (errno || *end || end == tok || v < -1 || s->layers >= BATCH_LAYERS_MAX)
+        if (errno || *end || end == tok || v < -1 || s->layers >= MODEL_LAYERS_MAX)
             return -EINVAL;
         s->fanouts[s->layers++] = v;
     }
@@ -395,7 +395,7 @@ int main(int argc, char **argv)
     }
     if (parse_fanouts(fan_arg, &shape)) {
         fprintf(stderr, "gnn-sampler: --fanouts wants 1..%d comma-separated integers >= -1, not '%s'\n",
-                BATCH_LAYERS_MAX, fan_arg);
+                MODEL_LAYERS_MAX, fan_arg);
         return 2;
     }
     return bench_main(dir, &shape, threads, seconds, seed, fan_arg);

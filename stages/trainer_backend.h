@@ -63,7 +63,6 @@
 #include "stages/featbuf.h"
 #include "stages/reducer.h"
 
-_Static_assert(MODEL_LAYERS_MAX == BATCH_LAYERS_MAX, "a model layer per batch block");
 
 struct trainer_backend_config {
     struct model_config model;
@@ -136,7 +135,7 @@ extern const struct trainer_backend_ops trainer_cpu_backend;
 /* The blocks of batch v in layer order, as model_forward takes them:
  * out[i] = the batch's block L-1-i (batch_block_for_layer), pointing into
  * the batch (nothing copied: valid while the batch's slot is held).
- * Returns L. out holds BATCH_LAYERS_MAX. */
+ * Returns L. out holds MODEL_LAYERS_MAX. */
 static inline uint32_t trainer_batch_blocks(const struct batch_view *v, struct ops_block *out)
 {
     uint32_t L = batch_layers(v);

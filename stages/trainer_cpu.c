@@ -92,7 +92,7 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
     if (need(&b->logits, &b->logits_cap, (size_t)nb * classes) != 0 ||
         need(&b->dlogits, &cap, (size_t)nb * classes) != 0)
         return sl_errf(err, errlen, -ENOMEM, "out of memory for %u targets' logits", nb);
-    struct ops_block blocks[BATCH_LAYERS_MAX];
+    struct ops_block blocks[MODEL_LAYERS_MAX];
     uint32_t nblocks = trainer_batch_blocks(v, blocks);
     int rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
     if (rc)

@@ -412,7 +412,7 @@ int main(int argc, char **argv)
     for (uint32_t e = 0; e < t.start_epoch; e++)
         t.ep[e].published = true;
     stage_note(st, "%s model, %zu parameters, %d BLAS thread%s; %" PRIu64 " steps per epoch", 
-               sl_model_kind_name(st->cfg.model.kind), t.nparams, threads, threads == 1 ? "" : "s",
+               model_kind_name(st->cfg.model.kind), t.nparams, threads, threads == 1 ? "" : "s",
                t.steps_per_epoch);
     t.t_epoch = now_s();
     struct run_desc d;

@@ -43,7 +43,7 @@ static void test_shipped(void **state)
     snprintf(p, sizeof p, "%s/configs/papers.toml", src ? src : ".");
     if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
         fail_msg("%s", err);
-    assert_int_equal(c.model.kind, SL_MODEL_SAGE);
+    assert_int_equal(c.model.kind, MODEL_SAGE);
     assert_int_equal(c.model.layers, 3);
     assert_int_equal(c.model.hidden, 256);
     assert_int_equal(c.model.n_fanouts, 3);
@@ -54,7 +54,7 @@ static void test_shipped(void **state)
     if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
         fail_msg("%s", err);
     assert_int_equal(c.model.layers, 2); /* from the fanouts */
-    assert_int_equal(c.pipeline.io, SL_IO_DIRECT);
+    assert_int_equal(c.pipeline.io, EXTRACT_IO_DIRECT);
 }
 
 static void test_defaults_and_sets(void **state)
@@ -74,9 +74,9 @@ static void test_defaults_and_sets(void **state)
     assert_int_equal(c.model.fanouts[0], 15);
     assert_int_equal(c.model.fanouts[1], -1);
     assert_true(c.train.lr == 0.01);
-    assert_int_equal(c.model.kind, SL_MODEL_GAT);
+    assert_int_equal(c.model.kind, MODEL_GAT);
     assert_true(c.pipeline.ordered);
-    assert_int_equal(c.pipeline.io, SL_IO_MMAP);
+    assert_int_equal(c.pipeline.io, EXTRACT_IO_MMAP);
     assert_int_equal(c.train.epochs, 7);
     assert_string_equal(c.dataset.path, "other dir");
     /* layers alone: every layer samples 10 */

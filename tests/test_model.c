@@ -120,7 +120,7 @@ static void forward(struct model *m, const struct batch_view *v, const float *x,
                     float *logits)
 {
     char err[256] = "";
-    struct ops_block blocks[BATCH_LAYERS_MAX];
+    struct ops_block blocks[MODEL_LAYERS_MAX];
     uint32_t nb = trainer_batch_blocks(v, blocks);
     if (model_forward(m, blocks, nb, batch_targets(v), x, train, seed, logits, err, sizeof err) != 0)
         fail_msg("model_forward: %s", err);
@@ -470,7 +470,7 @@ static void test_call_errors(void **state)
     struct model *m = create(MODEL_SAGE, 2, 4, 8, 3, 1, 0.0f, 1);
     assert_int_equal(model_backward(m, dl, err, sizeof err), -EINVAL); /* no forward yet */
     assert_non_null(strstr(err, "no training forward"));
-    struct ops_block blocks[BATCH_LAYERS_MAX];
+    struct ops_block blocks[MODEL_LAYERS_MAX];
     uint32_t nb = trainer_batch_blocks(&b.v, blocks);
     assert_int_equal(model_forward(m, blocks, nb, 10, x, true, 0, logits, err, sizeof err), -EINVAL); /* 3 blocks, 2 layers */
     assert_non_null(strstr(err, "model.fanouts"));
