@@ -110,8 +110,8 @@ int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, co
                        "--nodes %ld needs --master HOST:PORT (node 0's address and a free port, the same on every node)",
                        o->nodes);
     if (ranks * o->nodes > LAYOUT_WORLD_MAX)
-        return sl_errf(err, errlen, -EINVAL, "--nodes %ld x pipeline.ranks = %d is more than %d ranks", o->nodes,
-                       ranks, LAYOUT_WORLD_MAX);
+        return sl_errf(err, errlen, -EINVAL, "--nodes %ld x pipeline.ranks = %d is more than %d ranks", o->nodes, ranks,
+                       LAYOUT_WORLD_MAX);
     if (run_name && strlen(run_name) > CLUSTER_NAME_MAX)
         return sl_errf(err, errlen, -EINVAL, "--run-name %s: at most %d characters with --nodes", run_name,
                        CLUSTER_NAME_MAX);

@@ -71,10 +71,10 @@ struct cluster {
 
 /* Why the other nodes stop this one (cluster_poll). */
 enum cluster_stop_kind {
-    CLUSTER_GO_ON = 0,     /* nothing: the run goes on */
-    CLUSTER_NODE_FAILED,   /* a node sent FAIL: its run stopped (a stage failed, Ctrl-C, ...) */
-    CLUSTER_NODE_GONE,     /* a node went silent (the mesh's verdict, or node 0's) */
-    CLUSTER_NODE_INVALID,  /* a node sent results this one cannot take */
+    CLUSTER_GO_ON = 0,    /* nothing: the run goes on */
+    CLUSTER_NODE_FAILED,  /* a node sent FAIL: its run stopped (a stage failed, Ctrl-C, ...) */
+    CLUSTER_NODE_GONE,    /* a node went silent (the mesh's verdict, or node 0's) */
+    CLUSTER_NODE_INVALID, /* a node sent results this one cannot take */
 };
 
 struct cluster_stop {

@@ -59,7 +59,7 @@ struct launch {
     struct cluster cl;            /* a multi-node run's side (cluster.h); cl.on false on one node */
     struct spawn_child *children; /* (nchildren): rank-major, pipeline order */
     int nchildren;
-    int sigfd, devnull; /* -1 when not open */
+    int sigfd, devnull;          /* -1 when not open */
     bool watch_hup;              /* SIGHUP was not ignored when we started */
 
     /* where it stands */

@@ -81,8 +81,8 @@ int loop_add_zmq(struct loop *lp, void *socket, loop_fn fn, void *ctx)
     int id = new_source(lp);
     if (id < 0)
         return id;
-    lp->src[id] = (struct loop_source){.kind = LOOP_ZMQ, .fd = fd, .events = POLLIN, .socket = socket, .fn = fn,
-                                       .ctx = ctx};
+    lp->src[id] =
+        (struct loop_source){.kind = LOOP_ZMQ, .fd = fd, .events = POLLIN, .socket = socket, .fn = fn, .ctx = ctx};
     return id;
 }
 

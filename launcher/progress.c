@@ -45,7 +45,8 @@ static void sums(const struct progress *p, struct stage_sums *s)
     memset(s, 0, sizeof *s);
     for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < LAYOUT_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&p->run.layout->metrics, layout_block(r, (enum layout_stage)k));
+            const struct metrics_block *b =
+                metrics_block(&p->run.layout->metrics, layout_block(r, (enum layout_stage)k));
             if (!b)
                 continue;
             s->busy[k] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
@@ -118,9 +119,8 @@ void progress_start(struct progress *p, const struct progress_run *run)
             struct sampler_stream s;
             uint32_t node = p->run.node, nodes = p->run.nodes; /* global ranks */
             if (sampler_stream_init(&s, n, node * (uint32_t)p->run.ranks + (uint32_t)r, nodes * (uint32_t)p->run.ranks,
-                                    (uint64_t)p->run.cfg->train.batch_size,
-                                    (uint32_t)p->run.cfg->train.epochs, (uint32_t)p->run.cfg->train.eval_every, msg,
-                                    sizeof msg) != 0)
+                                    (uint64_t)p->run.cfg->train.batch_size, (uint32_t)p->run.cfg->train.epochs,
+                                    (uint32_t)p->run.cfg->train.eval_every, msg, sizeof msg) != 0)
                 continue;
             p->batches_total += sampler_stream_len(&s) - s.start[p->run.start_epoch];
             sampler_stream_free(&s);
@@ -143,7 +143,8 @@ static void metrics_processes(struct progress *p, double t)
     uint64_t now = metrics_now_ns();
     for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < LAYOUT_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&p->run.layout->metrics, layout_block(r, (enum layout_stage)k));
+            const struct metrics_block *b =
+                metrics_block(&p->run.layout->metrics, layout_block(r, (enum layout_stage)k));
             if (!b)
                 continue;
             uint64_t hb = atomic_load_explicit(&b->heartbeat_ns, memory_order_relaxed);
@@ -198,8 +199,9 @@ static void progress_line(struct progress *p, const struct stage_sums *s, double
     snprintf(line, sizeof line,
              "epoch %" PRIu64 "/%" PRId64 ": batch %" PRIu64 "/%" PRIu64 "  %.1f batches/s  ETA %s  read %.1f MB/s  "
              "queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
-             SL_MIN(p->next_epoch + 1, (uint64_t)p->run.cfg->train.epochs), p->run.cfg->train.epochs, done, p->batches_total,
-             p->rate, eta, mbps, q[LAYOUT_Q_EXTRACT], cap[LAYOUT_Q_EXTRACT], q[LAYOUT_Q_TRAIN], cap[LAYOUT_Q_TRAIN]);
+             SL_MIN(p->next_epoch + 1, (uint64_t)p->run.cfg->train.epochs), p->run.cfg->train.epochs, done,
+             p->batches_total, p->rate, eta, mbps, q[LAYOUT_Q_EXTRACT], cap[LAYOUT_Q_EXTRACT], q[LAYOUT_Q_TRAIN],
+             cap[LAYOUT_Q_TRAIN]);
     if (p->tty) {
         printf("\r\033[K%s", line);
         p->live = true;
@@ -281,8 +283,8 @@ void progress_poll(struct progress *p, bool running)
         fflush(stdout);
         if (p->metrics_out) {
             FILE *f = p->metrics_out;
-            fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",", now - p->run.t_start,
-                    e + 1, p->run.cfg->train.epochs);
+            fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",",
+                    now - p->run.t_start, e + 1, p->run.cfg->train.epochs);
             jnum(f, "loss", loss, true);
             jnum(f, "train_acc", train_acc, true);
             jnum(f, "val_acc", val_acc, true);

@@ -58,10 +58,10 @@ enum supervise_cause {
 
 struct supervisor {
     struct launch *l;
-    struct loop lp;  /* the loop now running */
-    int kill_timer;  /* the SIGKILL deadline's timer, -1 when none is armed */
-    bool hurry;      /* a second interrupt asked for SIGKILL at once */
-    bool told;       /* "waiting for the other nodes" was printed */
+    struct loop lp; /* the loop now running */
+    int kill_timer; /* the SIGKILL deadline's timer, -1 when none is armed */
+    bool hurry;     /* a second interrupt asked for SIGKILL at once */
+    bool told;      /* "waiting for the other nodes" was printed */
 };
 
 /* Exit status for an outcome: 0, 3 or 130. */

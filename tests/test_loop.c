@@ -7,8 +7,8 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "t_util.h"
 #include "launcher/loop.h"
+#include "t_util.h"
 
 static double t_mono(void)
 {
@@ -19,18 +19,18 @@ static double t_mono(void)
 
 /* What the callbacks saw. */
 struct seen {
-    int calls[8];      /* per source id */
-    int order[32];     /* ids in call order */
+    int calls[8];  /* per source id */
+    int order[32]; /* ids in call order */
     int n;
     short revents[8];
-    double at[16];     /* a timer's firing times */
-    int stop_after;    /* loop_stop(cause) once this many calls were made (0: never) */
+    double at[16];  /* a timer's firing times */
+    int stop_after; /* loop_stop(cause) once this many calls were made (0: never) */
     int cause;
-    bool remove_self;  /* the callback removes its own source */
-    int remove_other;  /* the callback removes this id (-1: none) */
-    int added;         /* id of a source the callback added (-1: none) */
-    int fd;            /* a descriptor to read one byte from */
-    void *sock;        /* a ZeroMQ socket to read one message from */
+    bool remove_self; /* the callback removes its own source */
+    int remove_other; /* the callback removes this id (-1: none) */
+    int added;        /* id of a source the callback added (-1: none) */
+    int fd;           /* a descriptor to read one byte from */
+    void *sock;       /* a ZeroMQ socket to read one message from */
 };
 
 static void note(struct loop *lp, int id, short revents, struct seen *s)
@@ -247,7 +247,7 @@ static void test_remove_self(void **state)
     int ia = loop_add_fd(&lp, a[0], POLLIN, cb_change, &self);
     int itimer = loop_add_timer(&lp, 0, 0.005, cb_note, &tick);
     assert_int_equal(loop_run(&lp), 9);
-    assert_int_equal(self.calls[ia], 1);   /* removed itself: never again */
+    assert_int_equal(self.calls[ia], 1);     /* removed itself: never again */
     assert_int_equal(tick.calls[itimer], 3); /* while the loop went on */
     loop_free(&lp);
 
@@ -354,9 +354,8 @@ static void test_zmq(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_callbacks), cmocka_unit_test(test_timer_period),
-        cmocka_unit_test(test_timer_behind), cmocka_unit_test(test_stop_cause),
-        cmocka_unit_test(test_remove_self),  cmocka_unit_test(test_zmq),
+        cmocka_unit_test(test_fd_callbacks), cmocka_unit_test(test_timer_period), cmocka_unit_test(test_timer_behind),
+        cmocka_unit_test(test_stop_cause),   cmocka_unit_test(test_remove_self),  cmocka_unit_test(test_zmq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
