@@ -332,9 +332,9 @@ static void run_stages(struct supervisor *s)
         if (rc < 0)
             cannot_poll(s, "the launcher's poll failed", rc);
     }
-    loop_free(&s->lp);
     spawn_reap(l->children, l->nchildren, NULL);
     note_endings(s);
+    loop_free(&s->lp); /* after the last stop_run that may arm a timer */
     l->phase = LAUNCH_ENDED;
 }
 
@@ -395,12 +395,12 @@ static void wait_for_nodes(struct supervisor *s)
     int rc;
     if ((rc = loop_add_zmq(&s->lp, cluster_pollable(&l->cl), on_settle_wake, s)) < 0 ||
         (rc = loop_add_fd(&s->lp, l->sigfd, POLLIN, on_settle_signals, s)) < 0 ||
-        (rc = loop_add_timer(&s->lp, TICK_S, TICK_S, on_settle_wake, s)) < 0)
+        (rc = loop_add_timer(&s->lp, TICK_S, TICK_S, on_settle_wake, s)) < 0) {
         fprintf(stderr, "gnnlaunch: warning: cannot wait for the other nodes: %s\n", strerror(-rc));
-    else
-        settle_step(s);
-    if (rc >= 0)
+    } else {
+        settle_step(s);   /* the first step at once */
         loop_run(&s->lp); /* a failed poll ends the wait, as an ended one */
+    }
     loop_free(&s->lp);
 }
 
