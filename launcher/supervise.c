@@ -7,8 +7,8 @@
  *   - the REP control socket (status, stop), through its ZMQ_FD;
  *   - a 1 s timer, on the grid of the run's start: publish the snapshot on
  *     the PUB socket, exchange results with the other nodes, print progress
- *     (progress.h), which also checks on the stages' liveness through the
- *     --metrics process records;
+ *     and the --metrics records (progress.h; the process records carry
+ *     every stage's heartbeat age);
  *   - on a multi-node run, the mesh's pipe: results and failures of the
  *     other nodes. cluster_poll() only reports why another node stops this
  *     one (struct cluster_stop); what that does is decided here: while the
