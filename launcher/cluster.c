@@ -9,20 +9,18 @@
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "core/dataset.h"
 #include "core/util.h"
-#include "launcher/launch.h"
+#include "ipc/shm.h"
+#include "launcher/layout.h"
 #include "stages/trainer_reduce.h"
 
 /* ---- flags ----------------------------------------------------------------------------- */
@@ -89,9 +87,9 @@ static int port_free(const char *ip, int port, char *err, size_t errlen)
     return 0;
 }
 
-int cluster_check(struct launch *l, const struct cluster_opts *o, const char *run_name, char *err, size_t errlen)
+int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, const char *run_name, char *err,
+                  size_t errlen)
 {
-    struct cluster *c = &l->cl;
     memset(c, 0, sizeof *c);
     if (o->nodes <= 1) {
         if (o->node > 0)
@@ -111,16 +109,16 @@ int cluster_check(struct launch *l, const struct cluster_opts *o, const char *ru
         return sl_errf(err, errlen, -EINVAL,
                        "--nodes %ld needs --master HOST:PORT (node 0's address and a free port, the same on every node)",
                        o->nodes);
-    if (l->ranks * o->nodes > RUN_WORLD_MAX)
-        return sl_errf(err, errlen, -EINVAL, "--nodes %ld x pipeline.ranks = %d is more than %d ranks", o->nodes,
-                       l->ranks, RUN_WORLD_MAX);
+    if (ranks * o->nodes > RUN_WORLD_MAX)
+        return sl_errf(err, errlen, -EINVAL, "--nodes %ld x pipeline.ranks = %d is more than %d ranks", o->nodes, ranks,
+                       RUN_WORLD_MAX);
     if (run_name && strlen(run_name) > CLUSTER_NAME_MAX)
         return sl_errf(err, errlen, -EINVAL, "--run-name %s: at most %d characters with --nodes", run_name,
                        CLUSTER_NAME_MAX);
     c->on = true;
     c->nodes = (uint32_t)o->nodes;
     c->node = (uint32_t)o->node;
-    c->ranks = (uint32_t)l->ranks;
+    c->ranks = (uint32_t)ranks;
     c->timeout_s = o->timeout_s > 0 ? o->timeout_s : CLUSTER_TIMEOUT_S;
     snprintf(c->master_arg, sizeof c->master_arg, "%s", o->master);
     char master_ip[64];
@@ -192,17 +190,16 @@ static void value_text(const char *v, char *out, size_t len)
  * own dataset.path and checkpoint directory) and the dataset's identity
  * as dataset.toml records it (counts, and every file's shape, size and
  * checksum). Then this node's own '@' lines. */
-static char *make_facts(struct launch *l)
+static char *make_facts(const struct cluster *c, const sl_config *cfg_in, uint32_t start_epoch)
 {
-    struct cluster *c = &l->cl;
     struct text t = {0};
     add(&t, "sluice version = %s\ngnnlaunch --nodes = %" PRIu32 "\nresume from epoch = %" PRIu32 "\n", SLUICE_VERSION,
-        c->nodes, l->start_epoch);
+        c->nodes, start_epoch);
     char *cfg = NULL;
     size_t cfg_len = 0;
     FILE *f = open_memstream(&cfg, &cfg_len);
     if (f) {
-        sl_config_write_toml(&l->cfg, f);
+        sl_config_write_toml(cfg_in, f);
         fclose(f);
     }
     char section[64] = "";
@@ -222,7 +219,7 @@ static char *make_facts(struct launch *l)
     free(cfg);
     sl_dataset_meta m;
     char msg[512];
-    if (sl_meta_read(l->cfg.dataset.path, &m, false, msg, sizeof msg) == 0) {
+    if (sl_meta_read(cfg_in->dataset.path, &m, false, msg, sizeof msg) == 0) {
         add(&t, "dataset.nodes = %" PRIu64 "\ndataset.edges = %" PRIu64 "\ndataset.feat_dim = %" PRIu64
                 "\ndataset.classes = %" PRIu32 "\n",
             m.nodes, m.edges, m.feat_dim, m.classes);
@@ -248,12 +245,12 @@ static void print_note(void *arg, const char *msg)
     fprintf(stderr, "gnnlaunch: %s\n", msg);
 }
 
-int cluster_join(struct launch *l, char *err, size_t errlen)
+int cluster_join(struct cluster *c, const sl_config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
+                 size_t name_len, char *err, size_t errlen)
 {
-    struct cluster *c = &l->cl;
     if (!c->on)
         return 0;
-    char *facts = make_facts(l);
+    char *facts = make_facts(c, cfg, start_epoch);
     if (!facts)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
     char host[MESH_HOST_MAX] = "?", name[MESH_NAME_MAX];
@@ -261,8 +258,8 @@ int cluster_join(struct launch *l, char *err, size_t errlen)
     uint8_t blob[MESH_BLOB_BYTES] = {0};
     if (c->node == 0) {
         /* the run's name; and the opaque blob, for now random bytes (an NCCL unique id on GPU runs) */
-        if (l->run_name[0])
-            snprintf(name, sizeof name, "%s", l->run_name);
+        if (run_name[0])
+            snprintf(name, sizeof name, "%s", run_name);
         else
             shm_run_id_new(name, sizeof name);
         size_t got = 0;
@@ -282,7 +279,7 @@ int cluster_join(struct launch *l, char *err, size_t errlen)
                             .endpoint = c->endpoint,
                             .name = name,
                             .blob = blob,
-                            .cancel_fd = l->sigfd,
+                            .cancel_fd = cancel_fd,
                             .note = print_note};
     int rc = mesh_rendezvous(&c->mesh, &p, err, errlen);
     free(facts);
@@ -292,13 +289,13 @@ int cluster_join(struct launch *l, char *err, size_t errlen)
         return rc;
     c->joined = true;
     /* this node's run directory: <name>-n<I> */
-    snprintf(l->run_name, sizeof l->run_name, "%.*s-n%" PRIu32, CLUSTER_NAME_MAX, c->mesh.name, c->node);
+    snprintf(run_name, name_len, "%.*s-n%" PRIu32, CLUSTER_NAME_MAX, c->mesh.name, c->node);
     c->recs = calloc((size_t)CLUSTER_WINDOW * c->nodes * c->ranks, sizeof *c->recs);
     c->have = calloc((size_t)CLUSTER_WINDOW * c->nodes, sizeof *c->have);
     c->ended = calloc(c->nodes, sizeof *c->ended);
     if (!c->recs || !c->have || !c->ended)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
-    c->sent = l->start_epoch;
+    c->sent = start_epoch;
     fprintf(stderr, "gnnlaunch: run %s: all %" PRIu32 " nodes joined; this is node %" PRIu32 " (global ranks %" PRIu32
                     "..%" PRIu32 " of %" PRIu32 "), gradients on %s\n",
             c->mesh.name, c->nodes, c->node, c->node * c->ranks, (c->node + 1) * c->ranks - 1, c->nodes * c->ranks,
@@ -306,9 +303,8 @@ int cluster_join(struct launch *l, char *err, size_t errlen)
     return 0;
 }
 
-int cluster_write(struct launch *l, char *err, size_t errlen)
+int cluster_write(const struct cluster *c, const char *run_dir, char *err, size_t errlen)
 {
-    struct cluster *c = &l->cl;
     if (!c->on)
         return 0;
     struct trainer_cluster tc = {.node = c->node, .nodes = c->nodes};
@@ -319,75 +315,66 @@ int cluster_write(struct launch *l, char *err, size_t errlen)
     for (uint32_t k = 0; k < c->nodes; k++)
         snprintf(tc.endpoints[k], NETREDUCE_ENDPOINT_MAX, "%s", c->mesh.endpoints[k]);
     memcpy(tc.unique_id, c->mesh.blob, sizeof tc.unique_id);
-    int rc = trainer_cluster_write(l->dir.path, &tc, err, errlen);
+    int rc = trainer_cluster_write(run_dir, &tc, err, errlen);
     free(tc.endpoints);
     return rc;
 }
 
 /* ---- while running --------------------------------------------------------------------- */
 
-void *cluster_pollable(const struct launch *l)
+void *cluster_pollable(const struct cluster *c)
 {
-    return l->cl.joined ? mesh_pollable(&l->cl.mesh) : NULL;
+    return c->joined ? mesh_pollable(&c->mesh) : NULL;
 }
 
-static void send_fail(struct launch *l, const char *cause)
+bool cluster_joined(const struct cluster *c)
 {
-    struct cluster *c = &l->cl;
+    return c->joined;
+}
+
+void cluster_abort(struct cluster *c, const char *cause)
+{
     if (!c->joined || c->remote_stop || c->fail_sent)
         return;
     c->fail_sent = true;
     mesh_send(&c->mesh, MESH_FAIL, 0, cause, strlen(cause));
 }
 
-void cluster_abort(struct launch *l, const char *cause)
+/* Node k stops the run: from now on this node stops because of another
+ * one (no FAIL of its own goes out); the first reason of a poll is kept. */
+static void remote_stop(struct cluster *c, struct cluster_stop *stop, enum cluster_stop_kind kind, uint32_t k,
+                        const char *text)
 {
-    send_fail(l, cause);
-}
-
-void cluster_stopping(struct launch *l)
-{
-    send_fail(l, l->cause);
-}
-
-/* Another node failed: stop (while running) or turn a finished run into a
- * failed one (while waiting for the others' END). */
-static void remote_failure(struct launch *l, uint32_t k, const char *text)
-{
-    struct cluster *c = &l->cl;
-    char cause[sizeof l->cause];
-    snprintf(cause, sizeof cause, "node %" PRIu32 " (%s): %s", k, c->mesh.hosts[k], text);
     c->remote_stop = true;
-    if (l->phase == LAUNCH_RUNNING || l->phase == LAUNCH_SETUP) {
-        launch_stop(l, LAUNCH_FAILED, cause);
-    } else if (l->outcome == LAUNCH_OK) {
-        l->outcome = LAUNCH_FAILED;
-        snprintf(l->cause, sizeof l->cause, "%s", cause);
-        fprintf(stderr, "%sgnnlaunch: %s\n", sl_err_line_start(), cause);
-    }
+    if (stop->kind != CLUSTER_GO_ON)
+        return;
+    stop->kind = kind;
+    stop->node = k;
+    snprintf(stop->msg, sizeof stop->msg, "node %" PRIu32 " (%s): %s", k, c->mesh.hosts[k], text);
 }
 
-static struct results_rec *rec_at(struct cluster *c, uint64_t e, uint32_t k)
+static struct results_rec *rec_at(const struct cluster *c, uint64_t e, uint32_t k)
 {
     return &c->recs[((size_t)(e % CLUSTER_WINDOW) * c->nodes + k) * c->ranks];
 }
 
-/* Node k's records of epoch e (ranks of them). */
-static void put(struct launch *l, uint32_t k, uint64_t e, const struct results_rec *recs, size_t len)
+/* Node k's records of epoch e (ranks of them); first and epochs as for
+ * cluster_poll. */
+static void put(struct cluster *c, uint64_t first, uint64_t epochs, uint32_t k, uint64_t e,
+                const struct results_rec *recs, size_t len, struct cluster_stop *stop)
 {
-    struct cluster *c = &l->cl;
     char why[256];
-    if (len != (size_t)c->ranks * sizeof *recs || e >= (uint64_t)l->cfg.train.epochs) {
+    if (len != (size_t)c->ranks * sizeof *recs || e >= epochs) {
         snprintf(why, sizeof why, "sent %zu bytes of results for epoch %" PRIu64 " (expected %zu)", len, e + 1,
                  (size_t)c->ranks * sizeof *recs);
-        remote_failure(l, k, why);
+        remote_stop(c, stop, CLUSTER_NODE_INVALID, k, why);
         return;
     }
-    if (e < l->next_epoch || e >= l->next_epoch + CLUSTER_WINDOW) {
-        if (e >= l->next_epoch) {
+    if (e < first || e >= first + CLUSTER_WINDOW) {
+        if (e >= first) {
             snprintf(why, sizeof why, "sent the results of epoch %" PRIu64 " while epoch %" PRIu64 " is not complete",
-                     e + 1, l->next_epoch + 1);
-            remote_failure(l, k, why);
+                     e + 1, first + 1);
+            remote_stop(c, stop, CLUSTER_NODE_INVALID, k, why);
         }
         return; /* already printed: a duplicate */
     }
@@ -396,34 +383,36 @@ static void put(struct launch *l, uint32_t k, uint64_t e, const struct results_r
 }
 
 /* This node's epochs that every local rank has published, to the others. */
-static void send_epochs(struct launch *l)
+static void send_epochs(struct cluster *c, const struct results *res, uint64_t first, uint64_t epochs,
+                        struct cluster_stop *stop)
 {
-    struct cluster *c = &l->cl;
-    const struct results *res = &l->layout.results;
     if (!res->hdr)
         return;
     struct results_rec *recs = calloc(c->ranks, sizeof *recs);
     if (!recs)
         return;
-    while (c->sent < (uint64_t)l->cfg.train.epochs && c->sent < l->next_epoch + CLUSTER_WINDOW) {
+    while (c->sent < epochs && c->sent < first + CLUSTER_WINDOW) {
         uint32_t r = 0;
         while (r < c->ranks && results_get(res, r, c->sent, &recs[r]))
             r++;
         if (r < c->ranks)
             break;
         mesh_send(&c->mesh, MESH_EPOCH, c->sent, recs, (size_t)c->ranks * sizeof *recs);
-        put(l, c->node, c->sent, recs, (size_t)c->ranks * sizeof *recs);
+        put(c, first, epochs, c->node, c->sent, recs, (size_t)c->ranks * sizeof *recs, stop);
         c->sent++;
     }
     free(recs);
 }
 
-void cluster_poll(struct launch *l)
+bool cluster_poll(struct cluster *c, const struct results *res, uint64_t first, uint64_t epochs,
+                  struct cluster_stop *stop)
 {
-    struct cluster *c = &l->cl;
+    stop->kind = CLUSTER_GO_ON;
+    stop->node = 0;
+    stop->msg[0] = '\0';
     if (!c->joined)
-        return;
-    send_epochs(l);
+        return false;
+    send_epochs(c, res, first, epochs, stop);
     struct mesh_event ev;
     int rc;
     while ((rc = mesh_recv(&c->mesh, &ev)) > 0) {
@@ -431,10 +420,10 @@ void cluster_poll(struct launch *l)
             continue;
         switch (ev.type) {
         case MESH_EPOCH:
-            put(l, ev.about, ev.arg, ev.data, ev.len);
+            put(c, first, epochs, ev.about, ev.arg, ev.data, ev.len, stop);
             break;
         case MESH_FAIL:
-            remote_failure(l, ev.about, ev.data);
+            remote_stop(c, stop, ev.lost ? CLUSTER_NODE_GONE : CLUSTER_NODE_FAILED, ev.about, ev.data);
             break;
         case MESH_END: {
             double s = 0;
@@ -448,15 +437,16 @@ void cluster_poll(struct launch *l)
             break;
         }
     }
+    return stop->kind != CLUSTER_GO_ON;
 }
 
-bool cluster_epoch(struct launch *l, uint64_t e, struct results_rec *sum)
+bool cluster_epoch(const struct cluster *c, const struct results *res, uint64_t first, uint64_t e,
+                   struct results_rec *sum)
 {
-    struct cluster *c = &l->cl;
     if (!c->joined)
-        return results_epoch(&l->layout.results, e, sum);
+        return results_epoch(res, e, sum);
     memset(sum, 0, sizeof *sum);
-    if (e < l->next_epoch || e >= l->next_epoch + CLUSTER_WINDOW)
+    if (e < first || e >= first + CLUSTER_WINDOW)
         return false;
     for (uint32_t k = 0; k < c->nodes; k++)
         if (c->have[(e % CLUSTER_WINDOW) * c->nodes + k] != e + 1)
@@ -468,69 +458,33 @@ bool cluster_epoch(struct launch *l, uint64_t e, struct results_rec *sum)
     return true;
 }
 
-/* Every node sent END. Its epoch records went out before its END on the
- * same path (node k -> node 0 -> the others, in order), so by now every
- * record there will be is in. */
-static bool all_in(const struct launch *l)
+bool cluster_all_ended(const struct cluster *c)
 {
-    const struct cluster *c = &l->cl;
     for (uint32_t k = 0; k < c->nodes; k++)
         if (!c->ended[k])
             return false;
     return true;
 }
 
-int cluster_finish(struct launch *l, int code)
+void cluster_mark_end(struct cluster *c, double seconds)
 {
-    struct cluster *c = &l->cl;
-    if (!c->joined || l->outcome != LAUNCH_OK)
-        return code;
-    double mine = sl_now() - l->t_start;
-    c->seconds = SL_MAX(c->seconds, mine);
+    if (!c->joined)
+        return;
+    c->seconds = SL_MAX(c->seconds, seconds);
     c->ended[c->node] = true;
-    cluster_poll(l); /* the last epochs go out before END */
-    mesh_send(&c->mesh, MESH_END, 0, &mine, sizeof mine);
-    c->end_sent = true;
-    bool told = false;
-    zmq_pollitem_t items[3] = {
-        {.socket = mesh_pollable(&c->mesh), .events = ZMQ_POLLIN},
-        {.socket = NULL, .fd = l->sigfd, .events = ZMQ_POLLIN},
-        {.socket = NULL, .fd = l->timerfd, .events = ZMQ_POLLIN},
-    };
-    for (;;) {
-        cluster_poll(l);
-        progress_poll(l); /* the epochs complete now */
-        if (l->outcome != LAUNCH_OK || all_in(l))
-            break;
-        if (!told) {
-            fprintf(stderr, "gnnlaunch: this node's stages finished; waiting for the other nodes\n");
-            told = true;
-        }
-        if (zmq_poll(items, 3, 1000) < 0 && zmq_errno() != EINTR)
-            break;
-        if (items[1].revents & ZMQ_POLLIN) {
-            struct signalfd_siginfo si;
-            while (read(l->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGCHLD)
-                    continue;
-                l->outcome = LAUNCH_INTERRUPTED;
-                snprintf(l->cause, sizeof l->cause, "interrupted by SIG%s while waiting for the other nodes",
-                         sigabbrev_np((int)si.ssi_signo));
-                send_fail(l, l->cause);
-            }
-        }
-        if (items[2].revents & ZMQ_POLLIN) {
-            uint64_t ticks;
-            ssize_t r = read(l->timerfd, &ticks, sizeof ticks);
-            (void)r;
-        }
-    }
-    return launch_exit_code(l->outcome);
 }
 
-double cluster_seconds(const struct launch *l, double local)
+void cluster_send_end(struct cluster *c, double seconds)
 {
-    return l->cl.joined && l->cl.end_sent ? l->cl.seconds : local;
+    if (!c->joined)
+        return;
+    mesh_send(&c->mesh, MESH_END, 0, &seconds, sizeof seconds);
+    c->end_sent = true;
+}
+
+double cluster_seconds(const struct cluster *c, double local)
+{
+    return c->joined && c->end_sent ? c->seconds : local;
 }
 
 void cluster_free(struct cluster *c)

@@ -24,7 +24,9 @@
  * lost. Every other node then stops its own stages and exits 3, naming the
  * node and the cause.
  *
- * Only the launcher's main thread calls these. */
+ * What happens then is the caller's: cluster_poll reports why another
+ * node stops this one (struct cluster_stop) and never stops anything
+ * itself. Only the launcher's main thread calls these. */
 #ifndef SLUICE_LAUNCHER_CLUSTER_H
 #define SLUICE_LAUNCHER_CLUSTER_H
 
@@ -33,13 +35,12 @@
 #include <stdint.h>
 
 #include "ipc/results.h"
+#include "core/config.h"
 #include "launcher/mesh.h"
 
 #define CLUSTER_TIMEOUT_S 120.0   /* --rendezvous-timeout's default */
 #define CLUSTER_WINDOW 128u       /* epochs of records held at once */
 #define CLUSTER_NAME_MAX 40       /* --run-name with --nodes (room for "-n<I>") */
-
-struct launch;
 
 /* The flags as given (nodes 1: a single-node run; the rest unused). */
 struct cluster_opts {
@@ -68,47 +69,78 @@ struct cluster {
     bool remote_stop; /* the run stops because of another node */
 };
 
+/* Why the other nodes stop this one (cluster_poll). */
+enum cluster_stop_kind {
+    CLUSTER_GO_ON = 0,    /* nothing: the run goes on */
+    CLUSTER_NODE_FAILED,  /* a node sent FAIL: its run stopped (a stage failed, Ctrl-C, ...) */
+    CLUSTER_NODE_GONE,    /* a node went silent (the mesh's verdict, or node 0's) */
+    CLUSTER_NODE_INVALID, /* a node sent results this one cannot take */
+};
+
+struct cluster_stop {
+    enum cluster_stop_kind kind;
+    uint32_t node;  /* the node it concerns */
+    char msg[1024]; /* "node K (HOST): why", the cause to report */
+};
+
 /* Checks the flags before anything starts (exit 2 territory): node rank
  * in range, --master parsed and resolved, the gradient port free, a
- * --run-name short enough. Fills l->cl. 0 or -EINVAL etc. with a message
- * naming the flag. */
-int cluster_check(struct launch *l, const struct cluster_opts *o, const char *run_name, char *err, size_t errlen);
+ * --run-name short enough. ranks: pipeline.ranks. Fills c. 0 or -EINVAL
+ * etc. with a message naming the flag. */
+int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, const char *run_name, char *err,
+                  size_t errlen);
 
-/* The rendezvous (mesh_rendezvous), then the mesh thread. Sets the run
- * name of this node's run directory ("<agreed name>-n<I>"). 0; -EINTR
- * (interrupted: exit 130); else exit 2. No-op on a single node. */
-int cluster_join(struct launch *l, char *err, size_t errlen);
+/* The rendezvous (mesh_rendezvous; cancel_fd readable interrupts it),
+ * then the mesh thread. cfg and start_epoch go into the facts every node
+ * must share. run_name: in, --run-name or "" (node 0 names the run after
+ * it); out, this node's run directory's name "<agreed name>-n<I>". 0;
+ * -EINTR (interrupted: exit 130); else exit 2. No-op on a single node. */
+int cluster_join(struct cluster *c, const sl_config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
+                 size_t name_len, char *err, size_t errlen);
 
-/* Writes <run dir>/cluster.toml for the trainers. No-op on a single node. */
-int cluster_write(struct launch *l, char *err, size_t errlen);
+/* Writes <run_dir>/cluster.toml for the trainers. No-op on a single node. */
+int cluster_write(const struct cluster *c, const char *run_dir, char *err, size_t errlen);
 
-/* Tells the other nodes this one gives up before its stages started
- * (a setup error). */
-void cluster_abort(struct launch *l, const char *cause);
+/* Tells the other nodes this one stops, and why: a setup error, a failed
+ * stage, Ctrl-C. Only the first call sends; none when this node stops
+ * because of another one (cluster_poll reported it). */
+void cluster_abort(struct cluster *c, const char *cause);
 
-/* Sends this node's newly complete epochs and handles what the other nodes
- * sent (a FAIL stops the run). Call when mesh_pollable() is readable and
- * on every tick. */
-void cluster_poll(struct launch *l);
+/* Sends this node's newly complete epochs (from res, this node's results
+ * page) and takes in what the other nodes sent. first: the first epoch
+ * not printed yet (the window starts there); epochs: train.epochs. Returns
+ * true and fills *stop when a node stops the run (the first such message
+ * of this call; the rest are taken in too); the caller decides what that
+ * does. Call when cluster_pollable() is readable and on every tick. */
+bool cluster_poll(struct cluster *c, const struct results *res, uint64_t first, uint64_t epochs,
+                  struct cluster_stop *stop);
 
 /* The socket the supervision loop polls, or NULL on a single node. */
-void *cluster_pollable(const struct launch *l);
+void *cluster_pollable(const struct cluster *c);
 
 /* Whether epoch e's results of every rank of every node are in; *sum then
- * holds them added in global rank order. A single node: results_epoch. */
-bool cluster_epoch(struct launch *l, uint64_t e, struct results_rec *sum);
+ * holds them added in global rank order. first as for cluster_poll. A
+ * single node: results_epoch(res). Reads only. */
+bool cluster_epoch(const struct cluster *c, const struct results *res, uint64_t first, uint64_t e,
+                   struct results_rec *sum);
 
-/* launch_stop's hook: the other nodes learn why this one stops (unless it
- * stops because of them). */
-void cluster_stopping(struct launch *l);
+/* This node's stages all finished after `seconds`: counts it as ended.
+ * Then cluster_poll (the last epochs go out), then cluster_send_end. */
+void cluster_mark_end(struct cluster *c, double seconds);
+/* Sends END with this node's run time; the final line's seconds are now
+ * the largest of every node's (cluster_seconds). */
+void cluster_send_end(struct cluster *c, double seconds);
 
-/* After the supervision loop: a node whose stages all finished sends END
- * and waits for every other node's END (printing epoch lines meanwhile),
- * or for a failure, Ctrl-C. Returns the exit status (code when single). */
-int cluster_finish(struct launch *l, int code);
+/* Every node sent END. Its epoch records went out before its END on the
+ * same path, so every record there will be is then in. */
+bool cluster_all_ended(const struct cluster *c);
 
-/* The final line's seconds (this node's run time on a single node). */
-double cluster_seconds(const struct launch *l, double local);
+/* Whether this node takes part in a multi-node run (joined the others). */
+bool cluster_joined(const struct cluster *c);
+
+/* The final line's seconds (local, this node's run time, on a single
+ * node or before END went out). */
+double cluster_seconds(const struct cluster *c, double local);
 
 /* Stops the mesh thread and frees. Idempotent. */
 void cluster_free(struct cluster *c);

@@ -250,13 +250,13 @@ static void rank_json(struct sbuf *b, const struct launch *l, int rank)
 static void epoch_json(struct sbuf *b, const struct launch *l)
 {
     uint64_t total = l->cfg.train.epochs > 0 ? (uint64_t)l->cfg.train.epochs : 0;
-    uint64_t pub[RUN_RANKS_MAX], least = l->epochs_done;
+    uint64_t pub[RUN_RANKS_MAX], least = l->prog.epochs_done;
     int n = 0;
     const struct results *res = &l->layout.results;
     for (; res->hdr && n < l->ranks && n < RUN_RANKS_MAX && (uint32_t)n < res->ranks; n++) {
         /* the records past the printed ones that rank n has filled */
-        uint64_t e = l->next_epoch, w = RESULTS_WINDOW;
-        while (e < total && e < l->next_epoch + w &&
+        uint64_t e = l->prog.next_epoch, w = RESULTS_WINDOW;
+        while (e < total && e < l->prog.next_epoch + w &&
                atomic_load_explicit(&res->recs[(uint64_t)n * w + e % w].seq, memory_order_acquire) == e + 1)
             e++;
         pub[n] = e;
@@ -265,7 +265,7 @@ static void epoch_json(struct sbuf *b, const struct launch *l)
     sb_printf(b,
               "{\"current\":%" PRIu64 ",\"total\":%" PRIu64 ",\"done\":%" PRIu64 ",\"start\":%" PRIu32
               ",\"published\":[",
-              SL_MIN(least + 1, total), total, l->epochs_done, l->start_epoch);
+              SL_MIN(least + 1, total), total, l->prog.epochs_done, l->start_epoch);
     for (int k = 0; k < n; k++)
         sb_printf(b, "%s%" PRIu64, k ? "," : "", pub[k]);
     sb_printf(b, "]}");

@@ -1,7 +1,9 @@
 /* launch.h - one gnnlaunch run: what it was asked to do, what it created
  * and where it stands. main.c fills and tears it down; supervise.c drives
- * it; control.c reports it. Single-threaded: only the launcher's main
- * thread touches it. */
+ * it (its event loop calls control, cluster and progress, which never call
+ * back: cluster reports why other nodes stop this one, progress gets its
+ * epoch results through a callback); control.c and trace.c read it.
+ * Single-threaded: only the launcher's main thread touches it. */
 #ifndef SLUICE_LAUNCHER_LAUNCH_H
 #define SLUICE_LAUNCHER_LAUNCH_H
 
@@ -14,6 +16,7 @@
 #include "core/config.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
+#include "launcher/progress.h"
 #include "launcher/rundir.h"
 #include "launcher/spawn.h"
 
@@ -56,7 +59,7 @@ struct launch {
     struct cluster cl;            /* a multi-node run's side (cluster.h); cl.on false on one node */
     struct spawn_child *children; /* (nchildren): rank-major, pipeline order */
     int nchildren;
-    int sigfd, timerfd, devnull; /* -1 when not open */
+    int sigfd, devnull;          /* -1 when not open */
     bool watch_hup;              /* SIGHUP was not ignored when we started */
 
     /* where it stands */
@@ -65,48 +68,26 @@ struct launch {
     enum launch_outcome outcome;
     char cause[1024]; /* why it failed or stopped, for the final message */
     double kill_at;   /* sl_now() deadline for SIGKILL while stopping */
-    bool hurry;       /* a second interrupt asked for SIGKILL at once */
 
-    /* training progress (progress.c) */
-    uint64_t next_epoch;  /* the next epoch line to print */
-    uint64_t epochs_done; /* epochs printed (resumed ones included) */
-    double val_acc, test_acc;
-    bool have_test;
-    double busy0[RUN_STAGES], wait0[RUN_STAGES]; /* stage seconds at the last epoch line */
-    uint64_t bytes0, io0;                              /* extractor bytes and reads at the last epoch line */
-    uint64_t batches_total;                            /* batches the trainers handle in this run */
-    bool tty, live;                                    /* stdout is a terminal; a live line is showing */
-    double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
-    double plain_every;                                /* seconds between plain progress lines */
-    uint64_t items_last, bytes_last;
-    FILE *metrics_out; /* --metrics, while open */
-    uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
-    uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
+    struct progress prog; /* epoch lines, progress line, --metrics (progress.h) */
 };
 
-/* Supervises a running launch until every stage has been reaped (the loop
- * is described in supervise.c). Returns the exit status for the outcome. */
+/* Supervises a started launch (supervise.c describes the loop): reports
+ * progress while the stages run, stops them on a failure, an interrupt or
+ * a request, reaps them all; on a multi-node run then waits for the other
+ * nodes to finish; prints the last epoch lines and the final line. Returns
+ * the exit status for the outcome. */
 int supervise(struct launch *l);
 
 /* Starts a clean stop: closes every queue, unlinks the run's segments,
- * SIGTERMs every stage, arms the SIGKILL deadline. Only the first call has
- * an effect; it records outcome and cause. */
+ * SIGTERMs every stage, sets the SIGKILL deadline (kill_at), tells the
+ * other nodes of a multi-node run. Only the first call has an effect; it
+ * records outcome and cause. Before supervise() runs (a stage could not
+ * start) or from within it. */
 void launch_stop(struct launch *l, enum launch_outcome outcome, const char *cause);
-
-/* Before the supervision loop: counts the run's batches, opens --metrics. */
-void progress_start(struct launch *l);
-/* Prints the epoch lines every rank has published (stdout), the progress
- * line and the --metrics records. */
-void progress_poll(struct launch *l);
-/* At the end: the remaining epoch lines and, for a run that completed,
- * the final test_acc=... line. */
-void progress_final(struct launch *l);
 
 /* --trace: merges the stages' span files into the Chrome trace (trace.c).
  * 0 or -errno with a message. */
 int trace_write(struct launch *l, char *err, size_t errlen);
-
-/* Exit status for an outcome: 0, 3 or 130. */
-int launch_exit_code(enum launch_outcome o);
 
 #endif

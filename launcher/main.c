@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,7 +306,6 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
         if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
             return rc; /* trained on another dataset */
         l->start_epoch = epoch;
-        l->next_epoch = l->epochs_done = epoch;
         fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
                 l->cfg.train.epochs);
     } else if (rc == 0) {
@@ -387,7 +385,7 @@ static void teardown(void)
     for (int i = 0; i < l->nchildren; i++)
         spawn_wait(&l->children[i]);
     if (!l->cl.end_sent) /* an early exit: the other nodes stop too */
-        cluster_abort(l, l->cause[0] ? l->cause : "its launcher exited during setup");
+        cluster_abort(&l->cl, l->cause[0] ? l->cause : "its launcher exited during setup");
     cluster_free(&l->cl);
     control_close(&l->ctl);
     layout_free(&l->layout);
@@ -396,8 +394,6 @@ static void teardown(void)
     rundir_remove(&l->dir);
     if (l->sigfd >= 0)
         close(l->sigfd);
-    if (l->timerfd >= 0)
-        close(l->timerfd);
     if (l->devnull >= 0)
         close(l->devnull);
     free(l->children);
@@ -429,12 +425,6 @@ static int setup_signals(struct launch *l, char *err, size_t errlen)
     l->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (l->sigfd < 0)
         return sl_errf(err, errlen, -errno, "signalfd: %s", strerror(errno));
-    l->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (l->timerfd < 0)
-        return sl_errf(err, errlen, -errno, "timerfd_create: %s", strerror(errno));
-    struct itimerspec every_second = {.it_interval = {1, 0}, .it_value = {1, 0}};
-    if (timerfd_settime(l->timerfd, 0, &every_second, NULL) != 0)
-        return sl_errf(err, errlen, -errno, "timerfd_settime: %s", strerror(errno));
     l->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return 0;
 }
@@ -573,11 +563,11 @@ int main(int argc, char **argv)
         return code;
     }
     struct launch *l = &g_run;
-    l->sigfd = l->timerfd = l->devnull = -1;
+    l->sigfd = l->devnull = -1;
     char err[4096];
     int rc = check_input(l, &o, err, sizeof err);
     if (rc == 0)
-        rc = cluster_check(l, &o.cluster, o.run_name, err, sizeof err);
+        rc = cluster_check(&l->cl, &o.cluster, l->ranks, o.run_name, err, sizeof err);
     free_opts(&o);
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
@@ -588,10 +578,12 @@ int main(int argc, char **argv)
     l->phase = LAUNCH_SETUP;
     l->t_start = sl_now();
     /* several nodes: meet the others (cluster.h) before creating anything */
-    if ((rc = setup_signals(l, err, sizeof err)) != 0 || (rc = cluster_join(l, err, sizeof err)) != 0 ||
-        (rc = create_run(l, err, sizeof err)) != 0 || (rc = cluster_write(l, err, sizeof err)) != 0) {
+    if ((rc = setup_signals(l, err, sizeof err)) != 0 ||
+        (rc = cluster_join(&l->cl, &l->cfg, l->start_epoch, l->sigfd, l->run_name, sizeof l->run_name, err,
+                           sizeof err)) != 0 ||
+        (rc = create_run(l, err, sizeof err)) != 0 || (rc = cluster_write(&l->cl, l->dir.path, err, sizeof err)) != 0) {
         fprintf(stderr, "gnnlaunch: cannot set up the run: %s\n", err);
-        cluster_abort(l, err);
+        cluster_abort(&l->cl, err);
         teardown();
         return rc == -EINTR ? 130 : EXIT_USAGE;
     }
@@ -606,11 +598,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "gnnlaunch: run %s: %d rank%s x %d stages started; run directory %s; control %s\n", l->run_id,
                 l->ranks, l->ranks == 1 ? "" : "s", RUN_STAGES, l->dir.path, l->ctl.rep_endpoint);
     }
-    progress_start(l);
-    code = supervise(l);
-    code = cluster_finish(l, code); /* several nodes: wait for the others to finish too */
+    code = supervise(l); /* several nodes: until the others finish too */
     int nchildren = l->nchildren;
-    progress_final(l);
     if (l->trace_file[0] && l->nchildren > 0) {
         char msg[1024];
         if (trace_write(l, msg, sizeof msg) != 0)

@@ -14,7 +14,8 @@
  * Per-stage busy and wait seconds in an epoch line are the metrics page's
  * counters, summed over ranks and threads, since the previous line. On a
  * multi-node run the training numbers (loss, accuracies, epoch seconds,
- * all-reduce) are every node's (cluster_epoch), the same on every node;
+ * all-reduce) are every node's (the run's epoch callback, progress.h),
+ * the same on every node;
  * what follows the first '|' (stage seconds, reads, hit rate) is this
  * node's, and the progress line counts this node's batches. Called
  * from the supervision loop once a second and once at the end; only the
@@ -28,7 +29,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "launcher/launch.h"
+#include "launcher/progress.h"
 #include "stages/schedule.h"
 
 #define PLAIN_EVERY_S 10.0
@@ -39,12 +40,13 @@ struct stage_sums {
     uint64_t items[RUN_STAGES], bytes[RUN_STAGES], io_ops[RUN_STAGES];
 };
 
-static void sums(const struct launch *l, struct stage_sums *s)
+static void sums(const struct progress *p, struct stage_sums *s)
 {
     memset(s, 0, sizeof *s);
-    for (int r = 0; r < l->ranks; r++)
+    for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < RUN_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(r, (enum run_stage)k));
+            const struct metrics_block *b =
+                metrics_block(&p->run.layout->metrics, run_block(r, (enum run_stage)k));
             if (!b)
                 continue;
             s->busy[k] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
@@ -58,10 +60,10 @@ static void sums(const struct launch *l, struct stage_sums *s)
 /* Feature-buffer rows found (hits, and rows another extractor was
  * loading) and read, summed over ranks; a rank whose buffer lock is busy
  * right now is skipped (its counts show up in a later line). */
-static void buffer_counts(struct launch *l, uint64_t *found, uint64_t *loaded)
+static void buffer_counts(struct progress *p, uint64_t *found, uint64_t *loaded)
 {
-    for (int r = 0; r < l->ranks; r++) {
-        struct featbuf *fb = layout_featbuf(&l->layout, r);
+    for (int r = 0; r < p->run.ranks; r++) {
+        struct featbuf *fb = layout_featbuf(p->run.layout, r);
         struct featbuf_stats st;
         if (!fb || featbuf_stats_try(fb, &st) != 0) {
             found[r] = loaded[r] = UINT64_MAX;
@@ -86,54 +88,67 @@ static void jnum(FILE *f, const char *key, double v, bool comma)
         fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
 }
 
-void progress_start(struct launch *l)
+/* The epoch results: the run's callback, or this node's results page. */
+static bool epoch_ready(const struct progress *p, uint64_t e, struct results_rec *sum)
 {
-    l->tty = isatty(STDOUT_FILENO) == 1;
+    if (p->run.epoch)
+        return p->run.epoch(p->run.epoch_ctx, p->next_epoch, e, sum);
+    return results_epoch(&p->run.layout->results, e, sum);
+}
+
+void progress_start(struct progress *p, const struct progress_run *run)
+{
+    memset(p, 0, sizeof *p);
+    p->run = *run;
+    p->next_epoch = p->epochs_done = run->start_epoch;
+    p->tty = isatty(STDOUT_FILENO) == 1;
     /* SLUICE_PROGRESS_EVERY=S: the plain line's period (logs, tests) */
     const char *every = getenv("SLUICE_PROGRESS_EVERY");
-    l->plain_every = PLAIN_EVERY_S;
-    if (every && *every && (sl_parse_double(every, &l->plain_every) != 0 || !(l->plain_every >= 0)))
-        l->plain_every = PLAIN_EVERY_S;
-    l->val_acc = NAN;
-    l->t_plain = sl_now();
+    p->plain_every = PLAIN_EVERY_S;
+    if (every && *every && (sl_parse_double(every, &p->plain_every) != 0 || !(p->plain_every >= 0)))
+        p->plain_every = PLAIN_EVERY_S;
+    p->val_acc = NAN;
+    p->t_plain = sl_now();
     /* batches the trainers will handle in this run, over all ranks */
     sl_dataset_meta m;
     char msg[512];
-    if (sl_meta_read(l->cfg.dataset.path, &m, false, msg, sizeof msg) == 0) {
-        struct schedule_params p = {.batch_size = (uint64_t)l->cfg.train.batch_size,
-                                    .epochs = (uint32_t)l->cfg.train.epochs,
-                                    .eval_every = (uint32_t)l->cfg.train.eval_every,
-                                    .seed = (uint64_t)l->cfg.train.seed};
-        schedule_split_sizes(&m, p.split_n);
-        for (int r = 0; r < l->ranks; r++) {
+    if (sl_meta_read(p->run.cfg->dataset.path, &m, false, msg, sizeof msg) == 0) {
+        const sl_config *cfg = p->run.cfg;
+        struct schedule_params sp = {.batch_size = (uint64_t)cfg->train.batch_size,
+                                     .epochs = (uint32_t)cfg->train.epochs,
+                                     .eval_every = (uint32_t)cfg->train.eval_every,
+                                     .seed = (uint64_t)cfg->train.seed};
+        schedule_split_sizes(&m, sp.split_n);
+        for (int r = 0; r < p->run.ranks; r++) {
             struct schedule s;
-            uint32_t node = l->cl.on ? l->cl.node : 0, nodes = l->cl.on ? l->cl.nodes : 1; /* global ranks */
-            p.rank = node * (uint32_t)l->ranks + (uint32_t)r;
-            p.ranks = nodes * (uint32_t)l->ranks;
-            if (schedule_open(&s, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
+            uint32_t node = p->run.node, nodes = p->run.nodes; /* global ranks */
+            sp.rank = node * (uint32_t)p->run.ranks + (uint32_t)r;
+            sp.ranks = nodes * (uint32_t)p->run.ranks;
+            if (schedule_open(&s, schedule_find(SCHEDULE_DEFAULT), &sp, msg, sizeof msg) != 0)
                 continue;
-            l->batches_total += schedule_len(&s) - schedule_epoch_start(&s, l->start_epoch);
+            p->batches_total += schedule_len(&s) - schedule_epoch_start(&s, p->run.start_epoch);
             schedule_free(&s);
         }
     }
-    l->fb_found0 = calloc((size_t)l->ranks, sizeof *l->fb_found0);
-    l->fb_loaded0 = calloc((size_t)l->ranks, sizeof *l->fb_loaded0);
-    if (l->metrics_file[0]) {
-        l->metrics_out = sl_fopen_write(l->metrics_file, 0644); /* no group/other write, whatever the umask */
-        if (!l->metrics_out)
+    p->fb_found0 = calloc((size_t)p->run.ranks, sizeof *p->fb_found0);
+    p->fb_loaded0 = calloc((size_t)p->run.ranks, sizeof *p->fb_loaded0);
+    if (p->run.metrics_file[0]) {
+        p->metrics_out = sl_fopen_write(p->run.metrics_file, 0644); /* no group/other write, whatever the umask */
+        if (!p->metrics_out)
             fprintf(stderr, "gnnlaunch: warning: cannot write --metrics %s: %s; continuing without it\n",
-                    l->metrics_file, strerror(errno));
+                    p->run.metrics_file, strerror(errno));
     }
 }
 
 /* One {"type":"process"} object per stage process. */
-static void metrics_processes(struct launch *l, double t)
+static void metrics_processes(struct progress *p, double t)
 {
-    FILE *f = l->metrics_out;
+    FILE *f = p->metrics_out;
     uint64_t now = sl_now_ns();
-    for (int r = 0; r < l->ranks; r++)
+    for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < RUN_STAGES; k++) {
-            const struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(r, (enum run_stage)k));
+            const struct metrics_block *b =
+                metrics_block(&p->run.layout->metrics, run_block(r, (enum run_stage)k));
             if (!b)
                 continue;
             uint64_t hb = atomic_load_explicit(&b->heartbeat_ns, memory_order_relaxed);
@@ -158,121 +173,122 @@ static void metrics_processes(struct launch *l, double t)
 }
 
 /* The progress line: batches done / total, rate, ETA, MB/s read, queues. */
-static void progress_line(struct launch *l, const struct stage_sums *s, double now)
+static void progress_line(struct progress *p, const struct stage_sums *s, double now)
 {
     uint64_t done = s->items[RUN_TRAINER];
-    double dt = now - l->t_last, rate = 0, mbps = 0;
-    if (l->t_last > 0 && dt > 0) {
-        rate = (double)(done - SL_MIN(done, l->items_last)) / dt;
-        mbps = (double)(s->bytes[RUN_EXTRACTOR] - SL_MIN(s->bytes[RUN_EXTRACTOR], l->bytes_last)) / dt / 1e6;
+    double dt = now - p->t_last, rate = 0, mbps = 0;
+    if (p->t_last > 0 && dt > 0) {
+        rate = (double)(done - SL_MIN(done, p->items_last)) / dt;
+        mbps = (double)(s->bytes[RUN_EXTRACTOR] - SL_MIN(s->bytes[RUN_EXTRACTOR], p->bytes_last)) / dt / 1e6;
     }
-    l->rate = l->rate > 0 ? 0.7 * l->rate + 0.3 * rate : rate;
-    l->t_last = now;
-    l->items_last = done;
-    l->bytes_last = s->bytes[RUN_EXTRACTOR];
+    p->rate = p->rate > 0 ? 0.7 * p->rate + 0.3 * rate : rate;
+    p->t_last = now;
+    p->items_last = done;
+    p->bytes_last = s->bytes[RUN_EXTRACTOR];
     uint64_t q[RUN_QUEUES] = {0}, cap[RUN_QUEUES] = {0};
-    for (int r = 0; r < l->ranks; r++)
+    for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < RUN_QUEUES; k++) {
-            struct ring *ring = layout_queue(&l->layout, r, (enum run_queue)k);
+            struct ring *ring = layout_queue(p->run.layout, r, (enum run_queue)k);
             if (ring) {
                 q[k] += ring_count(ring);
                 cap[k] += ring->capacity;
             }
         }
     char eta[32] = "?";
-    if (l->rate > 0 && l->batches_total >= done) {
-        double secs = (double)(l->batches_total - done) / l->rate;
+    if (p->rate > 0 && p->batches_total >= done) {
+        double secs = (double)(p->batches_total - done) / p->rate;
         snprintf(eta, sizeof eta, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
     }
     char line[256];
     snprintf(line, sizeof line,
              "epoch %" PRIu64 "/%" PRId64 ": batch %" PRIu64 "/%" PRIu64 "  %.1f batches/s  ETA %s  read %.1f MB/s  "
              "queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
-             SL_MIN(l->next_epoch + 1, (uint64_t)l->cfg.train.epochs), l->cfg.train.epochs, done, l->batches_total,
-             l->rate, eta, mbps, q[RUN_Q_EXTRACT], cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN], cap[RUN_Q_TRAIN]);
-    if (l->tty) {
+             SL_MIN(p->next_epoch + 1, (uint64_t)p->run.cfg->train.epochs), p->run.cfg->train.epochs, done,
+             p->batches_total, p->rate, eta, mbps, q[RUN_Q_EXTRACT], cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN],
+             cap[RUN_Q_TRAIN]);
+    if (p->tty) {
         printf("\r\033[K%s", line);
-        l->live = true;
-    } else if (now - l->t_plain >= l->plain_every) {
+        p->live = true;
+    } else if (now - p->t_plain >= p->plain_every) {
         printf("%s\n", line);
-        l->t_plain = now;
+        p->t_plain = now;
     }
     fflush(stdout);
 }
 
-static void clear_live(struct launch *l)
+static void clear_live(struct progress *p)
 {
-    if (l->live) {
+    if (p->live) {
         printf("\r\033[K");
-        l->live = false;
+        p->live = false;
     }
 }
 
-void progress_poll(struct launch *l)
+void progress_poll(struct progress *p, bool running)
 {
-    struct results *res = &l->layout.results;
+    struct results *res = &p->run.layout->results;
     if (!res->hdr)
         return;
     double now = sl_now();
-    if (l->metrics_out)
-        metrics_processes(l, now - l->t_start);
+    if (p->metrics_out)
+        metrics_processes(p, now - p->run.t_start);
     struct results_rec sum;
     /* Epochs ready now. The stage counters are only sampled here, so when
      * several epochs finished since the last poll their busy and wait
      * seconds are shared out evenly between them (docs/metrics.md). */
     uint64_t ready = 0;
-    while (l->next_epoch + ready < (uint64_t)l->cfg.train.epochs && cluster_epoch(l, l->next_epoch + ready, &sum))
+    while (p->next_epoch + ready < (uint64_t)p->run.cfg->train.epochs && epoch_ready(p, p->next_epoch + ready, &sum))
         ready++;
     uint64_t share = ready;
-    while (ready-- > 0 && cluster_epoch(l, l->next_epoch, &sum)) {
-        uint64_t e = l->next_epoch;
+    while (ready-- > 0 && epoch_ready(p, p->next_epoch, &sum)) {
+        uint64_t e = p->next_epoch;
         struct stage_sums s;
-        sums(l, &s);
+        sums(p, &s);
         double busy[RUN_STAGES], wait[RUN_STAGES];
         for (int k = 0; k < RUN_STAGES; k++) {
-            busy[k] = (s.busy[k] - l->busy0[k]) / (double)share;
-            wait[k] = (s.wait[k] - l->wait0[k]) / (double)share;
+            busy[k] = (s.busy[k] - p->busy0[k]) / (double)share;
+            wait[k] = (s.wait[k] - p->wait0[k]) / (double)share;
         }
         double loss = sum.train_labelled ? sum.loss_sum / (double)sum.train_labelled : NAN;
         double train_acc = ratio(sum.train_correct, sum.train_labelled);
         double val_acc = sum.val_labelled ? ratio(sum.val_correct, sum.val_labelled) : NAN;
         char val[32] = "";
         if (sum.val_labelled) {
-            l->val_acc = val_acc;
+            p->val_acc = val_acc;
             snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
         }
         /* feature-buffer counts, shared out like the stage seconds */
         uint64_t found[RUN_RANKS_MAX], loaded[RUN_RANKS_MAX], fnd = 0, ld = 0;
-        buffer_counts(l, found, loaded);
-        for (int r = 0; l->fb_found0 && r < l->ranks; r++) {
+        buffer_counts(p, found, loaded);
+        for (int r = 0; p->fb_found0 && r < p->run.ranks; r++) {
             if (found[r] != UINT64_MAX) { /* else its last known counts stand */
-                l->fb_found0[r] = found[r];
-                l->fb_loaded0[r] = loaded[r];
+                p->fb_found0[r] = found[r];
+                p->fb_loaded0[r] = loaded[r];
             }
-            fnd += l->fb_found0[r];
-            ld += l->fb_loaded0[r];
+            fnd += p->fb_found0[r];
+            ld += p->fb_loaded0[r];
         }
-        fnd = (fnd - SL_MIN(fnd, l->fb_found_sum)) / share;
-        ld = (ld - SL_MIN(ld, l->fb_loaded_sum)) / share;
-        l->fb_found_sum += fnd;
-        l->fb_loaded_sum += ld;
+        fnd = (fnd - SL_MIN(fnd, p->fb_found_sum)) / share;
+        ld = (ld - SL_MIN(ld, p->fb_loaded_sum)) / share;
+        p->fb_found_sum += fnd;
+        p->fb_loaded_sum += ld;
         double hit = ratio(fnd, fnd + ld);
-        uint64_t read = (s.bytes[RUN_EXTRACTOR] - l->bytes0) / share;
-        uint64_t ios = (s.io_ops[RUN_EXTRACTOR] - l->io0) / share;
+        uint64_t read = (s.bytes[RUN_EXTRACTOR] - p->bytes0) / share;
+        uint64_t ios = (s.io_ops[RUN_EXTRACTOR] - p->io0) / share;
         char hit_s[16] = "n/a"; /* no lookups counted in this epoch's window */
         if (!isnan(hit))
             snprintf(hit_s, sizeof hit_s, "%.3f", hit);
-        clear_live(l);
+        clear_live(p);
         printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
                "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
                "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %s\n",
-               e + 1, l->cfg.train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
+               e + 1, p->run.cfg->train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
                wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit_s);
         fflush(stdout);
-        if (l->metrics_out) {
-            FILE *f = l->metrics_out;
-            fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",", now - l->t_start,
-                    e + 1, l->cfg.train.epochs);
+        if (p->metrics_out) {
+            FILE *f = p->metrics_out;
+            fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",",
+                    now - p->run.t_start, e + 1, p->run.cfg->train.epochs);
             jnum(f, "loss", loss, true);
             jnum(f, "train_acc", train_acc, true);
             jnum(f, "val_acc", val_acc, true);
@@ -289,54 +305,54 @@ void progress_poll(struct launch *l)
             fflush(f);
         }
         for (int k = 0; k < RUN_STAGES; k++) {
-            l->busy0[k] += busy[k];
-            l->wait0[k] += wait[k];
+            p->busy0[k] += busy[k];
+            p->wait0[k] += wait[k];
         }
-        l->bytes0 += read;
-        l->io0 += ios;
+        p->bytes0 += read;
+        p->io0 += ios;
         share = SL_MAX(share - 1, 1); /* the next epoch of this poll gets its share of what is left */
         if (sum.test_labelled) {
-            l->test_acc = ratio(sum.test_correct, sum.test_labelled);
-            l->have_test = true;
+            p->test_acc = ratio(sum.test_correct, sum.test_labelled);
+            p->have_test = true;
         }
-        l->epochs_done = e + 1;
+        p->epochs_done = e + 1;
         results_consume(res, e);
-        l->next_epoch++;
+        p->next_epoch++;
     }
-    if (l->phase == LAUNCH_RUNNING && l->next_epoch < (uint64_t)l->cfg.train.epochs) {
+    if (running && p->next_epoch < (uint64_t)p->run.cfg->train.epochs) {
         struct stage_sums s;
-        sums(l, &s);
-        progress_line(l, &s, now);
+        sums(p, &s);
+        progress_line(p, &s, now);
     }
 }
 
-void progress_final(struct launch *l)
+void progress_final(struct progress *p, bool ok, double seconds)
 {
-    progress_poll(l);
-    clear_live(l);
+    progress_poll(p, false);
+    clear_live(p);
     fflush(stdout);
-    bool complete = l->outcome == LAUNCH_OK && l->layout.results.hdr;
-    if (complete && l->epochs_done != (uint64_t)l->cfg.train.epochs) {
+    bool complete = ok && p->run.layout->results.hdr;
+    if (complete && p->epochs_done != (uint64_t)p->run.cfg->train.epochs) {
         fprintf(stderr, "gnnlaunch: warning: the trainers published %" PRIu64 " of %" PRId64 " epochs\n",
-                l->epochs_done - l->start_epoch, l->cfg.train.epochs - l->start_epoch);
+                p->epochs_done - p->run.start_epoch, p->run.cfg->train.epochs - p->run.start_epoch);
         complete = false;
     }
-    double secs = cluster_seconds(l, sl_now() - l->t_start); /* several nodes: the slowest node's */
-    double test = l->have_test ? l->test_acc : NAN;
-    if (l->metrics_out) {
-        FILE *f = l->metrics_out;
+    double secs = seconds; /* several nodes: the slowest node's */
+    double test = p->have_test ? p->test_acc : NAN;
+    if (p->metrics_out) {
+        FILE *f = p->metrics_out;
         fprintf(f, "{\"type\":\"final\",\"t\":%.3f,\"complete\":%s,", secs, complete ? "true" : "false");
         jnum(f, "test_acc", test, true);
-        jnum(f, "val_acc", l->val_acc, true);
-        fprintf(f, "\"epochs\":%" PRIu64 ",\"seconds\":%.3f}\n", l->epochs_done, secs);
+        jnum(f, "val_acc", p->val_acc, true);
+        fprintf(f, "\"epochs\":%" PRIu64 ",\"seconds\":%.3f}\n", p->epochs_done, secs);
         fclose(f);
-        l->metrics_out = NULL;
+        p->metrics_out = NULL;
     }
-    free(l->fb_found0);
-    free(l->fb_loaded0);
-    l->fb_found0 = l->fb_loaded0 = NULL;
+    free(p->fb_found0);
+    free(p->fb_loaded0);
+    p->fb_found0 = p->fb_loaded0 = NULL;
     if (complete) {
-        printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", test, l->val_acc, l->epochs_done, secs);
+        printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", test, p->val_acc, p->epochs_done, secs);
         fflush(stdout);
     }
 }
