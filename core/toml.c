@@ -1,4 +1,6 @@
 /* toml.c - strict recursive-descent parser for the TOML subset in toml.h.
+ * (~1000 lines: one grammar, whose lexer, value parser and table rules
+ * call each other recursively; fuzzed as one unit.)
  *
  * The input is checked as UTF-8 first (NUL bytes and malformed sequences are
  * errors with their position), then parsed line by line: a line is empty, a

@@ -20,7 +20,7 @@
 #include "core/dataset.h"
 #include "core/util.h"
 #include "ipc/shm.h"
-#include "launcher/layout.h"
+#include "ipc/run.h"
 #include "stages/trainer_reduce.h"
 
 /* ---- flags ----------------------------------------------------------------------------- */

@@ -1,5 +1,7 @@
 /* mesh.c - the launchers' rendezvous and watch over ZeroMQ TCP (protocol
- * and API in mesh.h).
+ * and API in mesh.h). One file of ~870 lines because the rendezvous and the
+ * watch share one socket, its wire format and the thread hand-over below;
+ * split, each half would need the other's internals.
  *
  * Threads. mesh_rendezvous runs on the caller's thread and owns the TCP
  * socket until mesh_start hands it to the mesh thread (pthread_create is

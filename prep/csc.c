@@ -1,4 +1,6 @@
 /* csc.c - memory-bounded conversion of an edge stream into CSC (csc.h).
+ * (~870 lines: the run writer, the radix sort and the k-way merge share
+ * one record format and memory budget, described here once.)
  *
  * Edges become records ordered by (dst, src): one u64 key dst << b | src
  * when ids fit in 32 bits (b = bits of nodes-1, so a plain integer order is

@@ -1,6 +1,8 @@
 /* synth.c - `gnnprep synth`: a synthetic node-classification dataset that
  * behaves like a real graph, generated straight into the on-disk format
- * (docs/format.md) with bounded memory and every core.
+ * (docs/format.md) with bounded memory and every core. (~1250 lines: the
+ * model below, its counter-based random numbers and the parallel writers
+ * that must reproduce it bit for bit at any thread count stay together.)
  *
  * The model, for N nodes, C classes and a seed:
  *   label(v)      uniform in [0, C), from a hash of (seed, v).

@@ -1,5 +1,6 @@
 /* featbuf.c - the per-rank feature buffer (API in featbuf.h): the
- * protocol core. Pins, dirty rows, hints, checks and the policy registry
+ * protocol core. (Over ~800 lines on purpose: about 175 of them are the
+ * protocol below, which belongs beside the lock-holding code it governs.) Pins, dirty rows, hints, checks and the policy registry
  * are in featbuf_hooks.c; each eviction policy is a file of its own behind
  * struct featbuf_policy_ops (featbuf_policy.h; LRU in featbuf_lru.c).
  *
