@@ -21,14 +21,14 @@ static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 typedef struct key {
     const char *name;             /* "section.key" */
     ktype type;
-    size_t off;                   /* offset of the field in sl_config */
+    size_t off;                   /* offset of the field in struct config */
     const char *def;              /* default, as TOML text ("" = none: required) */
     double min, max;              /* inclusive range for numbers (and list items) */
     const char *const *choices;   /* K_ENUM */
     const char *doc;
 } key;
 
-#define OFF(f) offsetof(sl_config, f)
+#define OFF(f) offsetof(struct config, f)
 #define BIG 9.2e18
 
 static const key keys[] = {
@@ -163,9 +163,9 @@ typedef struct where {
 } where;
 
 /* Formats "FILE:LINE:COL: " or "--set ARG: " in front of a message. */
-static int fail_at(const where *w, const toml_value *v, char *err, size_t errlen, const char *fmt, ...)
+static int fail_at(const where *w, const struct toml_value *v, char *err, size_t errlen, const char *fmt, ...)
     SL_PRINTF(5, 6);
-static int fail_at(const where *w, const toml_value *v, char *err, size_t errlen, const char *fmt, ...)
+static int fail_at(const where *w, const struct toml_value *v, char *err, size_t errlen, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -187,7 +187,7 @@ static const char *choices_list(const char *const *ch, char *buf, size_t len)
     return buf;
 }
 
-static int set_number(const key *k, const toml_value *v, const where *w, double *out, char *err, size_t errlen)
+static int set_number(const key *k, const struct toml_value *v, const where *w, double *out, char *err, size_t errlen)
 {
     double x;
     if (v->type == TOML_INT)
@@ -203,7 +203,7 @@ static int set_number(const key *k, const toml_value *v, const where *w, double 
     return 0;
 }
 
-static int set_key(sl_config *c, const key *k, const toml_value *v, const where *w, char *err, size_t errlen)
+static int set_key(struct config *c, const key *k, const struct toml_value *v, const where *w, char *err, size_t errlen)
 {
     char *field = (char *)c + k->off;
     double x;
@@ -254,7 +254,7 @@ static int set_key(sl_config *c, const key *k, const toml_value *v, const where 
                            MODEL_LAYERS_MAX);
         int64_t *arr = (int64_t *)field;
         for (size_t i = 0; i < v->u.arr.n; i++) {
-            const toml_value *e = v->u.arr.v[i];
+            const struct toml_value *e = v->u.arr.v[i];
             if (e->type != TOML_INT || e->u.i == 0 || e->u.i < (int64_t)k->min || e->u.i > (int64_t)k->max)
                 return fail_at(w, e, err, errlen, "%s[%zu] must be a positive integer or -1 (all neighbours)", k->name, i);
             arr[i] = e->u.i;
@@ -266,14 +266,14 @@ static int set_key(sl_config *c, const key *k, const toml_value *v, const where 
     return -EINVAL;
 }
 
-void sl_config_defaults(sl_config *c)
+void config_defaults(struct config *c)
 {
     memset(c, 0, sizeof *c);
     where w = {0};
     for (size_t i = 0; i < NKEYS; i++) {
         if (!keys[i].def[0])
             continue;
-        toml_value *v = toml_parse_value(keys[i].def, NULL, 0);
+        struct toml_value *v = toml_parse_value(keys[i].def, NULL, 0);
         if (!v || set_key(c, &keys[i], v, &w, NULL, 0) < 0)
             abort(); /* the schema's own default is invalid: a bug */
         toml_free(v);
@@ -294,7 +294,7 @@ static void note_seen(seen *s, const key *k)
         s->fanouts = true;
 }
 
-static int unknown_key(const where *w, const toml_value *v, const char *name, char *err, size_t errlen)
+static int unknown_key(const where *w, const struct toml_value *v, const char *name, char *err, size_t errlen)
 {
     const char *near = closest_key(name);
     if (near)
@@ -302,16 +302,16 @@ static int unknown_key(const where *w, const toml_value *v, const char *name, ch
     return fail_at(w, v, err, errlen, "unknown key %s (docs/config.md lists every key)", name);
 }
 
-static int load_file(sl_config *c, const char *path, seen *s, char *err, size_t errlen)
+static int load_file(struct config *c, const char *path, seen *s, char *err, size_t errlen)
 {
-    toml_value *root = toml_parse_file(path, err, errlen);
+    struct toml_value *root = toml_parse_file(path, err, errlen);
     if (!root)
         return strstr(err, "cannot open") ? -ENOENT : -EINVAL;
     where w = {.file = path};
     int rc = 0;
     for (size_t i = 0; i < root->u.tab.n && rc == 0; i++) {
         const char *sec = root->u.tab.kv[i].key;
-        const toml_value *tab = root->u.tab.kv[i].val;
+        const struct toml_value *tab = root->u.tab.kv[i].val;
         bool known = false;
         for (size_t j = 0; j < SL_ARRAY_LEN(sections); j++)
             known |= !strcmp(sec, sections[j]);
@@ -328,7 +328,7 @@ static int load_file(sl_config *c, const char *path, seen *s, char *err, size_t 
         for (size_t j = 0; j < tab->u.tab.n && rc == 0; j++) {
             char name[512];
             snprintf(name, sizeof name, "%s.%s", sec, tab->u.tab.kv[j].key);
-            const toml_value *v = tab->u.tab.kv[j].val;
+            const struct toml_value *v = tab->u.tab.kv[j].val;
             const key *k = find_key(name);
             if (!k || (v->type == TOML_TABLE)) {
                 rc = unknown_key(&w, v, name, err, errlen);
@@ -342,7 +342,7 @@ static int load_file(sl_config *c, const char *path, seen *s, char *err, size_t 
     return rc;
 }
 
-static int apply_set(sl_config *c, const char *arg, seen *s, char *err, size_t errlen)
+static int apply_set(struct config *c, const char *arg, seen *s, char *err, size_t errlen)
 {
     where w = {.arg = arg};
     const char *eq = strchr(arg, '=');
@@ -358,7 +358,7 @@ static int apply_set(sl_config *c, const char *arg, seen *s, char *err, size_t e
     if (!k)
         return unknown_key(&w, NULL, name, err, errlen);
     char perr[512];
-    toml_value *v = toml_parse_value(eq + 1, perr, sizeof perr);
+    struct toml_value *v = toml_parse_value(eq + 1, perr, sizeof perr);
     if (!v)
         return fail_at(&w, NULL, err, errlen, "bad value: %s", perr[0] ? perr : "empty");
     int rc = set_key(c, k, v, &w, err, errlen);
@@ -367,7 +367,7 @@ static int apply_set(sl_config *c, const char *arg, seen *s, char *err, size_t e
     return rc;
 }
 
-static int validate(sl_config *c, const seen *s, const char *path, char *err, size_t errlen)
+static int validate(struct config *c, const seen *s, const char *path, char *err, size_t errlen)
 {
     const char *src = path ? path : "the configuration";
     if (!c->dataset.path[0])
@@ -389,9 +389,9 @@ static int validate(sl_config *c, const seen *s, const char *path, char *err, si
     return 0;
 }
 
-int sl_config_load(sl_config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen)
+int config_load(struct config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen)
 {
-    sl_config_defaults(c);
+    config_defaults(c);
     seen s = {0};
     int rc = 0;
     if (path)
@@ -418,7 +418,7 @@ static const char *type_doc(const key *k)
     return "?";
 }
 
-void sl_config_write_reference(FILE *f)
+void config_write_reference(FILE *f)
 {
     fprintf(f, "# Configuration reference\n\n"
                "<!-- Generated from the schema in core/config.c by\n"
@@ -469,7 +469,7 @@ static void write_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void sl_config_write_toml(const sl_config *c, FILE *f)
+void config_write_toml(const struct config *c, FILE *f)
 {
     fprintf(f, "[dataset]\npath = ");
     write_str(f, c->dataset.path);
@@ -492,7 +492,7 @@ void sl_config_write_toml(const sl_config *c, FILE *f)
             extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
 }
 
-const char *sl_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
+const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';

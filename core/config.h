@@ -3,7 +3,7 @@
  *
  * Every key has a type, a default, a range and a line of documentation in
  * one table (config.c); docs/config.md is generated from that table
- * (`sl_config_write_reference`) and a test keeps the two equal. Errors name
+ * (`config_write_reference`) and a test keeps the two equal. Errors name
  * the file, line and column, or the `--set` argument, and suggest the
  * closest valid key for unknown ones. Relative paths are taken relative to
  * the current directory, as on a command line. */
@@ -26,7 +26,7 @@ enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
 
-typedef struct sl_config {
+struct config {
     struct {
         char path[4096];
     } dataset;
@@ -59,22 +59,22 @@ typedef struct sl_config {
         enum extract_io io;
         bool ordered;
     } pipeline;
-} sl_config;
+};
 
 /* Fills every key with its default (dataset.path empty). */
-void sl_config_defaults(sl_config *c);
+void config_defaults(struct config *c);
 
 /* Loads path (if non-NULL), then applies each `section.key=value` of sets
  * in order, then checks the whole (required keys, ranges, layers vs
  * fanouts). 0, or -EINVAL with one message in err; -ENOENT etc. when the
  * file cannot be read. */
-int sl_config_load(sl_config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen);
+int config_load(struct config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen);
 
 /* Writes the key reference as markdown (docs/config.md). */
-void sl_config_write_reference(FILE *f);
+void config_write_reference(FILE *f);
 
 /* Writes the effective configuration as TOML (for logs and checkpoints). */
-void sl_config_write_toml(const sl_config *c, FILE *f);
+void config_write_toml(const struct config *c, FILE *f);
 
 /* "sage", "gcn", "gat", "mlp"; "?" when out of range. */
 const char *model_kind_name(enum model_kind k);
@@ -85,6 +85,6 @@ int extract_io_parse(const char *s);
 
 /* "[10, -1, 5]": model.fanouts as written in a config, into buf (truncated
  * to len); returns buf. */
-const char *sl_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len);
+const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len);
 
 #endif

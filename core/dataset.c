@@ -18,16 +18,20 @@
 #include "toml.h"
 #include "util.h"
 
-const char *const sl_dsfile_key[SL_F_COUNT] = {
+const char *const dataset_file_key[DATASET_FILES] = {
     "indptr", "indices", "features", "labels", "train", "val", "test",
 };
 
-static const struct { sl_dtype t; const char *name; size_t size; } dtypes[] = {
-    {SL_DT_U32, "u32", 4}, {SL_DT_U64, "u64", 8}, {SL_DT_I32, "i32", 4},
-    {SL_DT_I64, "i64", 8}, {SL_DT_F32, "f32", 4}, {SL_DT_F16, "f16", 2},
+static const struct {
+    enum dtype t;
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    {DTYPE_U32, "u32", 4}, {DTYPE_U64, "u64", 8}, {DTYPE_I32, "i32", 4},
+    {DTYPE_I64, "i64", 8}, {DTYPE_F32, "f32", 4}, {DTYPE_F16, "f16", 2},
 };
 
-const char *sl_dtype_name(sl_dtype t)
+const char *dtype_name(enum dtype t)
 {
     for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
         if (dtypes[i].t == t)
@@ -35,15 +39,15 @@ const char *sl_dtype_name(sl_dtype t)
     return "none";
 }
 
-sl_dtype sl_dtype_parse(const char *s)
+enum dtype dtype_parse(const char *s)
 {
     for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
         if (!strcmp(dtypes[i].name, s))
             return dtypes[i].t;
-    return SL_DT_NONE;
+    return DTYPE_NONE;
 }
 
-size_t sl_dtype_size(sl_dtype t)
+size_t dtype_size(enum dtype t)
 {
     for (size_t i = 0; i < SL_ARRAY_LEN(dtypes); i++)
         if (dtypes[i].t == t)
@@ -51,7 +55,7 @@ size_t sl_dtype_size(sl_dtype t)
     return 0;
 }
 
-uint64_t sl_feat_row_stride(uint64_t row_bytes, uint64_t align)
+uint64_t dataset_row_stride(uint64_t row_bytes, uint64_t align)
 {
     if (row_bytes == 0)
         return 0;
@@ -63,15 +67,15 @@ uint64_t sl_feat_row_stride(uint64_t row_bytes, uint64_t align)
     return s;
 }
 
-void sl_dsfile_set(sl_dsfile *f, const char *file, sl_dtype t, uint64_t rows, uint64_t cols,
-                   uint64_t bytes, uint64_t xxh3)
+void dataset_file_set(struct dataset_file *f, const char *file, enum dtype t, uint64_t rows, uint64_t cols,
+                      uint64_t bytes, uint64_t xxh3)
 {
     memset(f, 0, sizeof *f);
     snprintf(f->file, sizeof f->file, "%s", file);
     f->dtype = t;
     f->rows = rows;
     f->cols = cols;
-    f->row_stride = cols * sl_dtype_size(t);
+    f->row_stride = cols * dtype_size(t);
     f->bytes = bytes;
     f->xxh3 = xxh3;
     f->present = true;
@@ -80,9 +84,9 @@ void sl_dsfile_set(sl_dsfile *f, const char *file, sl_dtype t, uint64_t rows, ui
 /* ------------------------------------------------------------------ */
 /* writer */
 
-#define SL_WRITER_BUF (4u << 20)
+#define FILE_WRITER_BUF (4u << 20)
 
-int sl_writer_open(sl_writer *w, const char *path, char *err, size_t errlen)
+int file_writer_open(struct file_writer *w, const char *path, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->fd = -1;
@@ -90,18 +94,18 @@ int sl_writer_open(sl_writer *w, const char *path, char *err, size_t errlen)
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot create: %s", path, strerror(errno));
-    w->cap = SL_WRITER_BUF;
+    w->cap = FILE_WRITER_BUF;
     w->buf = malloc(w->cap);
     w->xxh = XXH3_createState();
     if (!w->buf || !w->xxh) {
-        sl_writer_free(w);
+        file_writer_free(w);
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory for the write buffer", path);
     }
     XXH3_64bits_reset(w->xxh);
     return 0;
 }
 
-static int writer_flush(sl_writer *w, char *err, size_t errlen)
+static int writer_flush(struct file_writer *w, char *err, size_t errlen)
 {
     if (!w->len)
         return 0;
@@ -114,7 +118,7 @@ static int writer_flush(sl_writer *w, char *err, size_t errlen)
     return 0;
 }
 
-int sl_writer_write(sl_writer *w, const void *p, size_t n, char *err, size_t errlen)
+int file_writer_write(struct file_writer *w, const void *p, size_t n, char *err, size_t errlen)
 {
     const char *s = p;
     w->bytes += n;
@@ -133,12 +137,12 @@ int sl_writer_write(sl_writer *w, const void *p, size_t n, char *err, size_t err
     return 0;
 }
 
-int sl_writer_zero(sl_writer *w, size_t n, char *err, size_t errlen)
+int file_writer_zero(struct file_writer *w, size_t n, char *err, size_t errlen)
 {
     static const char zero[4096];
     while (n) {
         size_t k = SL_MIN(n, sizeof zero);
-        int rc = sl_writer_write(w, zero, k, err, errlen);
+        int rc = file_writer_write(w, zero, k, err, errlen);
         if (rc < 0)
             return rc;
         n -= k;
@@ -146,7 +150,7 @@ int sl_writer_zero(sl_writer *w, size_t n, char *err, size_t errlen)
     return 0;
 }
 
-int sl_writer_close(sl_writer *w, uint64_t *bytes, uint64_t *xxh3, char *err, size_t errlen)
+int file_writer_close(struct file_writer *w, uint64_t *bytes, uint64_t *xxh3, char *err, size_t errlen)
 {
     int rc = writer_flush(w, err, errlen);
     if (rc == 0 && fsync(w->fd) < 0)
@@ -160,11 +164,11 @@ int sl_writer_close(sl_writer *w, uint64_t *bytes, uint64_t *xxh3, char *err, si
             rc = sl_errf(err, errlen, -errno, "%s: close failed: %s", w->path, strerror(errno));
         w->fd = -1;
     }
-    sl_writer_free(w);
+    file_writer_free(w);
     return rc;
 }
 
-void sl_writer_free(sl_writer *w)
+void file_writer_free(struct file_writer *w)
 {
     if (!w)
         return;
@@ -178,7 +182,7 @@ void sl_writer_free(sl_writer *w)
     w->xxh = NULL;
 }
 
-int sl_file_xxh3(const char *path, uint64_t *hash, uint64_t *bytes, char *err, size_t errlen)
+int file_xxh3(const char *path, uint64_t *hash, uint64_t *bytes, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -222,7 +226,7 @@ out:
 /* ------------------------------------------------------------------ */
 /* f16 */
 
-uint16_t sl_f32_to_f16(float f)
+uint16_t half_from_f32(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -253,7 +257,7 @@ uint16_t sl_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-float sl_f16_to_f32(uint16_t h)
+float half_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -283,70 +287,70 @@ float sl_f16_to_f32(uint16_t h)
 /* ------------------------------------------------------------------ */
 /* feature writer */
 
-int sl_featw_open(sl_featw *fw, const char *path, sl_dtype dtype, uint64_t dim, char *err, size_t errlen)
+int feat_writer_open(struct feat_writer *fw, const char *path, enum dtype dtype, uint64_t dim, char *err, size_t errlen)
 {
     memset(fw, 0, sizeof *fw);
     fw->w.fd = -1;
-    if (dtype != SL_DT_F32 && dtype != SL_DT_F16)
-        return sl_errf(err, errlen, -EINVAL, "features must be f32 or f16, not %s", sl_dtype_name(dtype));
+    if (dtype != DTYPE_F32 && dtype != DTYPE_F16)
+        return sl_errf(err, errlen, -EINVAL, "features must be f32 or f16, not %s", dtype_name(dtype));
     if (dim == 0 || dim > (1u << 20))
         return sl_errf(err, errlen, -EINVAL, "feature dimension %" PRIu64 " is outside 1..1048576", dim);
     fw->dtype = dtype;
     fw->dim = dim;
-    fw->row_bytes = dim * sl_dtype_size(dtype);
-    fw->stride = sl_feat_row_stride(fw->row_bytes, SL_FEAT_ALIGN);
+    fw->row_bytes = dim * dtype_size(dtype);
+    fw->stride = dataset_row_stride(fw->row_bytes, DATASET_FEAT_ALIGN);
     fw->row = calloc(1, fw->stride);
     if (!fw->row)
         return sl_errf(err, errlen, -ENOMEM, "out of memory for a feature row");
-    int rc = sl_writer_open(&fw->w, path, err, errlen);
+    int rc = file_writer_open(&fw->w, path, err, errlen);
     if (rc < 0) {
-        sl_featw_free(fw);
+        feat_writer_free(fw);
         return rc;
     }
     return 0;
 }
 
-int sl_featw_put(sl_featw *fw, const float *x, char *err, size_t errlen)
+int feat_writer_put(struct feat_writer *fw, const float *x, char *err, size_t errlen)
 {
-    if (fw->dtype == SL_DT_F32) {
+    if (fw->dtype == DTYPE_F32) {
         memcpy(fw->row, x, fw->row_bytes);
     } else {
         uint16_t *h = (uint16_t *)fw->row;
         for (uint64_t i = 0; i < fw->dim; i++)
-            h[i] = sl_f32_to_f16(x[i]);
+            h[i] = half_from_f32(x[i]);
     }
     fw->rows++;
-    return sl_writer_write(&fw->w, fw->row, fw->stride, err, errlen);
+    return file_writer_write(&fw->w, fw->row, fw->stride, err, errlen);
 }
 
-int sl_featw_put_rows(sl_featw *fw, const void *rows, uint64_t n, char *err, size_t errlen)
+int feat_writer_put_rows(struct feat_writer *fw, const void *rows, uint64_t n, char *err, size_t errlen)
 {
     fw->rows += n;
-    return sl_writer_write(&fw->w, rows, n * fw->stride, err, errlen);
+    return file_writer_write(&fw->w, rows, n * fw->stride, err, errlen);
 }
 
-int sl_featw_close(sl_featw *fw, sl_dsfile *f, char *err, size_t errlen)
+int feat_writer_close(struct feat_writer *fw, struct dataset_file *f, char *err, size_t errlen)
 {
-    uint64_t pad = sl_round_up(fw->w.bytes, SL_FEAT_FILE_PAD) - fw->w.bytes;
-    int rc = sl_writer_zero(&fw->w, pad, err, errlen);
+    uint64_t pad = sl_round_up(fw->w.bytes, DATASET_FEAT_PAD) - fw->w.bytes;
+    int rc = file_writer_zero(&fw->w, pad, err, errlen);
     uint64_t bytes = 0, h = 0;
     if (rc == 0)
-        rc = sl_writer_close(&fw->w, &bytes, &h, err, errlen);
+        rc = file_writer_close(&fw->w, &bytes, &h, err, errlen);
     if (rc == 0) {
         char name[sizeof fw->w.path];
         memcpy(name, fw->w.path, sizeof name);
-        sl_dsfile_set(f, basename(name), fw->dtype, fw->rows, fw->dim, bytes, h);
+        dataset_file_set(f, basename(name), fw->dtype, fw->rows, fw->dim, bytes, h);
         f->row_stride = fw->stride;
     }
-    sl_featw_free(fw);
+    feat_writer_free(fw);
     return rc;
 }
 
-void sl_featw_free(sl_featw *fw)
+void feat_writer_free(struct feat_writer *fw)
 {
     if (!fw)
         return;
-    sl_writer_free(&fw->w);
+    file_writer_free(&fw->w);
     free(fw->row);
     fw->row = NULL;
 }
@@ -369,30 +373,30 @@ static void toml_quote(FILE *f, const char *s)
     fputc('"', f);
 }
 
-int sl_meta_write(const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+int dataset_meta_write(const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
     char path[4096], tmp[4200];
-    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
+    if (sl_path_join(path, sizeof path, dir, DATASET_META_FILE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = sl_fopen_write(tmp, 0644); /* like the data files (sl_writer_open), whatever the umask */
+    FILE *f = sl_fopen_write(tmp, 0644); /* like the data files (file_writer_open), whatever the umask */
     if (!f)
         return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
     fprintf(f, "# Sluice dataset (docs/format.md). Written by gnnprep; checked by `gnnprep check`.\n");
-    fprintf(f, "format = \"%s\"\nversion = %u\n", SL_DATASET_FORMAT, SL_DATASET_VERSION);
+    fprintf(f, "format = \"%s\"\nversion = %u\n", DATASET_FORMAT, DATASET_VERSION);
     fprintf(f, "nodes = %" PRIu64 "\nedges = %" PRIu64 "\nfeat_dim = %" PRIu64 "\nclasses = %u\n",
             m->nodes, m->edges, m->feat_dim, m->classes);
     fprintf(f, "feat_align = %" PRIu64 "\nsource = ", m->feat_align);
     toml_quote(f, m->source);
     fputc('\n', f);
-    for (int i = 0; i < SL_F_COUNT; i++) {
-        const sl_dsfile *d = &m->f[i];
+    for (int i = 0; i < DATASET_FILES; i++) {
+        const struct dataset_file *d = &m->f[i];
         if (!d->present)
             continue;
-        fprintf(f, "\n[%s]\nfile = ", sl_dsfile_key[i]);
+        fprintf(f, "\n[%s]\nfile = ", dataset_file_key[i]);
         toml_quote(f, d->file);
-        fprintf(f, "\ndtype = \"%s\"\n", sl_dtype_name(d->dtype));
-        if (i == SL_F_FEATURES)
+        fprintf(f, "\ndtype = \"%s\"\n", dtype_name(d->dtype));
+        if (i == DATASET_FEATURES)
             fprintf(f, "shape = [%" PRIu64 ", %" PRIu64 "]\nrow_stride = %" PRIu64 "\n", d->rows, d->cols,
                     d->row_stride);
         else
@@ -411,11 +415,11 @@ int sl_meta_write(const char *dir, const sl_dataset_meta *m, char *err, size_t e
     return rc;
 }
 
-/* Helpers for sl_meta_read: each reports "PATH: field: problem". */
-static int need_uint(const char *path, const toml_value *tab, const char *tname, const char *key,
-                     uint64_t *out, char *err, size_t errlen)
+/* Helpers for dataset_meta_read: each reports "PATH: field: problem". */
+static int need_uint(const char *path, const struct toml_value *tab, const char *tname, const char *key, uint64_t *out,
+                     char *err, size_t errlen)
 {
-    const toml_value *v = toml_get(tab, key);
+    const struct toml_value *v = toml_get(tab, key);
     if (!v)
         return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
                        path, tname ? tname : "", tname ? "." : "", key);
@@ -426,10 +430,10 @@ static int need_uint(const char *path, const toml_value *tab, const char *tname,
     return 0;
 }
 
-static int need_str(const char *path, const toml_value *tab, const char *tname, const char *key,
+static int need_str(const char *path, const struct toml_value *tab, const char *tname, const char *key,
                     const char **out, char *err, size_t errlen)
 {
-    const toml_value *v = toml_get(tab, key);
+    const struct toml_value *v = toml_get(tab, key);
     if (!v)
         return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
                        path, tname ? tname : "", tname ? "." : "", key);
@@ -440,10 +444,11 @@ static int need_str(const char *path, const toml_value *tab, const char *tname, 
     return 0;
 }
 
-static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsfile *d, char *err, size_t errlen)
+static int read_dsfile(const char *path, const struct toml_value *root, int idx, struct dataset_file *d, char *err,
+                       size_t errlen)
 {
-    const char *key = sl_dsfile_key[idx];
-    const toml_value *t = toml_get(root, key);
+    const char *key = dataset_file_key[idx];
+    const struct toml_value *t = toml_get(root, key);
     memset(d, 0, sizeof *d);
     if (!t)
         return sl_errf(err, errlen, -EINVAL, "%s: the [%s] table is missing; the dataset is incomplete", path, key);
@@ -460,8 +465,8 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
         return sl_errf(err, errlen, -EINVAL, "%s: %s.file = \"%s\" must be a plain file name inside the dataset directory",
                        path, key, file);
     snprintf(d->file, sizeof d->file, "%s", file);
-    d->dtype = sl_dtype_parse(dtype);
-    if (d->dtype == SL_DT_NONE)
+    d->dtype = dtype_parse(dtype);
+    if (d->dtype == DTYPE_NONE)
         return sl_errf(err, errlen, -EINVAL, "%s: %s.dtype = \"%s\" is not one of u32 u64 i32 i64 f32 f16", path, key, dtype);
     char *end;
     errno = 0;
@@ -469,22 +474,22 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
     if (strlen(hash) != 16 || *end || errno)
         return sl_errf(err, errlen, -EINVAL, "%s: %s.xxh3 = \"%s\" must be 16 hex digits", path, key, hash);
     d->xxh3 = h;
-    const toml_value *shape = toml_get(t, "shape");
-    size_t want = idx == SL_F_FEATURES ? 2 : 1;
+    const struct toml_value *shape = toml_get(t, "shape");
+    size_t want = idx == DATASET_FEATURES ? 2 : 1;
     if (!shape || shape->type != TOML_ARRAY || shape->u.arr.n != want)
         return sl_errf(err, errlen, -EINVAL, "%s: %s.shape must be an array of %zu non-negative integers", path, key, want);
     for (size_t i = 0; i < want; i++) {
-        const toml_value *e = shape->u.arr.v[i];
+        const struct toml_value *e = shape->u.arr.v[i];
         if (e->type != TOML_INT || e->u.i < 0)
             return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s.shape must hold non-negative integers", path, e->line,
                            e->col, key);
     }
     d->rows = (uint64_t)shape->u.arr.v[0]->u.i;
     d->cols = want == 2 ? (uint64_t)shape->u.arr.v[1]->u.i : 1;
-    uint64_t esz = sl_dtype_size(d->dtype), rowb;
+    uint64_t esz = dtype_size(d->dtype), rowb;
     if (sl_mul_ovf(d->cols, esz, &rowb))
         return sl_errf(err, errlen, -EINVAL, "%s: %s.shape overflows", path, key);
-    if (idx == SL_F_FEATURES) {
+    if (idx == DATASET_FEATURES) {
         if ((rc = need_uint(path, t, key, "row_stride", &d->row_stride, err, errlen)) < 0)
             return rc;
         if (d->row_stride < rowb)
@@ -495,12 +500,12 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
     }
     /* rows x stride, padded for features, must be a possible file size
      * (at most INT64_MAX: every offset into it then fits off_t); checked
-     * before rounding up, which would wrap past 2^64 - SL_FEAT_FILE_PAD */
+     * before rounding up, which would wrap past 2^64 - DATASET_FEAT_PAD */
     uint64_t data;
-    if (sl_mul_ovf(d->rows, d->row_stride, &data) || data > (uint64_t)INT64_MAX - (SL_FEAT_FILE_PAD - 1))
+    if (sl_mul_ovf(d->rows, d->row_stride, &data) || data > (uint64_t)INT64_MAX - (DATASET_FEAT_PAD - 1))
         return sl_errf(err, errlen, -EINVAL, "%s: %s: shape times stride overflows the largest possible file", path,
                        key);
-    uint64_t expect = idx == SL_F_FEATURES ? sl_round_up(data, SL_FEAT_FILE_PAD) : data;
+    uint64_t expect = idx == DATASET_FEATURES ? sl_round_up(data, DATASET_FEAT_PAD) : data;
     if (d->bytes != expect)
         return sl_errf(err, errlen, -EINVAL, "%s: %s.bytes = %" PRIu64 " but shape and dtype make %" PRIu64 " bytes",
                        path, key, d->bytes, expect);
@@ -508,11 +513,11 @@ static int read_dsfile(const char *path, const toml_value *root, int idx, sl_dsf
     return 0;
 }
 
-int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_meta *m, char *err, size_t errlen)
+int dataset_meta_parse(const char *text, size_t len, const char *path, struct dataset_meta *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     char perr[1024];
-    toml_value *root = toml_parse(text, len, path, perr, sizeof perr);
+    struct toml_value *root = toml_parse(text, len, path, perr, sizeof perr);
     if (!root)
         return sl_errf(err, errlen, -EINVAL, "%s", perr);
     int rc;
@@ -520,15 +525,17 @@ int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_met
     uint64_t version, classes;
     if ((rc = need_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
         goto out;
-    if (strcmp(fmt, SL_DATASET_FORMAT)) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, SL_DATASET_FORMAT);
+    if (strcmp(fmt, DATASET_FORMAT)) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, DATASET_FORMAT);
         goto out;
     }
     if ((rc = need_uint(path, root, NULL, "version", &version, err, errlen)) < 0)
         goto out;
-    if (version != SL_DATASET_VERSION) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: format version %" PRIu64 " is not supported (this build reads %d); "
-                     "convert it again with this gnnprep", path, version, SL_DATASET_VERSION);
+    if (version != DATASET_VERSION) {
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "%s: format version %" PRIu64 " is not supported (this build reads %d); "
+                     "convert it again with this gnnprep",
+                     path, version, DATASET_VERSION);
         goto out;
     }
     m->version = (uint32_t)version;
@@ -557,53 +564,57 @@ int sl_meta_parse(const char *text, size_t len, const char *path, sl_dataset_met
         sl_errf(err, errlen, rc, "%s: feat_dim = %" PRIu64 " must be in 1..%d", path, m->feat_dim, INT32_MAX);
         goto out;
     }
-    if (m->feat_align == 0 || (m->feat_align & (m->feat_align - 1)) || m->feat_align > SL_FEAT_FILE_PAD) {
+    if (m->feat_align == 0 || (m->feat_align & (m->feat_align - 1)) || m->feat_align > DATASET_FEAT_PAD) {
         sl_errf(err, errlen, rc, "%s: feat_align = %" PRIu64 " must be a power of two up to %u", path, m->feat_align,
-                SL_FEAT_FILE_PAD);
+                DATASET_FEAT_PAD);
         goto out;
     }
-    for (int i = 0; i < SL_F_COUNT; i++)
+    for (int i = 0; i < DATASET_FILES; i++)
         if ((rc = read_dsfile(path, root, i, &m->f[i], err, errlen)) < 0)
             goto out;
     rc = -EINVAL;
-    sl_dtype idt = sl_id_dtype(m->nodes);
-    const sl_dsfile *f = m->f;
+    enum dtype idt = dtype_for_ids(m->nodes);
+    const struct dataset_file *f = m->f;
     uint64_t n1;
     if (sl_add_ovf(m->nodes, 1, &n1))
         goto out;
-    if (f[SL_F_INDPTR].dtype != SL_DT_U64 || f[SL_F_INDPTR].rows != n1) {
+    if (f[DATASET_INDPTR].dtype != DTYPE_U64 || f[DATASET_INDPTR].rows != n1) {
         sl_errf(err, errlen, rc, "%s: indptr must be u64 with nodes+1 = %" PRIu64 " entries", path, n1);
         goto out;
     }
-    if (f[SL_F_INDICES].dtype != idt || f[SL_F_INDICES].rows != m->edges) {
-        sl_errf(err, errlen, rc, "%s: indices must be %s with edges = %" PRIu64 " entries", path, sl_dtype_name(idt), m->edges);
+    if (f[DATASET_INDICES].dtype != idt || f[DATASET_INDICES].rows != m->edges) {
+        sl_errf(err, errlen, rc, "%s: indices must be %s with edges = %" PRIu64 " entries", path, dtype_name(idt),
+                m->edges);
         goto out;
     }
-    if ((f[SL_F_FEATURES].dtype != SL_DT_F32 && f[SL_F_FEATURES].dtype != SL_DT_F16) ||
-        f[SL_F_FEATURES].rows != m->nodes || f[SL_F_FEATURES].cols != m->feat_dim || m->feat_dim == 0) {
+    if ((f[DATASET_FEATURES].dtype != DTYPE_F32 && f[DATASET_FEATURES].dtype != DTYPE_F16) ||
+        f[DATASET_FEATURES].rows != m->nodes || f[DATASET_FEATURES].cols != m->feat_dim || m->feat_dim == 0) {
         sl_errf(err, errlen, rc, "%s: features must be f32 or f16 with shape [nodes, feat_dim] = [%" PRIu64 ", %" PRIu64 "]",
                 path, m->nodes, m->feat_dim);
         goto out;
     }
-    uint64_t rb = f[SL_F_FEATURES].cols * sl_dtype_size(f[SL_F_FEATURES].dtype);
-    if (f[SL_F_FEATURES].row_stride != sl_feat_row_stride(rb, m->feat_align)) {
-        sl_errf(err, errlen, rc, "%s: features.row_stride = %" PRIu64 " breaks the alignment rule (expected %" PRIu64 ")",
-                path, f[SL_F_FEATURES].row_stride, sl_feat_row_stride(rb, m->feat_align));
+    uint64_t rb = f[DATASET_FEATURES].cols * dtype_size(f[DATASET_FEATURES].dtype);
+    if (f[DATASET_FEATURES].row_stride != dataset_row_stride(rb, m->feat_align)) {
+        sl_errf(err, errlen, rc,
+                "%s: features.row_stride = %" PRIu64 " breaks the alignment rule (expected %" PRIu64 ")", path,
+                f[DATASET_FEATURES].row_stride, dataset_row_stride(rb, m->feat_align));
         goto out;
     }
-    if (f[SL_F_LABELS].dtype != SL_DT_I32 || f[SL_F_LABELS].rows != m->nodes) {
+    if (f[DATASET_LABELS].dtype != DTYPE_I32 || f[DATASET_LABELS].rows != m->nodes) {
         sl_errf(err, errlen, rc, "%s: labels must be i32 with nodes = %" PRIu64 " entries", path, m->nodes);
         goto out;
     }
-    for (int i = SL_F_TRAIN; i <= SL_F_TEST; i++)
+    for (int i = DATASET_TRAIN; i <= DATASET_TEST; i++)
         if (f[i].dtype != idt || f[i].rows > m->nodes) {
-            sl_errf(err, errlen, rc, "%s: %s must be %s with at most nodes entries", path, sl_dsfile_key[i], sl_dtype_name(idt));
+            sl_errf(err, errlen, rc, "%s: %s must be %s with at most nodes entries", path, dataset_file_key[i],
+                    dtype_name(idt));
             goto out;
         }
-    for (int i = 0; i < SL_F_COUNT; i++)
+    for (int i = 0; i < DATASET_FILES; i++)
         for (int j = 0; j < i; j++)
             if (!strcmp(f[i].file, f[j].file)) {
-                sl_errf(err, errlen, rc, "%s: %s and %s name the same file %s", path, sl_dsfile_key[j], sl_dsfile_key[i], f[i].file);
+                sl_errf(err, errlen, rc, "%s: %s and %s name the same file %s", path, dataset_file_key[j],
+                        dataset_file_key[i], f[i].file);
                 goto out;
             }
     rc = 0;
@@ -612,11 +623,11 @@ out:
     return rc;
 }
 
-int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *err, size_t errlen)
+int dataset_meta_read(const char *dir, struct dataset_meta *m, bool check_files, char *err, size_t errlen)
 {
     char path[4096];
     memset(m, 0, sizeof *m);
-    if (sl_path_join(path, sizeof path, dir, SL_DATASET_META) < 0)
+    if (sl_path_join(path, sizeof path, dir, DATASET_META_FILE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
     struct stat st;
     if (stat(dir, &st) < 0)
@@ -631,18 +642,18 @@ int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *er
     int rc = sl_read_file(path, 1u << 20, &text, &len, err, errlen);
     if (rc < 0)
         return rc;
-    rc = sl_meta_parse(text, len, path, m, err, errlen);
+    rc = dataset_meta_parse(text, len, path, m, err, errlen);
     free(text);
     if (rc < 0 || !check_files)
         return rc;
-    const sl_dsfile *f = m->f;
-    for (int i = 0; i < SL_F_COUNT; i++) {
+    const struct dataset_file *f = m->f;
+    for (int i = 0; i < DATASET_FILES; i++) {
         char fp[4096];
         if (sl_path_join(fp, sizeof fp, dir, f[i].file) < 0)
             return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
         if (stat(fp, &st) < 0)
             return sl_errf(err, errlen, -errno, "%s: %s (named by %s.file in dataset.toml); the dataset is incomplete",
-                           fp, strerror(errno), sl_dsfile_key[i]);
+                           fp, strerror(errno), dataset_file_key[i]);
         if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != f[i].bytes)
             return sl_errf(err, errlen, -EINVAL, "%s: %lld bytes but dataset.toml records %" PRIu64
                            "; the file was changed or truncated, regenerate the dataset",
@@ -651,27 +662,27 @@ int sl_meta_read(const char *dir, sl_dataset_meta *m, bool check_files, char *er
     return 0;
 }
 
-uint64_t sl_meta_identity(const sl_dataset_meta *m)
+uint64_t dataset_meta_identity(const struct dataset_meta *m)
 {
     char text[4096];
     size_t n = (size_t)snprintf(text, sizeof text,
                                 "sluice-dataset %" PRIu32 " nodes=%" PRIu64 " edges=%" PRIu64 " feat_dim=%" PRIu64
                                 " classes=%" PRIu32 " feat_align=%" PRIu64 "\n",
                                 m->version, m->nodes, m->edges, m->feat_dim, m->classes, m->feat_align);
-    for (int i = 0; i < SL_F_COUNT && n < sizeof text; i++) {
-        const sl_dsfile *f = &m->f[i];
-        n += (size_t)snprintf(text + n, sizeof text - n,
-                              "%s %s %s [%" PRIu64 ", %" PRIu64 "] stride=%" PRIu64 " bytes=%" PRIu64
-                              " xxh3=%016" PRIx64 "\n",
-                              sl_dsfile_key[i], f->file, sl_dtype_name(f->dtype), f->rows, f->cols, f->row_stride,
-                              f->bytes, f->xxh3);
+    for (int i = 0; i < DATASET_FILES && n < sizeof text; i++) {
+        const struct dataset_file *f = &m->f[i];
+        n += (size_t)snprintf(
+            text + n, sizeof text - n,
+            "%s %s %s [%" PRIu64 ", %" PRIu64 "] stride=%" PRIu64 " bytes=%" PRIu64 " xxh3=%016" PRIx64 "\n",
+            dataset_file_key[i], f->file, dtype_name(f->dtype), f->rows, f->cols, f->row_stride, f->bytes, f->xxh3);
     }
     return XXH3_64bits(text, SL_MIN(n, sizeof text - 1));
 }
 
-int sl_meta_verify_small(const char *dir, const sl_dataset_meta *m, uint64_t max_bytes, char *err, size_t errlen)
+int dataset_meta_verify_small(const char *dir, const struct dataset_meta *m, uint64_t max_bytes, char *err,
+                              size_t errlen)
 {
-    static const int small[] = {SL_F_LABELS, SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    static const int small[] = {DATASET_LABELS, DATASET_TRAIN, DATASET_VAL, DATASET_TEST};
     uint64_t total = 0;
     for (size_t i = 0; i < SL_ARRAY_LEN(small); i++)
         if (sl_add_ovf(total, m->f[small[i]].bytes, &total))
@@ -679,12 +690,12 @@ int sl_meta_verify_small(const char *dir, const sl_dataset_meta *m, uint64_t max
     if (total > max_bytes)
         return 0;
     for (size_t i = 0; i < SL_ARRAY_LEN(small); i++) {
-        const sl_dsfile *f = &m->f[small[i]];
+        const struct dataset_file *f = &m->f[small[i]];
         char fp[4096];
         uint64_t hash, bytes;
         if (sl_path_join(fp, sizeof fp, dir, f->file) < 0)
             return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-        int rc = sl_file_xxh3(fp, &hash, &bytes, err, errlen);
+        int rc = file_xxh3(fp, &hash, &bytes, err, errlen);
         if (rc < 0)
             return rc;
         if (hash != f->xxh3 || bytes != f->bytes)
@@ -692,7 +703,7 @@ int sl_meta_verify_small(const char *dir, const sl_dataset_meta *m, uint64_t max
                            "%s: its XXH3 is %016" PRIx64 " but dataset.toml records %016" PRIx64
                            " (%s.xxh3): the file was rewritten since gnnprep made the dataset; regenerate the "
                            "dataset (gnnprep check %s shows what else changed)",
-                           fp, hash, f->xxh3, sl_dsfile_key[small[i]], dir);
+                           fp, hash, f->xxh3, dataset_file_key[small[i]], dir);
     }
     return 0;
 }
@@ -726,7 +737,7 @@ static void reap_stale(const char *parent, const char *base)
     closedir(d);
 }
 
-int sl_dsw_begin(sl_dsw *d, const char *out, char *err, size_t errlen)
+int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
     size_t n = strlen(out);
@@ -753,14 +764,14 @@ int sl_dsw_begin(sl_dsw *d, const char *out, char *err, size_t errlen)
     return 0;
 }
 
-int sl_dsw_path(const sl_dsw *d, const char *name, char *path, size_t len)
+int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, size_t len)
 {
     return sl_path_join(path, len, d->tmp, name);
 }
 
-int sl_dsw_commit(sl_dsw *d, const sl_dataset_meta *m, char *err, size_t errlen)
+int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen)
 {
-    int rc = sl_meta_write(d->tmp, m, err, errlen);
+    int rc = dataset_meta_write(d->tmp, m, err, errlen);
     if (rc < 0)
         return rc;
     int fd = open(d->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -774,7 +785,7 @@ int sl_dsw_commit(sl_dsw *d, const sl_dataset_meta *m, char *err, size_t errlen)
     return 0;
 }
 
-void sl_dsw_abort(sl_dsw *d)
+void dataset_dir_abort(struct dataset_dir *d)
 {
     if (!d || d->committed || !d->tmp[0])
         return;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,17 @@ static int store(const char *prog, const struct opt *o, const char *val, char *e
         }
         *(struct opt_list *)o->dst = l;
         return 0;
+    }
+    case OPT_DOUBLE: {
+        double v;
+        if (sl_parse_double(val, &v) == 0 && isfinite(v) && v > (double)o->lo && v <= (double)o->hi) {
+            *(double *)o->dst = v;
+            return 0;
+        }
+        if (o->what)
+            return bad_value(prog, o, val, NULL, err, errlen);
+        return sl_errf(err, errlen, -EINVAL, "%s: %s=%s is not a number in (%" PRId64 ", %" PRId64 "]", prog, o->name,
+                       val, o->lo, o->hi);
     }
     case OPT_STR:
         if (!*val || strlen(val) >= o->len)

@@ -9,7 +9,8 @@
  *
  * Values are checked as they are read: an integer must be all digits (a
  * leading '-' for OPT_INT) and inside [lo, hi]; OPT_SIZE takes K/M/G/T
- * suffixes (powers of 1024, sl_parse_u64); OPT_LIST takes "1,2,4"; a string must be non-empty and
+ * suffixes (powers of 1024, sl_parse_u64); OPT_LIST takes "1,2,4";
+ * OPT_DOUBLE a finite decimal number; a string must be non-empty and
  * shorter than its buffer. OPT_FN hands the text to a callback that checks
  * and stores it. The first bad argument ends the parse with -EINVAL and one
  * message naming the program, the option and the value:
@@ -38,6 +39,7 @@ enum opt_kind {
     OPT_SIZE,     /* dst is uint64_t*, K/M/G/T suffixes allowed, lo <= v <= hi */
     OPT_STR,      /* dst is char[len], a non-empty value shorter than len */
     OPT_LIST,     /* dst is struct opt_list*: 1 to OPT_LIST_MAX comma-separated integers, each in [lo, hi] */
+    OPT_DOUBLE,   /* dst is double*, a finite number with lo < v <= hi (lo exclusive: (0, 60] is "positive") */
     OPT_FN,       /* fn(value, dst, err, errlen) checks and stores; 0 or -EINVAL */
 };
 

@@ -118,9 +118,9 @@ static void skip_ws_nl(parser *p)
 
 /* ---- values and tables ---- */
 
-static toml_value *val_new(parser *p, toml_type t, int line, int col)
+static struct toml_value *val_new(parser *p, enum toml_type t, int line, int col)
 {
-    toml_value *v = calloc(1, sizeof *v);
+    struct toml_value *v = calloc(1, sizeof *v);
     if (!v) {
         perr(p, "out of memory");
         return NULL;
@@ -131,7 +131,7 @@ static toml_value *val_new(parser *p, toml_type t, int line, int col)
     return v;
 }
 
-void toml_free(toml_value *v)
+void toml_free(struct toml_value *v)
 {
     if (!v)
         return;
@@ -157,7 +157,7 @@ void toml_free(toml_value *v)
     free(v);
 }
 
-const toml_value *toml_get(const toml_value *tab, const char *key)
+const struct toml_value *toml_get(const struct toml_value *tab, const char *key)
 {
     if (!tab || tab->type != TOML_TABLE)
         return NULL;
@@ -167,10 +167,10 @@ const toml_value *toml_get(const toml_value *tab, const char *key)
     return NULL;
 }
 
-const toml_value *toml_get_path(const toml_value *root, const char *path)
+const struct toml_value *toml_get_path(const struct toml_value *root, const char *path)
 {
     char part[256];
-    const toml_value *v = root;
+    const struct toml_value *v = root;
     while (v && *path) {
         const char *dot = strchr(path, '.');
         size_t n = dot ? (size_t)(dot - path) : strlen(path);
@@ -184,7 +184,7 @@ const toml_value *toml_get_path(const toml_value *root, const char *path)
     return v;
 }
 
-const char *toml_type_name(toml_type t)
+const char *toml_type_name(enum toml_type t)
 {
     switch (t) {
     case TOML_TABLE: return "table";
@@ -198,11 +198,11 @@ const char *toml_type_name(toml_type t)
 }
 
 /* Adds key -> val to table; the key is taken over (freed on failure). */
-static bool tab_put(parser *p, toml_value *tab, char *key, toml_value *val)
+static bool tab_put(parser *p, struct toml_value *tab, char *key, struct toml_value *val)
 {
     if (tab->u.tab.n == tab->u.tab.cap) {
         size_t cap = tab->u.tab.cap ? tab->u.tab.cap * 2 : 8;
-        toml_kv *kv = realloc(tab->u.tab.kv, cap * sizeof *kv);
+        struct toml_kv *kv = realloc(tab->u.tab.kv, cap * sizeof *kv);
         if (!kv) {
             free(key);
             return perr(p, "out of memory");
@@ -216,11 +216,11 @@ static bool tab_put(parser *p, toml_value *tab, char *key, toml_value *val)
     return true;
 }
 
-static bool arr_push(parser *p, toml_value *arr, toml_value *v)
+static bool arr_push(parser *p, struct toml_value *arr, struct toml_value *v)
 {
     if (arr->u.arr.n == arr->u.arr.cap) {
         size_t cap = arr->u.arr.cap ? arr->u.arr.cap * 2 : 8;
-        toml_value **nv = realloc(arr->u.arr.v, cap * sizeof *nv);
+        struct toml_value **nv = realloc(arr->u.arr.v, cap * sizeof *nv);
         if (!nv)
             return perr(p, "out of memory");
         arr->u.arr.v = nv;
@@ -230,7 +230,7 @@ static bool arr_push(parser *p, toml_value *arr, toml_value *v)
     return true;
 }
 
-static toml_value *tab_find(toml_value *tab, const char *key)
+static struct toml_value *tab_find(struct toml_value *tab, const char *key)
 {
     for (size_t i = 0; i < tab->u.tab.n; i++)
         if (!strcmp(tab->u.tab.kv[i].key, key))
@@ -460,7 +460,7 @@ static bool digits_ok(const char *s, size_t n, int base)
 /* Reports a malformed number at the token's start. */
 #define numerr(p, l, c, ...) ((p)->line = (l), (p)->col = (c), perr((p), __VA_ARGS__))
 
-static toml_value *parse_number(parser *p, int line, int col)
+static struct toml_value *parse_number(parser *p, int line, int col)
 {
     size_t start = p->pos;
     for (;;) {
@@ -491,7 +491,7 @@ static toml_value *parse_number(parser *p, int line, int col)
         u++;
     }
     if (!strcmp(u, "inf") || !strcmp(u, "nan")) {
-        toml_value *v = val_new(p, TOML_FLOAT, line, col);
+        struct toml_value *v = val_new(p, TOML_FLOAT, line, col);
         if (v)
             v->u.f = (u[0] == 'i' ? INFINITY : NAN) * (neg ? -1.0 : 1.0);
         return v;
@@ -514,7 +514,7 @@ static toml_value *parse_number(parser *p, int line, int col)
             }
             x = x * (uint64_t)base + (uint64_t)d;
         }
-        toml_value *v = val_new(p, TOML_INT, line, col);
+        struct toml_value *v = val_new(p, TOML_INT, line, col);
         if (v)
             v->u.i = (int64_t)x;
         return v;
@@ -567,7 +567,7 @@ static toml_value *parse_number(parser *p, int line, int col)
             numerr(p, line, col, "float '%s' is out of range", tok);
             return NULL;
         }
-        toml_value *v = val_new(p, TOML_FLOAT, line, col);
+        struct toml_value *v = val_new(p, TOML_FLOAT, line, col);
         if (v)
             v->u.f = d;
         return v;
@@ -577,15 +577,15 @@ static toml_value *parse_number(parser *p, int line, int col)
         numerr(p, line, col, "integer '%s' does not fit in 64 bits", tok);
         return NULL;
     }
-    toml_value *v = val_new(p, TOML_INT, line, col);
+    struct toml_value *v = val_new(p, TOML_INT, line, col);
     if (v)
         v->u.i = x;
     return v;
 }
 
-static toml_value *parse_value(parser *p);
+static struct toml_value *parse_value(parser *p);
 
-static bool seal(toml_value *v)
+static bool seal(struct toml_value *v)
 {
     if (v->type == TOML_TABLE) {
         v->inline_closed = true;
@@ -602,11 +602,11 @@ static bool seal(toml_value *v)
 
 /* Inserts `val` under the dotted key parts into tab, creating intermediate
  * tables (marked defined: dotted keys define them). Takes over parts and val. */
-static bool put_dotted(parser *p, toml_value *tab, char **parts, int n, const int *lines, const int *cols,
-                       toml_value *val)
+static bool put_dotted(parser *p, struct toml_value *tab, char **parts, int n, const int *lines, const int *cols,
+                       struct toml_value *val)
 {
     for (int i = 0; i < n - 1; i++) {
-        toml_value *sub = tab_find(tab, parts[i]);
+        struct toml_value *sub = tab_find(tab, parts[i]);
         if (sub) {
             if (sub->type != TOML_TABLE || sub->inline_closed) {
                 p->line = lines[i], p->col = cols[i];
@@ -630,7 +630,7 @@ static bool put_dotted(parser *p, toml_value *tab, char **parts, int n, const in
         }
         tab = sub;
     }
-    toml_value *old = tab_find(tab, parts[n - 1]);
+    struct toml_value *old = tab_find(tab, parts[n - 1]);
     if (old) {
         p->line = lines[n - 1], p->col = cols[n - 1];
         perr(p, "duplicate key '%s' (first defined at line %d)", parts[n - 1], old->line);
@@ -648,9 +648,9 @@ fail_noparts:
     return false;
 }
 
-static toml_value *parse_inline_table(parser *p, int line, int col)
+static struct toml_value *parse_inline_table(parser *p, int line, int col)
 {
-    toml_value *t = val_new(p, TOML_TABLE, line, col);
+    struct toml_value *t = val_new(p, TOML_TABLE, line, col);
     if (!t)
         return NULL;
     adv(p); /* { */
@@ -674,7 +674,7 @@ static toml_value *parse_inline_table(parser *p, int line, int col)
         }
         adv(p);
         skip_ws(p);
-        toml_value *v = parse_value(p);
+        struct toml_value *v = parse_value(p);
         if (!v) {
             free_parts(parts, n);
             goto fail;
@@ -704,9 +704,9 @@ fail:
     return NULL;
 }
 
-static toml_value *parse_array(parser *p, int line, int col)
+static struct toml_value *parse_array(parser *p, int line, int col)
 {
-    toml_value *a = val_new(p, TOML_ARRAY, line, col);
+    struct toml_value *a = val_new(p, TOML_ARRAY, line, col);
     if (!a)
         return NULL;
     adv(p); /* [ */
@@ -719,7 +719,7 @@ static toml_value *parse_array(parser *p, int line, int col)
             seal(a);
             return a;
         }
-        toml_value *v = parse_value(p);
+        struct toml_value *v = parse_value(p);
         if (!v)
             goto fail;
         if (!arr_push(p, a, v)) {
@@ -749,7 +749,7 @@ fail:
     return NULL;
 }
 
-static toml_value *parse_value(parser *p)
+static struct toml_value *parse_value(parser *p)
 {
     int line = p->line, col = p->col;
     int c = peek(p);
@@ -757,7 +757,7 @@ static toml_value *parse_value(parser *p)
         perr(p, "values nest deeper than %d levels", TOML_MAX_DEPTH);
         return NULL;
     }
-    toml_value *v = NULL;
+    struct toml_value *v = NULL;
     if (c == '"' || c == '\'') {
         char *s = parse_string(p);
         if (s) {
@@ -843,7 +843,7 @@ static bool end_of_line(parser *p)
     return perr(p, "expected the end of the line after the value (one key = value per line)");
 }
 
-static bool parse_header(parser *p, toml_value *root, toml_value **cur)
+static bool parse_header(parser *p, struct toml_value *root, struct toml_value **cur)
 {
     int hline = p->line, hcol = p->col;
     adv(p); /* [ */
@@ -860,10 +860,10 @@ static bool parse_header(parser *p, toml_value *root, toml_value **cur)
         return perr(p, "expected ']' to close the table header");
     }
     adv(p);
-    toml_value *t = root;
+    struct toml_value *t = root;
     bool ok = true;
     for (int i = 0; i < n && ok; i++) {
-        toml_value *sub = tab_find(t, parts[i]);
+        struct toml_value *sub = tab_find(t, parts[i]);
         if (!sub) {
             sub = val_new(p, TOML_TABLE, i == n - 1 ? hline : lines[i], i == n - 1 ? hcol : cols[i]);
             if (!sub) {
@@ -901,7 +901,7 @@ static bool parse_header(parser *p, toml_value *root, toml_value **cur)
     return end_of_line(p);
 }
 
-toml_value *toml_parse(const char *text, size_t len, const char *name, char *err, size_t errlen)
+struct toml_value *toml_parse(const char *text, size_t len, const char *name, char *err, size_t errlen)
 {
     parser p = {.s = text, .len = len, .line = 1, .col = 1, .name = name ? name : "<string>", .err = err,
                 .errlen = errlen};
@@ -910,11 +910,11 @@ toml_value *toml_parse(const char *text, size_t len, const char *name, char *err
     if (!utf8_check(&p))
         return NULL;
     p.line = 1, p.col = 1;
-    toml_value *root = val_new(&p, TOML_TABLE, 1, 1);
+    struct toml_value *root = val_new(&p, TOML_TABLE, 1, 1);
     if (!root)
         return NULL;
     root->defined = true;
-    toml_value *cur = root;
+    struct toml_value *cur = root;
     while (!p.failed && p.pos < p.len) {
         skip_ws(&p);
         int c = peek(&p);
@@ -939,7 +939,7 @@ toml_value *toml_parse(const char *text, size_t len, const char *name, char *err
         }
         adv(&p);
         skip_ws(&p);
-        toml_value *v = parse_value(&p);
+        struct toml_value *v = parse_value(&p);
         if (!v) {
             free_parts(parts, n);
             break;
@@ -955,18 +955,18 @@ toml_value *toml_parse(const char *text, size_t len, const char *name, char *err
     return root;
 }
 
-toml_value *toml_parse_file(const char *path, char *err, size_t errlen)
+struct toml_value *toml_parse_file(const char *path, char *err, size_t errlen)
 {
     char *buf;
     size_t len;
     if (sl_read_file(path, TOML_MAX_FILE, &buf, &len, err, errlen) < 0)
         return NULL;
-    toml_value *v = toml_parse(buf, len, path, err, errlen);
+    struct toml_value *v = toml_parse(buf, len, path, err, errlen);
     free(buf);
     return v;
 }
 
-toml_value *toml_parse_value(const char *text, char *err, size_t errlen)
+struct toml_value *toml_parse_value(const char *text, char *err, size_t errlen)
 {
     size_t len = strlen(text);
     parser p = {.s = text, .len = len, .line = 1, .col = 1, .name = "value", .err = err, .errlen = errlen};
@@ -975,7 +975,7 @@ toml_value *toml_parse_value(const char *text, char *err, size_t errlen)
     p.line = 1, p.col = 1;
     skip_ws(&p);
     int c = peek(&p);
-    toml_value *v = parse_value(&p);
+    struct toml_value *v = parse_value(&p);
     if (v) {
         skip_ws(&p);
         if (p.pos == p.len)

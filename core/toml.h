@@ -7,7 +7,7 @@
  * arrays of tables. Duplicate keys and table redefinitions are errors.
  *
  * Errors are "FILE:LINE:COL: message". The parsed document is a tree of
- * toml_value nodes owned by the root; every node records where it was
+ * struct toml_value nodes owned by the root; every node records where it was
  * defined so later validation (unknown keys, wrong types) can point at it. */
 #ifndef SLUICE_TOML_H
 #define SLUICE_TOML_H
@@ -16,23 +16,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum toml_type {
+enum toml_type {
     TOML_TABLE,
     TOML_ARRAY,
     TOML_STRING,
     TOML_INT,
     TOML_FLOAT,
     TOML_BOOL,
-} toml_type;
+};
 
-typedef struct toml_value toml_value;
-typedef struct toml_kv {
+struct toml_value;
+struct toml_kv {
     char *key;
-    toml_value *val;
-} toml_kv;
+    struct toml_value *val;
+};
 
 struct toml_value {
-    toml_type type;
+    enum toml_type type;
     int line, col;           /* 1-based position where the value (or table header) starts */
     bool defined;            /* tables: created by a [header] or key (not only implicitly) */
     bool inline_closed;      /* inline tables and arrays are sealed once written */
@@ -41,25 +41,31 @@ struct toml_value {
         int64_t i;
         double f;
         bool b;
-        struct { toml_kv *kv; size_t n, cap; } tab;
-        struct { toml_value **v; size_t n, cap; } arr;
+        struct {
+            struct toml_kv *kv;
+            size_t n, cap;
+        } tab;
+        struct {
+            struct toml_value **v;
+            size_t n, cap;
+        } arr;
     } u;
 };
 
 /* Parses text (len bytes, need not be NUL-terminated). Returns the root table
  * or NULL with "name:line:col: message" in err. */
-toml_value *toml_parse(const char *text, size_t len, const char *name, char *err, size_t errlen);
+struct toml_value *toml_parse(const char *text, size_t len, const char *name, char *err, size_t errlen);
 /* Reads and parses a file (at most 1 MiB). */
-toml_value *toml_parse_file(const char *path, char *err, size_t errlen);
+struct toml_value *toml_parse_file(const char *path, char *err, size_t errlen);
 /* Parses one TOML value written alone, as in `--set key=VALUE`; a bare word
  * that is no valid value is taken as a string. */
-toml_value *toml_parse_value(const char *text, char *err, size_t errlen);
-void toml_free(toml_value *v);
+struct toml_value *toml_parse_value(const char *text, char *err, size_t errlen);
+void toml_free(struct toml_value *v);
 
 /* Looks up `key` in a table (no dots); NULL if absent or v is no table. */
-const toml_value *toml_get(const toml_value *tab, const char *key);
+const struct toml_value *toml_get(const struct toml_value *tab, const char *key);
 /* Looks up a dotted path "a.b.c" through nested tables. */
-const toml_value *toml_get_path(const toml_value *root, const char *path);
-const char *toml_type_name(toml_type t);
+const struct toml_value *toml_get_path(const struct toml_value *root, const char *path);
+const char *toml_type_name(enum toml_type t);
 
 #endif

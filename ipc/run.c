@@ -113,14 +113,14 @@ int run_featbuf_segname(char *out, size_t len, const char *run_id, int rank, cha
 
 #define INDPTR_CHUNK 65536 /* indptr entries per read (512 KiB) */
 
-int run_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, char *err, size_t errlen)
+int run_max_in_degree(const char *dir, const struct dataset_meta *m, uint64_t *out, char *err, size_t errlen)
 {
-    const sl_dsfile *f = &m->f[SL_F_INDPTR];
+    const struct dataset_file *f = &m->f[DATASET_INDPTR];
     char path[PATH_MAX];
     if (sl_path_join(path, sizeof path, dir, f->file) != 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, f->file);
     uint64_t count;
-    if (f->dtype != SL_DT_U64 || sl_add_ovf(m->nodes, 1, &count))
+    if (f->dtype != DTYPE_U64 || sl_add_ovf(m->nodes, 1, &count))
         return sl_errf(err, errlen, -EINVAL, "%s: not a u64 array of %" PRIu64 " + 1 entries; run gnnprep check", path,
                        m->nodes);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -161,7 +161,8 @@ int run_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, 
     return rc;
 }
 
-int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_arena_plan *p, char *err, size_t errlen)
+int run_arena_plan(const struct config *c, const struct dataset_meta *m, struct run_arena_plan *p, char *err,
+                   size_t errlen)
 {
     memset(p, 0, sizeof *p);
     struct batch_shape *s = &p->shape;
@@ -184,7 +185,8 @@ int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_aren
     int rc = batch_plan(s, &p->batch, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "model.fanouts = %s, train.batch_size = %" PRId64 ": %s",
-                       sl_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size, msg);
+                       config_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size,
+                       msg);
     p->params.slot_size = (size_t)p->batch.max_bytes;
     uint32_t slots = batch_arena_slots((uint64_t)c->pipeline.extract_queue, (uint64_t)c->pipeline.train_queue,
                                        (uint64_t)c->pipeline.samplers, (uint64_t)c->pipeline.extractors);
@@ -195,7 +197,7 @@ int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_aren
                        "model.fanouts = %s, train.batch_size = %" PRId64 ": %" PRIu32 " slots of %" PRIu64
                        " bytes are more than an arena can hold; lower train.batch_size or "
                        "model.fanouts",
-                       sl_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size,
+                       config_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan), c->train.batch_size,
                        slots, p->batch.max_bytes);
     return 0;
 }

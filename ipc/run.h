@@ -166,13 +166,13 @@ struct run_arena_plan {
  * Reads the whole indptr.bin when a fanout is -1 (streamed in 512 KiB
  * reads), else no file. 0; -EOVERFLOW or -EINVAL with a message naming
  * the keys to change; -errno if indptr.bin cannot be read. */
-int run_arena_plan(const sl_config *c, const sl_dataset_meta *m, struct run_arena_plan *p, char *err,
-                      size_t errlen);
+int run_arena_plan(const struct config *c, const struct dataset_meta *m, struct run_arena_plan *p, char *err,
+                   size_t errlen);
 
 /* The largest in-degree of a dataset, streaming its indptr.bin (in dir)
  * and checking it as it goes (starts at 0, never decreases, ends at the
  * edge count). 0, -EINVAL (damaged file: run gnnprep check) or -errno. */
-int run_max_in_degree(const char *dir, const sl_dataset_meta *m, uint64_t *out, char *err, size_t errlen);
+int run_max_in_degree(const char *dir, const struct dataset_meta *m, uint64_t *out, char *err, size_t errlen);
 
 /* A stage's command line, parsed. */
 struct run_args {

@@ -190,7 +190,7 @@ static void value_text(const char *v, char *out, size_t len)
  * own dataset.path and checkpoint directory) and the dataset's identity
  * as dataset.toml records it (counts, and every file's shape, size and
  * checksum). Then this node's own '@' lines. */
-static char *make_facts(const struct cluster *c, const sl_config *cfg_in, uint32_t start_epoch)
+static char *make_facts(const struct cluster *c, const struct config *cfg_in, uint32_t start_epoch)
 {
     struct text t = {0};
     add(&t, "sluice version = %s\ngnnlaunch --nodes = %" PRIu32 "\nresume from epoch = %" PRIu32 "\n", SLUICE_VERSION,
@@ -199,7 +199,7 @@ static char *make_facts(const struct cluster *c, const sl_config *cfg_in, uint32
     size_t cfg_len = 0;
     FILE *f = open_memstream(&cfg, &cfg_len);
     if (f) {
-        sl_config_write_toml(cfg_in, f);
+        config_write_toml(cfg_in, f);
         fclose(f);
     }
     char section[64] = "";
@@ -217,18 +217,18 @@ static char *make_facts(const struct cluster *c, const sl_config *cfg_in, uint32
         add(&t, "%s = %s\n", key, val);
     }
     free(cfg);
-    sl_dataset_meta m;
+    struct dataset_meta m;
     char msg[512];
-    if (sl_meta_read(cfg_in->dataset.path, &m, false, msg, sizeof msg) == 0) {
+    if (dataset_meta_read(cfg_in->dataset.path, &m, false, msg, sizeof msg) == 0) {
         add(&t, "dataset.nodes = %" PRIu64 "\ndataset.edges = %" PRIu64 "\ndataset.feat_dim = %" PRIu64
                 "\ndataset.classes = %" PRIu32 "\n",
             m.nodes, m.edges, m.feat_dim, m.classes);
-        for (int k = 0; k < SL_F_COUNT; k++) {
-            const sl_dsfile *d = &m.f[k];
+        for (int k = 0; k < DATASET_FILES; k++) {
+            const struct dataset_file *d = &m.f[k];
             if (!d->present)
                 continue;
             add(&t, "dataset %s = %s, %s [%" PRIu64 ", %" PRIu64 "], %" PRIu64 " bytes, xxh3 %016" PRIx64 "\n",
-                sl_dsfile_key[k], d->file, sl_dtype_name(d->dtype), d->rows, d->cols, d->bytes, d->xxh3);
+                dataset_file_key[k], d->file, dtype_name(d->dtype), d->rows, d->cols, d->bytes, d->xxh3);
         }
     } else {
         add(&t, "dataset = unreadable (%s)\n", msg);
@@ -245,7 +245,7 @@ static void print_note(void *arg, const char *msg)
     fprintf(stderr, "gnnlaunch: %s\n", msg);
 }
 
-int cluster_join(struct cluster *c, const sl_config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
+int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
                  size_t name_len, char *err, size_t errlen)
 {
     if (!c->on)

@@ -95,7 +95,7 @@ int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, co
  * must share. run_name: in, --run-name or "" (node 0 names the run after
  * it); out, this node's run directory's name "<agreed name>-n<I>". 0;
  * -EINTR (interrupted: exit 130); else exit 2. No-op on a single node. */
-int cluster_join(struct cluster *c, const sl_config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
+int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
                  size_t name_len, char *err, size_t errlen);
 
 /* Writes <run_dir>/cluster.toml for the trainers. No-op on a single node. */

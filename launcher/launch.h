@@ -38,7 +38,7 @@ enum launch_outcome {
 
 struct launch {
     /* what was asked */
-    sl_config cfg;                  /* effective configuration */
+    struct config cfg;              /* effective configuration */
     char config_path[PATH_MAX];     /* CONFIG, absolute */
     char stage_dir[PATH_MAX];       /* where the stage programs are */
     char metrics_file[PATH_MAX];    /* --metrics, absolute, or "" */

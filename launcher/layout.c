@@ -12,7 +12,7 @@
 
 #include "core/util.h"
 
-void layout_queue_params(const sl_config *c, enum run_queue q, struct ring_params *p)
+void layout_queue_params(const struct config *c, enum run_queue q, struct ring_params *p)
 {
     int64_t want = q == RUN_Q_EXTRACT ? c->pipeline.extract_queue
                    : q == RUN_Q_TRAIN ? c->pipeline.train_queue
@@ -47,7 +47,7 @@ int layout_arena_check(const struct run_arena_plan *p, int ranks, uint64_t mem_a
     if (p->shape.max_in_degree != BATCH_UNKNOWN)
         snprintf(deg, sizeof deg, ", max in-degree %" PRIu64, p->shape.max_in_degree);
     char fan[160];
-    sl_fanouts_str(p->shape.fanouts, p->shape.layers, fan, sizeof fan);
+    config_fanouts_str(p->shape.fanouts, p->shape.layers, fan, sizeof fan);
     return sl_errf(err, errlen, -ENOMEM,
                    "the batch arenas would need %s%s (%d rank%s x %" PRIu32 " slots x %s for a worst-case batch of "
                    "train.batch_size = %" PRIu64 " targets with model.fanouts = %s: up to %" PRIu64
@@ -59,15 +59,15 @@ int layout_arena_check(const struct run_arena_plan *p, int ranks, uint64_t mem_a
                    p->shape.batch_size, fan, p->batch.n_max[p->shape.layers], deg, limit);
 }
 
-int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const struct run_arena_plan *a,
+int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a,
                         struct layout_featbuf_plan *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    const sl_dsfile *f = &m->f[SL_F_FEATURES];
+    const struct dataset_file *f = &m->f[DATASET_FEATURES];
     if (!f->present || f->cols == 0)
         return sl_errf(err, errlen, -EINVAL, "dataset %s has no features.bin; gnnlaunch trains on node features",
                        c->dataset.path);
-    uint64_t row_bytes = f->cols * sl_dtype_size(f->dtype);
+    uint64_t row_bytes = f->cols * dtype_size(f->dtype);
     p->stride = sl_round_up(row_bytes, FEATBUF_ROW_ALIGN_DEFAULT);
     uint64_t n_max = a->batch.n_max[a->shape.layers], reserve, bytes, slots;
     if (sl_mul_ovf((uint64_t)c->pipeline.extractors, n_max, &reserve) ||
@@ -81,7 +81,7 @@ int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const stru
     if (slots < p->reserve) {
         uint64_t mb = (p->reserve * p->stride + (1ull << 20) - 1) >> 20;
         char fan[160];
-        sl_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan);
+        config_fanouts_str(c->model.fanouts, c->model.n_fanouts, fan, sizeof fan);
         return sl_errf(err, errlen, -EINVAL,
                        "pipeline.feature_buffer_mb = %" PRId64 " holds %" PRIu64 " rows of %" PRIu64
                        " bytes, but %" PRId64 " extractor thread%s with batches of up to %" PRIu64
@@ -171,8 +171,8 @@ int layout_memory(uint64_t *mem_available, uint64_t *shm_free, char *err, size_t
 
 /* ---- launcher side -------------------------------------------------------------- */
 
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct layout_objects *o,
-                  char *err, size_t errlen)
+int layout_create(struct layout *l, const char *run_id, const struct config *c, int ranks,
+                  const struct layout_objects *o, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
     const struct arena_params *arena = o ? o->arena : NULL;

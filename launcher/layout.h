@@ -60,7 +60,7 @@ struct layout_featbuf_plan {
 /* Sizes the feature buffers. 0; -EINVAL with a message naming the keys to
  * change (buffer below the reserve, staging below one row per thread, no
  * features in the dataset); -EOVERFLOW. */
-int layout_featbuf_plan(const sl_config *c, const sl_dataset_meta *m, const struct run_arena_plan *a,
+int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a,
                         struct layout_featbuf_plan *p, char *err, size_t errlen);
 
 /* Refuses (-ENOMEM, naming the keys to change) feature buffers that, with
@@ -73,7 +73,7 @@ int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct run_a
  * pipeline.extract_queue / pipeline.train_queue (the release queue: their
  * sum, so a trainer never waits on the releaser for long) rounded up to a
  * power of two, at least 2; one producing process. */
-void layout_queue_params(const sl_config *c, enum run_queue q, struct ring_params *p);
+void layout_queue_params(const struct config *c, enum run_queue q, struct ring_params *p);
 
 /* Launcher side: every shared object of a run, mapped. */
 struct layout {
@@ -97,8 +97,8 @@ struct layout_objects {
 
 /* Creates the metrics page, the queues of every rank and the objects o
  * asks for. On failure nothing of the run is left in /dev/shm. */
-int layout_create(struct layout *l, const char *run_id, const sl_config *c, int ranks, const struct layout_objects *o,
-                  char *err, size_t errlen);
+int layout_create(struct layout *l, const char *run_id, const struct config *c, int ranks,
+                  const struct layout_objects *o, char *err, size_t errlen);
 
 /* Queue q of rank r (NULL out of range or not created). */
 struct ring *layout_queue(const struct layout *l, int rank, enum run_queue q);

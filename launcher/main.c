@@ -322,15 +322,15 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
 {
     char msg[2048];
-    int rc = sl_config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
+    int rc = config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "%s", msg);
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
-    sl_dataset_meta meta;
-    rc = sl_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
+    struct dataset_meta meta;
+    rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* and the small files' checksums: a same-size rewrite of the labels */
-        rc = sl_meta_verify_small(l->cfg.dataset.path, &meta, SL_VERIFY_SMALL_MAX, msg, sizeof msg);
+        rc = dataset_meta_verify_small(l->cfg.dataset.path, &meta, DATASET_VERIFY_SMALL_MAX, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     char real[PATH_MAX];
@@ -363,7 +363,7 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
     l->resume = o->resume;
-    if ((rc = check_checkpoints(l, o, sl_meta_identity(&meta), err, errlen)) != 0)
+    if ((rc = check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen)) != 0)
         return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
         return rc;

@@ -110,10 +110,10 @@ void progress_start(struct progress *p, const struct progress_run *run)
     p->val_acc = NAN;
     p->t_plain = sl_now();
     /* batches the trainers will handle in this run, over all ranks */
-    sl_dataset_meta m;
+    struct dataset_meta m;
     char msg[512];
-    if (sl_meta_read(p->run.cfg->dataset.path, &m, false, msg, sizeof msg) == 0) {
-        const sl_config *cfg = p->run.cfg;
+    if (dataset_meta_read(p->run.cfg->dataset.path, &m, false, msg, sizeof msg) == 0) {
+        const struct config *cfg = p->run.cfg;
         struct schedule_params sp = {.batch_size = (uint64_t)cfg->train.batch_size,
                                      .epochs = (uint32_t)cfg->train.epochs,
                                      .eval_every = (uint32_t)cfg->train.eval_every,
@@ -352,7 +352,7 @@ void progress_final(struct progress *p, bool ok, double seconds)
     free(p->fb_loaded0);
     p->fb_found0 = p->fb_loaded0 = NULL;
     if (complete) {
-        printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.1f\n", test, p->val_acc, p->epochs_done, secs);
+        printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.2f\n", test, p->val_acc, p->epochs_done, secs);
         fflush(stdout);
     }
 }

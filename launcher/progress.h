@@ -23,7 +23,7 @@ typedef bool (*progress_epoch_fn)(void *ctx, uint64_t first, uint64_t e, struct 
 
 /* What progress reads of the run; the pointers outlive the progress. */
 struct progress_run {
-    const sl_config *cfg;     /* dataset.path, train.* */
+    const struct config *cfg; /* dataset.path, train.* */
     struct layout *layout;    /* metrics, results page, queues, feature buffers */
     int ranks;                /* this node's */
     uint32_t node, nodes;     /* this node and how many (0 and 1 on a single node) */

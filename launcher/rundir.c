@@ -153,7 +153,7 @@ static int write_state(const char *dir, const char *final, const struct rundir_s
     return 0;
 }
 
-static int write_config(const char *dir, const sl_config *c, char *err, size_t errlen)
+static int write_config(const char *dir, const struct config *c, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     if (sl_path_join(path, sizeof path, dir, RUNDIR_CONFIG) < 0)
@@ -164,7 +164,7 @@ static int write_config(const char *dir, const sl_config *c, char *err, size_t e
         return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
     }
     fprintf(f, "# effective configuration of this run (config file + --set), written by gnnlaunch\n");
-    sl_config_write_toml(c, f);
+    config_write_toml(c, f);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad)
         return sl_errf(err, errlen, -EIO, "cannot write %s", path);
@@ -178,10 +178,10 @@ int rundir_read_owner(const char *dir, pid_t *pid, uint64_t *start)
         return -ENAMETOOLONG;
     if (access(path, F_OK) != 0)
         return -ENOENT;
-    toml_value *root = toml_parse_file(path, NULL, 0);
+    struct toml_value *root = toml_parse_file(path, NULL, 0);
     if (!root)
         return -EINVAL;
-    const toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start");
+    const struct toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start");
     int rc = -EINVAL;
     if (p && p->type == TOML_INT && p->u.i > 0 && p->u.i <= INT32_MAX && s && s->type == TOML_INT && s->u.i >= 0) {
         *pid = (pid_t)p->u.i;
@@ -194,9 +194,9 @@ int rundir_read_owner(const char *dir, pid_t *pid, uint64_t *start)
 
 /* Copies the string key of root into out ("" when absent or not a
  * string); false when it does not fit. */
-static bool get_string(const toml_value *root, const char *key, char *out, size_t len)
+static bool get_string(const struct toml_value *root, const char *key, char *out, size_t len)
 {
-    const toml_value *v = toml_get(root, key);
+    const struct toml_value *v = toml_get(root, key);
     out[0] = '\0';
     if (!v || v->type != TOML_STRING)
         return true;
@@ -219,10 +219,10 @@ int rundir_read_info(const char *dir, struct rundir_info *info, char *err, size_
     }
     info->started = st.st_mtime;
     char msg[256];
-    toml_value *root = toml_parse_file(path, msg, sizeof msg);
+    struct toml_value *root = toml_parse_file(path, msg, sizeof msg);
     if (!root)
         return sl_errf(err, errlen, -EINVAL, "cannot read %s: %s", path, msg);
-    const toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start"), *r = toml_get(root, "ranks");
+    const struct toml_value *p = toml_get(root, "pid"), *s = toml_get(root, "pid_start"), *r = toml_get(root, "ranks");
     int rc = 0;
     if (!p || p->type != TOML_INT || p->u.i <= 0 || p->u.i > INT32_MAX || !s || s->type != TOML_INT || s->u.i < 0) {
         rc = sl_errf(err, errlen, -EINVAL, "%s has no valid pid and pid_start", path);
@@ -316,7 +316,7 @@ int rundir_reclaim(const char *base)
 /* ---- create / remove -------------------------------------------------------------- */
 
 int rundir_create(struct rundir *d, const char *base, const char *name, const struct rundir_state *st,
-                  const sl_config *c, char *err, size_t errlen)
+                  const struct config *c, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->base, sizeof d->base, "%s", base);

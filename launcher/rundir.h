@@ -9,7 +9,7 @@
  * What it holds:
  *     run.toml     state: launcher pid and start time, run id, name, config
  *                  path, output paths, endpoints (rundir_state below)
- *     config.toml  the effective configuration (sl_config_write_toml), the
+ *     config.toml  the effective configuration (config_write_toml), the
  *                  one file every stage reads
  *     control      ZeroMQ REP socket (ipc://), bound by the launcher
  *     metrics      ZeroMQ PUB socket (ipc://), bound by the launcher
@@ -80,7 +80,7 @@ int rundir_reclaim(const char *base);
  * the message), -ENAMETOOLONG if the socket paths would not fit
  * RUNDIR_SOCKET_MAX, or another -errno. */
 int rundir_create(struct rundir *d, const char *base, const char *name, const struct rundir_state *st,
-                  const sl_config *c, char *err, size_t errlen);
+                  const struct config *c, char *err, size_t errlen);
 
 /* Path of a file in the run directory into out. */
 int rundir_file(const struct rundir *d, const char *file, char *out, size_t len);

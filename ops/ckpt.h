@@ -120,7 +120,7 @@ int ckpt_path(char *out, size_t len, const char *dir, uint32_t epoch);
 int ckpt_latest(const char *dir, char *path, size_t len, uint32_t *epoch, char *err, size_t errlen);
 
 /* Metadata keys naming the dataset a checkpoint was trained on: its
- * identity (sl_meta_identity, 16 hex digits) and its directory, for
+ * identity (dataset_meta_identity, 16 hex digits) and its directory, for
  * messages. Checkpoints written before these keys existed have neither. */
 #define CKPT_META_DATASET "dataset"
 #define CKPT_META_DATASET_PATH "dataset_path"

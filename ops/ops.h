@@ -140,7 +140,7 @@ void ops_gather_rows(float *x, const unsigned char *rows, size_t stride, const u
                      uint32_t dim, bool f16);
 
 /* IEEE half to float, exactly (the same results as core/dataset.h's
- * sl_f16_to_f32, written to vectorise). */
+ * half_to_f32, written to vectorise). */
 void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n);
 
 /* ---- aggregation over a block ------------------------------------------------------------ */

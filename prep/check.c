@@ -23,7 +23,7 @@
 
 typedef struct checker {
     const char *dir;
-    sl_dataset_meta m;
+    struct dataset_meta m;
     bool quiet;
     char err[2048];
 } checker;
@@ -57,13 +57,13 @@ static uint64_t load_id(const void *p, size_t i, bool wide)
 }
 
 /* Finishes a scan and compares the checksum with dataset.toml. */
-static int finish_hash(checker *c, prep_scan *s, int idx)
+static int finish_hash(checker *c, struct prep_scan *s, int idx)
 {
     uint64_t h, rest;
     int rc = prep_scan_finish(s, &h, &rest, c->err, sizeof c->err);
     if (rc < 0)
         return rc;
-    const sl_dsfile *f = &c->m.f[idx];
+    const struct dataset_file *f = &c->m.f[idx];
     if (h != f->xxh3)
         return bad(c, "%s: checksum mismatch: dataset.toml records xxh3 %016" PRIx64 " but the file hashes to %016" PRIx64
                    "; the file was modified after gnnprep wrote it, regenerate the dataset", s->path, f->xxh3, h);
@@ -75,8 +75,8 @@ static int finish_hash(checker *c, prep_scan *s, int idx)
 static int check_indptr(checker *c)
 {
     char p[4096];
-    prep_scan s;
-    file_path(c, SL_F_INDPTR, p, sizeof p);
+    struct prep_scan s;
+    file_path(c, DATASET_INDPTR, p, sizeof p);
     int rc = prep_scan_open(&s, p, 1, c->err, sizeof c->err);
     uint64_t prev = 0, n = c->m.nodes + 1;
     for (uint64_t i = 0; rc == 0 && i < n;) {
@@ -105,7 +105,7 @@ static int check_indptr(checker *c)
     if (rc == 0 && prev != c->m.edges)
         rc = bad(c, "%s: indptr ends at %" PRIu64 " but the dataset has %" PRIu64 " edges", p, prev, c->m.edges);
     if (rc == 0)
-        rc = finish_hash(c, &s, SL_F_INDPTR);
+        rc = finish_hash(c, &s, DATASET_INDPTR);
     prep_scan_free(&s);
     return rc;
 }
@@ -113,9 +113,9 @@ static int check_indptr(checker *c)
 static int check_indices(checker *c)
 {
     char p[4096], pp[4096];
-    prep_scan s, ip;
-    file_path(c, SL_F_INDICES, p, sizeof p);
-    file_path(c, SL_F_INDPTR, pp, sizeof pp);
+    struct prep_scan s, ip;
+    file_path(c, DATASET_INDICES, p, sizeof p);
+    file_path(c, DATASET_INDPTR, pp, sizeof pp);
     int rc = prep_scan_open(&s, p, 1, c->err, sizeof c->err);
     if (rc < 0)
         return rc;
@@ -124,7 +124,7 @@ static int check_indices(checker *c)
         prep_scan_free(&s);
         return rc;
     }
-    bool wide = c->m.f[SL_F_INDICES].dtype == SL_DT_U64;
+    bool wide = c->m.f[DATASET_INDICES].dtype == DTYPE_U64;
     size_t es = wide ? 8 : 4;
     uint64_t node = 0, end = 0, prev = 0; /* edges of `node` end at `end` */
     rc = prep_scan_read(&ip, &end, 8, c->err, sizeof c->err); /* indptr[0] == 0 */
@@ -156,7 +156,7 @@ static int check_indices(checker *c)
         }
     }
     if (rc == 0)
-        rc = finish_hash(c, &s, SL_F_INDICES);
+        rc = finish_hash(c, &s, DATASET_INDICES);
 out:
     prep_scan_free(&ip);
     prep_scan_free(&s);
@@ -166,11 +166,11 @@ out:
 static int check_features(checker *c)
 {
     char p[4096];
-    prep_scan s;
-    const sl_dsfile *f = &c->m.f[SL_F_FEATURES];
-    file_path(c, SL_F_FEATURES, p, sizeof p);
+    struct prep_scan s;
+    const struct dataset_file *f = &c->m.f[DATASET_FEATURES];
+    file_path(c, DATASET_FEATURES, p, sizeof p);
     int rc = prep_scan_open(&s, p, 1, c->err, sizeof c->err);
-    bool half = f->dtype == SL_DT_F16;
+    bool half = f->dtype == DTYPE_F16;
     size_t rowb = (size_t)(f->cols * (half ? 2 : 4)), stride = (size_t)f->row_stride;
     for (uint64_t r = 0; rc == 0 && r < f->rows; r++) {
         const unsigned char *row = prep_scan_peek(&s, stride, &rc, c->err, sizeof c->err);
@@ -205,7 +205,7 @@ static int check_features(checker *c)
             rc = bad(c, "%s: tail padding at byte %" PRIu64 " is not zero; the file is corrupt", p, prep_scan_pos(&s) - 1);
     }
     if (rc == 0)
-        rc = finish_hash(c, &s, SL_F_FEATURES);
+        rc = finish_hash(c, &s, DATASET_FEATURES);
     prep_scan_free(&s);
     return rc;
 }
@@ -213,8 +213,8 @@ static int check_features(checker *c)
 static int check_labels(checker *c, int32_t **labels_out)
 {
     char p[4096];
-    prep_scan s;
-    file_path(c, SL_F_LABELS, p, sizeof p);
+    struct prep_scan s;
+    file_path(c, DATASET_LABELS, p, sizeof p);
     /* labels are kept (4 bytes per node) to check that split nodes are labelled */
     int32_t *lab = malloc(c->m.nodes * sizeof *lab);
     if (!lab)
@@ -226,7 +226,7 @@ static int check_labels(checker *c, int32_t **labels_out)
         if (lab[i] < -1 || lab[i] >= (int32_t)c->m.classes)
             rc = bad(c, "%s: node %" PRIu64 " has label %d, outside [-1, %u)", p, i, lab[i], c->m.classes);
     if (rc == 0)
-        rc = finish_hash(c, &s, SL_F_LABELS);
+        rc = finish_hash(c, &s, DATASET_LABELS);
     prep_scan_free(&s);
     if (rc < 0)
         free(lab);
@@ -242,14 +242,14 @@ static int check_splits(checker *c, const int32_t *lab)
     if (!map)
         return sl_errf(c->err, sizeof c->err, -ENOMEM, "out of memory for the split map");
     int rc = 0;
-    bool wide = c->m.f[SL_F_TRAIN].dtype == SL_DT_U64;
-    for (int sp = SL_F_TRAIN; rc == 0 && sp <= SL_F_TEST; sp++) {
+    bool wide = c->m.f[DATASET_TRAIN].dtype == DTYPE_U64;
+    for (int sp = DATASET_TRAIN; rc == 0 && sp <= DATASET_TEST; sp++) {
         char p[4096];
-        prep_scan s;
-        const sl_dsfile *f = &c->m.f[sp];
+        struct prep_scan s;
+        const struct dataset_file *f = &c->m.f[sp];
         file_path(c, sp, p, sizeof p);
         rc = prep_scan_open(&s, p, 1, c->err, sizeof c->err);
-        uint8_t tag = (uint8_t)(sp - SL_F_TRAIN + 1);
+        uint8_t tag = (uint8_t)(sp - DATASET_TRAIN + 1);
         for (uint64_t i = 0; rc == 0 && i < f->rows;) {
             size_t k = (size_t)SL_MIN(f->rows - i, CHUNK_ELEMS);
             const void *v = prep_scan_peek(&s, k * (wide ? 8 : 4), &rc, c->err, sizeof c->err);
@@ -268,11 +268,11 @@ static int check_splits(checker *c, const int32_t *lab)
                 }
                 if (old) {
                     rc = bad(c, "%s: node %" PRIu64 " is also in %s; splits must be disjoint", p, id,
-                             c->m.f[SL_F_TRAIN + old - 1].file);
+                             c->m.f[DATASET_TRAIN + old - 1].file);
                     break;
                 }
                 if (lab[id] < 0) {
-                    rc = bad(c, "%s: node %" PRIu64 " has no label (-1) in %s", p, id, c->m.f[SL_F_LABELS].file);
+                    rc = bad(c, "%s: node %" PRIu64 " has no label (-1) in %s", p, id, c->m.f[DATASET_LABELS].file);
                     break;
                 }
                 map[id / 4] |= (uint8_t)(tag << (2 * (id % 4)));
@@ -320,11 +320,11 @@ int prep_check_main(int argc, char **argv)
         return PREP_EXIT_BAD_INPUT;
     }
     double t0 = sl_now();
-    int rc = sl_meta_read(c.dir, &c.m, true, c.err, sizeof c.err);
+    int rc = dataset_meta_read(c.dir, &c.m, true, c.err, sizeof c.err);
     if (rc == 0) {
         if (!c.quiet)
             printf("checking %s: %" PRIu64 " nodes, %" PRIu64 " edges, %" PRIu64 " features (%s), %u classes\n", c.dir,
-                   c.m.nodes, c.m.edges, c.m.feat_dim, sl_dtype_name(c.m.f[SL_F_FEATURES].dtype), c.m.classes);
+                   c.m.nodes, c.m.edges, c.m.feat_dim, dtype_name(c.m.f[DATASET_FEATURES].dtype), c.m.classes);
         int32_t *lab = NULL;
         if ((rc = check_indptr(&c)) == 0 && (rc = check_indices(&c)) == 0 && (rc = check_features(&c)) == 0 &&
             (rc = check_labels(&c, &lab)) == 0)

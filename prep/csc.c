@@ -47,8 +47,8 @@ typedef struct csc_run {
     uint64_t recs;
 } csc_run;
 
-struct sl_csc {
-    sl_csc_opts o;
+struct csc {
+    struct csc_opts o;
     char tmpdir[4096];
     bool wide;
     unsigned b;              /* bits per id (0 when nodes == 1) */
@@ -65,20 +65,20 @@ struct sl_csc {
     unsigned fanin;
     int failed;              /* first fatal error */
     bool finished;
-    sl_csc_stats st;
+    struct csc_stats st;
 };
 
 /* ------------------------------------------------------------------ */
 /* memory */
 
-static void note_peak(sl_csc *c)
+static void note_peak(struct csc *c)
 {
     uint64_t now = c->io_bytes + (uint64_t)c->bcap * c->rsz + c->tbytes;
     if (now > c->st.peak_bytes)
         c->st.peak_bytes = now;
 }
 
-static int grow_buf(sl_csc *c, char *err, size_t errlen)
+static int grow_buf(struct csc *c, char *err, size_t errlen)
 {
     size_t ncap = c->bcap ? c->bcap * 2 : CSC_FIRST_RECS;
     if (ncap > c->cap)
@@ -93,7 +93,7 @@ static int grow_buf(sl_csc *c, char *err, size_t errlen)
     return 0;
 }
 
-static int ensure_tmp(sl_csc *c, size_t bytes, char *err, size_t errlen)
+static int ensure_tmp(struct csc *c, size_t bytes, char *err, size_t errlen)
 {
     if (c->tbytes >= bytes)
         return 0;
@@ -217,7 +217,7 @@ static void *sort_job_run(void *arg)
 }
 
 /* Sorts the buffer as two halves (tmp must hold len records). */
-static void sort_halves(sl_csc *c, sort_job job[2])
+static void sort_halves(struct csc *c, sort_job job[2])
 {
     size_t n0 = c->len / 2;
     size_t n[2] = {n0, c->len - n0};
@@ -266,7 +266,7 @@ typedef struct sink {
     size_t wcap, wlen;
     uint64_t recs;
     /* SINK_CSC */
-    sl_writer ip, ix;
+    struct file_writer ip, ix;
     uint64_t *ipbuf;     /* (ipcap) staged indptr entries */
     size_t ipcap, iplen;
     unsigned char *ixbuf; /* (ixcap bytes) staged indices */
@@ -343,9 +343,9 @@ static int run_flush(sink *o, char *err, size_t errlen)
 
 static int csc_flush(sink *o, char *err, size_t errlen)
 {
-    int rc = sl_writer_write(&o->ip, o->ipbuf, o->iplen * sizeof *o->ipbuf, err, errlen);
+    int rc = file_writer_write(&o->ip, o->ipbuf, o->iplen * sizeof *o->ipbuf, err, errlen);
     if (rc == 0)
-        rc = sl_writer_write(&o->ix, o->ixbuf, o->ixlen, err, errlen);
+        rc = file_writer_write(&o->ix, o->ixbuf, o->ixlen, err, errlen);
     o->iplen = o->ixlen = 0;
     return rc;
 }
@@ -367,7 +367,7 @@ static int csc_close_nodes(sink *o, uint64_t upto, char *err, size_t errlen)
     return 0;
 }
 
-static inline int sink_put(const sl_csc *c, sink *o, uint64_t hi, uint64_t lo, char *err, size_t errlen)
+static inline int sink_put(const struct csc *c, sink *o, uint64_t hi, uint64_t lo, char *err, size_t errlen)
 {
     if (o->kind == SINK_RUN) {
         if (o->wlen + c->rsz > o->wcap) {
@@ -409,7 +409,7 @@ static inline int sink_put(const sl_csc *c, sink *o, uint64_t hi, uint64_t lo, c
 }
 
 /* Merges k sorted sources into o, dropping repeats when o->dedupe. */
-static int merge(const sl_csc *c, msrc *s, size_t k, sink *o, char *err, size_t errlen)
+static int merge(const struct csc *c, msrc *s, size_t k, sink *o, char *err, size_t errlen)
 {
     int rc = 0;
     hent *h = malloc((k ? k : 1) * sizeof *h);
@@ -474,7 +474,7 @@ static void run_remove(csc_run *r)
     r->path = NULL;
 }
 
-static void runs_remove_all(sl_csc *c)
+static void runs_remove_all(struct csc *c)
 {
     for (size_t i = 0; i < c->nruns; i++)
         run_remove(&c->runs[i]);
@@ -483,7 +483,7 @@ static void runs_remove_all(sl_csc *c)
 
 /* Creates a run file, registered at once so that free() deletes it whatever
  * happens next, and points o at it (writing through c->io). */
-static int run_create(sl_csc *c, sink *o, char *err, size_t errlen)
+static int run_create(struct csc *c, sink *o, char *err, size_t errlen)
 {
     if (c->nruns == c->runs_cap) {
         size_t ncap = c->runs_cap ? 2 * c->runs_cap : 16;
@@ -513,7 +513,7 @@ static int run_create(sl_csc *c, sink *o, char *err, size_t errlen)
     return 0;
 }
 
-static int run_finish(sl_csc *c, sink *o, char *err, size_t errlen)
+static int run_finish(struct csc *c, sink *o, char *err, size_t errlen)
 {
     int rc = o->wlen ? run_flush(o, err, errlen) : 0;
     if (close(o->fd) < 0 && rc == 0)
@@ -544,7 +544,7 @@ static void srcs_close(msrc *s, size_t k)
 }
 
 /* Opens runs [first, first+k) as sources s[0..k), sharing the scratch buffer. */
-static int runs_open(sl_csc *c, size_t first, size_t k, msrc *s, char *err, size_t errlen)
+static int runs_open(struct csc *c, size_t first, size_t k, msrc *s, char *err, size_t errlen)
 {
     size_t rbytes = c->tbytes / k / c->rsz * c->rsz;
     for (size_t i = 0; i < k; i++)
@@ -562,7 +562,7 @@ static int runs_open(sl_csc *c, size_t first, size_t k, msrc *s, char *err, size
 }
 
 /* Sorts the full buffer and writes it out as one run. */
-static int spill(sl_csc *c, char *err, size_t errlen)
+static int spill(struct csc *c, char *err, size_t errlen)
 {
     int rc = ensure_tmp(c, c->cap * c->rsz, err, errlen);
     if (rc < 0)
@@ -589,7 +589,7 @@ static int spill(sl_csc *c, char *err, size_t errlen)
 }
 
 /* Merges the oldest runs in groups until at most fan-in remain. */
-static int runs_reduce(sl_csc *c, char *err, size_t errlen)
+static int runs_reduce(struct csc *c, char *err, size_t errlen)
 {
     /* k inputs share tmp; the output writes through io. */
     size_t by_mem = c->tbytes / CSC_MIN_READ_BUF;
@@ -634,14 +634,14 @@ out:
 /* ------------------------------------------------------------------ */
 /* public */
 
-int sl_csc_init(sl_csc **out, const sl_csc_opts *o, char *err, size_t errlen)
+int csc_init(struct csc **out, const struct csc_opts *o, char *err, size_t errlen)
 {
     *out = NULL;
     if (o->nodes == 0)
         return sl_errf(err, errlen, -EINVAL, "a graph needs at least one node");
     if (o->nodes > (1ull << 62))
         return sl_errf(err, errlen, -EINVAL, "%" PRIu64 " nodes is more than indptr can address", o->nodes);
-    if (o->mem_limit < SL_CSC_MIN_MEM)
+    if (o->mem_limit < CSC_MIN_MEM)
         return sl_errf(err, errlen, -EINVAL,
                        "memory limit of %" PRIu64 " bytes is below the minimum of 1 MiB for edge conversion; "
                        "raise --mem-limit",
@@ -651,11 +651,11 @@ int sl_csc_init(sl_csc **out, const sl_csc_opts *o, char *err, size_t errlen)
         tmpdir = getenv("TMPDIR");
     if (!tmpdir || !*tmpdir)
         tmpdir = "/tmp";
-    if (strlen(tmpdir) + 32 > sizeof((sl_csc *)0)->tmpdir)
+    if (strlen(tmpdir) + 32 > sizeof((struct csc *)0)->tmpdir)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: temporary directory path is too long", tmpdir);
 
     int rc = 0;
-    sl_csc *c = calloc(1, sizeof *c);
+    struct csc *c = calloc(1, sizeof *c);
     if (!c)
         return sl_errf(err, errlen, -ENOMEM, "out of memory for the CSC builder");
     c->o = *o;
@@ -679,11 +679,11 @@ int sl_csc_init(sl_csc **out, const sl_csc_opts *o, char *err, size_t errlen)
     *out = c;
     return 0;
 err:
-    sl_csc_free(c);
+    csc_free(c);
     return rc;
 }
 
-static int misuse(const sl_csc *c, char *err, size_t errlen)
+static int misuse(const struct csc *c, char *err, size_t errlen)
 {
     if (c->failed)
         return sl_errf(err, errlen, -EINVAL, "edge conversion failed earlier (%s); start it again",
@@ -691,7 +691,7 @@ static int misuse(const sl_csc *c, char *err, size_t errlen)
     return sl_errf(err, errlen, -EINVAL, "edge conversion already finished; start a new one");
 }
 
-static size_t add_narrow(sl_csc *c, const uint64_t *src, const uint64_t *dst, size_t m)
+static size_t add_narrow(struct csc *c, const uint64_t *src, const uint64_t *dst, size_t m)
 {
     uint64_t *out = (uint64_t *)c->buf + c->len;
     unsigned b = c->b;
@@ -708,7 +708,7 @@ static size_t add_narrow(sl_csc *c, const uint64_t *src, const uint64_t *dst, si
     return k;
 }
 
-static size_t add_wide(sl_csc *c, const uint64_t *src, const uint64_t *dst, size_t m)
+static size_t add_wide(struct csc *c, const uint64_t *src, const uint64_t *dst, size_t m)
 {
     wrec *out = (wrec *)c->buf + c->len;
     bool drop = c->o.drop_self_loops, und = c->o.undirected;
@@ -724,7 +724,7 @@ static size_t add_wide(sl_csc *c, const uint64_t *src, const uint64_t *dst, size
     return k;
 }
 
-int sl_csc_add(sl_csc *c, const uint64_t *src, const uint64_t *dst, size_t n, char *err, size_t errlen)
+int csc_add(struct csc *c, const uint64_t *src, const uint64_t *dst, size_t n, char *err, size_t errlen)
 {
     if (c->failed || c->finished)
         return misuse(c, err, errlen);
@@ -764,8 +764,8 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-int sl_csc_finish(sl_csc *c, const char *indptr_path, const char *indices_path, sl_dsfile *indptr,
-                  sl_dsfile *indices, uint64_t *edges, char *err, size_t errlen)
+int csc_finish(struct csc *c, const char *indptr_path, const char *indices_path, struct dataset_file *indptr,
+               struct dataset_file *indices, uint64_t *edges, char *err, size_t errlen)
 {
     if (c->failed || c->finished)
         return misuse(c, err, errlen);
@@ -810,14 +810,14 @@ int sl_csc_finish(sl_csc *c, const char *indptr_path, const char *indices_path, 
         msrc_mem(&s[1], job[1].out, job[1].n, c->rsz);
     }
 
-    o.idsz = sl_dtype_size(sl_id_dtype(c->o.nodes));
+    o.idsz = dtype_size(dtype_for_ids(c->o.nodes));
     o.ipbuf = (uint64_t *)c->io;
     o.ipcap = c->io_bytes / 2 / sizeof(uint64_t);
     o.ixbuf = c->io + c->io_bytes / 2;
     o.ixcap = c->io_bytes / 2;
-    rc = sl_writer_open(&o.ip, indptr_path, err, errlen);
+    rc = file_writer_open(&o.ip, indptr_path, err, errlen);
     if (rc == 0)
-        rc = sl_writer_open(&o.ix, indices_path, err, errlen);
+        rc = file_writer_open(&o.ix, indices_path, err, errlen);
     if (rc == 0)
         rc = merge(c, s, k + 2, &o, err, errlen);
     if (rc == 0)
@@ -826,23 +826,23 @@ int sl_csc_finish(sl_csc *c, const char *indptr_path, const char *indices_path, 
         rc = csc_flush(&o, err, errlen);
     uint64_t ip_bytes = 0, ip_hash = 0, ix_bytes = 0, ix_hash = 0;
     if (rc == 0)
-        rc = sl_writer_close(&o.ip, &ip_bytes, &ip_hash, err, errlen);
+        rc = file_writer_close(&o.ip, &ip_bytes, &ip_hash, err, errlen);
     if (rc == 0)
-        rc = sl_writer_close(&o.ix, &ix_bytes, &ix_hash, err, errlen);
+        rc = file_writer_close(&o.ix, &ix_bytes, &ix_hash, err, errlen);
     if (rc < 0)
         goto out;
     if (indptr)
-        sl_dsfile_set(indptr, base_name(indptr_path), SL_DT_U64, c->o.nodes + 1, 1, ip_bytes, ip_hash);
+        dataset_file_set(indptr, base_name(indptr_path), DTYPE_U64, c->o.nodes + 1, 1, ip_bytes, ip_hash);
     if (indices)
-        sl_dsfile_set(indices, base_name(indices_path), sl_id_dtype(c->o.nodes), o.edges, 1, ix_bytes, ix_hash);
+        dataset_file_set(indices, base_name(indices_path), dtype_for_ids(c->o.nodes), o.edges, 1, ix_bytes, ix_hash);
     if (edges)
         *edges = o.edges;
 out:
     if (s)
         srcs_close(s, k);
     free(s);
-    sl_writer_free(&o.ip);
-    sl_writer_free(&o.ix);
+    file_writer_free(&o.ip);
+    file_writer_free(&o.ix);
     runs_remove_all(c);
     free(c->buf);
     free(c->tmp);
@@ -853,7 +853,7 @@ out:
     return rc;
 }
 
-void sl_csc_free(sl_csc *c)
+void csc_free(struct csc *c)
 {
     if (!c)
         return;
@@ -865,7 +865,7 @@ void sl_csc_free(sl_csc *c)
     free(c);
 }
 
-void sl_csc_stats_get(const sl_csc *c, sl_csc_stats *st)
+void csc_stats_get(const struct csc *c, struct csc_stats *st)
 {
     *st = c->st;
 }

@@ -21,7 +21,7 @@
  *           read buffers of the run files being merged
  * with cap = (M - io) / (2 * record size). A record is one u64
  * (dst << b | src, b = bits of nodes-1) when nodes <= 2^32, else 16 bytes
- * (dst, src). Outside M: the two output writers' buffers (sl_writer, 4 MiB
+ * (dst, src). Outside M: the two output writers' buffers (struct file_writer, 4 MiB
  * each), the list of run file names and a second thread's stack. At 2 GiB
  * one buffer holds ~134M edges (~67M undirected). */
 #ifndef SLUICE_CSC_H
@@ -33,7 +33,7 @@
 
 #include "core/dataset.h"
 
-typedef struct sl_csc_opts {
+struct csc_opts {
     uint64_t nodes;         /* ids must be < nodes */
     uint64_t mem_limit;     /* bytes for edge buffers; the builder needs at least 1 MiB */
     bool undirected;
@@ -44,41 +44,41 @@ typedef struct sl_csc_opts {
     /* Testing knobs; leave zero. */
     bool force_wide;        /* 16-byte records even when nodes <= 2^32 */
     unsigned max_fanin;     /* most run files merged at once (0: 128; at least 2) */
-} sl_csc_opts;
+};
 
 /* What a builder did, for tests and progress lines. */
-typedef struct sl_csc_stats {
+struct csc_stats {
     uint64_t edges;         /* edges added (positions in the input stream) */
     uint64_t records;       /* records buffered (after mirroring, self-loops dropped) */
     uint64_t runs;          /* run files written, intermediate merges included */
     uint64_t merges;        /* intermediate merge steps (0: one final merge pass) */
     uint64_t peak_bytes;    /* most bytes held at once in buffers counted in mem_limit */
     bool wide;              /* 16-byte records */
-} sl_csc_stats;
+};
 
-typedef struct sl_csc sl_csc;
+struct csc;
 
-#define SL_CSC_MIN_MEM (1ull << 20)
+#define CSC_MIN_MEM (1ull << 20)
 
 /* 0 or -errno (-EINVAL for nodes == 0 or a mem_limit below the minimum). */
-int sl_csc_init(sl_csc **out, const sl_csc_opts *o, char *err, size_t errlen);
+int csc_init(struct csc **out, const struct csc_opts *o, char *err, size_t errlen);
 /* Adds n edges. An id >= nodes fails with -ERANGE and a message naming the
  * edge's position in the stream (0-based, counting every edge added so far)
  * and the id; the caller prefixes the input file's name. The batch is
  * checked before any of it is added, so after -ERANGE the builder holds
  * exactly the edges of earlier calls. Blocks while a full buffer is sorted
  * and spilled; a failed spill (-errno, message names the run file) leaves
- * the builder good only for sl_csc_free. */
-int sl_csc_add(sl_csc *c, const uint64_t *src, const uint64_t *dst, size_t n, char *err, size_t errlen);
-/* Sorts/merges and writes indptr (u64, nodes+1) and indices (sl_id_dtype)
+ * the builder good only for csc_free. */
+int csc_add(struct csc *c, const uint64_t *src, const uint64_t *dst, size_t n, char *err, size_t errlen);
+/* Sorts/merges and writes indptr (u64, nodes+1) and indices (dtype_for_ids)
  * to the given paths, filling their dataset entries (name = basename) and
  * the final edge count. Run files are deleted. Call once; on failure
  * (-errno, message names the file) the outputs may be partial. */
-int sl_csc_finish(sl_csc *c, const char *indptr_path, const char *indices_path,
-                  sl_dsfile *indptr, sl_dsfile *indices, uint64_t *edges, char *err, size_t errlen);
+int csc_finish(struct csc *c, const char *indptr_path, const char *indices_path, struct dataset_file *indptr,
+               struct dataset_file *indices, uint64_t *edges, char *err, size_t errlen);
 /* Frees the builder and deletes any run files; accepts NULL. */
-void sl_csc_free(sl_csc *c);
+void csc_free(struct csc *c);
 /* Fills *st; valid before and after finish(). */
-void sl_csc_stats_get(const sl_csc *c, sl_csc_stats *st);
+void csc_stats_get(const struct csc *c, struct csc_stats *st);
 
 #endif

@@ -19,20 +19,20 @@
 /* Raw bytes read per batch at most. */
 #define EDGE_RAW_BYTES (4u << 20)
 
-struct sl_edges {
-    sl_edge_fmt fmt;
+struct edges {
+    enum edge_fmt fmt;
     uint64_t nodes;
     int64_t total;          /* -1 unknown (text) */
     uint64_t done;          /* edges handed out */
     bool finished;
     char name[1024];
     /* snap */
-    sl_lines lines;
+    struct lines lines;
     /* bin32/bin64 */
     int fd;
     size_t isz;             /* bytes per id */
     /* npy */
-    sl_npy a, b;            /* a: sources (2xE) or pairs (Ex2); b: destinations */
+    struct npy a, b; /* a: sources (2xE) or pairs (Ex2); b: destinations */
     bool two_rows;
     unsigned char *raw;     /* EDGE_RAW_BYTES */
     int64_t *ids;           /* EDGE_RAW_BYTES / 4 ids */
@@ -40,40 +40,40 @@ struct sl_edges {
 
 static const char *const fmt_names[] = {"auto", "snap", "bin32", "bin64", "npy"};
 
-int sl_edge_fmt_parse(const char *s, sl_edge_fmt *f)
+int edge_fmt_parse(const char *s, enum edge_fmt *f)
 {
     for (size_t i = 1; i < SL_ARRAY_LEN(fmt_names); i++)
         if (!strcmp(s, fmt_names[i])) {
-            *f = (sl_edge_fmt)i;
+            *f = (enum edge_fmt)i;
             return 0;
         }
     return -EINVAL;
 }
 
-const char *sl_edge_fmt_name(sl_edge_fmt f)
+const char *edge_fmt_name(enum edge_fmt f)
 {
     return (unsigned)f < SL_ARRAY_LEN(fmt_names) ? fmt_names[f] : "?";
 }
 
-int64_t sl_edges_total(const sl_edges *e)
+int64_t edges_total(const struct edges *e)
 {
     return e->total;
 }
 
-sl_edge_fmt sl_edges_format(const sl_edges *e)
+enum edge_fmt edges_format(const struct edges *e)
 {
     return e->fmt;
 }
 
-void sl_edges_close(sl_edges *e)
+void edges_close(struct edges *e)
 {
     if (!e)
         return;
-    sl_lines_close(&e->lines);
+    lines_close(&e->lines);
     if (e->fd >= 0)
         close(e->fd);
-    sl_npy_close(&e->a);
-    sl_npy_close(&e->b);
+    npy_close(&e->a);
+    npy_close(&e->b);
     free(e->raw);
     free(e->ids);
     free(e);
@@ -85,18 +85,18 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && !strcasecmp(s + n - k, suffix);
 }
 
-static int detect(const char *path, sl_edge_fmt *f, char *err, size_t errlen)
+static int detect(const char *path, enum edge_fmt *f, char *err, size_t errlen)
 {
     if (ends_with(path, ".npy")) {
-        *f = SL_EF_NPY;
+        *f = EDGE_FMT_NPY;
         return 0;
     }
     if (ends_with(path, ".bin32") || ends_with(path, ".u32")) {
-        *f = SL_EF_BIN32;
+        *f = EDGE_FMT_BIN32;
         return 0;
     }
     if (ends_with(path, ".bin64") || ends_with(path, ".u64")) {
-        *f = SL_EF_BIN64;
+        *f = EDGE_FMT_BIN64;
         return 0;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -107,7 +107,7 @@ static int detect(const char *path, sl_edge_fmt *f, char *err, size_t errlen)
     sl_pread_full(fd, magic, sizeof magic, 0, &got);
     close(fd);
     if (got == sizeof magic && !memcmp(magic, "\x93NUMPY", 6)) {
-        *f = SL_EF_NPY;
+        *f = EDGE_FMT_NPY;
         return 0;
     }
     if (got >= 4 && !memcmp(magic, "PK\x03\x04", 4))
@@ -116,25 +116,25 @@ static int detect(const char *path, sl_edge_fmt *f, char *err, size_t errlen)
     if (ends_with(path, ".bin"))
         return sl_errf(err, errlen, -EINVAL, "%s: a binary edge list needs its id width: pass --edge-format bin32 "
                        "(u32 pairs) or --edge-format bin64 (u64 pairs)", path);
-    *f = SL_EF_SNAP;
+    *f = EDGE_FMT_SNAP;
     return 0;
 }
 
-static sl_edges *edges_new(const char *name, uint64_t nodes)
+static struct edges *edges_new(const char *name, uint64_t nodes)
 {
-    sl_edges *e = calloc(1, sizeof *e);
+    struct edges *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->fd = -1;
     e->nodes = nodes;
     e->total = -1;
-    sl_npy_init(&e->a);
-    sl_npy_init(&e->b);
+    npy_init(&e->a);
+    npy_init(&e->b);
     snprintf(e->name, sizeof e->name, "%s", name);
     return e;
 }
 
-static int alloc_buffers(sl_edges *e, char *err, size_t errlen)
+static int alloc_buffers(struct edges *e, char *err, size_t errlen)
 {
     e->raw = malloc(EDGE_RAW_BYTES);
     e->ids = malloc(EDGE_RAW_BYTES / 4 * sizeof(int64_t));
@@ -143,7 +143,7 @@ static int alloc_buffers(sl_edges *e, char *err, size_t errlen)
     return 0;
 }
 
-static int open_bin(sl_edges *e, const char *path, char *err, size_t errlen)
+static int open_bin(struct edges *e, const char *path, char *err, size_t errlen)
 {
     e->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (e->fd < 0)
@@ -151,26 +151,29 @@ static int open_bin(sl_edges *e, const char *path, char *err, size_t errlen)
     struct stat st;
     if (fstat(e->fd, &st) < 0 || !S_ISREG(st.st_mode))
         return sl_errf(err, errlen, -EINVAL, "%s: not a regular file", path);
-    e->isz = e->fmt == SL_EF_BIN32 ? 4 : 8;
+    e->isz = e->fmt == EDGE_FMT_BIN32 ? 4 : 8;
     uint64_t size = (uint64_t)st.st_size;
     if (size % (2 * e->isz))
-        return sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " bytes is not a whole number of %s pairs (%zu bytes "
-                       "each); the file is cut short, or the format is not %s (see --edge-format)", path, size,
-                       e->isz == 4 ? "u32" : "u64", 2 * e->isz, sl_edge_fmt_name(e->fmt));
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: %" PRIu64 " bytes is not a whole number of %s pairs (%zu bytes "
+                       "each); the file is cut short, or the format is not %s (see --edge-format)",
+                       path, size, e->isz == 4 ? "u32" : "u64", 2 * e->isz, edge_fmt_name(e->fmt));
     e->total = (int64_t)(size / (2 * e->isz));
     posix_fadvise(e->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return alloc_buffers(e, err, errlen);
 }
 
 /* Checks an opened npy edge array and positions the second cursor. */
-static int setup_npy(sl_edges *e, char *err, size_t errlen)
+static int setup_npy(struct edges *e, char *err, size_t errlen)
 {
-    const sl_npy_hdr *h = &e->a.h;
+    const struct npy_hdr *h = &e->a.h;
     char sh[256];
-    sl_npy_shape_str(h, sh, sizeof sh);
-    if (h->type != SL_NPY_I32 && h->type != SL_NPY_I64 && h->type != SL_NPY_U32 && h->type != SL_NPY_U64)
-        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: edge ids must be int32 or int64 (or uint32/uint64); "
-                       "convert with a.astype('int64')", e->name, sl_npy_type_name(h->type));
+    npy_shape_str(h, sh, sizeof sh);
+    if (h->type != NPY_I32 && h->type != NPY_I64 && h->type != NPY_U32 && h->type != NPY_U64)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: dtype %s: edge ids must be int32 or int64 (or uint32/uint64); "
+                       "convert with a.astype('int64')",
+                       e->name, npy_type_name(h->type));
     if (h->ndim != 2 || (h->shape[0] != 2 && h->shape[1] != 2))
         return sl_errf(err, errlen, -EINVAL, "%s: shape %s: an edge list must be 2xE (sources, destinations) or Ex2 "
                        "(one edge per row)", e->name, sh);
@@ -180,29 +183,29 @@ static int setup_npy(sl_edges *e, char *err, size_t errlen)
     return alloc_buffers(e, err, errlen);
 }
 
-int sl_edges_open(sl_edges **out, const char *path, sl_edge_fmt fmt, uint64_t nodes, char *err, size_t errlen)
+int edges_open(struct edges **out, const char *path, enum edge_fmt fmt, uint64_t nodes, char *err, size_t errlen)
 {
     *out = NULL;
-    sl_edges *e = edges_new(path, nodes);
+    struct edges *e = edges_new(path, nodes);
     if (!e)
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     int rc = 0;
-    if (fmt == SL_EF_AUTO && (rc = detect(path, &fmt, err, errlen)) < 0)
+    if (fmt == EDGE_FMT_AUTO && (rc = detect(path, &fmt, err, errlen)) < 0)
         goto fail;
     e->fmt = fmt;
     switch (fmt) {
-    case SL_EF_SNAP:
-        rc = sl_lines_open(&e->lines, path, err, errlen);
+    case EDGE_FMT_SNAP:
+        rc = lines_open(&e->lines, path, err, errlen);
         break;
-    case SL_EF_BIN32:
-    case SL_EF_BIN64:
+    case EDGE_FMT_BIN32:
+    case EDGE_FMT_BIN64:
         rc = open_bin(e, path, err, errlen);
         break;
-    case SL_EF_NPY:
-        if ((rc = sl_npy_open(&e->a, path, err, errlen)) < 0 || (rc = setup_npy(e, err, errlen)) < 0)
+    case EDGE_FMT_NPY:
+        if ((rc = npy_open(&e->a, path, err, errlen)) < 0 || (rc = setup_npy(e, err, errlen)) < 0)
             break;
-        if (e->two_rows && (rc = sl_npy_open(&e->b, path, err, errlen)) == 0)
-            rc = sl_npy_skip(&e->b, (uint64_t)e->total * e->isz, err, errlen);
+        if (e->two_rows && (rc = npy_open(&e->b, path, err, errlen)) == 0)
+            rc = npy_skip(&e->b, (uint64_t)e->total * e->isz, err, errlen);
         break;
     default:
         rc = sl_errf(err, errlen, -EINVAL, "%s: unknown edge list format", path);
@@ -212,36 +215,36 @@ int sl_edges_open(sl_edges **out, const char *path, sl_edge_fmt fmt, uint64_t no
     *out = e;
     return 0;
 fail:
-    sl_edges_close(e);
+    edges_close(e);
     return rc;
 }
 
-int sl_edges_open_npz(sl_edges **out, const char *npz, const char *member, uint64_t nodes, char *err, size_t errlen)
+int edges_open_npz(struct edges **out, const char *npz, const char *member, uint64_t nodes, char *err, size_t errlen)
 {
     *out = NULL;
     char name[1024];
     snprintf(name, sizeof name, "%s: %s", npz, member);
-    sl_edges *e = edges_new(name, nodes);
+    struct edges *e = edges_new(name, nodes);
     if (!e)
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
-    e->fmt = SL_EF_NPY;
+    e->fmt = EDGE_FMT_NPY;
     int rc;
-    if ((rc = sl_npy_open_npz(&e->a, npz, member, false, err, errlen)) < 0 || (rc = setup_npy(e, err, errlen)) < 0)
+    if ((rc = npy_open_npz(&e->a, npz, member, false, err, errlen)) < 0 || (rc = setup_npy(e, err, errlen)) < 0)
         goto fail;
     if (e->two_rows) {
-        if ((rc = sl_npy_open_npz(&e->b, npz, member, false, err, errlen)) < 0)
+        if ((rc = npy_open_npz(&e->b, npz, member, false, err, errlen)) < 0)
             goto fail;
-        if ((rc = sl_npy_skip(&e->b, (uint64_t)e->total * e->isz, err, errlen)) < 0)
+        if ((rc = npy_skip(&e->b, (uint64_t)e->total * e->isz, err, errlen)) < 0)
             goto fail;
     }
     *out = e;
     return 0;
 fail:
-    sl_edges_close(e);
+    edges_close(e);
     return rc;
 }
 
-static int out_of_range(const sl_edges *e, uint64_t edge, uint64_t id, char *err, size_t errlen)
+static int out_of_range(const struct edges *e, uint64_t edge, uint64_t id, char *err, size_t errlen)
 {
     return sl_errf(err, errlen, -ERANGE, "%s: edge %" PRIu64 ": node id %" PRIu64 " is out of range; the graph has "
                    "%" PRIu64 " nodes (ids 0..%" PRIu64 ")", e->name, edge, id, e->nodes, e->nodes - 1);
@@ -249,7 +252,7 @@ static int out_of_range(const sl_edges *e, uint64_t edge, uint64_t id, char *err
 
 /* Checks ids[0..n) of edges starting at position `first` (stride 1 or 2
  * for interleaved pairs) and copies them to out. */
-static int take_ids(const sl_edges *e, const int64_t *ids, size_t stride, size_t n, uint64_t first, uint64_t *out,
+static int take_ids(const struct edges *e, const int64_t *ids, size_t stride, size_t n, uint64_t first, uint64_t *out,
                     char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
@@ -264,7 +267,7 @@ static int take_ids(const sl_edges *e, const int64_t *ids, size_t stride, size_t
     return 0;
 }
 
-static int read_npy(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+static int read_npy(struct edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
 {
     uint64_t left = (uint64_t)e->total - e->done;
     size_t per = EDGE_RAW_BYTES / (2 * e->isz); /* edges per raw buffer */
@@ -272,17 +275,17 @@ static int read_npy(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_
     int rc;
     if (e->two_rows) {
         for (int half = 0; half < 2; half++) {
-            sl_npy *r = half ? &e->b : &e->a;
-            if ((rc = sl_npy_read(r, e->raw, k * e->isz, err, errlen)) < 0)
+            struct npy *r = half ? &e->b : &e->a;
+            if ((rc = npy_read(r, e->raw, k * e->isz, err, errlen)) < 0)
                 return rc;
-            sl_npy_to_i64(r->h.type, e->raw, e->ids, k);
+            npy_to_i64(r->h.type, e->raw, e->ids, k);
             if ((rc = take_ids(e, e->ids, 1, k, e->done, half ? dst : src, err, errlen)) < 0)
                 return rc;
         }
     } else {
-        if ((rc = sl_npy_read(&e->a, e->raw, 2 * k * e->isz, err, errlen)) < 0)
+        if ((rc = npy_read(&e->a, e->raw, 2 * k * e->isz, err, errlen)) < 0)
             return rc;
-        sl_npy_to_i64(e->a.h.type, e->raw, e->ids, 2 * k);
+        npy_to_i64(e->a.h.type, e->raw, e->ids, 2 * k);
         if ((rc = take_ids(e, e->ids, 2, k, e->done, src, err, errlen)) < 0 ||
             (rc = take_ids(e, e->ids + 1, 2, k, e->done, dst, err, errlen)) < 0)
             return rc;
@@ -291,7 +294,7 @@ static int read_npy(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_
     return 0;
 }
 
-static int read_bin(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+static int read_bin(struct edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
 {
     uint64_t left = (uint64_t)e->total - e->done;
     size_t per = EDGE_RAW_BYTES / (2 * e->isz);
@@ -325,7 +328,7 @@ static int read_bin(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_
 }
 
 /* Parses one SNAP line; 1 = an edge, 0 = comment/blank. */
-static int snap_line(sl_edges *e, const char *line, uint64_t *s, uint64_t *d, char *err, size_t errlen)
+static int snap_line(struct edges *e, const char *line, uint64_t *s, uint64_t *d, char *err, size_t errlen)
 {
     const char *p = line;
     while (*p == ' ' || *p == '\t')
@@ -367,13 +370,13 @@ junk:
                    "spaces or tabs, found \"%.60s\"", e->name, e->lines.lineno, line);
 }
 
-static int read_snap(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+static int read_snap(struct edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
 {
     size_t k = 0;
     while (k < cap) {
         char *line;
         size_t len;
-        int rc = sl_lines_next(&e->lines, &line, &len, err, errlen);
+        int rc = lines_next(&e->lines, &line, &len, err, errlen);
         if (rc < 0)
             return rc;
         if (rc == 0)
@@ -387,19 +390,19 @@ static int read_snap(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size
     return 0;
 }
 
-int sl_edges_read(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+int edges_read(struct edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
 {
     *n = 0;
     if (e->finished)
         return 0;
     int rc;
-    if (e->fmt == SL_EF_SNAP) {
+    if (e->fmt == EDGE_FMT_SNAP) {
         rc = read_snap(e, src, dst, cap, n, err, errlen);
     } else if (e->total >= 0 && e->done == (uint64_t)e->total) {
         rc = 0;
-        if (e->fmt == SL_EF_NPY)
-            rc = sl_npy_end(e->two_rows ? &e->b : &e->a, err, errlen);
-    } else if (e->fmt == SL_EF_NPY) {
+        if (e->fmt == EDGE_FMT_NPY)
+            rc = npy_end(e->two_rows ? &e->b : &e->a, err, errlen);
+    } else if (e->fmt == EDGE_FMT_NPY) {
         rc = read_npy(e, src, dst, cap, n, err, errlen);
     } else {
         rc = read_bin(e, src, dst, cap, n, err, errlen);

@@ -18,7 +18,7 @@
  *          temporary file is written; inside an .npz archive the second
  *          cursor inflates the source half once more to reach the
  *          destinations.
- * Auto-detection (SL_EF_AUTO): the npy magic or a .npy name -> npy;
+ * Auto-detection (EDGE_FMT_AUTO): the npy magic or a .npy name -> npy;
  * names ending .bin32/.u32 -> bin32, .bin64/.u64 -> bin64; another binary
  * name (.bin) is ambiguous and needs --edge-format; anything else -> snap.
  *
@@ -30,41 +30,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum sl_edge_fmt {
-    SL_EF_AUTO = 0,
-    SL_EF_SNAP,
-    SL_EF_BIN32,
-    SL_EF_BIN64,
-    SL_EF_NPY,
-} sl_edge_fmt;
+enum edge_fmt {
+    EDGE_FMT_AUTO = 0,
+    EDGE_FMT_SNAP,
+    EDGE_FMT_BIN32,
+    EDGE_FMT_BIN64,
+    EDGE_FMT_NPY,
+};
 
 /* "snap", "bin32", "bin64", "npy" -> format; 0 or -EINVAL. */
-int sl_edge_fmt_parse(const char *s, sl_edge_fmt *f);
-const char *sl_edge_fmt_name(sl_edge_fmt f);
+int edge_fmt_parse(const char *s, enum edge_fmt *f);
+const char *edge_fmt_name(enum edge_fmt f);
 
-typedef struct sl_edges sl_edges;
+struct edges;
 
-/* Opens an edge list file (fmt SL_EF_AUTO detects it, see above) whose ids
+/* Opens an edge list file (fmt EDGE_FMT_AUTO detects it, see above) whose ids
  * must be < nodes. Checks what can be checked up front (npy header, binary
  * size). 0 or -errno, message names the file. */
-int sl_edges_open(sl_edges **out, const char *path, sl_edge_fmt fmt, uint64_t nodes, char *err, size_t errlen);
+int edges_open(struct edges **out, const char *path, enum edge_fmt fmt, uint64_t nodes, char *err, size_t errlen);
 
 /* Opens an npy edge list stored as member `member` of an .npz archive. */
-int sl_edges_open_npz(sl_edges **out, const char *npz, const char *member, uint64_t nodes, char *err,
-                      size_t errlen);
+int edges_open_npz(struct edges **out, const char *npz, const char *member, uint64_t nodes, char *err, size_t errlen);
 
 /* Reads up to cap edges into src/dst (cap >= 1); *n = 0 at the end, when
  * the input has also been checked to end cleanly (no trailing data, archive
  * CRC). Blocking. 0 or -errno: -EINVAL/-ERANGE for bad input (message names
  * the file and line or edge), -EBADMSG damaged archive, others for I/O. */
-int sl_edges_read(sl_edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen);
+int edges_read(struct edges *e, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen);
 
 /* Number of edges the input holds when its format says (binary, npy), else
  * -1. */
-int64_t sl_edges_total(const sl_edges *e);
-sl_edge_fmt sl_edges_format(const sl_edges *e);
+int64_t edges_total(const struct edges *e);
+enum edge_fmt edges_format(const struct edges *e);
 
 /* Closes; accepts NULL. */
-void sl_edges_close(sl_edges *e);
+void edges_close(struct edges *e);
 
 #endif

@@ -14,9 +14,9 @@
 #include "npy.h"
 
 typedef struct npy_input {
-    imp_input in;           /* first: what imp_run sees */
-    sl_npy feat, lab;
-    sl_edges *edges;
+    struct imp_input in; /* first: what imp_run sees */
+    struct npy feat, lab;
+    struct edges *edges;
     uint64_t feat_done;     /* feature rows handed out */
     uint64_t lab_done;      /* labels handed out */
     bool feat_ended, lab_ended;
@@ -27,21 +27,23 @@ typedef struct npy_input {
     size_t feat_rows;
 } npy_input;
 
-static int open_src(sl_npy *r, const imp_src *s, char *err, size_t errlen)
+static int open_src(struct npy *r, const struct imp_src *s, char *err, size_t errlen)
 {
     if (s->member)
-        return sl_npy_open_npz(r, s->path, s->member, false, err, errlen);
-    return sl_npy_open(r, s->path, err, errlen);
+        return npy_open_npz(r, s->path, s->member, false, err, errlen);
+    return npy_open(r, s->path, err, errlen);
 }
 
-static int check_features(const sl_npy *r, char *err, size_t errlen)
+static int check_features(const struct npy *r, char *err, size_t errlen)
 {
-    const sl_npy_hdr *h = &r->h;
+    const struct npy_hdr *h = &r->h;
     char sh[256];
-    sl_npy_shape_str(h, sh, sizeof sh);
-    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
-        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: features must be numbers (float32, float16, float64 or "
-                       "integers)", r->name, sl_npy_type_name(h->type));
+    npy_shape_str(h, sh, sizeof sh);
+    if (!npy_is_float(h->type) && !npy_is_int(h->type))
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: dtype %s: features must be numbers (float32, float16, float64 or "
+                       "integers)",
+                       r->name, npy_type_name(h->type));
     if (h->ndim != 2)
         return sl_errf(err, errlen, -EINVAL, "%s: shape %s: features must be a 2-D array, one row per node (reshape "
                        "a vector with a.reshape(-1, 1))", r->name, sh);
@@ -53,14 +55,16 @@ static int check_features(const sl_npy *r, char *err, size_t errlen)
     return 0;
 }
 
-static int check_labels(const sl_npy *r, uint64_t nodes, char *err, size_t errlen)
+static int check_labels(const struct npy *r, uint64_t nodes, char *err, size_t errlen)
 {
-    const sl_npy_hdr *h = &r->h;
+    const struct npy_hdr *h = &r->h;
     char sh[256];
-    sl_npy_shape_str(h, sh, sizeof sh);
-    if (!sl_npy_is_float(h->type) && !sl_npy_is_int(h->type))
-        return sl_errf(err, errlen, -EINVAL, "%s: dtype %s: labels must be integers, or floats with NaN for "
-                       "unlabelled nodes", r->name, sl_npy_type_name(h->type));
+    npy_shape_str(h, sh, sizeof sh);
+    if (!npy_is_float(h->type) && !npy_is_int(h->type))
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: dtype %s: labels must be integers, or floats with NaN for "
+                       "unlabelled nodes",
+                       r->name, npy_type_name(h->type));
     if (h->ndim < 1 || h->ndim > 2 || (h->ndim == 2 && h->shape[1] != 1))
         return sl_errf(err, errlen, -EINVAL, "%s: shape %s: labels must be a vector (N,) or a column (N, 1)", r->name,
                        sh);
@@ -72,26 +76,28 @@ static int check_labels(const sl_npy *r, uint64_t nodes, char *err, size_t errle
 
 /* OGB's num_nodes_list: one entry per graph; a node-property dataset has
  * one graph, and its count must match the features. */
-static int check_num_nodes(const imp_job *j, uint64_t nodes, char *err, size_t errlen)
+static int check_num_nodes(const struct imp_job *j, uint64_t nodes, char *err, size_t errlen)
 {
-    sl_npy r;
-    int rc = sl_npy_open_npz(&r, j->num_nodes.path, j->num_nodes.member, true, err, errlen);
+    struct npy r;
+    int rc = npy_open_npz(&r, j->num_nodes.path, j->num_nodes.member, true, err, errlen);
     if (rc != 0)
         return rc < 0 ? rc : 0;
     char sh[256];
-    sl_npy_shape_str(&r.h, sh, sizeof sh);
+    npy_shape_str(&r.h, sh, sizeof sh);
     int64_t v = 0;
     unsigned char raw[8];
-    if (!sl_npy_is_int(r.h.type) || r.h.count != 1) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: %s %s: expected one integer node count (a node-property dataset "
-                     "holds one graph)", r.name, sh, sl_npy_type_name(r.h.type));
-    } else if ((rc = sl_npy_read(&r, raw, r.h.itemsize, err, errlen)) == 0 && (rc = sl_npy_end(&r, err, errlen)) == 0) {
-        sl_npy_to_i64(r.h.type, raw, &v, 1);
+    if (!npy_is_int(r.h.type) || r.h.count != 1) {
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "%s: %s %s: expected one integer node count (a node-property dataset "
+                     "holds one graph)",
+                     r.name, sh, npy_type_name(r.h.type));
+    } else if ((rc = npy_read(&r, raw, r.h.itemsize, err, errlen)) == 0 && (rc = npy_end(&r, err, errlen)) == 0) {
+        npy_to_i64(r.h.type, raw, &v, 1);
         if (v < 0 || (uint64_t)v != nodes)
             rc = sl_errf(err, errlen, -EINVAL, "%s: the graph has %" PRId64 " nodes but the features have %" PRIu64
                          " rows; the archive is inconsistent", r.name, v, nodes);
     }
-    sl_npy_close(&r);
+    npy_close(&r);
     return rc;
 }
 
@@ -107,15 +113,15 @@ static void npy_free_label_buffers(npy_input *s)
 
 /* Labels as class numbers: integers (-1 = unlabelled) or whole floats (NaN
  * = unlabelled); anything else names the node. */
-static int npy_labels(imp_input *in, int32_t *out, size_t cap, size_t *n, char *err, size_t errlen)
+static int npy_labels(struct imp_input *in, int32_t *out, size_t cap, size_t *n, char *err, size_t errlen)
 {
     npy_input *s = (npy_input *)in;
-    sl_npy *r = &s->lab;
+    struct npy *r = &s->lab;
     *n = 0;
     if (s->lab_done == r->h.count) {
         int rc = 0;
         if (!s->lab_ended)
-            rc = sl_npy_end(r, err, errlen);
+            rc = npy_end(r, err, errlen);
         s->lab_ended = true;
         npy_free_label_buffers(s);
         return rc;
@@ -129,14 +135,14 @@ static int npy_labels(imp_input *in, int32_t *out, size_t cap, size_t *n, char *
     }
     const uint64_t i = s->lab_done;
     size_t k = (size_t)SL_MIN(SL_MIN((uint64_t)IMP_LABEL_CHUNK, (uint64_t)cap), r->h.count - i);
-    int rc = sl_npy_read(r, s->lab_raw, k * r->h.itemsize, err, errlen);
+    int rc = npy_read(r, s->lab_raw, k * r->h.itemsize, err, errlen);
     if (rc < 0)
         return rc;
-    bool fl = sl_npy_is_float(r->h.type);
+    bool fl = npy_is_float(r->h.type);
     if (fl)
-        sl_npy_to_f64(r->h.type, s->lab_raw, s->lab_f, k);
+        npy_to_f64(r->h.type, s->lab_raw, s->lab_f, k);
     else
-        sl_npy_to_i64(r->h.type, s->lab_raw, s->lab_i, k);
+        npy_to_i64(r->h.type, s->lab_raw, s->lab_i, k);
     for (size_t t = 0; t < k; t++) {
         int64_t v;
         if (fl) {
@@ -163,22 +169,23 @@ static int npy_labels(imp_input *in, int32_t *out, size_t cap, size_t *n, char *
     return 0;
 }
 
-static int npy_edges(imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+static int npy_edges(struct imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err,
+                     size_t errlen)
 {
-    return sl_edges_read(((npy_input *)in)->edges, src, dst, cap, n, err, errlen);
+    return edges_read(((npy_input *)in)->edges, src, dst, cap, n, err, errlen);
 }
 
-static int npy_features(imp_input *in, float *x, size_t cap, size_t *n, char *err, size_t errlen)
+static int npy_features(struct imp_input *in, float *x, size_t cap, size_t *n, char *err, size_t errlen)
 {
     npy_input *s = (npy_input *)in;
-    sl_npy *r = &s->feat;
+    struct npy *r = &s->feat;
     const uint64_t rows = r->h.shape[0], dim = r->h.shape[1];
     const uint64_t row_raw = dim * r->h.itemsize;
     *n = 0;
     if (s->feat_done == rows) {
         int rc = 0;
         if (!s->feat_ended)
-            rc = sl_npy_end(r, err, errlen);
+            rc = npy_end(r, err, errlen);
         s->feat_ended = true;
         free(s->feat_raw);
         s->feat_raw = NULL;
@@ -192,53 +199,57 @@ static int npy_features(imp_input *in, float *x, size_t cap, size_t *n, char *er
     }
     const uint64_t i = s->feat_done;
     size_t k = (size_t)SL_MIN(SL_MIN((uint64_t)s->feat_rows, (uint64_t)cap), rows - i);
-    int rc = sl_npy_read(r, s->feat_raw, k * row_raw, err, errlen);
+    int rc = npy_read(r, s->feat_raw, k * row_raw, err, errlen);
     if (rc < 0)
         return rc;
-    sl_npy_to_f32(r->h.type, s->feat_raw, x, k * dim);
+    npy_to_f32(r->h.type, s->feat_raw, x, k * dim);
     for (size_t t = 0; t < k; t++)
         for (uint64_t c = 0; c < dim; c++) {
             float v = x[t * dim + c];
             if (!isfinite(v))
-                return sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %s; features must be "
-                               "finite float32 numbers", r->name, i + t, c,
-                               isnan(v) ? "NaN" : sl_npy_is_float(r->h.type) && r->h.type != SL_NPY_F64 ? "infinite"
-                               : "infinite or beyond the float32 range");
+                return sl_errf(err, errlen, -EINVAL,
+                               "%s: row %" PRIu64 ", column %" PRIu64 ": %s; features must be "
+                               "finite float32 numbers",
+                               r->name, i + t, c,
+                               isnan(v) ? "NaN"
+                               : npy_is_float(r->h.type) && r->h.type != NPY_F64
+                                   ? "infinite"
+                                   : "infinite or beyond the float32 range");
         }
     s->feat_done += k;
     *n = k;
     return 0;
 }
 
-static void npy_close(imp_input *in)
+static void npy_input_close(struct imp_input *in)
 {
     npy_input *s = (npy_input *)in;
     if (!s)
         return;
-    sl_npy_close(&s->feat);
-    sl_npy_close(&s->lab);
-    sl_edges_close(s->edges);
+    npy_close(&s->feat);
+    npy_close(&s->lab);
+    edges_close(s->edges);
     npy_free_label_buffers(s);
     free(s->feat_raw);
     free(s);
 }
 
-static const imp_input_ops npy_ops = {
+static const struct imp_input_ops npy_ops = {
     .labels = npy_labels,
     .edges = npy_edges,
     .features = npy_features,
-    .close = npy_close,
+    .close = npy_input_close,
 };
 
-int imp_input_open_npy(imp_input **out, const imp_job *j, char *err, size_t errlen)
+int imp_input_open_npy(struct imp_input **out, const struct imp_job *j, char *err, size_t errlen)
 {
     *out = NULL;
     npy_input *s = calloc(1, sizeof *s);
     if (!s)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
     s->in.ops = &npy_ops;
-    sl_npy_init(&s->feat);
-    sl_npy_init(&s->lab);
+    npy_init(&s->feat);
+    npy_init(&s->lab);
     int rc;
     if ((rc = open_src(&s->feat, &j->feat, err, errlen)) < 0 || (rc = check_features(&s->feat, err, errlen)) < 0)
         goto fail;
@@ -253,17 +264,17 @@ int imp_input_open_npy(imp_input **out, const imp_job *j, char *err, size_t errl
     if ((rc = open_src(&s->lab, &j->labels, err, errlen)) < 0 || (rc = check_labels(&s->lab, nodes, err, errlen)) < 0)
         goto fail;
     if (j->edges.member)
-        rc = sl_edges_open_npz(&s->edges, j->edges.path, j->edges.member, nodes, err, errlen);
+        rc = edges_open_npz(&s->edges, j->edges.path, j->edges.member, nodes, err, errlen);
     else
-        rc = sl_edges_open(&s->edges, j->edges.path, j->edge_fmt, nodes, err, errlen);
+        rc = edges_open(&s->edges, j->edges.path, j->edge_fmt, nodes, err, errlen);
     if (rc < 0)
         goto fail;
     s->in.nodes = nodes;
     s->in.dim = s->feat.h.shape[1];
-    s->in.edges = sl_edges_total(s->edges);
-    s->in.feat_f16 = s->feat.h.type == SL_NPY_F16;
-    s->in.feat_type = sl_npy_type_name(s->feat.h.type);
-    s->in.edge_fmt = sl_edge_fmt_name(sl_edges_format(s->edges));
+    s->in.edges = edges_total(s->edges);
+    s->in.feat_f16 = s->feat.h.type == NPY_F16;
+    s->in.feat_type = npy_type_name(s->feat.h.type);
+    s->in.edge_fmt = edge_fmt_name(edges_format(s->edges));
     snprintf(s->in.feat_name, sizeof s->in.feat_name, "%s", s->feat.name);
     snprintf(s->in.labels_name, sizeof s->in.labels_name, "%s", s->lab.name);
     if (j->edges.member)
@@ -273,6 +284,6 @@ int imp_input_open_npy(imp_input **out, const imp_job *j, char *err, size_t errl
     *out = &s->in;
     return 0;
 fail:
-    npy_close(&s->in);
+    npy_input_close(&s->in);
     return rc;
 }

@@ -52,7 +52,7 @@ static int usage_error(const char *msg)
 
 int prep_import_main(int argc, char **argv)
 {
-    imp_job j;
+    struct imp_job j;
     imp_job_init(&j, "import");
     char err[2048];
     const char *fmt = NULL, *nodes = NULL;
@@ -95,7 +95,7 @@ int prep_import_main(int argc, char **argv)
             snprintf(err, sizeof err, "missing %s", opts[k].name);
             return usage_error(err);
         }
-    if (fmt && sl_edge_fmt_parse(fmt, &j.edge_fmt) < 0) {
+    if (fmt && edge_fmt_parse(fmt, &j.edge_fmt) < 0) {
         snprintf(err, sizeof err, "--edge-format %s: must be snap, bin32, bin64 or npy", fmt);
         return usage_error(err);
     }

@@ -17,7 +17,7 @@
 #include "csc.h"
 #include "splits.h"
 
-#define IMP_EDGE_BATCH (1u << 18)  /* edges per sl_csc_add */
+#define IMP_EDGE_BATCH (1u << 18) /* edges per csc_add */
 
 const char imp_common_help[] =
     "  --mem-limit BYTES   memory for sorting the edges, e.g. 512M or 8G (default 1G,\n"
@@ -31,12 +31,12 @@ const char imp_common_help[] =
     "  --quiet             no progress lines\n"
     "  -h, --help          this text\n";
 
-void imp_job_init(imp_job *j, const char *cmd)
+void imp_job_init(struct imp_job *j, const char *cmd)
 {
     memset(j, 0, sizeof *j);
     j->cmd = cmd;
     j->mem_limit = IMP_DEFAULT_MEM_LIMIT;
-    j->dtype = SL_DT_NONE;
+    j->dtype = DTYPE_NONE;
 }
 
 int imp_opt_value(int argc, char **argv, int *i, const char *name, const char **val, char *err, size_t errlen)
@@ -59,13 +59,14 @@ int imp_opt_value(int argc, char **argv, int *i, const char *name, const char **
     return 1;
 }
 
-int imp_common_opt(imp_job *j, int argc, char **argv, int *i, char *err, size_t errlen)
+int imp_common_opt(struct imp_job *j, int argc, char **argv, int *i, char *err, size_t errlen)
 {
-    static const struct { const char *name; size_t off; } flags[] = {
-        {"--undirected", offsetof(imp_job, undirected)},
-        {"--dedupe", offsetof(imp_job, dedupe)},
-        {"--drop-self-loops", offsetof(imp_job, drop_self_loops)},
-        {"--quiet", offsetof(imp_job, quiet)},
+    static const struct { const char *name; size_t off;
+    } flags[] = {
+        {"--undirected", offsetof(struct imp_job, undirected)},
+        {"--dedupe", offsetof(struct imp_job, dedupe)},
+        {"--drop-self-loops", offsetof(struct imp_job, drop_self_loops)},
+        {"--quiet", offsetof(struct imp_job, quiet)},
     };
     for (size_t k = 0; k < SL_ARRAY_LEN(flags); k++)
         if (!strcmp(argv[*i], flags[k].name)) {
@@ -81,7 +82,7 @@ int imp_common_opt(imp_job *j, int argc, char **argv, int *i, char *err, size_t 
         uint64_t x;
         if (sl_parse_u64(v, true, &x) < 0)
             return sl_errf(err, errlen, -EINVAL, "--mem-limit %s: expected a byte count such as 512M or 8G", v);
-        if (x < SL_CSC_MIN_MEM)
+        if (x < CSC_MIN_MEM)
             return sl_errf(err, errlen, -EINVAL, "--mem-limit %s: must be at least 1M", v);
         j->mem_limit = x;
         return 1;
@@ -90,8 +91,8 @@ int imp_common_opt(imp_job *j, int argc, char **argv, int *i, char *err, size_t 
     if (r < 0)
         return r;
     if (r) {
-        j->dtype = sl_dtype_parse(v);
-        if (j->dtype != SL_DT_F32 && j->dtype != SL_DT_F16)
+        j->dtype = dtype_parse(v);
+        if (j->dtype != DTYPE_F32 && j->dtype != DTYPE_F16)
             return sl_errf(err, errlen, -EINVAL, "--dtype %s: must be f32 or f16", v);
         return 1;
     }
@@ -122,7 +123,7 @@ static void append_arg(char *buf, size_t len, size_t *n, const char *s)
         *n = SL_MIN(*n + (size_t)k, len - 1);
 }
 
-void imp_set_source(imp_job *j, int argc, char **argv)
+void imp_set_source(struct imp_job *j, int argc, char **argv)
 {
     size_t n = (size_t)snprintf(j->source, sizeof j->source, "gnnprep");
     for (int i = 0; i < argc && n + 1 < sizeof j->source; i++)
@@ -131,8 +132,8 @@ void imp_set_source(imp_job *j, int argc, char **argv)
 
 /* ------------------------------------------------------------------ */
 
-static void say(const imp_job *j, const char *fmt, ...) SL_PRINTF(2, 3);
-static void say(const imp_job *j, const char *fmt, ...)
+static void say(const struct imp_job *j, const char *fmt, ...) SL_PRINTF(2, 3);
+static void say(const struct imp_job *j, const char *fmt, ...)
 {
     if (j->quiet)
         return;
@@ -147,13 +148,13 @@ static void say(const imp_job *j, const char *fmt, ...)
 
 /* A "\r"-updated progress line on a terminal, at most every half second. */
 typedef struct progress {
-    const imp_job *j;
+    const struct imp_job *j;
     const char *what;
     bool tty;
     double last;
 } progress;
 
-static void progress_init(progress *p, const imp_job *j, const char *what)
+static void progress_init(progress *p, const struct imp_job *j, const char *what)
 {
     p->j = j;
     p->what = what;
@@ -186,12 +187,12 @@ static void progress_done(progress *p)
 
 /* Streams the labels into labels.bin (i32) and marks labelled nodes in the
  * bitmap lmap (N bits). */
-static int write_labels(imp_input *in, const char *path, sl_dsfile *f, uint32_t *classes, uint64_t *labelled,
-                        uint8_t *lmap, char *err, size_t errlen)
+static int write_labels(struct imp_input *in, const char *path, struct dataset_file *f, uint32_t *classes,
+                        uint64_t *labelled, uint8_t *lmap, char *err, size_t errlen)
 {
     const size_t chunk = IMP_LABEL_CHUNK;
     int32_t *out = malloc(chunk * sizeof *out);
-    sl_writer w = {.fd = -1};
+    struct file_writer w = {.fd = -1};
     int rc = 0;
     int64_t max = -1;
     uint64_t have = 0, i = 0;
@@ -199,7 +200,7 @@ static int write_labels(imp_input *in, const char *path, sl_dsfile *f, uint32_t 
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for labels");
         goto out;
     }
-    if ((rc = sl_writer_open(&w, path, err, errlen)) < 0)
+    if ((rc = file_writer_open(&w, path, err, errlen)) < 0)
         goto out;
     for (;;) {
         size_t k;
@@ -220,7 +221,7 @@ static int write_labels(imp_input *in, const char *path, sl_dsfile *f, uint32_t 
                 lmap[(i + t) / 8] |= (uint8_t)(1u << ((i + t) % 8));
             }
         }
-        if ((rc = sl_writer_write(&w, out, k * sizeof *out, err, errlen)) < 0)
+        if ((rc = file_writer_write(&w, out, k * sizeof *out, err, errlen)) < 0)
             goto out;
         i += k;
     }
@@ -235,24 +236,24 @@ static int write_labels(imp_input *in, const char *path, sl_dsfile *f, uint32_t 
         goto out;
     }
     uint64_t bytes, h;
-    if ((rc = sl_writer_close(&w, &bytes, &h, err, errlen)) < 0)
+    if ((rc = file_writer_close(&w, &bytes, &h, err, errlen)) < 0)
         goto out;
-    sl_dsfile_set(f, "labels.bin", SL_DT_I32, in->nodes, 1, bytes, h);
+    dataset_file_set(f, "labels.bin", DTYPE_I32, in->nodes, 1, bytes, h);
     *classes = (uint32_t)(max + 1);
     *labelled = have;
 out:
-    sl_writer_free(&w);
+    file_writer_free(&w);
     free(out);
     return rc;
 }
 
-static int write_features(const imp_job *j, imp_input *in, sl_dtype dt, const char *path, sl_dsfile *f, char *err,
-                          size_t errlen)
+static int write_features(const struct imp_job *j, struct imp_input *in, enum dtype dt, const char *path,
+                          struct dataset_file *f, char *err, size_t errlen)
 {
     const uint64_t n = in->nodes, dim = in->dim;
     const size_t rows = (size_t)SL_MAX(1, IMP_CHUNK_BYTES / (dim * sizeof(float)));
     float *x = malloc(rows * dim * sizeof *x);
-    sl_featw fw;
+    struct feat_writer fw;
     memset(&fw, 0, sizeof fw);
     fw.w.fd = -1;
     int rc = 0;
@@ -261,7 +262,7 @@ static int write_features(const imp_job *j, imp_input *in, sl_dtype dt, const ch
         rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory for a feature buffer", in->feat_name);
         goto out;
     }
-    if ((rc = sl_featw_open(&fw, path, dt, dim, err, errlen)) < 0)
+    if ((rc = feat_writer_open(&fw, path, dt, dim, err, errlen)) < 0)
         goto out;
     progress pg;
     progress_init(&pg, j, "features");
@@ -277,14 +278,14 @@ static int write_features(const imp_job *j, imp_input *in, sl_dtype dt, const ch
         }
         for (size_t t = 0; t < k; t++) {
             const float *row = x + t * dim;
-            for (uint64_t c = 0; dt == SL_DT_F16 && c < dim; c++)
+            for (uint64_t c = 0; dt == DTYPE_F16 && c < dim; c++)
                 if (fabsf(row[c]) >= 65520.0f) {
                     rc = sl_errf(err, errlen, -EINVAL, "%s: row %" PRIu64 ", column %" PRIu64 ": %g does not fit in "
                                  "float16; store the features as f32 (--dtype f32)", in->feat_name, i + t, c,
                                  (double)row[c]);
                     goto out;
                 }
-            if ((rc = sl_featw_put(&fw, row, err, errlen)) < 0)
+            if ((rc = feat_writer_put(&fw, row, err, errlen)) < 0)
                 goto out;
         }
         i += k;
@@ -296,17 +297,17 @@ static int write_features(const imp_job *j, imp_input *in, sl_dtype dt, const ch
                      in->feat_name, i, n);
         goto out;
     }
-    rc = sl_featw_close(&fw, f, err, errlen);
+    rc = feat_writer_close(&fw, f, err, errlen);
 out:
-    sl_featw_free(&fw);
+    feat_writer_free(&fw);
     free(x);
     return rc;
 }
 
-static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_dataset_meta *m, uint64_t *read,
-                          uint64_t *runs, char *err, size_t errlen)
+static int write_topology(const struct imp_job *j, struct imp_input *in, const struct dataset_dir *d,
+                          struct dataset_meta *m, uint64_t *read, uint64_t *runs, char *err, size_t errlen)
 {
-    sl_csc_opts o;
+    struct csc_opts o;
     memset(&o, 0, sizeof o);
     o.nodes = in->nodes;
     o.mem_limit = j->mem_limit;
@@ -314,7 +315,7 @@ static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_d
     o.dedupe = j->dedupe;
     o.drop_self_loops = j->drop_self_loops;
     o.tmpdir = d->tmp;
-    sl_csc *c = NULL;
+    struct csc *c = NULL;
     uint64_t *src = malloc(IMP_EDGE_BATCH * sizeof *src), *dst = malloc(IMP_EDGE_BATCH * sizeof *dst);
     int rc;
     char p1[4096], p2[4096], msg[1024];
@@ -322,7 +323,7 @@ static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_d
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for an edge batch");
         goto out;
     }
-    if ((rc = sl_csc_init(&c, &o, msg, sizeof msg)) < 0) {
+    if ((rc = csc_init(&c, &o, msg, sizeof msg)) < 0) {
         sl_errf(err, errlen, rc, "%s", msg);
         goto out;
     }
@@ -335,7 +336,7 @@ static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_d
             goto out;
         if (!n)
             break;
-        if ((rc = sl_csc_add(c, src, dst, n, msg, sizeof msg)) < 0) {
+        if ((rc = csc_add(c, src, dst, n, msg, sizeof msg)) < 0) {
             sl_errf(err, errlen, rc, "%s: %s", in->edges_name, msg);
             goto out;
         }
@@ -343,16 +344,17 @@ static int write_topology(const imp_job *j, imp_input *in, const sl_dsw *d, sl_d
         progress_tick(&pg, *read, in->edges);
     }
     progress_done(&pg);
-    if ((rc = sl_dsw_path(d, "indptr.bin", p1, sizeof p1)) < 0 || (rc = sl_dsw_path(d, "indices.bin", p2, sizeof p2)) < 0) {
+    if ((rc = dataset_dir_path(d, "indptr.bin", p1, sizeof p1)) < 0 ||
+        (rc = dataset_dir_path(d, "indices.bin", p2, sizeof p2)) < 0) {
         sl_errf(err, errlen, rc, "%s: path too long", d->tmp);
         goto out;
     }
-    rc = sl_csc_finish(c, p1, p2, &m->f[SL_F_INDPTR], &m->f[SL_F_INDICES], &m->edges, err, errlen);
-    sl_csc_stats st;
-    sl_csc_stats_get(c, &st);
+    rc = csc_finish(c, p1, p2, &m->f[DATASET_INDPTR], &m->f[DATASET_INDICES], &m->edges, err, errlen);
+    struct csc_stats st;
+    csc_stats_get(c, &st);
     *runs = st.runs;
 out:
-    sl_csc_free(c);
+    csc_free(c);
     free(src);
     free(dst);
     return rc;
@@ -360,20 +362,20 @@ out:
 
 static const char *const split_file[IMP_SPLITS] = {"train.bin", "val.bin", "test.bin"};
 static const char *const split_name[IMP_SPLITS] = {"train", "val", "test"};
-static const int split_slot[IMP_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+static const int split_slot[IMP_SPLITS] = {DATASET_TRAIN, DATASET_VAL, DATASET_TEST};
 
-int imp_run(const imp_job *j, char *err, size_t errlen)
+int imp_run(const struct imp_job *j, char *err, size_t errlen)
 {
     double t0 = sl_now();
-    sl_dsw d;
-    sl_dataset_meta m;
+    struct dataset_dir d;
+    struct dataset_meta m;
     memset(&m, 0, sizeof m);
-    imp_input *in = NULL;
-    imp_split sp[IMP_SPLITS];
+    struct imp_input *in = NULL;
+    struct imp_split sp[IMP_SPLITS];
     memset(sp, 0, sizeof sp);
     uint8_t *lmap = NULL; /* labelled nodes, one bit each */
     char path[4096];
-    int rc = sl_dsw_begin(&d, j->out, err, errlen);
+    int rc = dataset_dir_begin(&d, j->out, err, errlen);
     if (rc < 0)
         return rc;
 
@@ -381,9 +383,9 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
     if ((rc = (j->open ? j->open : imp_input_open_npy)(&in, j, err, errlen)) < 0)
         goto out;
     const uint64_t nodes = in->nodes, dim = in->dim;
-    sl_dtype dt = j->dtype != SL_DT_NONE ? j->dtype : in->feat_f16 ? SL_DT_F16 : SL_DT_F32;
-    say(j, "%" PRIu64 " nodes, %" PRIu64 " %s features per node (stored as %s); edges: %s", nodes, dim,
-        in->feat_type, sl_dtype_name(dt), in->edge_fmt);
+    enum dtype dt = j->dtype != DTYPE_NONE ? j->dtype : in->feat_f16 ? DTYPE_F16 : DTYPE_F32;
+    say(j, "%" PRIu64 " nodes, %" PRIu64 " %s features per node (stored as %s); edges: %s", nodes, dim, in->feat_type,
+        dtype_name(dt), in->edge_fmt);
 
     /* 2. labels */
     uint64_t labelled = 0;
@@ -392,8 +394,8 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for a bitmap of %" PRIu64 " nodes", nodes);
         goto out;
     }
-    if ((rc = sl_dsw_path(&d, "labels.bin", path, sizeof path)) < 0 ||
-        (rc = write_labels(in, path, &m.f[SL_F_LABELS], &m.classes, &labelled, lmap, err, errlen)) < 0)
+    if ((rc = dataset_dir_path(&d, "labels.bin", path, sizeof path)) < 0 ||
+        (rc = write_labels(in, path, &m.f[DATASET_LABELS], &m.classes, &labelled, lmap, err, errlen)) < 0)
         goto out;
     say(j, "labels: %u classes, %" PRIu64 " of %" PRIu64 " nodes labelled", m.classes, labelled, nodes);
 
@@ -411,7 +413,7 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
     free(lmap);
     lmap = NULL;
     for (int s = 0; s < IMP_SPLITS; s++) {
-        if ((rc = sl_dsw_path(&d, split_file[s], path, sizeof path)) < 0 ||
+        if ((rc = dataset_dir_path(&d, split_file[s], path, sizeof path)) < 0 ||
             (rc = imp_split_write(&sp[s], nodes, path, &m.f[split_slot[s]], err, errlen)) < 0)
             goto out;
     }
@@ -427,19 +429,19 @@ int imp_run(const imp_job *j, char *err, size_t errlen)
 
     /* 5. features */
     t1 = sl_now();
-    if ((rc = sl_dsw_path(&d, "features.bin", path, sizeof path)) < 0 ||
-        (rc = write_features(j, in, dt, path, &m.f[SL_F_FEATURES], err, errlen)) < 0)
+    if ((rc = dataset_dir_path(&d, "features.bin", path, sizeof path)) < 0 ||
+        (rc = write_features(j, in, dt, path, &m.f[DATASET_FEATURES], err, errlen)) < 0)
         goto out;
-    say(j, "features: %" PRIu64 " x %" PRIu64 " %s, row stride %" PRIu64 " bytes (%.1f s)", nodes, dim,
-        sl_dtype_name(dt), m.f[SL_F_FEATURES].row_stride, sl_now() - t1);
+    say(j, "features: %" PRIu64 " x %" PRIu64 " %s, row stride %" PRIu64 " bytes (%.1f s)", nodes, dim, dtype_name(dt),
+        m.f[DATASET_FEATURES].row_stride, sl_now() - t1);
 
     /* 6. dataset.toml, then the rename that publishes OUT */
-    m.version = SL_DATASET_VERSION;
+    m.version = DATASET_VERSION;
     m.nodes = nodes;
     m.feat_dim = dim;
-    m.feat_align = SL_FEAT_ALIGN;
+    m.feat_align = DATASET_FEAT_ALIGN;
     snprintf(m.source, sizeof m.source, "%s", j->source);
-    if ((rc = sl_dsw_commit(&d, &m, err, errlen)) < 0)
+    if ((rc = dataset_dir_commit(&d, &m, err, errlen)) < 0)
         goto out;
     char mem[32];
     say(j, "wrote %s: %" PRIu64 " nodes, %" PRIu64 " edges, %u classes in %.1f s (peak memory %s)", j->out, nodes,
@@ -451,6 +453,6 @@ out:
     if (in)
         in->ops->close(in);
     if (rc < 0)
-        sl_dsw_abort(&d);
+        dataset_dir_abort(&d);
     return rc;
 }

@@ -49,7 +49,7 @@ static int read_degrees(const char *path, uint64_t nodes, deg_stats *d, char *er
     d->hist = calloc(HIST_MAX, sizeof *d->hist);
     if (!d->hist)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
-    prep_scan s;
+    struct prep_scan s;
     int rc = prep_scan_open(&s, path, 0, err, errlen);
     uint64_t prev = 0;
     for (uint64_t i = 0; rc == 0 && i <= nodes; i++) {
@@ -121,25 +121,25 @@ int prep_info_main(int argc, char **argv)
         return PREP_EXIT_BAD_INPUT;
     }
     char err[2048], p[4096], b1[32], b2[32];
-    sl_dataset_meta m;
-    int rc = sl_meta_read(dir, &m, true, err, sizeof err);
+    struct dataset_meta m;
+    int rc = dataset_meta_read(dir, &m, true, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "gnnprep info: %s\n", err);
         return prep_exit_code(rc);
     }
-    const sl_dsfile *f = m.f;
+    const struct dataset_file *f = m.f;
     printf("dataset      %s\n", dir);
     printf("source       %s\n", m.source[0] ? m.source : "(unknown)");
     printf("nodes        %" PRIu64 "\n", m.nodes);
-    printf("edges        %" PRIu64 " (in-neighbour CSC, %s ids)\n", m.edges, sl_dtype_name(f[SL_F_INDICES].dtype));
-    uint64_t rowb = f[SL_F_FEATURES].cols * sl_dtype_size(f[SL_F_FEATURES].dtype);
+    printf("edges        %" PRIu64 " (in-neighbour CSC, %s ids)\n", m.edges, dtype_name(f[DATASET_INDICES].dtype));
+    uint64_t rowb = f[DATASET_FEATURES].cols * dtype_size(f[DATASET_FEATURES].dtype);
     printf("features     %" PRIu64 " x %s, row %" PRIu64 " B, stride %" PRIu64 " B (%.1f%% padding)\n", m.feat_dim,
-           sl_dtype_name(f[SL_F_FEATURES].dtype), rowb, f[SL_F_FEATURES].row_stride,
-           100.0 * (double)(f[SL_F_FEATURES].row_stride - rowb) / (double)f[SL_F_FEATURES].row_stride);
+           dtype_name(f[DATASET_FEATURES].dtype), rowb, f[DATASET_FEATURES].row_stride,
+           100.0 * (double)(f[DATASET_FEATURES].row_stride - rowb) / (double)f[DATASET_FEATURES].row_stride);
     printf("classes      %u\n", m.classes);
 
     deg_stats d;
-    sl_path_join(p, sizeof p, dir, f[SL_F_INDPTR].file);
+    sl_path_join(p, sizeof p, dir, f[DATASET_INDPTR].file);
     rc = read_degrees(p, m.nodes, &d, err, sizeof err);
     if (rc == 0) {
         printf("in-degree    mean %.2f  median %" PRIu64 "  p90 %" PRIu64 "  p99 %" PRIu64 "  p99.9 %" PRIu64
@@ -160,8 +160,8 @@ int prep_info_main(int argc, char **argv)
         fprintf(stderr, "gnnprep info: out of memory\n");
         return PREP_EXIT_FAIL;
     }
-    prep_scan s;
-    sl_path_join(p, sizeof p, dir, f[SL_F_LABELS].file);
+    struct prep_scan s;
+    sl_path_join(p, sizeof p, dir, f[DATASET_LABELS].file);
     rc = prep_scan_open(&s, p, 0, err, sizeof err);
     for (uint64_t i = 0; rc == 0 && i < m.nodes; i++) {
         int32_t l;
@@ -193,15 +193,16 @@ int prep_info_main(int argc, char **argv)
         fprintf(stderr, "gnnprep info: %s\n", err);
         return prep_exit_code(rc);
     }
-    printf("splits       train %" PRIu64 "  val %" PRIu64 "  test %" PRIu64 "\n", f[SL_F_TRAIN].rows, f[SL_F_VAL].rows,
-           f[SL_F_TEST].rows);
+    printf("splits       train %" PRIu64 "  val %" PRIu64 "  test %" PRIu64 "\n", f[DATASET_TRAIN].rows,
+           f[DATASET_VAL].rows, f[DATASET_TEST].rows);
     uint64_t total = 0;
     printf("on disk     ");
-    for (int i = 0; i < SL_F_COUNT; i++) {
+    for (int i = 0; i < DATASET_FILES; i++) {
         total += f[i].bytes;
-        printf(" %s %s%s", sl_dsfile_key[i], sl_fmt_bytes(f[i].bytes, b1, sizeof b1), i + 1 < SL_F_COUNT ? "," : "");
+        printf(" %s %s%s", dataset_file_key[i], sl_fmt_bytes(f[i].bytes, b1, sizeof b1),
+               i + 1 < DATASET_FILES ? "," : "");
     }
     printf("\ntotal        %s (features %s of it)\n", sl_fmt_bytes(total, b2, sizeof b2),
-           sl_fmt_bytes(f[SL_F_FEATURES].bytes, b1, sizeof b1));
+           sl_fmt_bytes(f[DATASET_FEATURES].bytes, b1, sizeof b1));
     return PREP_EXIT_OK;
 }

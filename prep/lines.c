@@ -13,7 +13,7 @@
 
 #include "core/util.h"
 
-int sl_lines_open(sl_lines *l, const char *path, char *err, size_t errlen)
+int lines_open(struct lines *l, const char *path, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
     snprintf(l->path, sizeof l->path, "%s", path);
@@ -27,11 +27,11 @@ int sl_lines_open(sl_lines *l, const char *path, char *err, size_t errlen)
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     l->gz = gzdopen(fd, "rb");
-    l->buf = malloc(SL_LINES_MAX + 1);
+    l->buf = malloc(LINES_MAX + 1);
     if (!l->gz || !l->buf) {
         if (!l->gz)
             close(fd);
-        sl_lines_close(l);
+        lines_close(l);
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     }
     gzbuffer(l->gz, 1u << 18);
@@ -39,7 +39,7 @@ int sl_lines_open(sl_lines *l, const char *path, char *err, size_t errlen)
 }
 
 /* Maps a zlib read error: damaged data is bad input, errno is the machine. */
-static int gz_fail(sl_lines *l, char *err, size_t errlen)
+static int gz_fail(struct lines *l, char *err, size_t errlen)
 {
     int zerr = Z_OK;
     const char *msg = gzerror(l->gz, &zerr);
@@ -54,7 +54,7 @@ static int gz_fail(sl_lines *l, char *err, size_t errlen)
                    "re-create the file", l->path, l->lineno, msg && *msg ? msg : "zlib error");
 }
 
-int sl_lines_next(sl_lines *l, char **line, size_t *len, char *err, size_t errlen)
+int lines_next(struct lines *l, char **line, size_t *len, char *err, size_t errlen)
 {
     char *s;
     size_t n;
@@ -77,10 +77,10 @@ int sl_lines_next(sl_lines *l, char **line, size_t *len, char *err, size_t errle
         memmove(l->buf, s, avail);
         l->len = avail;
         l->off = 0;
-        if (l->len == SL_LINES_MAX)
+        if (l->len == LINES_MAX)
             return sl_errf(err, errlen, -EINVAL, "%s:%" PRIu64 ": line longer than %u bytes; is this a text file?",
-                           l->path, l->lineno + 1, SL_LINES_MAX);
-        int r = gzread(l->gz, l->buf + l->len, (unsigned)(SL_LINES_MAX - l->len));
+                           l->path, l->lineno + 1, LINES_MAX);
+        int r = gzread(l->gz, l->buf + l->len, (unsigned)(LINES_MAX - l->len));
         if (r < 0)
             return gz_fail(l, err, errlen);
         if (r == 0) {
@@ -104,7 +104,7 @@ int sl_lines_next(sl_lines *l, char **line, size_t *len, char *err, size_t errle
     return 1;
 }
 
-void sl_lines_close(sl_lines *l)
+void lines_close(struct lines *l)
 {
     if (!l)
         return;

@@ -2,7 +2,7 @@
  * lists), plain or gzip-compressed (zlib detects which), with line numbers
  * for error messages. Lines are handed out in place, without the '\n' (and
  * without a '\r' before it), NUL-terminated; a line may be at most
- * SL_LINES_MAX bytes. */
+ * LINES_MAX bytes. */
 #ifndef SLUICE_LINES_H
 #define SLUICE_LINES_H
 
@@ -10,25 +10,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_LINES_MAX (1u << 20)
+#define LINES_MAX (1u << 20)
 
-typedef struct sl_lines {
+struct lines {
     void *gz;          /* gzFile */
-    char *buf;         /* SL_LINES_MAX + 1 bytes */
+    char *buf;         /* LINES_MAX + 1 bytes */
     size_t len, off;   /* valid bytes in buf, start of the next line */
     bool eof;
     uint64_t lineno;   /* number of the line last returned (1-based) */
     char path[4096];
-} sl_lines;
+};
 
 /* Opens path (a regular file, optionally gzip-compressed). 0 or -errno
  * (-ENOENT missing, -EINVAL not a regular file), message names the path. */
-int sl_lines_open(sl_lines *l, const char *path, char *err, size_t errlen);
+int lines_open(struct lines *l, const char *path, char *err, size_t errlen);
 
 /* Next line in *line (length *len). Returns 1, 0 at the end, or -errno:
- * -EINVAL for a line longer than SL_LINES_MAX or a NUL byte in the text,
+ * -EINVAL for a line longer than LINES_MAX or a NUL byte in the text,
  * -EBADMSG for a damaged or cut-short gzip stream, other -errno for I/O. */
-int sl_lines_next(sl_lines *l, char **line, size_t *len, char *err, size_t errlen);
+int lines_next(struct lines *l, char **line, size_t *len, char *err, size_t errlen);
 
 /* Parses a decimal unsigned integer at *p (no sign, no suffix), advancing
  * *p past its digits. Returns SL_NUM_OK, or what is wrong; *p is left at the
@@ -39,6 +39,6 @@ int sl_text_uint(const char **p, uint64_t *v);
 const char *sl_text_uint_error(int code);
 
 /* Closes; accepts a zeroed or closed reader. */
-void sl_lines_close(sl_lines *l);
+void lines_close(struct lines *l);
 
 #endif

@@ -20,18 +20,18 @@
 #endif
 
 static const struct {
-    sl_npy_type t;
+    enum npy_type t;
     char kind; /* numpy's kind character */
     size_t size;
     const char *name;
 } types[] = {
-    {SL_NPY_BOOL, 'b', 1, "bool"},   {SL_NPY_I8, 'i', 1, "int8"},       {SL_NPY_I16, 'i', 2, "int16"},
-    {SL_NPY_I32, 'i', 4, "int32"},   {SL_NPY_I64, 'i', 8, "int64"},     {SL_NPY_U8, 'u', 1, "uint8"},
-    {SL_NPY_U16, 'u', 2, "uint16"},  {SL_NPY_U32, 'u', 4, "uint32"},    {SL_NPY_U64, 'u', 8, "uint64"},
-    {SL_NPY_F16, 'f', 2, "float16"}, {SL_NPY_F32, 'f', 4, "float32"},   {SL_NPY_F64, 'f', 8, "float64"},
+    {NPY_BOOL, 'b', 1, "bool"},   {NPY_I8, 'i', 1, "int8"},     {NPY_I16, 'i', 2, "int16"},
+    {NPY_I32, 'i', 4, "int32"},   {NPY_I64, 'i', 8, "int64"},   {NPY_U8, 'u', 1, "uint8"},
+    {NPY_U16, 'u', 2, "uint16"},  {NPY_U32, 'u', 4, "uint32"},  {NPY_U64, 'u', 8, "uint64"},
+    {NPY_F16, 'f', 2, "float16"}, {NPY_F32, 'f', 4, "float32"}, {NPY_F64, 'f', 8, "float64"},
 };
 
-const char *sl_npy_type_name(sl_npy_type t)
+const char *npy_type_name(enum npy_type t)
 {
     for (size_t i = 0; i < SL_ARRAY_LEN(types); i++)
         if (types[i].t == t)
@@ -39,7 +39,7 @@ const char *sl_npy_type_name(sl_npy_type t)
     return "none";
 }
 
-size_t sl_npy_type_size(sl_npy_type t)
+size_t npy_type_size(enum npy_type t)
 {
     for (size_t i = 0; i < SL_ARRAY_LEN(types); i++)
         if (types[i].t == t)
@@ -52,7 +52,7 @@ size_t sl_npy_type_size(sl_npy_type t)
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-int sl_npy_prelude(const void *buf, size_t n, uint64_t *header_bytes, char *err, size_t errlen)
+int npy_prelude(const void *buf, size_t n, uint64_t *header_bytes, char *err, size_t errlen)
 {
     const unsigned char *b = buf;
     if (memcmp(b, npy_magic, SL_MIN(n, sizeof npy_magic)))
@@ -69,10 +69,12 @@ int sl_npy_prelude(const void *buf, size_t n, uint64_t *header_bytes, char *err,
     uint64_t hl = major == 1 ? (uint64_t)b[8] | (uint64_t)b[9] << 8
                              : (uint64_t)b[8] | (uint64_t)b[9] << 8 | (uint64_t)b[10] << 16 | (uint64_t)b[11] << 24;
     uint64_t total = pre + hl;
-    if (total > SL_NPY_MAX_HEADER)
-        return sl_errf(err, errlen, -EINVAL, ".npy header of %" PRIu64 " bytes is longer than the %u accepted; "
-                       "the file is damaged or not written by numpy", total, SL_NPY_MAX_HEADER);
-    if (total < SL_NPY_PRELUDE)
+    if (total > NPY_MAX_HEADER)
+        return sl_errf(err, errlen, -EINVAL,
+                       ".npy header of %" PRIu64 " bytes is longer than the %u accepted; "
+                       "the file is damaged or not written by numpy",
+                       total, NPY_MAX_HEADER);
+    if (total < NPY_PRELUDE)
         return sl_errf(err, errlen, -EINVAL, ".npy header of %" PRIu64 " bytes is too short to hold its dict", total);
     *header_bytes = total;
     return 0;
@@ -176,7 +178,7 @@ static int hp_uint(hparse *s, uint64_t *v)
     return 0;
 }
 
-static int hp_shape(hparse *s, sl_npy_hdr *h)
+static int hp_shape(hparse *s, struct npy_hdr *h)
 {
     if (!hp_eat(s, '('))
         return hp_fail(s, "'shape' must be a tuple such as (3, 4)");
@@ -184,7 +186,7 @@ static int hp_shape(hparse *s, sl_npy_hdr *h)
     if (hp_eat(s, ')'))
         return 0;
     for (;;) {
-        if (h->ndim == SL_NPY_MAX_DIMS)
+        if (h->ndim == NPY_MAX_DIMS)
             return hp_fail(s, "too many dimensions in shape");
         int rc = hp_uint(s, &h->shape[h->ndim++]);
         if (rc < 0)
@@ -202,7 +204,7 @@ static int hp_shape(hparse *s, sl_npy_hdr *h)
 }
 
 /* Maps a descr string ("<f4") to a type; messages say what to do. */
-static int parse_descr(const char *d, sl_npy_hdr *h, char *err, size_t errlen)
+static int parse_descr(const char *d, struct npy_hdr *h, char *err, size_t errlen)
 {
     size_t len = strlen(d);
     char bo = len ? d[0] : 0, kind = len > 1 ? d[1] : 0;
@@ -222,11 +224,11 @@ static int parse_descr(const char *d, sl_npy_hdr *h, char *err, size_t errlen)
         else
             size = size * 10 + (size_t)(d[i] - '0');
     }
-    sl_npy_type t = SL_NPY_NONE;
+    enum npy_type t = NPY_NONE;
     for (size_t i = 0; digits && i < SL_ARRAY_LEN(types); i++)
         if (types[i].kind == kind && types[i].size == size)
             t = types[i].t;
-    if (t == SL_NPY_NONE || !strchr("<>|=", bo))
+    if (t == NPY_NONE || !strchr("<>|=", bo))
         return sl_errf(err, errlen, -EINVAL, "dtype '%s' is not supported (supported: bool, int8..int64, "
                        "uint8..uint64, float16, float32, float64, little-endian)", d);
     if (size > 1 && bo == '>')
@@ -242,11 +244,11 @@ static int parse_descr(const char *d, sl_npy_hdr *h, char *err, size_t errlen)
     return 0;
 }
 
-int sl_npy_parse_header(const void *buf, size_t n, sl_npy_hdr *h, char *err, size_t errlen)
+int npy_parse_header(const void *buf, size_t n, struct npy_hdr *h, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
     uint64_t total;
-    int rc = sl_npy_prelude(buf, n, &total, err, errlen);
+    int rc = npy_prelude(buf, n, &total, err, errlen);
     if (rc < 0)
         return rc;
     if (total > n)
@@ -321,11 +323,11 @@ int sl_npy_parse_header(const void *buf, size_t n, sl_npy_hdr *h, char *err, siz
 too_big: {
     char sh[256];
     return sl_errf(err, errlen, -EINVAL, "shape %s is too large: its size in bytes overflows; the header is damaged",
-                   sl_npy_shape_str(h, sh, sizeof sh));
+                   npy_shape_str(h, sh, sizeof sh));
 }
 }
 
-const char *sl_npy_shape_str(const sl_npy_hdr *h, char *buf, size_t len)
+const char *npy_shape_str(const struct npy_hdr *h, char *buf, size_t len)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf, len, "(");
@@ -339,43 +341,45 @@ const char *sl_npy_shape_str(const sl_npy_hdr *h, char *buf, size_t len)
 /* ------------------------------------------------------------------ */
 /* streaming reader */
 
-void sl_npy_init(sl_npy *r)
+void npy_init(struct npy *r)
 {
     memset(r, 0, sizeof *r);
     r->fd = -1;
 }
 
-void sl_npy_close(sl_npy *r)
+void npy_close(struct npy *r)
 {
     if (!r)
         return;
     if (r->fd >= 0)
         close(r->fd);
     r->fd = -1;
-    sl_npz_close(r->z);
+    npz_close(r->z);
     r->z = NULL;
 }
 
-static int size_mismatch(const sl_npy *r, uint64_t found, char *err, size_t errlen)
+static int size_mismatch(const struct npy *r, uint64_t found, char *err, size_t errlen)
 {
     uint64_t want = r->h.header_bytes + r->h.data_bytes;
     char sh[256];
-    sl_npy_shape_str(&r->h, sh, sizeof sh);
+    npy_shape_str(&r->h, sh, sizeof sh);
     if (found < want)
-        return sl_errf(err, errlen, -EINVAL, "%s: truncated: expected %" PRIu64 " bytes, found %" PRIu64
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: truncated: expected %" PRIu64 " bytes, found %" PRIu64
                        " (%s %s array); the file is incomplete, copy or download it again",
-                       r->name, want, found, sh, sl_npy_type_name(r->h.type));
-    return sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " bytes after the %s %s array (expected %" PRIu64
-                   " bytes, found %" PRIu64 "); the file is damaged or not a plain .npy",
-                   r->name, found - want, sh, sl_npy_type_name(r->h.type), want, found);
+                       r->name, want, found, sh, npy_type_name(r->h.type));
+    return sl_errf(err, errlen, -EINVAL,
+                   "%s: %" PRIu64 " bytes after the %s %s array (expected %" PRIu64 " bytes, found %" PRIu64
+                   "); the file is damaged or not a plain .npy",
+                   r->name, found - want, sh, npy_type_name(r->h.type), want, found);
 }
 
 /* Reads from the member until n bytes or its end; returns bytes read. */
-static ssize_t npz_fill(sl_npz *z, void *buf, size_t n, char *err, size_t errlen)
+static ssize_t npz_fill(struct npz *z, void *buf, size_t n, char *err, size_t errlen)
 {
     size_t got = 0;
     while (got < n) {
-        ssize_t k = sl_npz_read(z, (char *)buf + got, n - got, err, errlen);
+        ssize_t k = npz_read(z, (char *)buf + got, n - got, err, errlen);
         if (k < 0)
             return k;
         if (k == 0)
@@ -386,9 +390,9 @@ static ssize_t npz_fill(sl_npz *z, void *buf, size_t n, char *err, size_t errlen
 }
 
 /* Reads and parses the header from whichever source r has. */
-static int read_header(sl_npy *r, char *err, size_t errlen)
+static int read_header(struct npy *r, char *err, size_t errlen)
 {
-    unsigned char pre[SL_NPY_PRELUDE];
+    unsigned char pre[NPY_PRELUDE];
     char msg[768];
     size_t got = 0;
     int rc;
@@ -403,7 +407,7 @@ static int read_header(sl_npy *r, char *err, size_t errlen)
         got = (size_t)k;
     }
     uint64_t total;
-    if ((rc = sl_npy_prelude(pre, got, &total, msg, sizeof msg)) < 0)
+    if ((rc = npy_prelude(pre, got, &total, msg, sizeof msg)) < 0)
         return sl_errf(err, errlen, rc, "%s: %s", r->name, msg);
     unsigned char *hb = malloc(total);
     if (!hb)
@@ -426,16 +430,16 @@ static int read_header(sl_npy *r, char *err, size_t errlen)
         }
         have += (size_t)k;
     }
-    rc = sl_npy_parse_header(hb, have, &r->h, msg, sizeof msg);
+    rc = npy_parse_header(hb, have, &r->h, msg, sizeof msg);
     free(hb);
     if (rc < 0)
         return sl_errf(err, errlen, rc, "%s: %s", r->name, msg);
     return 0;
 }
 
-int sl_npy_open(sl_npy *r, const char *path, char *err, size_t errlen)
+int npy_open(struct npy *r, const char *path, char *err, size_t errlen)
 {
-    sl_npy_init(r);
+    npy_init(r);
     snprintf(r->name, sizeof r->name, "%s", path);
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0)
@@ -459,31 +463,31 @@ int sl_npy_open(sl_npy *r, const char *path, char *err, size_t errlen)
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return 0;
 fail:
-    sl_npy_close(r);
+    npy_close(r);
     return rc;
 }
 
-int sl_npy_open_npz(sl_npy *r, const char *npz, const char *member, bool optional, char *err, size_t errlen)
+int npy_open_npz(struct npy *r, const char *npz, const char *member, bool optional, char *err, size_t errlen)
 {
-    sl_npy_init(r);
+    npy_init(r);
     snprintf(r->name, sizeof r->name, "%s: %s", npz, member);
-    int rc = sl_npz_open(&r->z, npz, member, optional, err, errlen);
+    int rc = npz_open(&r->z, npz, member, optional, err, errlen);
     if (rc != 0)
         return rc;
     if ((rc = read_header(r, err, errlen)) < 0)
         goto fail;
-    int64_t size = sl_npz_size(r->z);
+    int64_t size = npz_size(r->z);
     if (size >= 0 && (uint64_t)size != r->h.header_bytes + r->h.data_bytes) {
         rc = size_mismatch(r, (uint64_t)size, err, errlen);
         goto fail;
     }
     return 0;
 fail:
-    sl_npy_close(r);
+    npy_close(r);
     return rc;
 }
 
-int sl_npy_read(sl_npy *r, void *buf, size_t n, char *err, size_t errlen)
+int npy_read(struct npy *r, void *buf, size_t n, char *err, size_t errlen)
 {
     if (n > r->h.data_bytes - r->pos)
         return sl_errf(err, errlen, -EINVAL, "%s: internal error: read past the array's end", r->name);
@@ -505,7 +509,7 @@ int sl_npy_read(sl_npy *r, void *buf, size_t n, char *err, size_t errlen)
     return 0;
 }
 
-int sl_npy_skip(sl_npy *r, uint64_t n, char *err, size_t errlen)
+int npy_skip(struct npy *r, uint64_t n, char *err, size_t errlen)
 {
     if (n > r->h.data_bytes - r->pos)
         return sl_errf(err, errlen, -EINVAL, "%s: internal error: skip past the array's end", r->name);
@@ -520,14 +524,14 @@ int sl_npy_skip(sl_npy *r, uint64_t n, char *err, size_t errlen)
     int rc = 0;
     while (n && rc == 0) {
         size_t k = (size_t)SL_MIN(n, (uint64_t)cap);
-        rc = sl_npy_read(r, buf, k, err, errlen);
+        rc = npy_read(r, buf, k, err, errlen);
         n -= k;
     }
     free(buf);
     return rc;
 }
 
-int sl_npy_end(sl_npy *r, char *err, size_t errlen)
+int npy_end(struct npy *r, char *err, size_t errlen)
 {
     if (r->pos != r->h.data_bytes)
         return sl_errf(err, errlen, -EINVAL, "%s: internal error: %" PRIu64 " of %" PRIu64 " data bytes unread",
@@ -537,7 +541,7 @@ int sl_npy_end(sl_npy *r, char *err, size_t errlen)
     char extra[4096];
     uint64_t more = 0;
     for (;;) {
-        ssize_t k = sl_npz_read(r->z, extra, sizeof extra, err, errlen);
+        ssize_t k = npz_read(r->z, extra, sizeof extra, err, errlen);
         if (k < 0)
             return (int)k;
         if (k == 0)
@@ -575,85 +579,85 @@ DEF_LOAD(ld_f64, double)
 #define CONVERT_ALL(DST_T, t, src, dst, n)                                                                             \
     do {                                                                                                               \
         switch (t) {                                                                                                   \
-        case SL_NPY_BOOL:                                                                                              \
+        case NPY_BOOL:                                                                                                 \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)(ld_u8(src, i) != 0);                                                                \
             break;                                                                                                     \
-        case SL_NPY_I8:                                                                                                \
+        case NPY_I8:                                                                                                   \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_i8(src, i);                                                                       \
             break;                                                                                                     \
-        case SL_NPY_I16:                                                                                               \
+        case NPY_I16:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_i16(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_I32:                                                                                               \
+        case NPY_I32:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_i32(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_I64:                                                                                               \
+        case NPY_I64:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_i64(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_U8:                                                                                                \
+        case NPY_U8:                                                                                                   \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_u8(src, i);                                                                       \
             break;                                                                                                     \
-        case SL_NPY_U16:                                                                                               \
+        case NPY_U16:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_u16(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_U32:                                                                                               \
+        case NPY_U32:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_u32(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_U64:                                                                                               \
+        case NPY_U64:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_u64(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_F16:                                                                                               \
+        case NPY_F16:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
-                (dst)[i] = (DST_T)sl_f16_to_f32(ld_u16(src, i));                                                       \
+                (dst)[i] = (DST_T)half_to_f32(ld_u16(src, i));                                                         \
             break;                                                                                                     \
-        case SL_NPY_F32:                                                                                               \
+        case NPY_F32:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_f32(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_F64:                                                                                               \
+        case NPY_F64:                                                                                                  \
             for (size_t i = 0; i < (n); i++)                                                                           \
                 (dst)[i] = (DST_T)ld_f64(src, i);                                                                      \
             break;                                                                                                     \
-        case SL_NPY_NONE:                                                                                              \
+        case NPY_NONE:                                                                                                 \
             break;                                                                                                     \
         }                                                                                                              \
     } while (0)
 
-void sl_npy_to_f32(sl_npy_type t, const void *src, float *dst, size_t n)
+void npy_to_f32(enum npy_type t, const void *src, float *dst, size_t n)
 {
-    if (t == SL_NPY_F32) {
+    if (t == NPY_F32) {
         memcpy(dst, src, n * sizeof *dst);
         return;
     }
     CONVERT_ALL(float, t, src, dst, n);
 }
 
-void sl_npy_to_f64(sl_npy_type t, const void *src, double *dst, size_t n)
+void npy_to_f64(enum npy_type t, const void *src, double *dst, size_t n)
 {
     CONVERT_ALL(double, t, src, dst, n);
 }
 
-int sl_npy_to_i64(sl_npy_type t, const void *src, int64_t *dst, size_t n)
+int npy_to_i64(enum npy_type t, const void *src, int64_t *dst, size_t n)
 {
-    if (!sl_npy_is_int(t) && t != SL_NPY_BOOL)
+    if (!npy_is_int(t) && t != NPY_BOOL)
         return -EINVAL;
-    if (t == SL_NPY_U64) {
+    if (t == NPY_U64) {
         for (size_t i = 0; i < n; i++) {
             uint64_t v = ld_u64(src, i);
             dst[i] = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
         }
         return 0;
     }
-    if (t == SL_NPY_I64) {
+    if (t == NPY_I64) {
         memcpy(dst, src, n * sizeof *dst);
         return 0;
     }

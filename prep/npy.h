@@ -11,16 +11,16 @@
  * What is accepted: the three keys exactly once each, in any order, quoted
  * with ' or "; descr one of bool, int8..int64, uint8..uint64, float16/32/64
  * in little-endian ('<', or '|' / '>' for one-byte types); fortran_order
- * False; a shape tuple of up to SL_NPY_MAX_DIMS non-negative integers (a
+ * False; a shape tuple of up to NPY_MAX_DIMS non-negative integers (a
  * trailing 'L' from Python 2 writers is allowed). Everything else is rejected
  * with a message that says what to do: big-endian data, object (pickled)
  * arrays, structured or string dtypes, fortran_order True, a header longer
- * than SL_NPY_MAX_HEADER, a shape whose byte size overflows, and a file whose
+ * than NPY_MAX_HEADER, a shape whose byte size overflows, and a file whose
  * size is not exactly header + product(shape) x itemsize ("truncated:
  * expected X bytes, found Y").
  *
  * The parser only reads the bytes it is given and never trusts a length it
- * has read; it is meant to be fuzzed (sl_npy_parse_header on arbitrary
+ * has read; it is meant to be fuzzed (npy_parse_header on arbitrary
  * bytes). Sluice runs on little-endian hosts only (asserted in npy.c). */
 #ifndef SLUICE_NPY_H
 #define SLUICE_NPY_H
@@ -29,105 +29,111 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_NPY_MAX_DIMS 32
+#define NPY_MAX_DIMS 32
 /* Longest header (prelude + dict) accepted, in bytes. numpy writes ~128. */
-#define SL_NPY_MAX_HEADER 65536u
-/* Bytes that always suffice to learn the header length (sl_npy_prelude). */
-#define SL_NPY_PRELUDE 12u
+#define NPY_MAX_HEADER 65536u
+/* Bytes that always suffice to learn the header length (npy_prelude). */
+#define NPY_PRELUDE 12u
 
-typedef enum sl_npy_type {
-    SL_NPY_NONE = 0,
-    SL_NPY_BOOL,
-    SL_NPY_I8,
-    SL_NPY_I16,
-    SL_NPY_I32,
-    SL_NPY_I64,
-    SL_NPY_U8,
-    SL_NPY_U16,
-    SL_NPY_U32,
-    SL_NPY_U64,
-    SL_NPY_F16,
-    SL_NPY_F32,
-    SL_NPY_F64,
-} sl_npy_type;
+enum npy_type {
+    NPY_NONE = 0,
+    NPY_BOOL,
+    NPY_I8,
+    NPY_I16,
+    NPY_I32,
+    NPY_I64,
+    NPY_U8,
+    NPY_U16,
+    NPY_U32,
+    NPY_U64,
+    NPY_F16,
+    NPY_F32,
+    NPY_F64,
+};
 
-/* numpy's name of a type ("float32"); "none" for SL_NPY_NONE. */
-const char *sl_npy_type_name(sl_npy_type t);
-size_t sl_npy_type_size(sl_npy_type t);
-static inline bool sl_npy_is_float(sl_npy_type t) { return t >= SL_NPY_F16 && t <= SL_NPY_F64; }
-static inline bool sl_npy_is_int(sl_npy_type t) { return t >= SL_NPY_I8 && t <= SL_NPY_U64; }
+/* numpy's name of a type ("float32"); "none" for NPY_NONE. */
+const char *npy_type_name(enum npy_type t);
+size_t npy_type_size(enum npy_type t);
+static inline bool npy_is_float(enum npy_type t)
+{
+    return t >= NPY_F16 && t <= NPY_F64;
+}
+static inline bool npy_is_int(enum npy_type t)
+{
+    return t >= NPY_I8 && t <= NPY_U64;
+}
 
-typedef struct sl_npy_hdr {
+struct npy_hdr {
     unsigned version;                  /* major: 1, 2 or 3 */
-    sl_npy_type type;
+    enum npy_type type;
     size_t itemsize;
     int ndim;                          /* 0 for a scalar */
-    uint64_t shape[SL_NPY_MAX_DIMS];
+    uint64_t shape[NPY_MAX_DIMS];
     uint64_t count;                    /* product of shape (1 when ndim == 0) */
     uint64_t header_bytes;             /* offset of the first element */
     uint64_t data_bytes;               /* count * itemsize */
-} sl_npy_hdr;
+};
 
 /* From the first n bytes of a file: checks magic and version and returns
  * the total header length (prelude + dict) in *header_bytes. Needs at most
- * SL_NPY_PRELUDE bytes. 0 or -EINVAL with a message (no file name). */
-int sl_npy_prelude(const void *buf, size_t n, uint64_t *header_bytes, char *err, size_t errlen);
+ * NPY_PRELUDE bytes. 0 or -EINVAL with a message (no file name). */
+int npy_prelude(const void *buf, size_t n, uint64_t *header_bytes, char *err, size_t errlen);
 
 /* Parses a complete header held in buf[0..n) (n may exceed the header).
  * 0 or -EINVAL with a message (no file name). Pure: no I/O, no allocation. */
-int sl_npy_parse_header(const void *buf, size_t n, sl_npy_hdr *h, char *err, size_t errlen);
+int npy_parse_header(const void *buf, size_t n, struct npy_hdr *h, char *err, size_t errlen);
 
 /* Formats "(2, 5)" into buf; returns buf. */
-const char *sl_npy_shape_str(const sl_npy_hdr *h, char *buf, size_t len);
+const char *npy_shape_str(const struct npy_hdr *h, char *buf, size_t len);
 
 /* ---- streaming reader ---- */
-struct sl_npz;
+struct npz;
 
-typedef struct sl_npy {
-    sl_npy_hdr h;
+struct npy {
+    struct npy_hdr h;
     char name[1024];       /* for messages: "PATH" or "NPZ: MEMBER" */
     int fd;                /* plain file source, or -1 */
-    struct sl_npz *z;      /* archive member source, or NULL */
+    struct npz *z;         /* archive member source, or NULL */
     uint64_t pos;          /* data bytes consumed so far */
-} sl_npy;
+};
 
 /* Opens a .npy file and reads its header; the file size must be exactly
  * header + data. Blocking. 0 or -errno (-ENOENT missing, -EINVAL malformed,
  * other -errno for I/O failures), message prefixed with the path. */
-int sl_npy_open(sl_npy *r, const char *path, char *err, size_t errlen);
+int npy_open(struct npy *r, const char *path, char *err, size_t errlen);
 
 /* Opens member `member` (e.g. "edge_index.npy") of the .npz archive npz and
  * reads its header; when the archive records the member's size it must be
  * exactly header + data. Returns 0, or 1 when `optional` and the member is
  * absent, or -errno (-ENOENT when the archive or a required member is
  * missing, -EBADMSG for a damaged archive, -EINVAL for a bad npy header). */
-int sl_npy_open_npz(sl_npy *r, const char *npz, const char *member, bool optional, char *err, size_t errlen);
+int npy_open_npz(struct npy *r, const char *npz, const char *member, bool optional, char *err, size_t errlen);
 
 /* Reads exactly n bytes of element data (continuing where the last read or
  * skip stopped). Fails with -EINVAL "NAME: truncated: ..." if the data ends
  * early, -EBADMSG if the archive is damaged, other -errno on I/O errors. */
-int sl_npy_read(sl_npy *r, void *buf, size_t n, char *err, size_t errlen);
+int npy_read(struct npy *r, void *buf, size_t n, char *err, size_t errlen);
 
 /* Skips n bytes of element data: a seek for files, a read for archives. */
-int sl_npy_skip(sl_npy *r, uint64_t n, char *err, size_t errlen);
+int npy_skip(struct npy *r, uint64_t n, char *err, size_t errlen);
 
 /* Checks that all data has been consumed and nothing follows it; for
  * archives this reads to the member's end, which verifies its CRC. */
-int sl_npy_end(sl_npy *r, char *err, size_t errlen);
+int npy_end(struct npy *r, char *err, size_t errlen);
 
 /* Releases the reader; accepts a zeroed or already closed reader. */
-void sl_npy_close(sl_npy *r);
+void npy_close(struct npy *r);
 
-/* Initialises r so that sl_npy_close is safe before any open. */
-void sl_npy_init(sl_npy *r);
+/* Initialises r so that npy_close is safe before any open. */
+void npy_init(struct npy *r);
 
 /* ---- element conversion (little-endian sources, any alignment) ---- */
 /* n elements of type t at src to float. */
-void sl_npy_to_f32(sl_npy_type t, const void *src, float *dst, size_t n);
+void npy_to_f32(enum npy_type t, const void *src, float *dst, size_t n);
 /* n elements to double (labels: exact for every integer up to 2^53). */
-void sl_npy_to_f64(sl_npy_type t, const void *src, double *dst, size_t n);
+void npy_to_f64(enum npy_type t, const void *src, double *dst, size_t n);
 /* n integer or bool elements to int64; uint64 values above INT64_MAX become
  * INT64_MAX. Float types are not accepted (returns -EINVAL). */
-int sl_npy_to_i64(sl_npy_type t, const void *src, int64_t *dst, size_t n);
+int npy_to_i64(enum npy_type t, const void *src, int64_t *dst, size_t n);
 
 #endif

@@ -11,7 +11,7 @@
 
 #include "core/util.h"
 
-struct sl_npz {
+struct npz {
     struct archive *a;
     int64_t size;
     char name[1024]; /* "PATH: MEMBER" for messages */
@@ -58,7 +58,7 @@ static void list_add(char *list, size_t len, const char *name)
     snprintf(list + have, len - have, "%s%s", have ? ", " : "", name);
 }
 
-int sl_npz_open(sl_npz **out, const char *path, const char *member, bool optional, char *err, size_t errlen)
+int npz_open(struct npz **out, const char *path, const char *member, bool optional, char *err, size_t errlen)
 {
     *out = NULL;
     struct stat st;
@@ -66,7 +66,7 @@ int sl_npz_open(sl_npz **out, const char *path, const char *member, bool optiona
         return sl_errf(err, errlen, -errno, "%s: cannot open: %s; check the path", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return sl_errf(err, errlen, -EINVAL, "%s: not a regular file; expected a .npz (zip) archive", path);
-    sl_npz *z = calloc(1, sizeof *z);
+    struct npz *z = calloc(1, sizeof *z);
     if (!z)
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     snprintf(z->name, sizeof z->name, "%s: %s", path, member);
@@ -111,22 +111,22 @@ int sl_npz_open(sl_npz **out, const char *path, const char *member, bool optiona
         return 0;
     }
     if (optional) {
-        sl_npz_close(z);
+        npz_close(z);
         return 1;
     }
     rc = sl_errf(err, errlen, -ENOENT, "%s: has no member %s (members: %s); is this the right file?", path, member,
                  members[0] ? members : "none");
 fail:
-    sl_npz_close(z);
+    npz_close(z);
     return rc;
 }
 
-int64_t sl_npz_size(const sl_npz *z)
+int64_t npz_size(const struct npz *z)
 {
     return z->size;
 }
 
-ssize_t sl_npz_read(sl_npz *z, void *buf, size_t n, char *err, size_t errlen)
+ssize_t npz_read(struct npz *z, void *buf, size_t n, char *err, size_t errlen)
 {
     for (;;) {
         la_ssize_t r = archive_read_data(z->a, buf, n);
@@ -140,7 +140,7 @@ ssize_t sl_npz_read(sl_npz *z, void *buf, size_t n, char *err, size_t errlen)
     }
 }
 
-void sl_npz_close(sl_npz *z)
+void npz_close(struct npz *z)
 {
     if (!z)
         return;

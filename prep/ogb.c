@@ -128,24 +128,24 @@ static int find_split(const char *raw, const char *want, char *out, size_t len, 
     return 0;
 }
 
-/* Where a layout's inputs are; imp_job points into it. */
+/* Where a layout's inputs are; struct imp_job points into it. */
 typedef struct ogb_paths {
     char feat[4200], labels[4200], edges[4200], num_nodes[4200], num_edges[4200];
 } ogb_paths;
 
 /* Fills j's inputs for the layout RAW_DIR/raw holds: data.npz -> binary,
  * else edge.csv.gz -> CSV; neither is bad input. */
-static int find_layout(const char *raw, imp_job *j, ogb_paths *p, char *err, size_t errlen)
+static int find_layout(const char *raw, struct imp_job *j, ogb_paths *p, char *err, size_t errlen)
 {
     struct stat st;
     if (snprintf(p->feat, sizeof p->feat, "%s/raw/data.npz", raw) >= (int)sizeof p->feat)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", raw);
     if (stat(p->feat, &st) == 0) {
         snprintf(p->labels, sizeof p->labels, "%s/raw/node-label.npz", raw);
-        j->feat = (imp_src){p->feat, "node_feat.npy"};
-        j->edges = (imp_src){p->feat, "edge_index.npy"};
-        j->num_nodes = (imp_src){p->feat, "num_nodes_list.npy"};
-        j->labels = (imp_src){p->labels, "node_label.npy"};
+        j->feat = (struct imp_src){p->feat, "node_feat.npy"};
+        j->edges = (struct imp_src){p->feat, "edge_index.npy"};
+        j->num_nodes = (struct imp_src){p->feat, "num_nodes_list.npy"};
+        j->labels = (struct imp_src){p->labels, "node_label.npy"};
         return 0;
     }
     int npz_errno = errno;
@@ -160,11 +160,11 @@ static int find_layout(const char *raw, imp_job *j, ogb_paths *p, char *err, siz
     snprintf(p->labels, sizeof p->labels, "%s/raw/node-label.csv.gz", raw);
     snprintf(p->num_nodes, sizeof p->num_nodes, "%s/raw/num-node-list.csv.gz", raw);
     snprintf(p->num_edges, sizeof p->num_edges, "%s/raw/num-edge-list.csv.gz", raw);
-    j->feat = (imp_src){p->feat, NULL};
-    j->edges = (imp_src){p->edges, NULL};
-    j->labels = (imp_src){p->labels, NULL};
-    j->num_nodes = (imp_src){p->num_nodes, NULL};
-    j->num_edges = (imp_src){p->num_edges, NULL};
+    j->feat = (struct imp_src){p->feat, NULL};
+    j->edges = (struct imp_src){p->edges, NULL};
+    j->labels = (struct imp_src){p->labels, NULL};
+    j->num_nodes = (struct imp_src){p->num_nodes, NULL};
+    j->num_edges = (struct imp_src){p->num_edges, NULL};
     j->open = ogbcsv_open;
     return 0;
 }
@@ -188,7 +188,7 @@ static void hint_undirected(const char *raw)
 
 int prep_import_ogb_main(int argc, char **argv)
 {
-    imp_job j;
+    struct imp_job j;
     imp_job_init(&j, "import-ogb");
     char err[2048];
     const char *raw = NULL, *split = NULL;

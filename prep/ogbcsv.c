@@ -1,4 +1,4 @@
-/* ogbcsv.c - OGB's CSV raw layout read as an imp_input (see ogbcsv.h):
+/* ogbcsv.c - OGB's CSV raw layout read as an struct imp_input (see ogbcsv.h):
  * count files read when opened, then labels, edges and feature rows parsed
  * line by line from their own readers, in batches imp_run asks for. */
 #include "ogbcsv.h"
@@ -20,8 +20,8 @@
 #define OGBCSV_MAX_RATIO 1040u
 
 typedef struct csv_input {
-    imp_input in;           /* first: what imp_run sees */
-    sl_lines feat, lab, edge;
+    struct imp_input in; /* first: what imp_run sees */
+    struct lines feat, lab, edge;
     float *row0;            /* (dim) line 1 of node-feat, parsed when opened; NULL once handed out */
     uint64_t feat_rows;     /* feature rows parsed (row 0 included) */
     uint64_t lab_rows;      /* labels parsed */
@@ -60,15 +60,15 @@ static uint64_t count_columns(const char *line)
  * is one graph). */
 static int read_count(const char *path, const char *what, uint64_t *v, char *err, size_t errlen)
 {
-    sl_lines l;
-    int rc = sl_lines_open(&l, path, err, errlen);
+    struct lines l;
+    int rc = lines_open(&l, path, err, errlen);
     if (rc < 0) {
-        sl_lines_close(&l);
+        lines_close(&l);
         return rc;
     }
     char *line;
     size_t len;
-    rc = sl_lines_next(&l, &line, &len, err, errlen);
+    rc = lines_next(&l, &line, &len, err, errlen);
     if (rc == 0) {
         rc = sl_errf(err, errlen, -EINVAL, "%s: empty; expected one line holding the %s count", path, what);
     } else if (rc > 0) {
@@ -78,11 +78,11 @@ static int read_count(const char *path, const char *what, uint64_t *v, char *err
             rc = sl_errf(err, errlen, code == SL_NUM_OVERFLOW ? -ERANGE : -EINVAL, "%s:1: \"%.60s\" is not %s "
                          "count; expected one non-negative integer", path, line,
                          code == SL_NUM_OVERFLOW ? "a 64-bit" : what[0] == 'e' ? "an edge" : "a node");
-        else if ((rc = sl_lines_next(&l, &line, &len, err, errlen)) > 0)
+        else if ((rc = lines_next(&l, &line, &len, err, errlen)) > 0)
             rc = sl_errf(err, errlen, -EINVAL, "%s:2: a second line; a node-property dataset holds one graph, so the "
                          "file holds one %s count", path, what);
     }
-    sl_lines_close(&l);
+    lines_close(&l);
     return rc;
 }
 
@@ -199,15 +199,15 @@ static int parse_edge(csv_input *c, const char *line, uint64_t *src, uint64_t *d
     return 0;
 }
 
-/* ---- the imp_input table ---- */
+/* ---- the struct imp_input table ---- */
 
 /* Next line of l, or 0 at its end once the count is checked: exactly
  * `want` lines (what: "labels", "rows", "edges"; from: the count's file). */
-static int next_line(sl_lines *l, uint64_t done, uint64_t want, const char *what, const char *from, char **line,
+static int next_line(struct lines *l, uint64_t done, uint64_t want, const char *what, const char *from, char **line,
                      char *err, size_t errlen)
 {
     size_t len;
-    int rc = sl_lines_next(l, line, &len, err, errlen);
+    int rc = lines_next(l, line, &len, err, errlen);
     if (rc < 0)
         return rc;
     if (rc == 0) {
@@ -225,7 +225,7 @@ static int next_line(sl_lines *l, uint64_t done, uint64_t want, const char *what
     return 1;
 }
 
-static int csv_labels(imp_input *in, int32_t *out, size_t cap, size_t *n, char *err, size_t errlen)
+static int csv_labels(struct imp_input *in, int32_t *out, size_t cap, size_t *n, char *err, size_t errlen)
 {
     csv_input *c = (csv_input *)in;
     size_t k = 0;
@@ -247,7 +247,8 @@ static int csv_labels(imp_input *in, int32_t *out, size_t cap, size_t *n, char *
     return 0;
 }
 
-static int csv_edges(imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err, size_t errlen)
+static int csv_edges(struct imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, size_t *n, char *err,
+                     size_t errlen)
 {
     csv_input *c = (csv_input *)in;
     size_t k = 0;
@@ -269,7 +270,7 @@ static int csv_edges(imp_input *in, uint64_t *src, uint64_t *dst, size_t cap, si
     return 0;
 }
 
-static int csv_features(imp_input *in, float *x, size_t cap, size_t *n, char *err, size_t errlen)
+static int csv_features(struct imp_input *in, float *x, size_t cap, size_t *n, char *err, size_t errlen)
 {
     csv_input *c = (csv_input *)in;
     const uint64_t dim = in->dim;
@@ -298,19 +299,19 @@ static int csv_features(imp_input *in, float *x, size_t cap, size_t *n, char *er
     return 0;
 }
 
-static void csv_close(imp_input *in)
+static void csv_close(struct imp_input *in)
 {
     csv_input *c = (csv_input *)in;
     if (!c)
         return;
-    sl_lines_close(&c->feat);
-    sl_lines_close(&c->lab);
-    sl_lines_close(&c->edge);
+    lines_close(&c->feat);
+    lines_close(&c->lab);
+    lines_close(&c->edge);
     free(c->row0);
     free(c);
 }
 
-static const imp_input_ops csv_ops = {
+static const struct imp_input_ops csv_ops = {
     .labels = csv_labels,
     .edges = csv_edges,
     .features = csv_features,
@@ -320,7 +321,7 @@ static const imp_input_ops csv_ops = {
 /* Opens node-feat, takes F from line 1 and parses that line into row0. */
 static int open_features(csv_input *c, const char *path, char *err, size_t errlen)
 {
-    int rc = sl_lines_open(&c->feat, path, err, errlen);
+    int rc = lines_open(&c->feat, path, err, errlen);
     if (rc == -ENOENT)
         return sl_errf(err, errlen, rc, "%s: no such file; this importer needs node features, one row per node "
                        "(ogbn-proteins ships none: derive them, e.g. by averaging edge-feat.csv.gz over each node's "
@@ -332,7 +333,7 @@ static int open_features(csv_input *c, const char *path, char *err, size_t errle
         return sl_errf(err, errlen, -errno, "%s: cannot stat: %s", path, strerror(errno));
     char *line;
     size_t len;
-    if ((rc = sl_lines_next(&c->feat, &line, &len, err, errlen)) < 0)
+    if ((rc = lines_next(&c->feat, &line, &len, err, errlen)) < 0)
         return rc;
     if (rc == 0)
         return sl_errf(err, errlen, -EINVAL, "%s: empty, but %s says %" PRIu64 " nodes; expected one row of "
@@ -362,7 +363,7 @@ static int open_features(csv_input *c, const char *path, char *err, size_t errle
     return 0;
 }
 
-int ogbcsv_open(imp_input **out, const imp_job *j, char *err, size_t errlen)
+int ogbcsv_open(struct imp_input **out, const struct imp_job *j, char *err, size_t errlen)
 {
     *out = NULL;
     csv_input *c = calloc(1, sizeof *c);
@@ -385,8 +386,8 @@ int ogbcsv_open(imp_input **out, const imp_job *j, char *err, size_t errlen)
     c->in.edges = c->num_edges <= (uint64_t)INT64_MAX ? (int64_t)c->num_edges : -1;
     if ((rc = open_features(c, j->feat.path, err, errlen)) < 0)
         goto fail;
-    if ((rc = sl_lines_open(&c->lab, j->labels.path, err, errlen)) < 0 ||
-        (rc = sl_lines_open(&c->edge, j->edges.path, err, errlen)) < 0)
+    if ((rc = lines_open(&c->lab, j->labels.path, err, errlen)) < 0 ||
+        (rc = lines_open(&c->edge, j->edges.path, err, errlen)) < 0)
         goto fail;
     snprintf(c->in.feat_name, sizeof c->in.feat_name, "%s", j->feat.path);
     snprintf(c->in.labels_name, sizeof c->in.labels_name, "%s", j->labels.path);

@@ -35,8 +35,8 @@
 /* Opens the CSV layout a job names: j->feat.path (node-feat.csv.gz),
  * j->labels.path, j->edges.path, j->num_nodes.path, j->num_edges.path
  * (members unused). Reads the two count files and the first feature row.
- * For imp_job.open. 0 or -errno (-ENOENT a file missing, -EINVAL bad text,
+ * For struct imp_job.open. 0 or -errno (-ENOENT a file missing, -EINVAL bad text,
  * -EBADMSG damaged gzip data) with a message naming the file. */
-int ogbcsv_open(imp_input **in, const imp_job *j, char *err, size_t errlen);
+int ogbcsv_open(struct imp_input **in, const struct imp_job *j, char *err, size_t errlen);
 
 #endif

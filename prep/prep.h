@@ -5,7 +5,7 @@
  *   0 success, 2 bad input (usage, flags, input files, dataset), 1 failure of
  *   the machine (disk full, out of memory, I/O error).
  * Errors go to stderr as one line "gnnprep <cmd>: <file>: <what> [; what to do]".
- * A subcommand that writes a dataset stages it with sl_dsw (core/dataset.h)
+ * A subcommand that writes a dataset stages it with struct dataset_dir (core/dataset.h)
  * so that nothing half-written is ever left at OUT. */
 #ifndef SLUICE_PREP_H
 #define SLUICE_PREP_H

@@ -14,7 +14,7 @@
 
 #define SCAN_BUF (8u << 20)
 
-int prep_scan_open(prep_scan *s, const char *path, int hash, char *err, size_t errlen)
+int prep_scan_open(struct prep_scan *s, const char *path, int hash, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -39,7 +39,7 @@ int prep_scan_open(prep_scan *s, const char *path, int hash, char *err, size_t e
 
 /* Moves the unread tail to the front and reads more; returns bytes now
  * available (0 at end of file) or -errno. */
-static ssize_t refill(prep_scan *s, char *err, size_t errlen)
+static ssize_t refill(struct prep_scan *s, char *err, size_t errlen)
 {
     size_t keep = s->len - s->pos;
     if (s->xxh && s->pos > 0)
@@ -63,7 +63,7 @@ static ssize_t refill(prep_scan *s, char *err, size_t errlen)
     return (ssize_t)s->len;
 }
 
-const void *prep_scan_peek(prep_scan *s, size_t n, int *rc, char *err, size_t errlen)
+const void *prep_scan_peek(struct prep_scan *s, size_t n, int *rc, char *err, size_t errlen)
 {
     *rc = 0;
     if (n > s->cap / 8) {
@@ -87,7 +87,7 @@ const void *prep_scan_peek(prep_scan *s, size_t n, int *rc, char *err, size_t er
     return p;
 }
 
-int prep_scan_read(prep_scan *s, void *out, size_t n, char *err, size_t errlen)
+int prep_scan_read(struct prep_scan *s, void *out, size_t n, char *err, size_t errlen)
 {
     char *o = out;
     while (n) {
@@ -103,7 +103,7 @@ int prep_scan_read(prep_scan *s, void *out, size_t n, char *err, size_t errlen)
     return 0;
 }
 
-int prep_scan_finish(prep_scan *s, uint64_t *hash, uint64_t *rest, char *err, size_t errlen)
+int prep_scan_finish(struct prep_scan *s, uint64_t *hash, uint64_t *rest, char *err, size_t errlen)
 {
     uint64_t extra = 0;
     for (;;) {
@@ -122,7 +122,7 @@ int prep_scan_finish(prep_scan *s, uint64_t *hash, uint64_t *rest, char *err, si
     return 0;
 }
 
-void prep_scan_free(prep_scan *s)
+void prep_scan_free(struct prep_scan *s)
 {
     if (!s)
         return;

@@ -17,7 +17,7 @@
 
 #define SPLIT_CHUNK 65536u /* elements per npy read / write */
 
-static int push(imp_split *s, uint64_t v, char *err, size_t errlen)
+static int push(struct imp_split *s, uint64_t v, char *err, size_t errlen)
 {
     if (s->n == s->cap) {
         uint64_t cap = s->cap ? s->cap * 2 : 4096;
@@ -72,15 +72,15 @@ static int text_line(const char *path, uint64_t lineno, const char *line, uint64
     return 1;
 }
 
-static int read_text(imp_split *s, uint64_t nodes, char *err, size_t errlen)
+static int read_text(struct imp_split *s, uint64_t nodes, char *err, size_t errlen)
 {
-    sl_lines l;
-    int rc = sl_lines_open(&l, s->path, err, errlen);
+    struct lines l;
+    int rc = lines_open(&l, s->path, err, errlen);
     if (rc < 0)
         return rc;
     char *line;
     size_t len;
-    while ((rc = sl_lines_next(&l, &line, &len, err, errlen)) > 0) {
+    while ((rc = lines_next(&l, &line, &len, err, errlen)) > 0) {
         uint64_t v;
         rc = text_line(s->path, l.lineno, line, nodes, &v, err, errlen);
         if (rc < 0)
@@ -88,31 +88,31 @@ static int read_text(imp_split *s, uint64_t nodes, char *err, size_t errlen)
         if (rc > 0 && (rc = push(s, v, err, errlen)) < 0)
             break;
     }
-    sl_lines_close(&l);
+    lines_close(&l);
     return rc;
 }
 
-static int open_npy(sl_npy *r, const char *path, char *err, size_t errlen)
+static int open_npy(struct npy *r, const char *path, char *err, size_t errlen)
 {
-    int rc = sl_npy_open(r, path, err, errlen);
+    int rc = npy_open(r, path, err, errlen);
     if (rc < 0)
         return rc;
-    const sl_npy_hdr *h = &r->h;
+    const struct npy_hdr *h = &r->h;
     char sh[256];
-    if (!sl_npy_is_int(h->type))
+    if (!npy_is_int(h->type))
         rc = sl_errf(err, errlen, -EINVAL, "%s: dtype %s: split node ids must be integers (int32 or int64)", path,
-                     sl_npy_type_name(h->type));
+                     npy_type_name(h->type));
     else if (h->ndim < 1 || h->ndim > 2 || (h->ndim == 2 && h->shape[1] != 1))
         rc = sl_errf(err, errlen, -EINVAL, "%s: shape %s: a split must be a 1-D array of node ids (or K x 1)", path,
-                     sl_npy_shape_str(h, sh, sizeof sh));
+                     npy_shape_str(h, sh, sizeof sh));
     if (rc < 0)
-        sl_npy_close(r);
+        npy_close(r);
     return rc;
 }
 
-static int read_npy(imp_split *s, uint64_t nodes, char *err, size_t errlen)
+static int read_npy(struct imp_split *s, uint64_t nodes, char *err, size_t errlen)
 {
-    sl_npy r;
+    struct npy r;
     int rc = open_npy(&r, s->path, err, errlen);
     if (rc < 0)
         return rc;
@@ -124,9 +124,9 @@ static int read_npy(imp_split *s, uint64_t nodes, char *err, size_t errlen)
     }
     for (uint64_t i = 0; i < r.h.count;) {
         size_t k = (size_t)SL_MIN((uint64_t)SPLIT_CHUNK, r.h.count - i);
-        if ((rc = sl_npy_read(&r, raw, k * r.h.itemsize, err, errlen)) < 0)
+        if ((rc = npy_read(&r, raw, k * r.h.itemsize, err, errlen)) < 0)
             goto out;
-        sl_npy_to_i64(r.h.type, raw, v, k);
+        npy_to_i64(r.h.type, raw, v, k);
         for (size_t j = 0; j < k; j++, i++) {
             if (v[j] < 0 || (uint64_t)v[j] >= nodes) {
                 rc = sl_errf(err, errlen, v[j] < 0 ? -EINVAL : -ERANGE, "%s: element %" PRIu64 ": node id %" PRId64
@@ -138,15 +138,15 @@ static int read_npy(imp_split *s, uint64_t nodes, char *err, size_t errlen)
                 goto out;
         }
     }
-    rc = sl_npy_end(&r, err, errlen);
+    rc = npy_end(&r, err, errlen);
 out:
     free(raw);
     free(v);
-    sl_npy_close(&r);
+    npy_close(&r);
     return rc;
 }
 
-int imp_split_read(imp_split *s, const char *path, const char *what, uint64_t nodes, char *err, size_t errlen)
+int imp_split_read(struct imp_split *s, const char *path, const char *what, uint64_t nodes, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
@@ -155,7 +155,7 @@ int imp_split_read(imp_split *s, const char *path, const char *what, uint64_t no
     return s->npy ? read_npy(s, nodes, err, errlen) : read_text(s, nodes, err, errlen);
 }
 
-void imp_split_free(imp_split *s)
+void imp_split_free(struct imp_split *s)
 {
     if (!s)
         return;
@@ -166,37 +166,37 @@ void imp_split_free(imp_split *s)
 
 /* Finds the first two places where id occurs in s's file, formatted as
  * "PATH:LINE" or "PATH: element I". Returns how many were found. */
-static int locate(const imp_split *s, uint64_t id, char loc[2][4200])
+static int locate(const struct imp_split *s, uint64_t id, char loc[2][4200])
 {
     int found = 0;
     char dummy[256];
     if (s->npy) {
-        sl_npy r;
+        struct npy r;
         if (open_npy(&r, s->path, dummy, sizeof dummy) < 0)
             return 0;
         unsigned char raw[8];
         for (uint64_t i = 0; i < r.h.count && found < 2; i++) {
             int64_t v;
-            if (sl_npy_read(&r, raw, r.h.itemsize, dummy, sizeof dummy) < 0)
+            if (npy_read(&r, raw, r.h.itemsize, dummy, sizeof dummy) < 0)
                 break;
-            sl_npy_to_i64(r.h.type, raw, &v, 1);
+            npy_to_i64(r.h.type, raw, &v, 1);
             if ((uint64_t)v == id)
                 snprintf(loc[found++], 4200, "%s: element %" PRIu64, s->path, i);
         }
-        sl_npy_close(&r);
+        npy_close(&r);
         return found;
     }
-    sl_lines l;
-    if (sl_lines_open(&l, s->path, dummy, sizeof dummy) < 0)
+    struct lines l;
+    if (lines_open(&l, s->path, dummy, sizeof dummy) < 0)
         return 0;
     char *line;
     size_t len;
-    while (found < 2 && sl_lines_next(&l, &line, &len, dummy, sizeof dummy) > 0) {
+    while (found < 2 && lines_next(&l, &line, &len, dummy, sizeof dummy) > 0) {
         uint64_t v;
         if (text_line(s->path, l.lineno, line, UINT64_MAX, &v, dummy, sizeof dummy) == 1 && v == id)
             snprintf(loc[found++], 4200, "%s:%" PRIu64, s->path, l.lineno);
     }
-    sl_lines_close(&l);
+    lines_close(&l);
     return found;
 }
 
@@ -206,7 +206,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int imp_splits_check(imp_split *s, int count, char *err, size_t errlen)
+int imp_splits_check(struct imp_split *s, int count, char *err, size_t errlen)
 {
     char la[2][4200], lb[2][4200];
     for (int k = 0; k < count; k++) {
@@ -245,8 +245,8 @@ int imp_splits_check(imp_split *s, int count, char *err, size_t errlen)
     return 0;
 }
 
-int imp_splits_labelled(const imp_split *s, int count, const uint8_t *labelled, const char *labels_name, char *err,
-                        size_t errlen)
+int imp_splits_labelled(const struct imp_split *s, int count, const uint8_t *labelled, const char *labels_name,
+                        char *err, size_t errlen)
 {
     char loc[2][4200];
     for (int k = 0; k < count; k++)
@@ -262,33 +262,34 @@ int imp_splits_labelled(const imp_split *s, int count, const uint8_t *labelled, 
     return 0;
 }
 
-int imp_split_write(const imp_split *s, uint64_t nodes, const char *path, sl_dsfile *f, char *err, size_t errlen)
+int imp_split_write(const struct imp_split *s, uint64_t nodes, const char *path, struct dataset_file *f, char *err,
+                    size_t errlen)
 {
-    sl_dtype t = sl_id_dtype(nodes);
-    sl_writer w;
-    int rc = sl_writer_open(&w, path, err, errlen);
+    enum dtype t = dtype_for_ids(nodes);
+    struct file_writer w;
+    int rc = file_writer_open(&w, path, err, errlen);
     if (rc < 0)
         return rc;
     uint32_t buf[SPLIT_CHUNK];
     for (uint64_t i = 0; i < s->n && rc == 0;) {
         size_t k = (size_t)SL_MIN((uint64_t)SPLIT_CHUNK, s->n - i);
-        if (t == SL_DT_U32) {
+        if (t == DTYPE_U32) {
             for (size_t j = 0; j < k; j++)
                 buf[j] = (uint32_t)s->ids[i + j];
-            rc = sl_writer_write(&w, buf, k * sizeof *buf, err, errlen);
+            rc = file_writer_write(&w, buf, k * sizeof *buf, err, errlen);
         } else {
-            rc = sl_writer_write(&w, s->ids + i, k * sizeof *s->ids, err, errlen);
+            rc = file_writer_write(&w, s->ids + i, k * sizeof *s->ids, err, errlen);
         }
         i += k;
     }
     uint64_t bytes = 0, h = 0;
     if (rc == 0)
-        rc = sl_writer_close(&w, &bytes, &h, err, errlen);
+        rc = file_writer_close(&w, &bytes, &h, err, errlen);
     else
-        sl_writer_free(&w);
+        file_writer_free(&w);
     if (rc == 0) {
         const char *base = strrchr(path, '/');
-        sl_dsfile_set(f, base ? base + 1 : path, t, s->n, 1, bytes, h);
+        dataset_file_set(f, base ? base + 1 : path, t, s->n, 1, bytes, h);
     }
     return rc;
 }

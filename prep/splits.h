@@ -19,31 +19,32 @@
 
 #include "core/dataset.h"
 
-typedef struct imp_split {
+struct imp_split {
     const char *path;
     const char *what;  /* "train", "val", "test" */
     bool npy;
     uint64_t *ids;     /* (n) */
     uint64_t n, cap;
-} imp_split;
+};
 
 /* Reads the ids of path (ids must be < nodes). 0 or -errno (-EINVAL bad
  * text, dtype or shape; -ERANGE id out of range; -ENOENT missing). */
-int imp_split_read(imp_split *s, const char *path, const char *what, uint64_t nodes, char *err, size_t errlen);
+int imp_split_read(struct imp_split *s, const char *path, const char *what, uint64_t nodes, char *err, size_t errlen);
 
 /* Sorts each split and checks for duplicates and overlaps. 0 or -EINVAL
  * naming both places where the offending id occurs. */
-int imp_splits_check(imp_split *s, int count, char *err, size_t errlen);
+int imp_splits_check(struct imp_split *s, int count, char *err, size_t errlen);
 
 /* Checks that every split node is labelled: bit v of `labelled` (LSB
  * first) set for each labelled node v. 0 or -EINVAL naming the place of the
  * first unlabelled one and the labels input. */
-int imp_splits_labelled(const imp_split *s, int count, const uint8_t *labelled, const char *labels_name, char *err,
-                        size_t errlen);
+int imp_splits_labelled(const struct imp_split *s, int count, const uint8_t *labelled, const char *labels_name,
+                        char *err, size_t errlen);
 
-/* Writes the sorted ids to path as sl_id_dtype(nodes) and fills f. */
-int imp_split_write(const imp_split *s, uint64_t nodes, const char *path, sl_dsfile *f, char *err, size_t errlen);
+/* Writes the sorted ids to path as dtype_for_ids(nodes) and fills f. */
+int imp_split_write(const struct imp_split *s, uint64_t nodes, const char *path, struct dataset_file *f, char *err,
+                    size_t errlen);
 
-void imp_split_free(imp_split *s);
+void imp_split_free(struct imp_split *s);
 
 #endif

@@ -140,7 +140,7 @@ typedef struct synth_opts {
     const char *out;
     uint64_t nodes, feat_dim, classes, seed;
     double avg_degree, homophily, noise, frac[3];
-    sl_dtype dtype;
+    enum dtype dtype;
     unsigned threads;
 } synth_opts;
 
@@ -226,7 +226,7 @@ static int parse_opts(int argc, char **argv, synth_opts *o)
     o->frac[1] = SYN_DEF_VAL;
     o->frac[2] = SYN_DEF_TEST;
     o->seed = SYN_DEF_SEED;
-    o->dtype = SL_DT_F32;
+    o->dtype = DTYPE_F32;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = ncpu < 1 ? 1 : ncpu > (long)SYN_MAX_THREADS ? SYN_MAX_THREADS : (unsigned)ncpu;
     bool seen[O_COUNT] = {false};
@@ -314,8 +314,8 @@ static int parse_opts(int argc, char **argv, synth_opts *o)
                 return PREP_EXIT_BAD_INPUT;
             break;
         case O_DTYPE:
-            o->dtype = sl_dtype_parse(v);
-            if (o->dtype != SL_DT_F32 && o->dtype != SL_DT_F16)
+            o->dtype = dtype_parse(v);
+            if (o->dtype != DTYPE_F32 && o->dtype != DTYPE_F16)
                 BAD("--dtype '%s' is not supported; give f32 or f16", v);
             break;
         case O_THREADS:
@@ -343,7 +343,7 @@ static int parse_opts(int argc, char **argv, synth_opts *o)
         BAD("--classes x --feat-dim = %" PRIu64 " centroid values is too many; lower one of them",
             o->classes * o->feat_dim);
     /* Per-node arrays must fit in memory: refuse up front rather than swap. */
-    uint64_t per_node = sl_dtype_size(sl_id_dtype(o->nodes)) + 4, need, phys;
+    uint64_t per_node = dtype_size(dtype_for_ids(o->nodes)) + 4, need, phys;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     phys = (pages > 0 && psz > 0) ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
     if (!sl_mul_ovf(o->nodes, per_node, &need) && need > phys / 2) {
@@ -360,7 +360,7 @@ static int parse_opts(int argc, char **argv, synth_opts *o)
 typedef struct synth {
     synth_opts o;
     uint64_t n, C, F;
-    sl_dtype id_dt;
+    enum dtype id_dt;
     size_t id_size;
     uint64_t kmax;       /* in-degree cap */
     double xm;           /* Lomax scale solved for the mean in-degree */
@@ -457,8 +457,8 @@ static int synth_init(synth *s, const synth_opts *o, char *err, size_t errlen)
     s->n = o->nodes;
     s->C = o->classes;
     s->F = o->feat_dim;
-    s->id_dt = sl_id_dtype(s->n);
-    s->id_size = sl_dtype_size(s->id_dt);
+    s->id_dt = dtype_for_ids(s->n);
+    s->id_size = dtype_size(s->id_dt);
     s->kmax = SL_MIN(s->n - 1, SL_MAX((uint64_t)SYN_DEG_CAP, (uint64_t)ceil(16 * o->avg_degree)));
     s->xm = solve_scale(o->avg_degree, s->kmax);
     s->always_same = s->C == 1 || o->homophily >= 1.0;
@@ -467,8 +467,8 @@ static int synth_init(synth *s, const synth_opts *o, char *err, size_t errlen)
     s->k_deg = key_of(o->seed, K_DEGREE);
     s->k_edges = key_of(o->seed, K_EDGES);
     s->k_feat = key_of(o->seed, K_FEAT);
-    s->row_bytes = s->F * sl_dtype_size(o->dtype);
-    s->stride = sl_feat_row_stride(s->row_bytes, SL_FEAT_ALIGN);
+    s->row_bytes = s->F * dtype_size(o->dtype);
+    s->stride = dataset_row_stride(s->row_bytes, DATASET_FEAT_ALIGN);
     gauss_table(s->gauss);
 
     s->cls_off = calloc(s->C + 1, sizeof *s->cls_off);
@@ -695,7 +695,7 @@ static void gen_features(const synth *s, scratch *sc, uint64_t v, uint64_t y, un
     const float *mu = s->centroid + y * s->F;
     const float noise = (float)s->o.noise;
     const uint64_t F = s->F;
-    float *x = s->o.dtype == SL_DT_F32 ? (float *)out : sc->row;
+    float *x = s->o.dtype == DTYPE_F32 ? (float *)out : sc->row;
     rng r = rng_at(s->k_feat, v);
     uint64_t j = 0;
     for (; j + 4 <= F; j += 4) {
@@ -710,10 +710,10 @@ static void gen_features(const synth *s, scratch *sc, uint64_t v, uint64_t y, un
         for (; j < F; j++, h >>= 16)
             x[j] = mu[j] + noise * s->gauss[h & 0xffff];
     }
-    if (s->o.dtype == SL_DT_F16) {
+    if (s->o.dtype == DTYPE_F16) {
         uint16_t *o16 = (uint16_t *)out;
         for (j = 0; j < F; j++)
-            o16[j] = sl_f32_to_f16(x[j]);
+            o16[j] = half_from_f32(x[j]);
     }
 }
 
@@ -870,8 +870,8 @@ static void count_sources(synth *s, const slot *sl)
 }
 
 typedef struct outputs {
-    sl_writer indptr, indices;
-    sl_featw feat;
+    struct file_writer indptr, indices;
+    struct feat_writer feat;
 } outputs;
 
 static double thread_cpu_s(void)
@@ -957,9 +957,9 @@ static int run_pipeline(synth *s, outputs *w, synth_stats *st, char *err, size_t
         }
         st->same += sl->same;
         count_sources(s, sl);
-        if ((rc = sl_writer_write(&w->indptr, indptr, sl->count * 8, err, errlen)) < 0 ||
-            (rc = sl_writer_write(&w->indices, sl->idx, sl->idx_len, err, errlen)) < 0 ||
-            (rc = sl_featw_put_rows(&w->feat, sl->feat, sl->count, err, errlen)) < 0)
+        if ((rc = file_writer_write(&w->indptr, indptr, sl->count * 8, err, errlen)) < 0 ||
+            (rc = file_writer_write(&w->indices, sl->idx, sl->idx_len, err, errlen)) < 0 ||
+            (rc = feat_writer_put_rows(&w->feat, sl->feat, sl->count, err, errlen)) < 0)
             goto out;
         st->write_s += sl_now() - tg;
         pthread_mutex_lock(&p.mu);
@@ -1003,28 +1003,28 @@ out:
 /* ------------------------------------------------------------------ */
 /* labels and splits */
 
-static int write_labels(const synth *s, const sl_dsw *d, sl_dsfile *f, char *err, size_t errlen)
+static int write_labels(const synth *s, const struct dataset_dir *d, struct dataset_file *f, char *err, size_t errlen)
 {
     char path[4096];
-    sl_writer w;
+    struct file_writer w;
     int32_t buf[4096];
-    sl_dsw_path(d, "labels.bin", path, sizeof path);
-    int rc = sl_writer_open(&w, path, err, errlen);
+    dataset_dir_path(d, "labels.bin", path, sizeof path);
+    int rc = file_writer_open(&w, path, err, errlen);
     if (rc < 0)
         return rc;
     for (uint64_t v = 0; v < s->n && rc == 0;) {
         size_t k = 0;
         for (; k < SL_ARRAY_LEN(buf) && v < s->n; k++, v++)
             buf[k] = (int32_t)label_of(s, v);
-        rc = sl_writer_write(&w, buf, k * sizeof *buf, err, errlen);
+        rc = file_writer_write(&w, buf, k * sizeof *buf, err, errlen);
     }
     uint64_t bytes = 0, h = 0;
     if (rc == 0)
-        rc = sl_writer_close(&w, &bytes, &h, err, errlen);
+        rc = file_writer_close(&w, &bytes, &h, err, errlen);
     else
-        sl_writer_free(&w);
+        file_writer_free(&w);
     if (rc == 0)
-        sl_dsfile_set(f, "labels.bin", SL_DT_I32, s->n, 1, bytes, h);
+        dataset_file_set(f, "labels.bin", DTYPE_I32, s->n, 1, bytes, h);
     return rc;
 }
 
@@ -1032,11 +1032,11 @@ static int write_labels(const synth *s, const sl_dsw *d, sl_dsfile *f, char *err
  * probability (places left in it) / (nodes left), which draws a uniformly
  * random set of exactly the requested sizes. Each file lists its node ids
  * in ascending order (sorted, as docs/format.md allows readers to assume). */
-static int write_splits(const synth *s, const sl_dsw *d, sl_dataset_meta *m, uint64_t count[3], char *err,
-                        size_t errlen)
+static int write_splits(const synth *s, const struct dataset_dir *d, struct dataset_meta *m, uint64_t count[3],
+                        char *err, size_t errlen)
 {
     static const char *const name[3] = {"train.bin", "val.bin", "test.bin"};
-    sl_writer w[3];
+    struct file_writer w[3];
     int rc = 0;
     for (int i = 0; i < 3; i++) {
         memset(&w[i], 0, sizeof w[i]);
@@ -1052,8 +1052,8 @@ static int write_splits(const synth *s, const sl_dsw *d, sl_dataset_meta *m, uin
     }
     for (int i = 0; i < 3; i++) {
         char path[4096];
-        sl_dsw_path(d, name[i], path, sizeof path);
-        if ((rc = sl_writer_open(&w[i], path, err, errlen)) < 0)
+        dataset_dir_path(d, name[i], path, sizeof path);
+        if ((rc = file_writer_open(&w[i], path, err, errlen)) < 0)
             goto out;
     }
     uint64_t key = key_of(s->o.seed, K_SPLIT);
@@ -1065,9 +1065,9 @@ static int write_splits(const synth *s, const sl_dsw *d, sl_dataset_meta *m, uin
                 left[i]--;
                 if (s->id_size == 4) {
                     uint32_t x = (uint32_t)v;
-                    rc = sl_writer_write(&w[i], &x, 4, err, errlen);
+                    rc = file_writer_write(&w[i], &x, 4, err, errlen);
                 } else {
-                    rc = sl_writer_write(&w[i], &v, 8, err, errlen);
+                    rc = file_writer_write(&w[i], &v, 8, err, errlen);
                 }
                 break;
             }
@@ -1075,13 +1075,13 @@ static int write_splits(const synth *s, const sl_dsw *d, sl_dataset_meta *m, uin
     }
     for (int i = 0; i < 3 && rc == 0; i++) {
         uint64_t bytes = 0, h = 0;
-        rc = sl_writer_close(&w[i], &bytes, &h, err, errlen);
+        rc = file_writer_close(&w[i], &bytes, &h, err, errlen);
         if (rc == 0)
-            sl_dsfile_set(&m->f[SL_F_TRAIN + i], name[i], s->id_dt, count[i], 1, bytes, h);
+            dataset_file_set(&m->f[DATASET_TRAIN + i], name[i], s->id_dt, count[i], 1, bytes, h);
     }
 out:
     for (int i = 0; i < 3; i++)
-        sl_writer_free(&w[i]); /* no-op on closed writers */
+        file_writer_free(&w[i]); /* no-op on closed writers */
     return rc;
 }
 
@@ -1096,7 +1096,7 @@ static void join_argv(char *out, size_t len, int argc, char **argv)
 }
 
 /* Refuses early when the estimated output cannot fit on the file system. */
-static int check_space(const synth *s, const sl_dsw *d, char *err, size_t errlen)
+static int check_space(const synth *s, const struct dataset_dir *d, char *err, size_t errlen)
 {
     struct statvfs vfs;
     if (statvfs(d->tmp, &vfs) < 0)
@@ -1127,8 +1127,8 @@ int prep_synth_main(int argc, char **argv)
 
     double t0 = sl_now();
     char err[1024] = "";
-    sl_dsw dsw;
-    int rc = sl_dsw_begin(&dsw, o.out, err, sizeof err);
+    struct dataset_dir dsw;
+    int rc = dataset_dir_begin(&dsw, o.out, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "gnnprep synth: %s\n", err);
         return prep_exit_code(rc);
@@ -1143,7 +1143,7 @@ int prep_synth_main(int argc, char **argv)
     sigaction(SIGTERM, &sa, &old_term);
 
     synth *s = calloc(1, sizeof *s);
-    sl_dataset_meta *m = calloc(1, sizeof *m);
+    struct dataset_meta *m = calloc(1, sizeof *m);
     outputs w;
     memset(&w, 0, sizeof w);
     w.indptr.fd = w.indices.fd = w.feat.w.fd = -1;
@@ -1163,46 +1163,46 @@ int prep_synth_main(int argc, char **argv)
         goto out;
     }
 
-    if ((rc = write_labels(s, &dsw, &m->f[SL_F_LABELS], err, sizeof err)) < 0 ||
+    if ((rc = write_labels(s, &dsw, &m->f[DATASET_LABELS], err, sizeof err)) < 0 ||
         (rc = write_splits(s, &dsw, m, split_n, err, sizeof err)) < 0)
         goto out;
 
     uint64_t zero = 0;
-    sl_dsw_path(&dsw, "indptr.bin", path, sizeof path);
-    if ((rc = sl_writer_open(&w.indptr, path, err, sizeof err)) < 0 ||
-        (rc = sl_writer_write(&w.indptr, &zero, 8, err, sizeof err)) < 0)
+    dataset_dir_path(&dsw, "indptr.bin", path, sizeof path);
+    if ((rc = file_writer_open(&w.indptr, path, err, sizeof err)) < 0 ||
+        (rc = file_writer_write(&w.indptr, &zero, 8, err, sizeof err)) < 0)
         goto out;
-    sl_dsw_path(&dsw, "indices.bin", path, sizeof path);
-    if ((rc = sl_writer_open(&w.indices, path, err, sizeof err)) < 0)
+    dataset_dir_path(&dsw, "indices.bin", path, sizeof path);
+    if ((rc = file_writer_open(&w.indices, path, err, sizeof err)) < 0)
         goto out;
-    sl_dsw_path(&dsw, "features.bin", path, sizeof path);
-    if ((rc = sl_featw_open(&w.feat, path, o.dtype, o.feat_dim, err, sizeof err)) < 0)
+    dataset_dir_path(&dsw, "features.bin", path, sizeof path);
+    if ((rc = feat_writer_open(&w.feat, path, o.dtype, o.feat_dim, err, sizeof err)) < 0)
         goto out;
     if ((rc = run_pipeline(s, &w, &st, err, sizeof err)) < 0)
         goto out;
 
     uint64_t bytes, h;
-    if ((rc = sl_writer_close(&w.indptr, &bytes, &h, err, sizeof err)) < 0)
+    if ((rc = file_writer_close(&w.indptr, &bytes, &h, err, sizeof err)) < 0)
         goto out;
-    sl_dsfile_set(&m->f[SL_F_INDPTR], "indptr.bin", SL_DT_U64, s->n + 1, 1, bytes, h);
-    if ((rc = sl_writer_close(&w.indices, &bytes, &h, err, sizeof err)) < 0)
+    dataset_file_set(&m->f[DATASET_INDPTR], "indptr.bin", DTYPE_U64, s->n + 1, 1, bytes, h);
+    if ((rc = file_writer_close(&w.indices, &bytes, &h, err, sizeof err)) < 0)
         goto out;
-    sl_dsfile_set(&m->f[SL_F_INDICES], "indices.bin", s->id_dt, st.edges, 1, bytes, h);
-    if ((rc = sl_featw_close(&w.feat, &m->f[SL_F_FEATURES], err, sizeof err)) < 0)
+    dataset_file_set(&m->f[DATASET_INDICES], "indices.bin", s->id_dt, st.edges, 1, bytes, h);
+    if ((rc = feat_writer_close(&w.feat, &m->f[DATASET_FEATURES], err, sizeof err)) < 0)
         goto out;
 
-    m->version = SL_DATASET_VERSION;
+    m->version = DATASET_VERSION;
     m->nodes = s->n;
     m->edges = st.edges;
     m->feat_dim = s->F;
     m->classes = (uint32_t)s->C;
-    m->feat_align = SL_FEAT_ALIGN;
+    m->feat_align = DATASET_FEAT_ALIGN;
     join_argv(m->source, sizeof m->source, argc, argv);
     if (g_interrupted) {
         rc = -EINTR;
         goto out;
     }
-    if ((rc = sl_dsw_commit(&dsw, m, err, sizeof err)) < 0)
+    if ((rc = dataset_dir_commit(&dsw, m, err, sizeof err)) < 0)
         goto out;
 
     /* Summary. */
@@ -1210,13 +1210,13 @@ int prep_synth_main(int argc, char **argv)
     if (s->outdeg)
         for (uint64_t v = 0; v < s->n; v++)
             max_out = SL_MAX(max_out, s->outdeg[v]);
-    for (int i = 0; i < SL_F_COUNT; i++)
+    for (int i = 0; i < DATASET_FILES; i++)
         total_bytes += m->f[i].bytes;
     double secs = sl_now() - t0;
     char b1[32], b2[32];
     printf("synth: wrote %s: %" PRIu64 " nodes, %" PRIu64 " edges, %" PRIu64 "-dim %s features, %" PRIu64
            " classes, %s in %.1f s\n",
-           dsw.out, s->n, st.edges, s->F, sl_dtype_name(o.dtype), s->C, sl_fmt_bytes(total_bytes, b1, sizeof b1), secs);
+           dsw.out, s->n, st.edges, s->F, dtype_name(o.dtype), s->C, sl_fmt_bytes(total_bytes, b1, sizeof b1), secs);
     printf("nodes=%" PRIu64 " edges=%" PRIu64 " mean_in_degree=%.3f max_in_degree=%" PRIu64
            " in_degree_p50=%" PRIu64 " in_degree_p90=%" PRIu64 " in_degree_p99=%" PRIu64 " in_degree_p999=%" PRIu64,
            s->n, st.edges, (double)st.edges / (double)s->n, st.max_in, hist_pct(st.hist, st.hist_n, s->n, 0.5),
@@ -1231,10 +1231,10 @@ int prep_synth_main(int argc, char **argv)
     fflush(stdout);
 
 out:
-    sl_writer_free(&w.indptr);
-    sl_writer_free(&w.indices);
-    sl_featw_free(&w.feat);
-    sl_dsw_abort(&dsw);
+    file_writer_free(&w.indptr);
+    file_writer_free(&w.indices);
+    feat_writer_free(&w.feat);
+    dataset_dir_abort(&dsw);
     if (s)
         synth_free(s);
     free(s);

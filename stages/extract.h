@@ -93,10 +93,10 @@ struct extract_source {
     char path[4096];        /* dir/features.bin, for messages */
 };
 
-/* Opens dir/features.bin of the dataset m (as from sl_meta_read) for io.
+/* Opens dir/features.bin of the dataset m (as from dataset_meta_read) for io.
  * 0; -ENOENT (no features); -EINVAL (file size differs from dataset.toml:
  * run gnnprep check); -errno. prog prefixes announcements. */
-int extract_source_open(struct extract_source *src, const char *dir, const sl_dataset_meta *m, enum extract_io io,
+int extract_source_open(struct extract_source *src, const char *dir, const struct dataset_meta *m, enum extract_io io,
                         const char *prog, char *err, size_t errlen);
 void extract_source_free(struct extract_source *src);
 

@@ -18,7 +18,6 @@
  * Exit: 0; 1 run-time failure (message on stderr); 2 bad flags (usage on
  * stderr). */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +27,7 @@
 #include <sys/mman.h>
 
 #include "core/dataset.h"
+#include "core/opt.h"
 #include "core/util.h"
 #include "stages/extract.h"
 #include "stages/featbuf.h"
@@ -131,9 +131,9 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
                uint32_t batch, uint64_t seed)
 {
     char err[1024];
-    sl_dataset_meta m;
+    struct dataset_meta m;
     struct extract_source src;
-    int rc = sl_meta_read(dir, &m, true, err, sizeof err);
+    int rc = dataset_meta_read(dir, &m, true, err, sizeof err);
     if (rc) {
         fprintf(stderr, PROG ": %s\n", err);
         return 1;
@@ -170,7 +170,7 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
     printf("dataset=%s\nnodes=%" PRIu64 "\nfeat_dim=%" PRIu64 "\ndtype=%s\nrow_bytes=%" PRIu64 "\nrow_stride=%" PRIu64
            "\nio=%s\nalign=%u\nread_bytes_max=%" PRIu64 "\nio_depth=%u\nthreads=%" PRIu64 "\nbatch_nodes=%" PRIu32
            "\nbuffer_rows=%" PRIu64 "\nbuffer_bytes=%zu\nseed=%" PRIu64 "\n",
-           dir, src.rows, m.feat_dim, sl_dtype_name(m.f[SL_F_FEATURES].dtype), src.row_bytes, src.row_stride,
+           dir, src.rows, m.feat_dim, dtype_name(m.f[DATASET_FEATURES].dtype), src.row_bytes, src.row_stride,
            extract_io_name(src.io), src.align, src.extent_max, depth, threads, batch, nslots, len, seed);
     fflush(stdout);
 
@@ -230,80 +230,44 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
     return failed;
 }
 
+/* OPT_FN for --io: direct, buffered or mmap into an int. */
+static int take_io(const char *val, void *dst, char *err, size_t errlen)
+{
+    int io = extract_io_parse(val);
+    if (io < 0)
+        return sl_errf(err, errlen, -EINVAL, "--io wants direct, buffered or mmap, not '%s'", val);
+    *(int *)dst = io;
+    return 0;
+}
+
 int extract_bench_main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"bench", required_argument, NULL, 'b'},   {"io-depth", required_argument, NULL, 'q'},
-        {"threads", required_argument, NULL, 't'}, {"buffer-rows", required_argument, NULL, 'r'},
-        {"seconds", required_argument, NULL, 's'}, {"batch-nodes", required_argument, NULL, 'n'},
-        {"io", required_argument, NULL, 'i'},      {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
-    };
-    const char *dir = NULL;
+    char dir[4096] = "";
     uint64_t depth = 64, threads = 1, rows = 0, batch = 1024, seed = 0;
     double seconds = 10;
     int io = EXTRACT_IO_DIRECT;
-    int c;
-    optind = 0; /* reinitialise getopt: a test may call this more than once */
-    opterr = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'b':
-            dir = optarg;
-            break;
-        case 'q':
-            if (sl_parse_u64(optarg, false, &depth) || depth == 0 || depth > 4096) {
-                fprintf(stderr, PROG ": --io-depth wants an integer in 1..4096, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 't':
-            if (sl_parse_u64(optarg, false, &threads) || threads == 0 || threads > 1024) {
-                fprintf(stderr, PROG ": --threads wants an integer in 1..1024, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'r':
-            if (sl_parse_u64(optarg, false, &rows) || rows == 0 || rows > FEATBUF_SLOTS_MAX) {
-                fprintf(stderr, PROG ": --buffer-rows wants an integer in 1..%u, not '%s'\n", FEATBUF_SLOTS_MAX,
-                        optarg);
-                return 2;
-            }
-            break;
-        case 's':
-            if (sl_parse_double(optarg, &seconds) || !(seconds > 0) || seconds > 86400) {
-                fprintf(stderr, PROG ": --seconds wants a number in (0, 86400], not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'n':
-            if (sl_parse_u64(optarg, false, &batch) || batch == 0 || batch > (1u << 24)) {
-                fprintf(stderr, PROG ": --batch-nodes wants an integer in 1..%u, not '%s'\n", 1u << 24, optarg);
-                return 2;
-            }
-            break;
-        case 'i':
-            io = extract_io_parse(optarg);
-            if (io < 0) {
-                fprintf(stderr, PROG ": --io wants direct, buffered or mmap, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'S':
-            if (sl_parse_u64(optarg, false, &seed)) {
-                fprintf(stderr, PROG ": --seed wants an unsigned integer, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    bool help = false;
+    const struct opt opts[] = {
+        {.name = "--bench", .kind = OPT_STR, .dst = dir, .len = sizeof dir},
+        {.name = "--io-depth", .kind = OPT_UINT, .dst = &depth, .lo = 1, .hi = 4096},
+        {.name = "--threads", .kind = OPT_UINT, .dst = &threads, .lo = 1, .hi = 1024},
+        {.name = "--buffer-rows", .kind = OPT_UINT, .dst = &rows, .lo = 1, .hi = FEATBUF_SLOTS_MAX},
+        {.name = "--seconds", .kind = OPT_DOUBLE, .dst = &seconds, .lo = 0, .hi = 86400},
+        {.name = "--batch-nodes", .kind = OPT_UINT, .dst = &batch, .lo = 1, .hi = 1u << 24},
+        {.name = "--io", .kind = OPT_FN, .dst = &io, .fn = take_io},
+        {.name = "--seed", .kind = OPT_UINT, .dst = &seed, .lo = 0, .hi = (int64_t)UINT64_MAX},
+        {.name = "--help", .kind = OPT_FLAG, .dst = &help},
+    };
+    char err[512];
+    if (opt_parse(PROG, opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL, "; see --help", err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
     }
-    if (!dir || optind != argc) {
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (!dir[0]) {
         usage(stderr);
         return 2;
     }

@@ -114,24 +114,24 @@ static int reopen_buffered(struct extract_source *src, const char *why, char *er
     return 0;
 }
 
-int extract_source_open(struct extract_source *src, const char *dir, const sl_dataset_meta *m, enum extract_io io,
+int extract_source_open(struct extract_source *src, const char *dir, const struct dataset_meta *m, enum extract_io io,
                         const char *prog, char *err, size_t errlen)
 {
     memset(src, 0, sizeof *src);
     src->fd = -1;
     src->prog = prog ? prog : "sluice";
     fault_init(src);
-    const sl_dsfile *f = &m->f[SL_F_FEATURES];
+    const struct dataset_file *f = &m->f[DATASET_FEATURES];
     int rc;
     if (io != EXTRACT_IO_DIRECT && io != EXTRACT_IO_BUFFERED && io != EXTRACT_IO_MMAP)
         return sl_errf(err, errlen, -EINVAL, "unknown I/O mode %d", (int)io);
     if (!f->present)
         return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no [features] table; it cannot be trained on", dir);
-    if (f->dtype != SL_DT_F32 && f->dtype != SL_DT_F16)
+    if (f->dtype != DTYPE_F32 && f->dtype != DTYPE_F16)
         return sl_errf(err, errlen, -EINVAL, "%s/%s: features of dtype %s; only f32 and f16 are supported", dir,
-                       f->file, sl_dtype_name(f->dtype));
+                       f->file, dtype_name(f->dtype));
     uint64_t row_bytes, span;
-    if (f->cols == 0 || sl_mul_ovf(f->cols, sl_dtype_size(f->dtype), &row_bytes) || f->row_stride < row_bytes ||
+    if (f->cols == 0 || sl_mul_ovf(f->cols, dtype_size(f->dtype), &row_bytes) || f->row_stride < row_bytes ||
         f->rows == 0 || sl_mul_ovf(f->rows, f->row_stride, &span) || span > f->bytes || row_bytes > (1u << 30) ||
         f->row_stride > (1u << 30))
         return sl_errf(err, errlen, -EINVAL,

@@ -51,8 +51,8 @@ uint64_t sampler_batch_seed(uint64_t seed, uint32_t epoch, uint32_t rank, uint64
 
 /* ---- topology ------------------------------------------------------------------------ */
 
-static int map_file(const char *dir, const sl_dsfile *f, size_t *len, const void **out, bool random, char *err,
-                    size_t errlen)
+static int map_file(const char *dir, const struct dataset_file *f, size_t *len, const void **out, bool random,
+                    char *err, size_t errlen)
 {
     char path[4096];
     *out = NULL;
@@ -79,7 +79,7 @@ static int map_file(const char *dir, const sl_dsfile *f, size_t *len, const void
 }
 
 /* Reads a whole dataset file of exactly f->bytes into buf. */
-static int read_whole(const char *dir, const sl_dsfile *f, void *buf, char *err, size_t errlen)
+static int read_whole(const char *dir, const struct dataset_file *f, void *buf, char *err, size_t errlen)
 {
     char path[4096];
     if (sl_path_join(path, sizeof path, dir, f->file))
@@ -98,24 +98,24 @@ static int read_whole(const char *dir, const sl_dsfile *f, void *buf, char *err,
     return 0;
 }
 
-int sampler_topo_open(struct sampler_topo *t, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
-    const sl_dsfile *fp = &m->f[SL_F_INDPTR], *fi = &m->f[SL_F_INDICES];
+    const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
         return sl_errf(err, errlen, -EINVAL, "%s: the dataset has no graph (indptr.bin, indices.bin)", dir);
     uint64_t want;
-    sl_dtype id = sl_id_dtype(m->nodes);
-    if (fp->dtype != SL_DT_U64 || fi->dtype != id || sl_mul_ovf(m->nodes + 1, 8, &want) || fp->bytes != want ||
-        sl_mul_ovf(m->edges, sl_dtype_size(id), &want) || fi->bytes != want || m->nodes + 1 > SIZE_MAX / 8)
+    enum dtype id = dtype_for_ids(m->nodes);
+    if (fp->dtype != DTYPE_U64 || fi->dtype != id || sl_mul_ovf(m->nodes + 1, 8, &want) || fp->bytes != want ||
+        sl_mul_ovf(m->edges, dtype_size(id), &want) || fi->bytes != want || m->nodes + 1 > SIZE_MAX / 8)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: indptr/indices types or sizes disagree with %" PRIu64 " nodes and %" PRIu64
                        " edges; run gnnprep check",
                        dir, m->nodes, m->edges);
     t->nodes = m->nodes;
     t->edges = m->edges;
-    t->indices_u64 = id == SL_DT_U64;
+    t->indices_u64 = id == DTYPE_U64;
     t->indptr = malloc((size_t)fp->bytes);
     if (!t->indptr) {
         rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for indptr (%" PRIu64 " bytes)", dir, fp->bytes);
@@ -141,9 +141,9 @@ int sampler_topo_open(struct sampler_topo *t, const char *dir, const sl_dataset_
     }
     if ((rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen)))
         goto err;
-    const sl_dsfile *fl = &m->f[SL_F_LABELS];
+    const struct dataset_file *fl = &m->f[DATASET_LABELS];
     if (fl->present) {
-        if (fl->dtype != SL_DT_I32 || fl->bytes != t->nodes * 4) {
+        if (fl->dtype != DTYPE_I32 || fl->bytes != t->nodes * 4) {
             rc = sl_errf(err, errlen, -EINVAL, "%s/%s: not i32[%" PRIu64 "]; run gnnprep check", dir, fl->file,
                          t->nodes);
             goto err;
@@ -171,19 +171,19 @@ void sampler_topo_free(struct sampler_topo *t)
     memset(t, 0, sizeof *t);
 }
 
-int sampler_split_load(const char *dir, const sl_dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
+int sampler_split_load(const char *dir, const struct dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
                        size_t errlen)
 {
     *ids = NULL;
     *n = 0;
-    if (split != SL_F_TRAIN && split != SL_F_VAL && split != SL_F_TEST)
+    if (split != DATASET_TRAIN && split != DATASET_VAL && split != DATASET_TEST)
         return sl_errf(err, errlen, -EINVAL, "not a split file index: %d", split);
-    const sl_dsfile *f = &m->f[split];
+    const struct dataset_file *f = &m->f[split];
     if (!f->present)
-        return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no %s split", dir, sl_dsfile_key[split]);
-    size_t es = sl_dtype_size(f->dtype);
+        return sl_errf(err, errlen, -ENOENT, "%s: the dataset has no %s split", dir, dataset_file_key[split]);
+    size_t es = dtype_size(f->dtype);
     uint64_t want;
-    if ((f->dtype != SL_DT_U32 && f->dtype != SL_DT_U64) || sl_mul_ovf(f->rows, es, &want) || want != f->bytes ||
+    if ((f->dtype != DTYPE_U32 && f->dtype != DTYPE_U64) || sl_mul_ovf(f->rows, es, &want) || want != f->bytes ||
         f->rows > SIZE_MAX / 8)
         return sl_errf(err, errlen, -EINVAL, "%s/%s: not a u32/u64 vector of %" PRIu64 " ids; run gnnprep check", dir,
                        f->file, f->rows);
@@ -193,7 +193,7 @@ int sampler_split_load(const char *dir, const sl_dataset_meta *m, int split, uin
     int rc = 0;
     if (f->rows && (rc = read_whole(dir, f, out, err, errlen)))
         goto err;
-    if (f->dtype == SL_DT_U32) /* widen in place, back to front */
+    if (f->dtype == DTYPE_U32) /* widen in place, back to front */
         for (uint64_t i = f->rows; i-- > 0;)
             out[i] = ((const uint32_t *)out)[i];
     for (uint64_t i = 0; i < f->rows; i++)

@@ -56,18 +56,18 @@ struct sampler_topo {
 };
 
 /* Opens the topology of the dataset in dir (described by m, as from
- * sl_meta_read with check_files): reads and checks indptr (starts at 0,
+ * dataset_meta_read with check_files): reads and checks indptr (starts at 0,
  * never decreases, ends at the edge count) and maps indices and labels.
  * 0, -EINVAL (inconsistent files: run gnnprep check), -ENOMEM or -errno. */
-int sampler_topo_open(struct sampler_topo *t, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen);
+int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
 /* Unmaps and frees; accepts a zeroed or half-opened handle. */
 void sampler_topo_free(struct sampler_topo *t);
 
-/* Reads a split file (SL_F_TRAIN, SL_F_VAL or SL_F_TEST; see
+/* Reads a split file (DATASET_TRAIN, DATASET_VAL or DATASET_TEST; see
  * schedule_split_file) of the dataset into a new array of u64 ids (*ids,
  * freed by the caller with free()), checking every id is below m->nodes. 0, -ENOENT (split absent), -EINVAL
  * or -errno. */
-int sampler_split_load(const char *dir, const sl_dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
+int sampler_split_load(const char *dir, const struct dataset_meta *m, int split, uint64_t **ids, uint64_t *n, char *err,
                        size_t errlen);
 
 /* The seed of batch `batch` of (epoch, rank) for run seed `seed`. */

@@ -28,7 +28,6 @@
  * g mod nb), so later passes draw fresh neighbours for the same target
  * sets. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/opt.h"
 #include "core/util.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
@@ -158,14 +158,14 @@ static int parse_fanouts(const char *arg, struct batch_shape *s)
 static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threads, double seconds, uint64_t seed,
                       const char *fan_arg)
 {
-    sl_dataset_meta m;
+    struct dataset_meta m;
     struct sampler_topo topo;
-    CHECK(sl_meta_read(dir, &m, true, err, sizeof err));
+    CHECK(dataset_meta_read(dir, &m, true, err, sizeof err));
     double t_open = sl_now();
     CHECK(sampler_topo_open(&topo, dir, &m, err, sizeof err));
     t_open = sl_now() - t_open;
     uint64_t *train, n_train;
-    CHECK(sampler_split_load(dir, &m, SL_F_TRAIN, &train, &n_train, err, sizeof err));
+    CHECK(sampler_split_load(dir, &m, DATASET_TRAIN, &train, &n_train, err, sizeof err));
     if (n_train == 0) {
         fprintf(stderr, "gnn-sampler: %s has an empty training split; nothing to sample\n", dir);
         exit(1);
@@ -330,66 +330,31 @@ int main(int argc, char **argv)
 {
     if (!stage_bench_mode(argc, argv))
         return stage_main(argc, argv);
-    static const struct option opts[] = {
-        {"bench", required_argument, NULL, 'b'},
-        {"fanouts", required_argument, NULL, 'f'},
-        {"batch-size", required_argument, NULL, 'n'},
-        {"threads", required_argument, NULL, 't'},
-        {"seconds", required_argument, NULL, 's'},
-        {"seed", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *dir = NULL, *fan_arg = "10,10,10";
+    char dir[4096] = "", fan_arg[256] = "10,10,10";
     struct batch_shape shape = {.batch_size = 1024};
     uint64_t threads = 1, seed = 0;
     double seconds = 10;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        uint64_t v = 0;
-        switch (c) {
-        case 'b':
-            dir = optarg;
-            break;
-        case 'f':
-            fan_arg = optarg;
-            break;
-        case 'n':
-            if (sl_parse_u64(optarg, false, &v) || v == 0 || v > BATCH_COUNT_MAX) {
-                fprintf(stderr, "gnn-sampler: --batch-size wants an integer in 1..%u, not '%s'\n", BATCH_COUNT_MAX,
-                        optarg);
-                return 2;
-            }
-            shape.batch_size = v;
-            break;
-        case 't':
-            if (sl_parse_u64(optarg, false, &v) || v == 0 || v > 1024) {
-                fprintf(stderr, "gnn-sampler: --threads wants an integer in 1..1024, not '%s'\n", optarg);
-                return 2;
-            }
-            threads = v;
-            break;
-        case 's':
-            if (sl_parse_double(optarg, &seconds) || !(seconds > 0) || seconds > 86400) {
-                fprintf(stderr, "gnn-sampler: --seconds wants a number in (0, 86400], not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'S':
-            if (sl_parse_u64(optarg, false, &seed)) {
-                fprintf(stderr, "gnn-sampler: --seed wants an unsigned integer, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    bool help = false;
+    const struct opt opts[] = {
+        {.name = "--bench", .kind = OPT_STR, .dst = dir, .len = sizeof dir},
+        {.name = "--fanouts", .kind = OPT_STR, .dst = fan_arg, .len = sizeof fan_arg},
+        {.name = "--batch-size", .kind = OPT_UINT, .dst = &shape.batch_size, .lo = 1, .hi = BATCH_COUNT_MAX},
+        {.name = "--threads", .kind = OPT_UINT, .dst = &threads, .lo = 1, .hi = 1024},
+        {.name = "--seconds", .kind = OPT_DOUBLE, .dst = &seconds, .lo = 0, .hi = 86400},
+        {.name = "--seed", .kind = OPT_UINT, .dst = &seed, .lo = 0, .hi = (int64_t)UINT64_MAX},
+        {.name = "--help", .kind = OPT_FLAG, .dst = &help},
+    };
+    char msg[512];
+    if (opt_parse("gnn-sampler", opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL, "; see --help", msg,
+                  sizeof msg) != 0) {
+        fprintf(stderr, "%s\n", msg);
+        return 2;
     }
-    if (!dir || optind != argc) {
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (!dir[0]) {
         usage(stderr);
         return 2;
     }

@@ -48,7 +48,7 @@ static int prepare(struct schedule *s, char *err, size_t errlen)
     return s->ops->prepare ? s->ops->prepare(s, err, errlen) : 0;
 }
 
-int schedule_load(struct schedule *s, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+int schedule_load(struct schedule *s, const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
     for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
         if (s->p.split_n[k] == 0 && k != BATCH_TRAIN)
@@ -59,7 +59,7 @@ int schedule_load(struct schedule *s, const char *dir, const sl_dataset_meta *m,
             return rc;
         if (n != s->p.split_n[k])
             return sl_errf(err, errlen, -EINVAL, "%s: the %s split has %" PRIu64 " ids, the schedule expects %" PRIu64,
-                           dir, sl_dsfile_key[schedule_split_file(k)], n, s->p.split_n[k]);
+                           dir, dataset_file_key[schedule_split_file(k)], n, s->p.split_n[k]);
         s->ids[k] = s->own[k];
     }
     return prepare(s, err, errlen);
@@ -176,14 +176,14 @@ int schedule_next(struct schedule_cursor *c, struct schedule_batch *b, char *err
 
 int schedule_split_file(uint32_t split)
 {
-    static const int files[BATCH_SPLITS] = {SL_F_TRAIN, SL_F_VAL, SL_F_TEST};
+    static const int files[BATCH_SPLITS] = {DATASET_TRAIN, DATASET_VAL, DATASET_TEST};
     return split < BATCH_SPLITS ? files[split] : -1;
 }
 
-void schedule_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS])
+void schedule_split_sizes(const struct dataset_meta *m, uint64_t n[BATCH_SPLITS])
 {
     for (uint32_t k = 0; k < BATCH_SPLITS; k++) {
-        const sl_dsfile *f = &m->f[schedule_split_file(k)];
+        const struct dataset_file *f = &m->f[schedule_split_file(k)];
         n[k] = f->present ? f->rows : 0;
     }
 }

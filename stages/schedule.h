@@ -138,7 +138,7 @@ int schedule_open(struct schedule *s, const struct schedule_ops *ops, const stru
  * p.split_n > 0 from the dataset in dir (their counts must match) so that
  * cursors can hand out targets. 0, -ENOENT (no training split), -EINVAL
  * (count mismatch), or sampler_split_load's / prepare's error. */
-int schedule_load(struct schedule *s, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen);
+int schedule_load(struct schedule *s, const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
 /* The same with the caller's arrays (ids[k]: p.split_n[k] ids), which
  * must outlive the schedule. Call one of the two, once. */
 int schedule_set_ids(struct schedule *s, const uint64_t *const ids[BATCH_SPLITS], char *err, size_t errlen);
@@ -188,11 +188,11 @@ int schedule_next(struct schedule_cursor *c, struct schedule_batch *b, char *err
 
 /* ---- the splits --------------------------------------------------------------------------- */
 
-/* The dataset file of a split (enum batch_split -> SL_F_TRAIN, SL_F_VAL,
- * SL_F_TEST; -1 for none), and every split's id count from the dataset's
+/* The dataset file of a split (enum batch_split -> DATASET_TRAIN, DATASET_VAL,
+ * DATASET_TEST; -1 for none), and every split's id count from the dataset's
  * metadata (0 for an absent split). */
 int schedule_split_file(uint32_t split);
-void schedule_split_sizes(const sl_dataset_meta *m, uint64_t n[BATCH_SPLITS]);
+void schedule_split_sizes(const struct dataset_meta *m, uint64_t n[BATCH_SPLITS]);
 
 /* ---- the default schedule, "shuffle" (schedule_default.c) ---------------------------------- *
  * Epoch e consists of the training pass of e, then - if e is an

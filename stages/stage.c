@@ -93,7 +93,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
         exit(2);
     }
     s->prog = run_stage_program(s->args.stage);
-    if (sl_config_load(&s->cfg, s->args.config, NULL, 0, err, sizeof err) != 0)
+    if (config_load(&s->cfg, s->args.config, NULL, 0, err, sizeof err) != 0)
         open_fail(s, "%s", err);
     if (run_metrics_segname(name, sizeof name, s->args.run_id, err, sizeof err) ||
         metrics_attach(&s->page, name, 0, err, sizeof err))
@@ -102,7 +102,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
     if (!b || metrics_claim(b, run_stage_name(s->args.stage), s->args.rank, err, sizeof err) != 0)
         open_fail(s, "cannot claim metrics block %" PRIu32 ": %s", s->args.metrics_block, b ? err : "out of range");
     s->block = b;
-    if (sl_meta_read(s->cfg.dataset.path, &s->meta, true, err, sizeof err) != 0)
+    if (dataset_meta_read(s->cfg.dataset.path, &s->meta, true, err, sizeof err) != 0)
         open_fail(s, "dataset %s: %s", s->cfg.dataset.path, err);
     if (run_arena_plan(&s->cfg, &s->meta, &s->plan, err, sizeof err) != 0)
         open_fail(s, "%s", err);

@@ -41,8 +41,8 @@ enum stage_needs {
 struct stage {
     struct run_args args;
     const char *prog;   /* "gnn-sampler", ... */
-    sl_config cfg;      /* the run's effective configuration */
-    sl_dataset_meta meta;
+    struct config cfg;  /* the run's effective configuration */
+    struct dataset_meta meta;
     struct run_arena_plan plan; /* the batch shape, as the launcher sized it */
     struct metrics_page page;
     struct metrics_block *block; /* this process's counters */

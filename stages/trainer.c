@@ -1,7 +1,7 @@
 /* trainer.c - the model a run trains and its all-reduce size (trainer.h). */
 #include "stages/trainer.h"
 
-void trainer_model_config(const sl_config *c, const sl_dataset_meta *m, struct model_config *out)
+void trainer_model_config(const struct config *c, const struct dataset_meta *m, struct model_config *out)
 {
     *out = (struct model_config){
         .kind = (enum model_kind)c->model.kind,
@@ -15,7 +15,7 @@ void trainer_model_config(const sl_config *c, const sl_dataset_meta *m, struct m
     };
 }
 
-size_t trainer_reduce_floats(const sl_config *c, const sl_dataset_meta *m, char *err, size_t errlen)
+size_t trainer_reduce_floats(const struct config *c, const struct dataset_meta *m, char *err, size_t errlen)
 {
     struct model_config mc;
     trainer_model_config(c, m, &mc);

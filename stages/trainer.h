@@ -13,12 +13,12 @@
 /* The model of configuration c on dataset m: kind, layers, hidden, heads,
  * dropout and seed from c; input size the feature dimension, output size
  * the class count. */
-void trainer_model_config(const sl_config *c, const sl_dataset_meta *m, struct model_config *out);
+void trainer_model_config(const struct config *c, const struct dataset_meta *m, struct model_config *out);
 
 /* Floats in one all-reduce: every parameter's gradient, then the step's
  * weight (1 for a real batch, 0 for a padding step), counted from the
  * model's shapes (model_param_count: no model is built). 0 and a message
  * naming the key when the configuration is not a valid model. */
-size_t trainer_reduce_floats(const sl_config *c, const sl_dataset_meta *m, char *err, size_t errlen);
+size_t trainer_reduce_floats(const struct config *c, const struct dataset_meta *m, char *err, size_t errlen);
 
 #endif

@@ -177,7 +177,7 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     char dataset_s[24]; /* what --resume checks the dataset against (ckpt_check_dataset) */
-    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, sl_meta_identity(&st->meta));
+    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, dataset_meta_identity(&st->meta));
     const char *meta[] = {"format", "sluice-checkpoint", "version", "1",   "epoch", epoch_s, "step",   step_s,
                           "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text,
                           CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path};
@@ -379,7 +379,7 @@ int main(int argc, char **argv)
     struct stage *st = &t.st;
     char msg[1024], name[SHM_NAME_MAX];
     stage_open(st, argc, argv, STAGE_NEED_FEATBUF);
-    const sl_dsfile *ff = &st->meta.f[SL_F_FEATURES];
+    const struct dataset_file *ff = &st->meta.f[DATASET_FEATURES];
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = (int)SL_MAX(1, SL_MIN(16, (cpus > 0 ? cpus : 1) / st->args.ranks - 1));
     trainer_model_config(&st->cfg, &st->meta, &t.mc);
@@ -387,11 +387,8 @@ int main(int argc, char **argv)
         stage_fail(st, "%s", msg);
     t.nparams = model_param_count(&t.mc);
     t.be = &trainer_cpu_backend;
-    struct trainer_backend_config bc = {.model = t.mc,
-                                        .lr = (float)st->cfg.train.lr,
-                                        .threads = threads,
-                                        .fb = &st->fb,
-                                        .f16 = ff->dtype == SL_DT_F16};
+    struct trainer_backend_config bc = {
+        .model = t.mc, .lr = (float)st->cfg.train.lr, .threads = threads, .fb = &st->fb, .f16 = ff->dtype == DTYPE_F16};
     if (t.be->create(&t.b, &bc, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     if (trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)

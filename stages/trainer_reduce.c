@@ -52,12 +52,13 @@ int trainer_cluster_read(const char *run_dir, struct trainer_cluster *c, char *e
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", run_dir);
     if (access(path, R_OK) != 0)
         return sl_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-    toml_value *root = toml_parse_file(path, msg, sizeof msg);
+    struct toml_value *root = toml_parse_file(path, msg, sizeof msg);
     if (!root)
         return sl_errf(err, errlen, -EINVAL, "%s", msg);
     int rc = 0;
-    const toml_value *node = toml_get(root, "node"), *nodes = toml_get(root, "nodes"), *run = toml_get(root, "run"),
-                     *eps = toml_get(root, "endpoints"), *uid = toml_get(root, "unique_id");
+    const struct toml_value *node = toml_get(root, "node"), *nodes = toml_get(root, "nodes"),
+                            *run = toml_get(root, "run"), *eps = toml_get(root, "endpoints"),
+                            *uid = toml_get(root, "unique_id");
     if (!node || node->type != TOML_INT || !nodes || nodes->type != TOML_INT || nodes->u.i < 1 ||
         nodes->u.i > NETREDUCE_NODES_MAX || node->u.i < 0 || node->u.i >= nodes->u.i) {
         rc = sl_errf(err, errlen, -EINVAL, "%s: node and nodes must be integers with 0 <= node < nodes <= %u", path,
@@ -79,7 +80,7 @@ int trainer_cluster_read(const char *run_dir, struct trainer_cluster *c, char *e
         goto out;
     }
     for (uint32_t k = 0; k < c->nodes; k++) {
-        const toml_value *e = eps->u.arr.v[k];
+        const struct toml_value *e = eps->u.arr.v[k];
         if (e->type != TOML_STRING || !e->u.s[0] || strlen(e->u.s) >= NETREDUCE_ENDPOINT_MAX) {
             rc = sl_errf(err, errlen, -EINVAL, "%s: endpoints[%" PRIu32 "] is not an endpoint string", path, k);
             goto out;

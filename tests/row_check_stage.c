@@ -52,8 +52,8 @@ int main(int argc, char **argv)
     char msg[1024], path[sizeof st.cfg.dataset.path + 128];
     stage_open(&st, argc, argv, STAGE_NEED_FEATBUF);
     const char *dir = st.cfg.dataset.path;
-    const sl_dsfile *ff = &st.meta.f[SL_F_FEATURES];
-    size_t row_bytes = ff->cols * sl_dtype_size(ff->dtype);
+    const struct dataset_file *ff = &st.meta.f[DATASET_FEATURES];
+    size_t row_bytes = ff->cols * dtype_size(ff->dtype);
     snprintf(path, sizeof path, "%s/%s", dir, ff->file);
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)

@@ -45,7 +45,7 @@ err:
 }
 
 /* Reads dir/<file of entry f> into *out, expecting exactly bytes. */
-static int load(const char *dir, const sl_dsfile *f, uint64_t bytes, void **out, char *err, size_t errlen)
+static int load(const char *dir, const struct dataset_file *f, uint64_t bytes, void **out, char *err, size_t errlen)
 {
     char path[4200];
     if (sl_path_join(path, sizeof path, dir, f->file) != 0)
@@ -63,22 +63,22 @@ static int load(const char *dir, const sl_dsfile *f, uint64_t bytes, void **out,
     return 0;
 }
 
-int t_csc_load(struct t_csc *g, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen)
+int t_csc_load(struct t_csc *g, const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
     memset(g, 0, sizeof *g);
-    if (m->f[SL_F_INDICES].dtype != SL_DT_U32 || m->nodes > (1ull << 28))
+    if (m->f[DATASET_INDICES].dtype != DTYPE_U32 || m->nodes > (1ull << 28))
         return sl_errf(err, errlen, -EINVAL, "%s: the test sampler reads small graphs with 32-bit ids", dir);
     g->n = m->nodes;
     g->e = m->edges;
     void *p;
-    int rc = load(dir, &m->f[SL_F_INDPTR], (g->n + 1) * 8, &p, err, errlen);
+    int rc = load(dir, &m->f[DATASET_INDPTR], (g->n + 1) * 8, &p, err, errlen);
     if (rc)
         goto err;
     g->indptr = p;
-    if ((rc = load(dir, &m->f[SL_F_INDICES], g->e * 4, &p, err, errlen)) != 0)
+    if ((rc = load(dir, &m->f[DATASET_INDICES], g->e * 4, &p, err, errlen)) != 0)
         goto err;
     g->indices = p;
-    if ((rc = load(dir, &m->f[SL_F_LABELS], g->n * 4, &p, err, errlen)) != 0)
+    if ((rc = load(dir, &m->f[DATASET_LABELS], g->n * 4, &p, err, errlen)) != 0)
         goto err;
     g->labels = p;
     if (g->indptr[0] != 0 || g->indptr[g->n] != g->e) {

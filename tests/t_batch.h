@@ -30,7 +30,7 @@ uint64_t t_mix(uint64_t *state);
 int t_csc_random(struct t_csc *g, uint64_t n, uint32_t avg_deg, bool hubs, uint64_t seed);
 
 /* Loads the topology and labels of a dataset with 32-bit ids. */
-int t_csc_load(struct t_csc *g, const char *dir, const sl_dataset_meta *m, char *err, size_t errlen);
+int t_csc_load(struct t_csc *g, const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
 
 void t_csc_free(struct t_csc *g);
 uint64_t t_csc_max_in_degree(const struct t_csc *g);

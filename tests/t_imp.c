@@ -84,7 +84,7 @@ unsigned char *t_slurp(const char *path, size_t *len)
     return b;
 }
 
-void t_zip_write(const char *path, const t_member *m, size_t n, int flags)
+void t_zip_write(const char *path, const struct t_member *m, size_t n, int flags)
 {
     struct archive *a = archive_write_new();
     assert_non_null(a);
@@ -154,17 +154,17 @@ void t_ref_csc(uint64_t n, const uint64_t *src, const uint64_t *dst, size_t e, i
     *ne = m;
 }
 
-void t_load_meta(const char *out, sl_dataset_meta *m)
+void t_load_meta(const char *out, struct dataset_meta *m)
 {
     char err[1024];
-    int rc = sl_meta_read(out, m, true, err, sizeof err);
+    int rc = dataset_meta_read(out, m, true, err, sizeof err);
     if (rc)
-        fail_msg("sl_meta_read(%s): %s", out, err);
-    for (int i = 0; i < SL_F_COUNT; i++) {
+        fail_msg("dataset_meta_read(%s): %s", out, err);
+    for (int i = 0; i < DATASET_FILES; i++) {
         char p[4200], e2[256];
         uint64_t h = 0, bytes = 0;
         snprintf(p, sizeof p, "%s/%s", out, m->f[i].file);
-        assert_int_equal(sl_file_xxh3(p, &h, &bytes, e2, sizeof e2), 0);
+        assert_int_equal(file_xxh3(p, &h, &bytes, e2, sizeof e2), 0);
         assert_int_equal(bytes, m->f[i].bytes);
         if (h != m->f[i].xxh3)
             fail_msg("%s: xxh3 %016llx but dataset.toml says %016llx", p, (unsigned long long)h,
@@ -172,9 +172,9 @@ void t_load_meta(const char *out, sl_dataset_meta *m)
     }
 }
 
-static uint64_t id_at(const unsigned char *b, sl_dtype t, size_t i)
+static uint64_t id_at(const unsigned char *b, enum dtype t, size_t i)
 {
-    if (t == SL_DT_U32) {
+    if (t == DTYPE_U32) {
         uint32_t v;
         memcpy(&v, b + 4 * i, 4);
         return v;
@@ -184,24 +184,24 @@ static uint64_t id_at(const unsigned char *b, sl_dtype t, size_t i)
     return v;
 }
 
-void t_check_topology(const char *out, const sl_dataset_meta *m, const uint64_t *indptr, const uint64_t *indices,
+void t_check_topology(const char *out, const struct dataset_meta *m, const uint64_t *indptr, const uint64_t *indices,
                       size_t ne)
 {
     char p[4200];
     size_t len;
     assert_int_equal(m->edges, ne);
-    snprintf(p, sizeof p, "%s/%s", out, m->f[SL_F_INDPTR].file);
+    snprintf(p, sizeof p, "%s/%s", out, m->f[DATASET_INDPTR].file);
     unsigned char *b = t_slurp(p, &len);
     assert_int_equal(len, (m->nodes + 1) * 8);
     for (uint64_t v = 0; v <= m->nodes; v++)
-        if (id_at(b, SL_DT_U64, v) != indptr[v])
+        if (id_at(b, DTYPE_U64, v) != indptr[v])
             fail_msg("indptr[%llu] = %llu, expected %llu", (unsigned long long)v,
-                     (unsigned long long)id_at(b, SL_DT_U64, v), (unsigned long long)indptr[v]);
+                     (unsigned long long)id_at(b, DTYPE_U64, v), (unsigned long long)indptr[v]);
     free(b);
-    snprintf(p, sizeof p, "%s/%s", out, m->f[SL_F_INDICES].file);
+    snprintf(p, sizeof p, "%s/%s", out, m->f[DATASET_INDICES].file);
     b = t_slurp(p, &len);
-    sl_dtype t = m->f[SL_F_INDICES].dtype;
-    assert_int_equal(len, ne * sl_dtype_size(t));
+    enum dtype t = m->f[DATASET_INDICES].dtype;
+    assert_int_equal(len, ne * dtype_size(t));
     for (size_t i = 0; i < ne; i++)
         if (id_at(b, t, i) != indices[i])
             fail_msg("indices[%zu] = %llu, expected %llu", i, (unsigned long long)id_at(b, t, i),
@@ -209,14 +209,14 @@ void t_check_topology(const char *out, const sl_dataset_meta *m, const uint64_t 
     free(b);
 }
 
-void t_check_split(const char *out, const sl_dataset_meta *m, int slot, const uint64_t *ids, size_t n)
+void t_check_split(const char *out, const struct dataset_meta *m, int slot, const uint64_t *ids, size_t n)
 {
     char p[4200];
     size_t len;
     snprintf(p, sizeof p, "%s/%s", out, m->f[slot].file);
     unsigned char *b = t_slurp(p, &len);
     assert_int_equal(m->f[slot].rows, n);
-    assert_int_equal(len, n * sl_dtype_size(m->f[slot].dtype));
+    assert_int_equal(len, n * dtype_size(m->f[slot].dtype));
     for (size_t i = 0; i < n; i++)
         if (id_at(b, m->f[slot].dtype, i) != ids[i])
             fail_msg("%s[%zu] = %llu, expected %llu", p, i, (unsigned long long)id_at(b, m->f[slot].dtype, i),

@@ -25,14 +25,14 @@ void t_gz_write(const char *path, const char *text);
 /* Reads a whole file (malloc'd, NUL-terminated); asserts it exists. */
 unsigned char *t_slurp(const char *path, size_t *len);
 
-typedef struct t_member {
+struct t_member {
     const char *name;
     const void *data;
     size_t size;
-} t_member;
+};
 enum { T_ZIP_DEFLATE = 1, T_ZIP_ZIP64 = 2 };
 /* Writes a zip archive of the members with libarchive (flags T_ZIP_*). */
-void t_zip_write(const char *path, const t_member *m, size_t n, int flags);
+void t_zip_write(const char *path, const struct t_member *m, size_t n, int flags);
 
 /* Reference CSC of an edge list, as csc.h defines it: (s, d) makes s an
  * in-neighbour of d; undirected adds (d, s); self loops dropped; dedupe
@@ -42,13 +42,13 @@ enum { T_UNDIRECTED = 1, T_DEDUPE = 2, T_NO_LOOPS = 4 };
 void t_ref_csc(uint64_t n, const uint64_t *src, const uint64_t *dst, size_t e, int flags, uint64_t **indptr,
                uint64_t **indices, size_t *ne);
 
-/* Opens OUT with sl_meta_read (files checked), verifies every file's XXH3
+/* Opens OUT with dataset_meta_read (files checked), verifies every file's XXH3
  * against dataset.toml, and compares indptr/indices with the reference. */
-void t_check_topology(const char *out, const sl_dataset_meta *m, const uint64_t *indptr, const uint64_t *indices,
+void t_check_topology(const char *out, const struct dataset_meta *m, const uint64_t *indptr, const uint64_t *indices,
                       size_t ne);
-void t_load_meta(const char *out, sl_dataset_meta *m);
+void t_load_meta(const char *out, struct dataset_meta *m);
 /* Compares a split file with the expected sorted ids. */
-void t_check_split(const char *out, const sl_dataset_meta *m, int slot, const uint64_t *ids, size_t n);
+void t_check_split(const char *out, const struct dataset_meta *m, int slot, const uint64_t *ids, size_t n);
 /* Asserts that neither OUT nor any `.BASE.partial-*` beside it exists. */
 void t_assert_no_output(const char *out);
 

@@ -21,7 +21,7 @@ static uint64_t rng(uint64_t *s)
     return *s >> 33;
 }
 
-void t_fix_gen(t_fix *x, uint64_t n, uint64_t e, uint64_t f, uint64_t seed)
+void t_fix_gen(struct t_fix *x, uint64_t n, uint64_t e, uint64_t f, uint64_t seed)
 {
     memset(x, 0, sizeof *x);
     x->n = n;
@@ -65,7 +65,7 @@ void t_fix_gen(t_fix *x, uint64_t n, uint64_t e, uint64_t f, uint64_t seed)
     free(perm);
 }
 
-void t_fix_free(t_fix *x)
+void t_fix_free(struct t_fix *x)
 {
     free(x->src);
     free(x->dst);
@@ -87,7 +87,7 @@ unsigned char *t_npy_of(const char *t, const char *shape, const double *v, size_
             float x = (float)v[i];
             memcpy(raw + 4 * i, &x, 4);
         } else if (!strcmp(t, "<f2")) {
-            uint16_t h = sl_f32_to_f16((float)v[i]);
+            uint16_t h = half_from_f32((float)v[i]);
             memcpy(raw + 2 * i, &h, 2);
         } else if (!strcmp(t, "<i8")) {
             int64_t x = (int64_t)v[i];
@@ -105,7 +105,7 @@ unsigned char *t_npy_of(const char *t, const char *shape, const double *v, size_
 }
 
 /* split/NAME/{train,valid,test}.csv.gz, as both layouts have them. */
-static void write_splits(const char *dir, const t_fix *x, const t_wopt *o)
+static void write_splits(const char *dir, const struct t_fix *x, const struct t_wopt *o)
 {
     static const char *const names[3] = {"train", "valid", "test"};
     char p[4300];
@@ -121,7 +121,7 @@ static void write_splits(const char *dir, const t_fix *x, const t_wopt *o)
     }
 }
 
-void t_ogb_write(const char *dir, const t_fix *x, const t_wopt *o)
+void t_ogb_write(const char *dir, const struct t_fix *x, const struct t_wopt *o)
 {
     char p[4300], shape[128];
     snprintf(p, sizeof p, "mkdir -p '%s/raw' '%s/split/%s'", dir, dir, o->split ? o->split : "time");
@@ -148,22 +148,22 @@ void t_ogb_write(const char *dir, const t_fix *x, const t_wopt *o)
     unsigned char *mm = t_npy_of("<i8", "(1,)", &ne, 1, &lm);
     double junk[4] = {0x80, 4, 'N', '.'};
     unsigned char *mx = t_npy_of("|O", "()", junk, 4, &lx); /* edge_feat=None as numpy pickles it */
-    t_member mem[5];
+    struct t_member mem[5];
     size_t k = 0;
-    mem[k++] = (t_member){"edge_index.npy", me, le};
-    mem[k++] = (t_member){"edge_feat.npy", mx, lx};
+    mem[k++] = (struct t_member){"edge_index.npy", me, le};
+    mem[k++] = (struct t_member){"edge_feat.npy", mx, lx};
     if (!o->no_feat)
-        mem[k++] = (t_member){"node_feat.npy", mf, lf - o->feat_cut};
+        mem[k++] = (struct t_member){"node_feat.npy", mf, lf - o->feat_cut};
     if (!o->no_numnodes)
-        mem[k++] = (t_member){"num_nodes_list.npy", mn, ln};
-    mem[k++] = (t_member){"num_edges_list.npy", mm, lm};
+        mem[k++] = (struct t_member){"num_nodes_list.npy", mn, ln};
+    mem[k++] = (struct t_member){"num_edges_list.npy", mm, lm};
     snprintf(p, sizeof p, "%s/raw/data.npz", dir);
     t_zip_write(p, mem, k, o->zip);
 
     snprintf(shape, sizeof shape, o->label_1d ? "(%llu,)" : "(%llu, 1)", (unsigned long long)x->n);
     size_t ll;
     unsigned char *ml = t_npy_of(o->label_t ? o->label_t : "<f8", shape, x->label, x->n, &ll);
-    t_member lm1 = {"node_label.npy", ml, ll};
+    struct t_member lm1 = {"node_label.npy", ml, ll};
     snprintf(p, sizeof p, "%s/raw/node-label.npz", dir);
     t_zip_write(p, &lm1, 1, T_ZIP_DEFLATE);
 
@@ -183,7 +183,7 @@ typedef struct text {
     char *b;
     size_t n, cap;
     uint64_t line;        /* lines begun so far */
-    const t_wopt *o;
+    const struct t_wopt *o;
     int file;             /* T_CSV_* */
 } text;
 
@@ -203,7 +203,7 @@ static void text_put(text *t, const char *s)
 static void text_line(text *t, const char *line)
 {
     t->line++;
-    const t_wopt *o = t->o;
+    const struct t_wopt *o = t->o;
     if (o->edit_line == t->line && o->edit_file == t->file) {
         if (!o->edit_text)
             return;
@@ -225,7 +225,7 @@ static void text_save(text *t, const char *dir, const char *name)
     free(t->b);
 }
 
-void t_ogb_write_csv(const char *dir, const t_fix *x, const t_wopt *o)
+void t_ogb_write_csv(const char *dir, const struct t_fix *x, const struct t_wopt *o)
 {
     char p[4300], line[64];
     snprintf(p, sizeof p, "mkdir -p '%s/raw' '%s/split/%s'", dir, dir, o->split ? o->split : "time");
@@ -292,17 +292,17 @@ static int cmp_u64(const void *a, const void *b)
 static float src_value(const char *feat_t, float v)
 {
     if (feat_t && !strcmp(feat_t, "<f2"))
-        return sl_f16_to_f32(sl_f32_to_f16(v));
+        return half_to_f32(half_from_f32(v));
     return v; /* f4 exact; f8 holds the same float exactly */
 }
 
-void t_ogb_verify(const char *out, const t_fix *x, const t_wopt *o, int cflags, sl_dtype fdt)
+void t_ogb_verify(const char *out, const struct t_fix *x, const struct t_wopt *o, int cflags, enum dtype fdt)
 {
-    sl_dataset_meta m;
+    struct dataset_meta m;
     t_load_meta(out, &m);
     assert_int_equal(m.nodes, x->n);
     assert_int_equal(m.feat_dim, x->f);
-    assert_int_equal(m.feat_align, SL_FEAT_ALIGN);
+    assert_int_equal(m.feat_align, DATASET_FEAT_ALIGN);
     double maxl = -1;
     for (uint64_t v = 0; v < x->n; v++)
         if (!isnan(x->label[v]))
@@ -327,23 +327,23 @@ void t_ogb_verify(const char *out, const t_fix *x, const t_wopt *o, int cflags, 
     size_t len;
     snprintf(p, sizeof p, "%s/features.bin", out);
     unsigned char *b = t_slurp(p, &len);
-    const sl_dsfile *ff = &m.f[SL_F_FEATURES];
+    const struct dataset_file *ff = &m.f[DATASET_FEATURES];
     assert_int_equal(ff->dtype, fdt);
-    size_t es = sl_dtype_size(fdt);
-    assert_int_equal(ff->row_stride, sl_feat_row_stride(x->f * es, SL_FEAT_ALIGN));
-    assert_int_equal(len, sl_round_up(x->n * ff->row_stride, SL_FEAT_FILE_PAD));
+    size_t es = dtype_size(fdt);
+    assert_int_equal(ff->row_stride, dataset_row_stride(x->f * es, DATASET_FEAT_ALIGN));
+    assert_int_equal(len, sl_round_up(x->n * ff->row_stride, DATASET_FEAT_PAD));
     for (uint64_t v = 0; v < x->n; v++) {
         const unsigned char *row = b + v * ff->row_stride;
         for (uint64_t c = 0; c < x->f; c++) {
             float want = src_value(o->feat_t, x->feat[v * x->f + c]);
-            if (fdt == SL_DT_F32) {
+            if (fdt == DTYPE_F32) {
                 float got;
                 memcpy(&got, row + 4 * c, 4);
                 if (memcmp(&got, &want, 4))
                     fail_msg("feature [%llu][%llu] = %g, expected %g", (unsigned long long)v, (unsigned long long)c,
                              (double)got, (double)want);
             } else {
-                uint16_t got, w16 = sl_f32_to_f16(want);
+                uint16_t got, w16 = half_from_f32(want);
                 memcpy(&got, row + 2 * c, 2);
                 if (got != w16)
                     fail_msg("f16 feature [%llu][%llu] = %04x, expected %04x", (unsigned long long)v,
@@ -374,7 +374,7 @@ void t_ogb_verify(const char *out, const t_fix *x, const t_wopt *o, int cflags, 
         uint64_t *ids = malloc((x->ns[s] + 1) * sizeof *ids);
         memcpy(ids, x->split[s], x->ns[s] * sizeof *ids);
         qsort(ids, x->ns[s], sizeof *ids, cmp_u64);
-        t_check_split(out, &m, SL_F_TRAIN + s, ids, x->ns[s]);
+        t_check_split(out, &m, DATASET_TRAIN + s, ids, x->ns[s]);
         free(ids);
     }
 }

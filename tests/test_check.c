@@ -30,24 +30,25 @@ static uint64_t next(void)
     return rng;
 }
 
-static void write_file(sl_dsw *d, sl_dataset_meta *m, int idx, const char *name, sl_dtype t, const void *data, uint64_t n)
+static void write_file(struct dataset_dir *d, struct dataset_meta *m, int idx, const char *name, enum dtype t,
+                       const void *data, uint64_t n)
 {
     char p[4096];
-    sl_writer w;
+    struct file_writer w;
     uint64_t bytes, h;
-    assert_int_equal(sl_dsw_path(d, name, p, sizeof p), 0);
-    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
-    assert_int_equal(sl_writer_write(&w, data, n * sl_dtype_size(t), err, sizeof err), 0);
-    assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
-    sl_dsfile_set(&m->f[idx], name, t, n, 1, bytes, h);
+    assert_int_equal(dataset_dir_path(d, name, p, sizeof p), 0);
+    assert_int_equal(file_writer_open(&w, p, err, sizeof err), 0);
+    assert_int_equal(file_writer_write(&w, data, n * dtype_size(t), err, sizeof err), 0);
+    assert_int_equal(file_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+    dataset_file_set(&m->f[idx], name, t, n, 1, bytes, h);
 }
 
 /* A random graph: degrees 0..8, neighbours ascending and distinct. */
 static void make_dataset(const char *out)
 {
-    sl_dsw d;
-    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), 0);
-    sl_dataset_meta m = {.nodes = N, .feat_dim = DIM, .classes = CLASSES, .feat_align = SL_FEAT_ALIGN};
+    struct dataset_dir d;
+    assert_int_equal(dataset_dir_begin(&d, out, err, sizeof err), 0);
+    struct dataset_meta m = {.nodes = N, .feat_dim = DIM, .classes = CLASSES, .feat_align = DATASET_FEAT_ALIGN};
     indices = malloc(N * 8 * sizeof *indices);
     nedges = 0;
     for (int v = 0; v < N; v++) {
@@ -74,22 +75,22 @@ static void make_dataset(const char *out)
         else if (ne < 100)
             te[ne++] = v;
     }
-    write_file(&d, &m, SL_F_INDPTR, "indptr.bin", SL_DT_U64, indptr, N + 1);
-    write_file(&d, &m, SL_F_INDICES, "indices.bin", SL_DT_U32, indices, nedges);
-    write_file(&d, &m, SL_F_LABELS, "labels.bin", SL_DT_I32, labels, N);
-    write_file(&d, &m, SL_F_TRAIN, "train.bin", SL_DT_U32, tr, (uint64_t)nt);
-    write_file(&d, &m, SL_F_VAL, "val.bin", SL_DT_U32, va, (uint64_t)nv);
-    write_file(&d, &m, SL_F_TEST, "test.bin", SL_DT_U32, te, (uint64_t)ne);
-    sl_featw fw;
+    write_file(&d, &m, DATASET_INDPTR, "indptr.bin", DTYPE_U64, indptr, N + 1);
+    write_file(&d, &m, DATASET_INDICES, "indices.bin", DTYPE_U32, indices, nedges);
+    write_file(&d, &m, DATASET_LABELS, "labels.bin", DTYPE_I32, labels, N);
+    write_file(&d, &m, DATASET_TRAIN, "train.bin", DTYPE_U32, tr, (uint64_t)nt);
+    write_file(&d, &m, DATASET_VAL, "val.bin", DTYPE_U32, va, (uint64_t)nv);
+    write_file(&d, &m, DATASET_TEST, "test.bin", DTYPE_U32, te, (uint64_t)ne);
+    struct feat_writer fw;
     char p[4096];
-    sl_dsw_path(&d, "features.bin", p, sizeof p);
-    assert_int_equal(sl_featw_open(&fw, p, SL_DT_F32, DIM, err, sizeof err), 0);
+    dataset_dir_path(&d, "features.bin", p, sizeof p);
+    assert_int_equal(feat_writer_open(&fw, p, DTYPE_F32, DIM, err, sizeof err), 0);
     for (int v = 0; v < N; v++) {
         float x[DIM] = {(float)v, -1.0f, 0.5f};
-        assert_int_equal(sl_featw_put(&fw, x, err, sizeof err), 0);
+        assert_int_equal(feat_writer_put(&fw, x, err, sizeof err), 0);
     }
-    assert_int_equal(sl_featw_close(&fw, &m.f[SL_F_FEATURES], err, sizeof err), 0);
-    assert_int_equal(sl_dsw_commit(&d, &m, err, sizeof err), 0);
+    assert_int_equal(feat_writer_close(&fw, &m.f[DATASET_FEATURES], err, sizeof err), 0);
+    assert_int_equal(dataset_dir_commit(&d, &m, err, sizeof err), 0);
 }
 
 /* Runs a prep main in-process with stdout+stderr captured into out. */
@@ -136,12 +137,12 @@ static void poke(const char *file, off_t off, const void *data, size_t n, bool r
     close(fd);
     if (!rehash)
         return;
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(ds, &m, true, err, sizeof err), 0);
-    for (int i = 0; i < SL_F_COUNT; i++)
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
+    for (int i = 0; i < DATASET_FILES; i++)
         if (!strcmp(m.f[i].file, file))
-            assert_int_equal(sl_file_xxh3(p, &m.f[i].xxh3, NULL, err, sizeof err), 0);
-    assert_int_equal(sl_meta_write(ds, &m, err, sizeof err), 0);
+            assert_int_equal(file_xxh3(p, &m.f[i].xxh3, NULL, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_write(ds, &m, err, sizeof err), 0);
 }
 
 static int setup(void **state)

@@ -39,9 +39,9 @@ static void test_shipped(void **state)
     (void)state;
     const char *src = getenv("SLUICE_SRC");
     char p[4096];
-    sl_config c;
+    struct config c;
     snprintf(p, sizeof p, "%s/configs/papers.toml", src ? src : ".");
-    if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
+    if (config_load(&c, p, NULL, 0, err, sizeof err))
         fail_msg("%s", err);
     assert_int_equal(c.model.kind, MODEL_SAGE);
     assert_int_equal(c.model.layers, 3);
@@ -51,7 +51,7 @@ static void test_shipped(void **state)
     assert_int_equal(c.train.batch_size, 1000);
     assert_string_equal(c.dataset.path, "data/papers");
     snprintf(p, sizeof p, "%s/configs/demo.toml", src ? src : ".");
-    if (sl_config_load(&c, p, NULL, 0, err, sizeof err))
+    if (config_load(&c, p, NULL, 0, err, sizeof err))
         fail_msg("%s", err);
     assert_int_equal(c.model.layers, 2); /* from the fanouts */
     assert_int_equal(c.pipeline.io, EXTRACT_IO_DIRECT);
@@ -60,16 +60,16 @@ static void test_shipped(void **state)
 static void test_defaults_and_sets(void **state)
 {
     (void)state;
-    sl_config c;
+    struct config c;
     const char *p = write_cfg("a.toml", "[dataset]\npath = \"d\"\n");
-    assert_int_equal(sl_config_load(&c, p, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(config_load(&c, p, NULL, 0, err, sizeof err), 0);
     assert_int_equal(c.model.layers, 3);
     assert_int_equal(c.model.n_fanouts, 3);
     assert_true(c.train.lr == 0.003);
     assert_false(c.pipeline.ordered);
     const char *sets[] = {"model.fanouts=[15,-1]", "train.lr=0.01", "model.kind=gat", "pipeline.ordered=true",
                           "pipeline.io=mmap", "train.epochs=7", "dataset.path=other dir"};
-    assert_int_equal(sl_config_load(&c, p, sets, 7, err, sizeof err), 0);
+    assert_int_equal(config_load(&c, p, sets, 7, err, sizeof err), 0);
     assert_int_equal(c.model.layers, 2);
     assert_int_equal(c.model.fanouts[0], 15);
     assert_int_equal(c.model.fanouts[1], -1);
@@ -81,13 +81,13 @@ static void test_defaults_and_sets(void **state)
     assert_string_equal(c.dataset.path, "other dir");
     /* layers alone: every layer samples 10 */
     const char *s2[] = {"model.layers=4"};
-    assert_int_equal(sl_config_load(&c, p, s2, 1, err, sizeof err), 0);
+    assert_int_equal(config_load(&c, p, s2, 1, err, sizeof err), 0);
     assert_int_equal(c.model.n_fanouts, 4);
     assert_int_equal(c.model.fanouts[3], 10);
     /* integer for a float key is fine; a path with a control character,
      * a quote and a backslash is written escaped and reads back the same */
     const char *s3[] = {"train.lr=1", "dataset.path=\"a\\fb\\\"c\\\\d\\u007F\""};
-    if (sl_config_load(&c, p, s3, 2, err, sizeof err))
+    if (config_load(&c, p, s3, 2, err, sizeof err))
         fail_msg("%s", err);
     assert_true(c.train.lr == 1.0);
     assert_string_equal(c.dataset.path, "a\fb\"c\\d\x7f");
@@ -95,10 +95,10 @@ static void test_defaults_and_sets(void **state)
     char q[4300];
     snprintf(q, sizeof q, "%s/eff.toml", dir);
     FILE *f = fopen(q, "w");
-    sl_config_write_toml(&c, f);
+    config_write_toml(&c, f);
     fclose(f);
-    sl_config d;
-    if (sl_config_load(&d, q, NULL, 0, err, sizeof err))
+    struct config d;
+    if (config_load(&d, q, NULL, 0, err, sizeof err))
         fail_msg("%s", err);
     assert_memory_equal(&c, &d, sizeof c);
 }
@@ -137,17 +137,17 @@ static void test_errors(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *p = write_cfg("c.toml", bad[i].text);
-        sl_config c;
+        struct config c;
         const char *sets[] = {bad[i].set};
         err[0] = '\0';
-        int rc = sl_config_load(&c, p, sets, bad[i].set ? 1 : 0, err, sizeof err);
+        int rc = config_load(&c, p, sets, bad[i].set ? 1 : 0, err, sizeof err);
         if (rc != -EINVAL || !strstr(err, bad[i].want))
             fail_msg("case %zu: rc %d, want '%s', got '%s'", i, rc, bad[i].want, err);
     }
-    sl_config c;
+    struct config c;
     char p[4300];
     snprintf(p, sizeof p, "%s/missing.toml", dir);
-    assert_int_equal(sl_config_load(&c, p, NULL, 0, err, sizeof err), -ENOENT);
+    assert_int_equal(config_load(&c, p, NULL, 0, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "missing.toml"));
 }
 
@@ -162,7 +162,7 @@ static void test_reference(void **state)
     if (!f)
         fail_msg("%s missing: run build/tests/test_config --write-reference docs/config.md", p);
     FILE *m = open_memstream(&want, &wl);
-    sl_config_write_reference(m);
+    config_write_reference(m);
     fclose(m);
     m = open_memstream(&have, &hl);
     char buf[4096];
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
         FILE *f = fopen(argv[2], "w");
         if (!f)
             return 1;
-        sl_config_write_reference(f);
+        config_write_reference(f);
         return fclose(f) ? 1 : 0;
     }
     const struct CMUnitTest tests[] = {

@@ -163,9 +163,9 @@ static int dir_count(const char *path)
 
 typedef struct t_out {
     char indptr[4200], indices[4200];
-    sl_dsfile fp, fi;
+    struct dataset_file fp, fi;
     uint64_t edges;
-    sl_csc_stats st;
+    struct csc_stats st;
 } t_out;
 
 typedef struct t_cfg {
@@ -186,24 +186,30 @@ static t_out convert(const char *dir, const char *tag, const t_graph *g, unsigne
     mkdir(tmp, 0755);
     snprintf(r.indptr, sizeof r.indptr, "%s/%s.indptr", dir, tag);
     snprintf(r.indices, sizeof r.indices, "%s/%s.indices", dir, tag);
-    sl_csc_opts o = {.nodes = g->nodes, .mem_limit = k.mem, .undirected = f & F_UNDIRECTED, .dedupe = f & F_DEDUPE,
-                     .drop_self_loops = f & F_DROP_LOOPS, .tmpdir = tmp, .force_wide = k.wide, .max_fanin = k.fanin};
-    sl_csc *c;
-    int rc = sl_csc_init(&c, &o, err, sizeof err);
+    struct csc_opts o = {.nodes = g->nodes,
+                         .mem_limit = k.mem,
+                         .undirected = f & F_UNDIRECTED,
+                         .dedupe = f & F_DEDUPE,
+                         .drop_self_loops = f & F_DROP_LOOPS,
+                         .tmpdir = tmp,
+                         .force_wide = k.wide,
+                         .max_fanin = k.fanin};
+    struct csc *c;
+    int rc = csc_init(&c, &o, err, sizeof err);
     if (rc)
         fail_msg("init: %s (%s)", err, flag_str(f));
     size_t batch = k.batch ? k.batch : g->m;
     for (size_t i = 0; i < g->m; i += batch) {
         size_t n = SL_MIN(batch, g->m - i);
-        rc = sl_csc_add(c, g->src + i, g->dst + i, n, err, sizeof err);
+        rc = csc_add(c, g->src + i, g->dst + i, n, err, sizeof err);
         if (rc)
             fail_msg("add: %s (%s)", err, flag_str(f));
     }
-    rc = sl_csc_finish(c, r.indptr, r.indices, &r.fp, &r.fi, &r.edges, err, sizeof err);
+    rc = csc_finish(c, r.indptr, r.indices, &r.fp, &r.fi, &r.edges, err, sizeof err);
     if (rc)
         fail_msg("finish: %s (%s)", err, flag_str(f));
-    sl_csc_stats_get(c, &r.st);
-    sl_csc_free(c);
+    csc_stats_get(c, &r.st);
+    csc_free(c);
     if (dir_count(tmp) != 0)
         fail_msg("run files left in %s (%s)", tmp, flag_str(f));
     if (r.st.peak_bytes > k.mem)
@@ -241,16 +247,16 @@ static void check_against(const t_out *r, const t_graph *g, unsigned f, const ch
                      (unsigned long long)v, (unsigned long long)ref.indices[i], flag_str(f));
     }
     uint64_t h, bytes;
-    assert_int_equal(sl_file_xxh3(r->indptr, &h, &bytes, err, sizeof err), 0);
+    assert_int_equal(file_xxh3(r->indptr, &h, &bytes, err, sizeof err), 0);
     assert_true(r->fp.present);
     assert_string_equal(r->fp.file, strrchr(r->indptr, '/') + 1);
-    assert_int_equal(r->fp.dtype, SL_DT_U64);
+    assert_int_equal(r->fp.dtype, DTYPE_U64);
     assert_int_equal(r->fp.rows, g->nodes + 1);
     assert_int_equal(r->fp.bytes, bytes);
     assert_true(r->fp.xxh3 == h);
-    assert_int_equal(sl_file_xxh3(r->indices, &h, &bytes, err, sizeof err), 0);
+    assert_int_equal(file_xxh3(r->indices, &h, &bytes, err, sizeof err), 0);
     assert_string_equal(r->fi.file, strrchr(r->indices, '/') + 1);
-    assert_int_equal(r->fi.dtype, sl_id_dtype(g->nodes));
+    assert_int_equal(r->fi.dtype, dtype_for_ids(g->nodes));
     assert_int_equal(r->fi.rows, ref.edges);
     assert_int_equal(r->fi.bytes, bytes);
     assert_true(r->fi.xxh3 == h);
@@ -426,39 +432,39 @@ static void test_out_of_range(void **state)
     snprintf(tmp, sizeof tmp, "%s/tmp", dir);
     mkdir(tmp, 0755);
     for (int wide = 0; wide < 2; wide++) {
-        sl_csc_opts o = {.nodes = 100, .mem_limit = MiB, .tmpdir = tmp, .undirected = true, .force_wide = wide};
-        sl_csc *c;
-        assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), 0);
+        struct csc_opts o = {.nodes = 100, .mem_limit = MiB, .tmpdir = tmp, .undirected = true, .force_wide = wide};
+        struct csc *c;
+        assert_int_equal(csc_init(&c, &o, err, sizeof err), 0);
         uint64_t s[10], d[10];
         for (int i = 0; i < 10; i++) {
             s[i] = (uint64_t)i;
             d[i] = 99 - (uint64_t)i;
         }
-        assert_int_equal(sl_csc_add(c, s, d, 10, err, sizeof err), 0);
+        assert_int_equal(csc_add(c, s, d, 10, err, sizeof err), 0);
         uint64_t s2[5] = {1, 2, 3, 4, 5}, d2[5] = {1, 2, 100, 4, 5};
         err[0] = '\0';
-        assert_int_equal(sl_csc_add(c, s2, d2, 5, err, sizeof err), -ERANGE);
+        assert_int_equal(csc_add(c, s2, d2, 5, err, sizeof err), -ERANGE);
         assert_string_equal(err, "edge 12: destination id 100 is out of range [0, 100)");
         uint64_t s3[2] = {7, 1000}, d3[2] = {7, 1000};
-        assert_int_equal(sl_csc_add(c, s3, d3, 2, err, sizeof err), -ERANGE);
+        assert_int_equal(csc_add(c, s3, d3, 2, err, sizeof err), -ERANGE);
         assert_string_equal(err, "edge 11: source id 1000 is out of range [0, 100)");
         uint64_t big = UINT64_MAX, ok = 0;
-        assert_int_equal(sl_csc_add(c, &ok, &big, 1, err, sizeof err), -ERANGE);
+        assert_int_equal(csc_add(c, &ok, &big, 1, err, sizeof err), -ERANGE);
         assert_string_equal(err, "edge 10: destination id 18446744073709551615 is out of range [0, 100)");
         /* rejected batches added nothing: the first 10 edges, mirrored */
         snprintf(ip, sizeof ip, "%s/indptr.bin", dir);
         snprintf(ix, sizeof ix, "%s/indices.bin", dir);
-        sl_dsfile fp, fi;
+        struct dataset_file fp, fi;
         uint64_t e = 0;
-        assert_int_equal(sl_csc_finish(c, ip, ix, &fp, &fi, &e, err, sizeof err), 0);
+        assert_int_equal(csc_finish(c, ip, ix, &fp, &fi, &e, err, sizeof err), 0);
         assert_int_equal(e, 20);
-        sl_csc_stats st;
-        sl_csc_stats_get(c, &st);
+        struct csc_stats st;
+        csc_stats_get(c, &st);
         assert_int_equal(st.edges, 10);
         /* a finished builder refuses more work */
-        assert_int_equal(sl_csc_add(c, s, d, 1, err, sizeof err), -EINVAL);
-        assert_int_equal(sl_csc_finish(c, ip, ix, &fp, &fi, &e, err, sizeof err), -EINVAL);
-        sl_csc_free(c);
+        assert_int_equal(csc_add(c, s, d, 1, err, sizeof err), -EINVAL);
+        assert_int_equal(csc_finish(c, ip, ix, &fp, &fi, &e, err, sizeof err), -EINVAL);
+        csc_free(c);
     }
     t_rmrf(dir);
 }
@@ -473,34 +479,33 @@ static void test_run_files_removed(void **state)
     snprintf(ip, sizeof ip, "%s/indptr.bin", dir);
     snprintf(ix, sizeof ix, "%s/indices.bin", dir);
     t_graph g = t_graph_make(10000, 200000, 17);
-    sl_csc_opts o = {.nodes = g.nodes, .mem_limit = MiB, .tmpdir = tmp, .dedupe = true};
-    sl_csc *c;
+    struct csc_opts o = {.nodes = g.nodes, .mem_limit = MiB, .tmpdir = tmp, .dedupe = true};
+    struct csc *c;
 
     /* free without finish */
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), 0);
-    assert_int_equal(sl_csc_add(c, g.src, g.dst, g.m, err, sizeof err), 0);
-    sl_csc_stats st;
-    sl_csc_stats_get(c, &st);
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), 0);
+    assert_int_equal(csc_add(c, g.src, g.dst, g.m, err, sizeof err), 0);
+    struct csc_stats st;
+    csc_stats_get(c, &st);
     assert_true(st.runs >= 2);
     assert_int_equal(dir_count(tmp), (int)st.runs);
-    sl_csc_free(c);
+    csc_free(c);
     assert_int_equal(dir_count(tmp), 0);
-    sl_csc_free(NULL);
+    csc_free(NULL);
 
     /* finish that fails writing its output (disk full) */
     if (access("/dev/full", W_OK) == 0) {
         for (int which = 0; which < 2; which++) {
-            assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), 0);
-            assert_int_equal(sl_csc_add(c, g.src, g.dst, g.m, err, sizeof err), 0);
+            assert_int_equal(csc_init(&c, &o, err, sizeof err), 0);
+            assert_int_equal(csc_add(c, g.src, g.dst, g.m, err, sizeof err), 0);
             assert_true(dir_count(tmp) > 0);
-            sl_dsfile fp, fi;
+            struct dataset_file fp, fi;
             uint64_t e;
-            int rc = sl_csc_finish(c, which ? "/dev/full" : ip, which ? ix : "/dev/full", &fp, &fi, &e, err,
-                                   sizeof err);
+            int rc = csc_finish(c, which ? "/dev/full" : ip, which ? ix : "/dev/full", &fp, &fi, &e, err, sizeof err);
             assert_int_equal(rc, -ENOSPC);
             assert_non_null(strstr(err, "/dev/full"));
             assert_int_equal(dir_count(tmp), 0);
-            sl_csc_free(c);
+            csc_free(c);
         }
     }
 
@@ -508,12 +513,12 @@ static void test_run_files_removed(void **state)
     char missing[4300];
     snprintf(missing, sizeof missing, "%s/no-such-dir", dir);
     o.tmpdir = missing;
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), 0);
-    int rc = sl_csc_add(c, g.src, g.dst, g.m, err, sizeof err);
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), 0);
+    int rc = csc_add(c, g.src, g.dst, g.m, err, sizeof err);
     assert_int_equal(rc, -ENOENT);
     assert_non_null(strstr(err, missing));
-    assert_int_equal(sl_csc_add(c, g.src, g.dst, 1, err, sizeof err), -EINVAL);
-    sl_csc_free(c);
+    assert_int_equal(csc_add(c, g.src, g.dst, 1, err, sizeof err), -EINVAL);
+    csc_free(c);
     assert_false(t_exists(missing));
     t_graph_free(&g);
     t_rmrf(dir);
@@ -522,23 +527,23 @@ static void test_run_files_removed(void **state)
 static void test_mem_limit(void **state)
 {
     (void)state;
-    sl_csc *c = (sl_csc *)&c;
-    sl_csc_opts o = {.nodes = 10, .mem_limit = SL_CSC_MIN_MEM - 1, .tmpdir = "/tmp"};
+    struct csc *c = (struct csc *)&c;
+    struct csc_opts o = {.nodes = 10, .mem_limit = CSC_MIN_MEM - 1, .tmpdir = "/tmp"};
     err[0] = '\0';
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), -EINVAL);
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), -EINVAL);
     assert_null(c);
     assert_non_null(strstr(err, "1 MiB"));
     assert_non_null(strstr(err, "--mem-limit"));
     o.mem_limit = 0;
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), -EINVAL);
-    o.mem_limit = SL_CSC_MIN_MEM;
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), -EINVAL);
+    o.mem_limit = CSC_MIN_MEM;
     o.nodes = 0;
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), -EINVAL);
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), -EINVAL);
     assert_null(c);
     o.nodes = 10;
-    assert_int_equal(sl_csc_init(&c, &o, err, sizeof err), 0);
+    assert_int_equal(csc_init(&c, &o, err, sizeof err), 0);
     assert_non_null(c);
-    sl_csc_free(c);
+    csc_free(c);
 
     /* peak memory stays under the limit while spilling (convert checks it) */
     char dir[4096];

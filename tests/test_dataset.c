@@ -12,40 +12,46 @@ static char err[1024];
 
 /* Builds a tiny valid dataset (3 nodes, 2 edges, dim 3) in a staging dir
  * and commits it to out. */
-static void make_tiny(const char *out, sl_dtype fdt)
+static void make_tiny(const char *out, enum dtype fdt)
 {
-    sl_dsw d;
-    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), 0);
-    sl_dataset_meta m = {.nodes = 3, .edges = 2, .feat_dim = 3, .classes = 2, .feat_align = SL_FEAT_ALIGN};
+    struct dataset_dir d;
+    assert_int_equal(dataset_dir_begin(&d, out, err, sizeof err), 0);
+    struct dataset_meta m = {.nodes = 3, .edges = 2, .feat_dim = 3, .classes = 2, .feat_align = DATASET_FEAT_ALIGN};
     snprintf(m.source, sizeof m.source, "test \"tiny\"");
     char p[4096];
-    sl_writer w;
+    struct file_writer w;
     uint64_t bytes, h;
     const uint64_t indptr[] = {0, 0, 1, 2};
     const uint32_t indices[] = {0, 1};
     const int32_t labels[] = {0, 1, -1};
     const uint32_t tr[] = {0}, va[] = {1}, te[] = {2};
-    const struct { int idx; const char *file; sl_dtype t; const void *data; uint64_t n; } files[] = {
-        {SL_F_INDPTR, "indptr.bin", SL_DT_U64, indptr, 4}, {SL_F_INDICES, "indices.bin", SL_DT_U32, indices, 2},
-        {SL_F_LABELS, "labels.bin", SL_DT_I32, labels, 3},  {SL_F_TRAIN, "train.bin", SL_DT_U32, tr, 1},
-        {SL_F_VAL, "val.bin", SL_DT_U32, va, 1},            {SL_F_TEST, "test.bin", SL_DT_U32, te, 1},
+    const struct {
+        int idx;
+        const char *file;
+        enum dtype t;
+        const void *data;
+        uint64_t n;
+    } files[] = {
+        {DATASET_INDPTR, "indptr.bin", DTYPE_U64, indptr, 4}, {DATASET_INDICES, "indices.bin", DTYPE_U32, indices, 2},
+        {DATASET_LABELS, "labels.bin", DTYPE_I32, labels, 3}, {DATASET_TRAIN, "train.bin", DTYPE_U32, tr, 1},
+        {DATASET_VAL, "val.bin", DTYPE_U32, va, 1},           {DATASET_TEST, "test.bin", DTYPE_U32, te, 1},
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        assert_int_equal(sl_dsw_path(&d, files[i].file, p, sizeof p), 0);
-        assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
-        assert_int_equal(sl_writer_write(&w, files[i].data, files[i].n * sl_dtype_size(files[i].t), err, sizeof err), 0);
-        assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
-        sl_dsfile_set(&m.f[files[i].idx], files[i].file, files[i].t, files[i].n, 1, bytes, h);
+        assert_int_equal(dataset_dir_path(&d, files[i].file, p, sizeof p), 0);
+        assert_int_equal(file_writer_open(&w, p, err, sizeof err), 0);
+        assert_int_equal(file_writer_write(&w, files[i].data, files[i].n * dtype_size(files[i].t), err, sizeof err), 0);
+        assert_int_equal(file_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+        dataset_file_set(&m.f[files[i].idx], files[i].file, files[i].t, files[i].n, 1, bytes, h);
     }
-    sl_featw fw;
-    assert_int_equal(sl_dsw_path(&d, "features.bin", p, sizeof p), 0);
-    assert_int_equal(sl_featw_open(&fw, p, fdt, 3, err, sizeof err), 0);
+    struct feat_writer fw;
+    assert_int_equal(dataset_dir_path(&d, "features.bin", p, sizeof p), 0);
+    assert_int_equal(feat_writer_open(&fw, p, fdt, 3, err, sizeof err), 0);
     for (int r = 0; r < 3; r++) {
         float x[3] = {(float)r, (float)r + 0.5f, -1.0f};
-        assert_int_equal(sl_featw_put(&fw, x, err, sizeof err), 0);
+        assert_int_equal(feat_writer_put(&fw, x, err, sizeof err), 0);
     }
-    assert_int_equal(sl_featw_close(&fw, &m.f[SL_F_FEATURES], err, sizeof err), 0);
-    assert_int_equal(sl_dsw_commit(&d, &m, err, sizeof err), 0);
+    assert_int_equal(feat_writer_close(&fw, &m.f[DATASET_FEATURES], err, sizeof err), 0);
+    assert_int_equal(dataset_dir_commit(&d, &m, err, sizeof err), 0);
 }
 
 static void test_writer_hash(void **state)
@@ -54,24 +60,24 @@ static void test_writer_hash(void **state)
     char dir[4096], p[4200];
     t_scratch(dir, sizeof dir, "writer");
     snprintf(p, sizeof p, "%s/f.bin", dir);
-    sl_writer w;
-    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
+    struct file_writer w;
+    assert_int_equal(file_writer_open(&w, p, err, sizeof err), 0);
     /* more than one internal buffer's worth, in odd-sized pieces */
     static unsigned char chunk[1000003];
     for (size_t i = 0; i < sizeof chunk; i++)
         chunk[i] = (unsigned char)(i * 7 + 3);
     for (int i = 0; i < 9; i++)
-        assert_int_equal(sl_writer_write(&w, chunk, sizeof chunk, err, sizeof err), 0);
-    assert_int_equal(sl_writer_zero(&w, 5, err, sizeof err), 0);
+        assert_int_equal(file_writer_write(&w, chunk, sizeof chunk, err, sizeof err), 0);
+    assert_int_equal(file_writer_zero(&w, 5, err, sizeof err), 0);
     uint64_t bytes, h, bytes2, h2;
-    assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+    assert_int_equal(file_writer_close(&w, &bytes, &h, err, sizeof err), 0);
     assert_int_equal(bytes, 9 * sizeof chunk + 5);
-    assert_int_equal(sl_file_xxh3(p, &h2, &bytes2, err, sizeof err), 0);
+    assert_int_equal(file_xxh3(p, &h2, &bytes2, err, sizeof err), 0);
     assert_int_equal(bytes2, bytes);
     assert_int_equal(h2, h);
     /* writing into a missing directory fails with the path in the message */
     snprintf(p, sizeof p, "%s/missing/f.bin", dir);
-    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), -ENOENT);
+    assert_int_equal(file_writer_open(&w, p, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "missing/f.bin"));
     t_rmrf(dir);
 }
@@ -83,16 +89,16 @@ static void test_roundtrip(void **state)
     t_scratch(dir, sizeof dir, "roundtrip");
     for (int f16 = 0; f16 < 2; f16++) {
         snprintf(out, sizeof out, "%s/ds%d", dir, f16);
-        make_tiny(out, f16 ? SL_DT_F16 : SL_DT_F32);
-        sl_dataset_meta m;
-        if (sl_meta_read(out, &m, true, err, sizeof err) != 0)
+        make_tiny(out, f16 ? DTYPE_F16 : DTYPE_F32);
+        struct dataset_meta m;
+        if (dataset_meta_read(out, &m, true, err, sizeof err) != 0)
             fail_msg("%s", err);
         assert_int_equal(m.nodes, 3);
         assert_int_equal(m.edges, 2);
         assert_int_equal(m.classes, 2);
         assert_string_equal(m.source, "test \"tiny\"");
-        const sl_dsfile *f = &m.f[SL_F_FEATURES];
-        assert_int_equal(f->dtype, f16 ? SL_DT_F16 : SL_DT_F32);
+        const struct dataset_file *f = &m.f[DATASET_FEATURES];
+        assert_int_equal(f->dtype, f16 ? DTYPE_F16 : DTYPE_F32);
         assert_int_equal(f->row_stride, f16 ? 8 : 16);
         assert_int_equal(f->bytes, 4096);
         /* the rows sit at their stride, the padding is zero */
@@ -110,13 +116,13 @@ static void test_roundtrip(void **state)
         } else {
             uint16_t h;
             memcpy(&h, buf + 2 * 8 + 2, 2);
-            assert_true(sl_f16_to_f32(h) == 2.5f);
+            assert_true(half_to_f32(h) == 2.5f);
         }
         for (size_t i = 3 * f->row_stride; i < sizeof buf; i++)
             assert_int_equal(buf[i], 0);
         /* the hash recorded is the file's */
         uint64_t h;
-        assert_int_equal(sl_file_xxh3(p, &h, NULL, err, sizeof err), 0);
+        assert_int_equal(file_xxh3(p, &h, NULL, err, sizeof err), 0);
         assert_int_equal(h, f->xxh3);
     }
     /* no staging directories remain */
@@ -126,13 +132,13 @@ static void test_roundtrip(void **state)
     t_rmrf(dir);
 }
 
-/* Edits dataset.toml with sed and expects sl_meta_read to fail naming `needle`. */
+/* Edits dataset.toml with sed and expects dataset_meta_read to fail naming `needle`. */
 static void expect_bad(const char *out, const char *sed, const char *needle)
 {
     char o[1024];
     assert_int_equal(t_run(o, sizeof o, "cp %s/dataset.toml %s/orig && sed -i '%s' %s/dataset.toml", out, out, sed, out), 0);
-    sl_dataset_meta m;
-    int rc = sl_meta_read(out, &m, true, err, sizeof err);
+    struct dataset_meta m;
+    int rc = dataset_meta_read(out, &m, true, err, sizeof err);
     if (rc == 0 || !strstr(err, needle))
         fail_msg("sed '%s': rc %d, want error with '%s', got '%s'", sed, rc, needle, err);
     assert_int_equal(t_run(o, sizeof o, "mv %s/orig %s/dataset.toml", out, out), 0);
@@ -144,7 +150,7 @@ static void test_meta_validation(void **state)
     char dir[4096], out[4200], o[1024];
     t_scratch(dir, sizeof dir, "metaval");
     snprintf(out, sizeof out, "%s/ds", dir);
-    make_tiny(out, SL_DT_F32);
+    make_tiny(out, DTYPE_F32);
     expect_bad(out, "s/^nodes = 3/nodes = 4/", "indptr must be u64");
     expect_bad(out, "s/^nodes = 3/nodes = 0/", "nodes = 0");
     expect_bad(out, "s/^version = 1/version = 9/", "version 9 is not supported");
@@ -161,14 +167,14 @@ static void test_meta_validation(void **state)
     expect_bad(out, "s/^nodes = 3/nodes = 3 3/", "dataset.toml:4:");
     /* files changed under us: size mismatch and missing file */
     assert_int_equal(t_run(o, sizeof o, "truncate -s 8 %s/labels.bin", out), 0);
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(out, &m, true, err, sizeof err), -EINVAL);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(out, &m, true, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "labels.bin: 8 bytes but dataset.toml records 12"));
-    assert_int_equal(sl_meta_read(out, &m, false, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(out, &m, false, err, sizeof err), 0);
     assert_int_equal(t_run(o, sizeof o, "rm %s/labels.bin", out), 0);
-    assert_int_equal(sl_meta_read(out, &m, true, err, sizeof err), -ENOENT);
+    assert_int_equal(dataset_meta_read(out, &m, true, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "labels.bin"));
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), -ENOENT);
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "no dataset.toml"));
     t_rmrf(dir);
 }
@@ -211,23 +217,23 @@ static void test_meta_size_wrap(void **state)
         {(1ull << 51) + 1, 1024, 4096},         /* 2^63 + 4096 bytes: no wrap, but past INT64_MAX */
     };
     char text[4096];
-    sl_dataset_meta m;
+    struct dataset_meta m;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         meta_text(text, sizeof text, cases[i].nodes, cases[i].dim, cases[i].stride, 0);
-        int rc = sl_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err);
+        int rc = dataset_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err);
         if (rc != -EINVAL || !strstr(err, "features: shape times stride overflows"))
             fail_msg("case %zu: rc %d, err '%s'", i, rc, err);
     }
     /* a feat_dim past 32 bits with sizes that fit: refused, not truncated */
     meta_text(text, sizeof text, 1, (1ull << 32) + 8, ((1ull << 34) + 32 + 511) / 512 * 512, 0);
-    int rc = sl_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err);
+    int rc = dataset_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err);
     if (rc != -EINVAL || !strstr(err, "feat_dim = 4294967304 must be in 1..2147483647"))
         fail_msg("wide feat_dim: rc %d, err '%s'", rc, err);
     /* the same text with a small N is accepted: the cases above fail on the size alone */
     meta_text(text, sizeof text, 2, 3968, 15872, 32768);
-    if (sl_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err) != 0)
+    if (dataset_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err) != 0)
         fail_msg("small case: %s", err);
-    assert_int_equal(m.f[SL_F_FEATURES].bytes, 32768);
+    assert_int_equal(m.f[DATASET_FEATURES].bytes, 32768);
 }
 
 static void test_staging(void **state)
@@ -236,23 +242,23 @@ static void test_staging(void **state)
     char dir[4096], out[4200], o[8192];
     t_scratch(dir, sizeof dir, "staging");
     snprintf(out, sizeof out, "%s/ds", dir);
-    sl_dsw d;
+    struct dataset_dir d;
     /* a stale staging dir of a dead process is reaped; a live one kept */
     assert_int_equal(t_run(o, sizeof o, "mkdir %s/.ds.partial-999999999 %s/.ds.partial-1", dir, dir), 0);
-    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), 0);
+    assert_int_equal(dataset_dir_begin(&d, out, err, sizeof err), 0);
     assert_false(t_exists(strcat(strcpy(o, dir), "/.ds.partial-999999999")));
     assert_true(t_exists(strcat(strcpy(o, dir), "/.ds.partial-1")));
     assert_true(t_exists(d.tmp));
-    sl_dsw_abort(&d);
+    dataset_dir_abort(&d);
     assert_false(t_exists(d.tmp));
     assert_false(t_exists(out));
-    sl_dsw_abort(&d);
+    dataset_dir_abort(&d);
     /* an existing OUT is refused */
-    make_tiny(out, SL_DT_F32);
-    assert_int_equal(sl_dsw_begin(&d, out, err, sizeof err), -EEXIST);
+    make_tiny(out, DTYPE_F32);
+    assert_int_equal(dataset_dir_begin(&d, out, err, sizeof err), -EEXIST);
     assert_non_null(strstr(err, "already exists"));
     snprintf(o, sizeof o, "%s/nope/ds", dir);
-    assert_int_equal(sl_dsw_begin(&d, o, err, sizeof err), -ENOENT);
+    assert_int_equal(dataset_dir_begin(&d, o, err, sizeof err), -ENOENT);
     t_rmrf(dir);
 }
 

@@ -62,7 +62,7 @@ struct ref {
     uint64_t stride, row_bytes, rows;
 };
 
-static void ref_load(struct ref *r, const char *dir, const sl_dataset_meta *m)
+static void ref_load(struct ref *r, const char *dir, const struct dataset_meta *m)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/features.bin", dir);
@@ -77,8 +77,8 @@ static void ref_load(struct ref *r, const char *dir, const sl_dataset_meta *m)
     assert_int_equal(sl_pread_full(fd, r->bytes, r->len, 0, &got), 0);
     assert_int_equal(got, r->len);
     close(fd);
-    r->stride = m->f[SL_F_FEATURES].row_stride;
-    r->row_bytes = m->feat_dim * sl_dtype_size(m->f[SL_F_FEATURES].dtype);
+    r->stride = m->f[DATASET_FEATURES].row_stride;
+    r->row_bytes = m->feat_dim * dtype_size(m->f[DATASET_FEATURES].dtype);
     r->rows = m->nodes;
 }
 
@@ -236,8 +236,8 @@ static void test_rows(void **state)
                     snprintf(combo, sizeof combo, "dim=%u dtype=%s io=%s depth=%u", dims[di], dtypes[ti],
                              mode_name[mode], depths[qi]);
                     dataset(dir, sizeof dir, dims[di], dtypes[ti]);
-                    sl_dataset_meta m;
-                    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+                    struct dataset_meta m;
+                    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
                     struct ref r;
                     ref_load(&r, dir, &m);
                     struct extract_source src;
@@ -337,8 +337,8 @@ static void test_args(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 100, "f32");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct ref r;
     ref_load(&r, dir, &m);
     struct extract_source src;
@@ -395,18 +395,18 @@ static void test_args(void **state)
     extract_source_free(&src);
 
     /* the source: no features, bad mode, a file whose size changed */
-    sl_dataset_meta m2 = m;
-    m2.f[SL_F_FEATURES].present = false;
+    struct dataset_meta m2 = m;
+    m2.f[DATASET_FEATURES].present = false;
     assert_int_equal(extract_source_open(&src, dir, &m2, EXTRACT_IO_DIRECT, "test_extract", err, sizeof err), -ENOENT);
     assert_int_equal(extract_source_open(&src, dir, &m, (enum extract_io)7, "test_extract", err, sizeof err), -EINVAL);
     m2 = m;
-    m2.f[SL_F_FEATURES].bytes += 4096;
-    m2.f[SL_F_FEATURES].rows += 8;
+    m2.f[DATASET_FEATURES].bytes += 4096;
+    m2.f[DATASET_FEATURES].rows += 8;
     assert_int_equal(extract_source_open(&src, dir, &m2, EXTRACT_IO_BUFFERED, "test_extract", err, sizeof err),
                      -EINVAL);
     assert_non_null(strstr(err, "gnnprep check"));
     m2 = m;
-    m2.f[SL_F_FEATURES].row_stride = 256; /* shorter than a row */
+    m2.f[DATASET_FEATURES].row_stride = 256; /* shorter than a row */
     assert_int_equal(extract_source_open(&src, dir, &m2, EXTRACT_IO_BUFFERED, "test_extract", err, sizeof err),
                      -EINVAL);
     free(r.bytes);
@@ -490,8 +490,8 @@ static void test_threads(void **state)
             snprintf(combo, sizeof combo, "threads=%d io=%s buffer=%s", T, mode_name[mode],
                      big ? "every node" : "threads x batch");
             dataset(dir, sizeof dir, mode % 2 ? 100 : 128, mode % 2 ? "f16" : "f32");
-            sl_dataset_meta m;
-            assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+            struct dataset_meta m;
+            assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
             struct ref r;
             ref_load(&r, dir, &m);
             struct extract_source src;
@@ -634,8 +634,8 @@ static void test_slow_sink(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 100, "f32");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct ref r;
     ref_load(&r, dir, &m);
     static const unsigned depths[] = {1, 3, 8};
@@ -678,8 +678,8 @@ static void test_wait_for_room(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 3, "f32");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct ref r;
     ref_load(&r, dir, &m);
     struct extract_source src;
@@ -738,8 +738,8 @@ static void test_truncated(void **state)
             snprintf(dir, sizeof dir, "%s/trunc-%d-%d", root, mode, cut);
             assert_int_equal(t_run(NULL, 0, "rm -rf '%s' && cp -r '%s' '%s'", dir, src_dir, dir), 0);
             snprintf(path, sizeof path, "%s/features.bin", dir);
-            sl_dataset_meta m;
-            assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+            struct dataset_meta m;
+            assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
             struct ref r;
             ref_load(&r, dir, &m);
             struct extract_source src;
@@ -798,8 +798,8 @@ static void test_read_error(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 128, "f16");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct extract_source src;
     assert_int_equal(extract_source_open(&src, dir, &m, EXTRACT_IO_BUFFERED, "test_extract", err, sizeof err), 0);
     struct buf b;
@@ -849,8 +849,8 @@ static void test_copy_error(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 100, "f32");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct ref r;
     ref_load(&r, dir, &m);
     for (int mode = 0; mode < MODE_COUNT; mode++) {
@@ -919,8 +919,8 @@ static void test_wait_failed(void **state)
     (void)state;
     char dir[4200];
     dataset(dir, sizeof dir, 3, "f16");
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
     struct extract_source src;
     assert_int_equal(extract_source_open(&src, dir, &m, EXTRACT_IO_DIRECT, "test_extract", err, sizeof err), 0);
     struct buf b;

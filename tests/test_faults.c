@@ -708,30 +708,32 @@ static void test_dataset_changed(void **state)
 static void test_dataset_identity(void **state)
 {
     (void)state;
-    sl_dataset_meta a, b;
+    struct dataset_meta a, b;
     char err[1024], out[4096], moved[1300];
-    assert_int_equal(sl_meta_read(g_ds, &a, true, err, sizeof err), 0);
-    assert_int_equal(sl_meta_read(g_ds_other, &b, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(g_ds, &a, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(g_ds_other, &b, true, err, sizeof err), 0);
     assert_true(strcmp(a.source, b.source) != 0);
-    assert_true(sl_meta_identity(&a) != sl_meta_identity(&b)); /* features.xxh3 differs */
-    b.f[SL_F_FEATURES].xxh3 = a.f[SL_F_FEATURES].xxh3;
-    assert_true(sl_meta_identity(&a) == sl_meta_identity(&b)); /* everything else is the same */
-    for (int i = 0; i < SL_F_COUNT; i++) {
+    assert_true(dataset_meta_identity(&a) != dataset_meta_identity(&b)); /* features.xxh3 differs */
+    b.f[DATASET_FEATURES].xxh3 = a.f[DATASET_FEATURES].xxh3;
+    assert_true(dataset_meta_identity(&a) == dataset_meta_identity(&b)); /* everything else is the same */
+    for (int i = 0; i < DATASET_FILES; i++) {
         b = a;
         b.f[i].xxh3 ^= 1;
-        assert_true(sl_meta_identity(&a) != sl_meta_identity(&b));
+        assert_true(dataset_meta_identity(&a) != dataset_meta_identity(&b));
     }
     snprintf(moved, sizeof moved, "%s/ds-moved", t_ldir);
     assert_int_equal(t_run(out, sizeof out, "rm -rf '%s' && cp -r '%s' '%s'", moved, g_ds, moved), 0);
-    assert_int_equal(sl_meta_read(moved, &b, true, err, sizeof err), 0);
-    assert_true(sl_meta_identity(&a) == sl_meta_identity(&b));
-    assert_int_equal(sl_meta_verify_small(moved, &b, SL_VERIFY_SMALL_MAX, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(moved, &b, true, err, sizeof err), 0);
+    assert_true(dataset_meta_identity(&a) == dataset_meta_identity(&b));
+    assert_int_equal(dataset_meta_verify_small(moved, &b, DATASET_VERIFY_SMALL_MAX, err, sizeof err), 0);
     flip_first_byte(moved, "val.bin");
-    assert_int_equal(sl_meta_verify_small(moved, &b, SL_VERIFY_SMALL_MAX, err, sizeof err), -EINVAL);
+    assert_int_equal(dataset_meta_verify_small(moved, &b, DATASET_VERIFY_SMALL_MAX, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "val.bin: its XXH3 is "));
-    uint64_t small = a.f[SL_F_LABELS].bytes + a.f[SL_F_TRAIN].bytes + a.f[SL_F_VAL].bytes + a.f[SL_F_TEST].bytes;
-    assert_int_equal(sl_meta_verify_small(moved, &b, small - 1, err, sizeof err), 0); /* over the limit: not read */
-    assert_int_equal(sl_meta_verify_small(moved, &b, small, err, sizeof err), -EINVAL);
+    uint64_t small =
+        a.f[DATASET_LABELS].bytes + a.f[DATASET_TRAIN].bytes + a.f[DATASET_VAL].bytes + a.f[DATASET_TEST].bytes;
+    assert_int_equal(dataset_meta_verify_small(moved, &b, small - 1, err, sizeof err),
+                     0); /* over the limit: not read */
+    assert_int_equal(dataset_meta_verify_small(moved, &b, small, err, sizeof err), -EINVAL);
     t_rmrf(moved);
 }
 

@@ -141,7 +141,7 @@ static void write_inputs(const char *dir)
         path_of(p, sizeof p, dir, bad_text[i].name);
         t_write(p, bad_text[i].text, strlen(bad_text[i].text));
     }
-    t_member zm = {"edge_index.npy", b32, 64};
+    struct t_member zm = {"edge_index.npy", b32, 64};
     path_of(p, sizeof p, dir, "edges.npz");
     t_zip_write(p, &zm, 1, 0);
     path_of(p, sizeof p, dir, "odd.bin32");
@@ -219,7 +219,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Features, labels and splits of an import of the good inputs. */
-static void verify_rest(const char *out, const sl_dataset_meta *m)
+static void verify_rest(const char *out, const struct dataset_meta *m)
 {
     char p[4200];
     size_t len;
@@ -228,7 +228,7 @@ static void verify_rest(const char *out, const sl_dataset_meta *m)
     assert_int_equal(m->classes, 4);
     path_of(p, sizeof p, out, "features.bin");
     unsigned char *b = t_slurp(p, &len);
-    assert_int_equal(m->f[SL_F_FEATURES].row_stride, 32);
+    assert_int_equal(m->f[DATASET_FEATURES].row_stride, 32);
     assert_int_equal(len, 4096);
     for (int v = 0; v < N; v++) {
         assert_int_equal(memcmp(b + 32 * v, feat + F * v, 4 * F), 0);
@@ -250,15 +250,15 @@ static void verify_rest(const char *out, const sl_dataset_meta *m)
     uint64_t ids[8];
     memcpy(ids, train_ids, sizeof train_ids);
     qsort(ids, 7, 8, cmp_u64);
-    t_check_split(out, m, SL_F_TRAIN, ids, 7);
+    t_check_split(out, m, DATASET_TRAIN, ids, 7);
     for (int i = 0; i < 3; i++)
         ids[i] = (uint64_t)val_ids[i];
     qsort(ids, 3, 8, cmp_u64);
-    t_check_split(out, m, SL_F_VAL, ids, 3);
+    t_check_split(out, m, DATASET_VAL, ids, 3);
     for (int i = 0; i < 4; i++)
         ids[i] = (uint64_t)test_ids[i];
     qsort(ids, 4, 8, cmp_u64);
-    t_check_split(out, m, SL_F_TEST, ids, 4);
+    t_check_split(out, m, DATASET_TEST, ids, 4);
 }
 
 static int run_import(const char *dir, const char *out, const char *edges, const char *extra)
@@ -302,7 +302,7 @@ static void test_formats(void **state)
             int rc = run_import(dir, out, fmts[f].file, extra);
             if (rc != 0)
                 fail_msg("%s %s: exit %d\n%s", fmts[f].file, extra, rc, outbuf);
-            sl_dataset_meta m;
+            struct dataset_meta m;
             t_load_meta(out, &m);
             uint64_t *ip, *ix;
             size_t ne;
@@ -324,10 +324,10 @@ static void test_formats(void **state)
                            "'%s/labels_f.npy' --train '%s/train.txt' --val '%s/val.npy' --test '%s/test.npy' "
                            "--nodes 40 --dtype f16",
                            gnnprep, out, dir, dir, dir, dir, dir, dir), 0);
-    sl_dataset_meta m;
+    struct dataset_meta m;
     t_load_meta(out, &m);
-    assert_int_equal(m.f[SL_F_FEATURES].dtype, SL_DT_F16);
-    assert_int_equal(m.f[SL_F_FEATURES].row_stride, 16);
+    assert_int_equal(m.f[DATASET_FEATURES].dtype, DTYPE_F16);
+    assert_int_equal(m.f[DATASET_FEATURES].row_stride, 16);
     char p[4300];
     size_t len;
     path_of(p, sizeof p, out, "labels.bin");
@@ -344,7 +344,7 @@ static void test_formats(void **state)
         for (int c = 0; c < F; c++) {
             uint16_t h;
             memcpy(&h, b + 16 * v + 2 * c, 2);
-            assert_int_equal(h, sl_f32_to_f16(feat[F * v + c]));
+            assert_int_equal(h, half_from_f32(feat[F * v + c]));
         }
     free(b);
     t_rmrf(dir);
@@ -389,7 +389,7 @@ static void test_mem_limit(void **state)
         free(b1);
         free(b2);
     }
-    sl_dataset_meta m;
+    struct dataset_meta m;
     t_load_meta(o1, &m);
     uint64_t *ip, *ix;
     size_t ne;
@@ -505,22 +505,26 @@ static void test_edge_reader(void **state)
     char dir[4096], p[4200];
     t_scratch(dir, sizeof dir, "edge-reader");
     write_inputs(dir);
-    static const struct { const char *file; sl_edge_fmt want; int64_t total; } cases[] = {
-        {"edges.txt", SL_EF_SNAP, -1},   {"edges.txt.gz", SL_EF_SNAP, -1}, {"edges.bin32", SL_EF_BIN32, E},
-        {"edges.u64", SL_EF_BIN64, E},   {"edges2e.npy", SL_EF_NPY, E},    {"edgese2.npy", SL_EF_NPY, E},
-        {"edges_npy.dat", SL_EF_NPY, E},
+    static const struct {
+        const char *file;
+        enum edge_fmt want;
+        int64_t total;
+    } cases[] = {
+        {"edges.txt", EDGE_FMT_SNAP, -1},   {"edges.txt.gz", EDGE_FMT_SNAP, -1}, {"edges.bin32", EDGE_FMT_BIN32, E},
+        {"edges.u64", EDGE_FMT_BIN64, E},   {"edges2e.npy", EDGE_FMT_NPY, E},    {"edgese2.npy", EDGE_FMT_NPY, E},
+        {"edges_npy.dat", EDGE_FMT_NPY, E},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         path_of(p, sizeof p, dir, cases[i].file);
-        sl_edges *e;
-        if (sl_edges_open(&e, p, SL_EF_AUTO, N, err, sizeof err))
+        struct edges *e;
+        if (edges_open(&e, p, EDGE_FMT_AUTO, N, err, sizeof err))
             fail_msg("%s: %s", cases[i].file, err);
-        assert_int_equal(sl_edges_format(e), cases[i].want);
-        assert_int_equal(sl_edges_total(e), cases[i].total);
+        assert_int_equal(edges_format(e), cases[i].want);
+        assert_int_equal(edges_total(e), cases[i].total);
         uint64_t s[7], d[7];
         size_t got = 0, k;
         do {
-            assert_int_equal(sl_edges_read(e, s, d, 7, &k, err, sizeof err), 0);
+            assert_int_equal(edges_read(e, s, d, 7, &k, err, sizeof err), 0);
             for (size_t j = 0; j < k; j++) {
                 assert_int_equal(s[j], esrc[got + j]);
                 assert_int_equal(d[j], edst[got + j]);
@@ -528,35 +532,35 @@ static void test_edge_reader(void **state)
             got += k;
         } while (k);
         assert_int_equal(got, E);
-        assert_int_equal(sl_edges_read(e, s, d, 7, &k, err, sizeof err), 0);
+        assert_int_equal(edges_read(e, s, d, 7, &k, err, sizeof err), 0);
         assert_int_equal(k, 0);
-        sl_edges_close(e);
+        edges_close(e);
     }
-    sl_edges_close(NULL);
-    sl_edge_fmt f;
-    assert_int_equal(sl_edge_fmt_parse("bin32", &f), 0);
-    assert_int_equal(f, SL_EF_BIN32);
-    assert_int_equal(sl_edge_fmt_parse("auto", &f), -EINVAL);
-    assert_string_equal(sl_edge_fmt_name(SL_EF_NPY), "npy");
+    edges_close(NULL);
+    enum edge_fmt f;
+    assert_int_equal(edge_fmt_parse("bin32", &f), 0);
+    assert_int_equal(f, EDGE_FMT_BIN32);
+    assert_int_equal(edge_fmt_parse("auto", &f), -EINVAL);
+    assert_string_equal(edge_fmt_name(EDGE_FMT_NPY), "npy");
     /* a 2 MiB line is refused, not read into unbounded memory */
     char *line = malloc(2u << 20);
     memset(line, '1', 2u << 20);
     path_of(p, sizeof p, dir, "longline.txt");
     t_write(p, line, 2u << 20);
     free(line);
-    sl_edges *e;
-    assert_int_equal(sl_edges_open(&e, p, SL_EF_SNAP, N, err, sizeof err), 0);
+    struct edges *e;
+    assert_int_equal(edges_open(&e, p, EDGE_FMT_SNAP, N, err, sizeof err), 0);
     uint64_t s[4], d[4];
     size_t k;
-    assert_int_equal(sl_edges_read(e, s, d, 4, &k, err, sizeof err), -EINVAL);
+    assert_int_equal(edges_read(e, s, d, 4, &k, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "longline.txt:1: line longer than"));
-    sl_edges_close(e);
+    edges_close(e);
     /* binary data fed as text */
     path_of(p, sizeof p, dir, "edges.bin32");
-    assert_int_equal(sl_edges_open(&e, p, SL_EF_SNAP, N, err, sizeof err), 0);
-    assert_true(sl_edges_read(e, s, d, 4, &k, err, sizeof err) < 0);
+    assert_int_equal(edges_open(&e, p, EDGE_FMT_SNAP, N, err, sizeof err), 0);
+    assert_true(edges_read(e, s, d, 4, &k, err, sizeof err) < 0);
     assert_non_null(strstr(err, "edges.bin32:1"));
-    sl_edges_close(e);
+    edges_close(e);
     t_rmrf(dir);
 }
 

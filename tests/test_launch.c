@@ -422,9 +422,9 @@ static void test_control_status(void **state)
     snprintf(want, sizeof want, "metrics_file = \"%s\"\n", mfile);
     assert_non_null(strstr(buf, want));
     snprintf(path, sizeof path, "%s/watched/config.toml", t_base);
-    sl_config c;
+    struct config c;
     char err[1024];
-    assert_int_equal(sl_config_load(&c, path, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(config_load(&c, path, NULL, 0, err, sizeof err), 0);
     assert_string_equal(c.dataset.path, g_ds);
 
     /* status */

@@ -75,8 +75,8 @@ static void test_stages_and_queues(void **state)
     assert_string_equal(name, "/sluice.41-a-b.r3.arena");
     assert_int_equal(run_arena_segname(name, sizeof name, "41-a-b", -1, err, sizeof err), -EINVAL);
 
-    sl_config c;
-    sl_config_defaults(&c);
+    struct config c;
+    config_defaults(&c);
     const struct {
         int64_t extract, train;
         uint32_t want[RUN_QUEUES];
@@ -97,8 +97,8 @@ static void test_stages_and_queues(void **state)
 
 static void test_create_and_attach(void **state)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    struct config c;
+    config_defaults(&c);
     char err[512];
     struct layout l;
     const struct arena_params ap = {.slot_size = 1000, .nslots = 4};
@@ -173,7 +173,7 @@ static void test_create_and_attach(void **state)
 
 /* Writes DIR/indptr.bin (n + 1 entries, degree deg(v)) and fills a meta
  * that describes it. */
-static void write_indptr(const char *dir, uint64_t n, uint64_t (*deg)(uint64_t), sl_dataset_meta *m)
+static void write_indptr(const char *dir, uint64_t n, uint64_t (*deg)(uint64_t), struct dataset_meta *m)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/indptr.bin", dir);
@@ -189,8 +189,8 @@ static void write_indptr(const char *dir, uint64_t n, uint64_t (*deg)(uint64_t),
     memset(m, 0, sizeof *m);
     m->nodes = n;
     m->edges = at;
-    snprintf(m->f[SL_F_INDPTR].file, sizeof m->f[SL_F_INDPTR].file, "indptr.bin");
-    m->f[SL_F_INDPTR].dtype = SL_DT_U64;
+    snprintf(m->f[DATASET_INDPTR].file, sizeof m->f[DATASET_INDPTR].file, "indptr.bin");
+    m->f[DATASET_INDPTR].dtype = DTYPE_U64;
 }
 
 /* degree 3, but 77 for node 131070 and 0 for node 131071: the hub's
@@ -202,17 +202,17 @@ static uint64_t deg_hub(uint64_t v)
 
 static void test_arena_plan(void **state)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    struct config c;
+    config_defaults(&c);
     char err[1024];
     struct run_arena_plan p;
-    sl_dataset_meta m;
+    struct dataset_meta m;
     /* finite fanouts: no file is read (the dataset path does not exist) */
     memset(&m, 0, sizeof m);
     m.nodes = 1000;
     m.edges = 4000;
-    snprintf(m.f[SL_F_INDPTR].file, sizeof m.f[SL_F_INDPTR].file, "indptr.bin");
-    m.f[SL_F_INDPTR].dtype = SL_DT_U64;
+    snprintf(m.f[DATASET_INDPTR].file, sizeof m.f[DATASET_INDPTR].file, "indptr.bin");
+    m.f[DATASET_INDPTR].dtype = DTYPE_U64;
     snprintf(c.dataset.path, sizeof c.dataset.path, "%s/nonexistent", g_dir);
     c.train.batch_size = 16;
     c.model.n_fanouts = c.model.layers = 2;
@@ -295,12 +295,12 @@ static void test_arena_plan(void **state)
 
 static void test_featbuf_plan(void **state)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    struct config c;
+    config_defaults(&c);
     char err[1024];
     struct run_arena_plan a;
     struct layout_featbuf_plan f;
-    sl_dataset_meta m;
+    struct dataset_meta m;
     memset(&m, 0, sizeof m);
     m.nodes = 100000;
     m.edges = 400000;
@@ -316,8 +316,8 @@ static void test_featbuf_plan(void **state)
     assert_non_null(strstr(err, "no features.bin"));
     /* dim 100 f32: 400-byte rows, 448-byte slots; 2 x 3600 slots needed */
     m.feat_dim = 100;
-    m.f[SL_F_FEATURES] = (sl_dsfile){.present = true, .dtype = SL_DT_F32, .rows = m.nodes, .cols = 100,
-                                     .row_stride = 512, .bytes = 512 * m.nodes};
+    m.f[DATASET_FEATURES] = (struct dataset_file){
+        .present = true, .dtype = DTYPE_F32, .rows = m.nodes, .cols = 100, .row_stride = 512, .bytes = 512 * m.nodes};
     c.pipeline.feature_buffer_mb = 4;
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
     assert_int_equal(f.stride, 448);
@@ -521,8 +521,8 @@ static void test_rundir(void **state)
     assert_int_equal(st.st_mode & 0777, 0700);
     assert_int_equal(mkdir(base, 0755), 0);
 
-    sl_config c;
-    sl_config_defaults(&c);
+    struct config c;
+    config_defaults(&c);
     snprintf(c.dataset.path, sizeof c.dataset.path, "/data/ds");
     uint64_t me_start;
     assert_int_equal(shm_pid_start_time(getpid(), &me_start), 0);
@@ -539,8 +539,8 @@ static void test_rundir(void **state)
     assert_int_equal(start, me_start);
     char path[PATH_MAX];
     assert_int_equal(rundir_file(&d, RUNDIR_CONFIG, path, sizeof path), 0);
-    sl_config back;
-    assert_int_equal(sl_config_load(&back, path, NULL, 0, err, sizeof err), 0);
+    struct config back;
+    assert_int_equal(config_load(&back, path, NULL, 0, err, sizeof err), 0);
     assert_string_equal(back.dataset.path, "/data/ds");
 
     /* the name is held while its owner lives... */

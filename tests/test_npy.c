@@ -34,24 +34,29 @@ static size_t make_hdr(unsigned char *b, size_t cap, int major, int minor, const
 static const struct good_case {
     int version;
     const char *dict;
-    sl_npy_type type;
+    enum npy_type type;
     int ndim;
     uint64_t shape[3];
     uint64_t count;
 } good[] = {
-    {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", SL_NPY_F32, 2, {3, 4}, 12},
-    {2, "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }", SL_NPY_I64, 1, {5}, 5},
-    {3, "{'descr': '<u2', 'fortran_order': False, 'shape': (), }", SL_NPY_U16, 0, {0}, 1},
-    {1, "{'shape': (2, 3, 4), 'fortran_order': False, 'descr': '<f8'}", SL_NPY_F64, 3, {2, 3, 4}, 24},
-    {1, "{\"descr\": \"|b1\", \"fortran_order\": False, \"shape\": (0,)}", SL_NPY_BOOL, 1, {0}, 0},
-    {1, "{'descr':'|i1','fortran_order':False,'shape':(7,)}", SL_NPY_I8, 1, {7}, 7},
-    {1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 0), }", SL_NPY_U8, 2, {2, 0}, 0},
-    {1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1), }", SL_NPY_F16, 2, {1, 1}, 1},
-    {1, "{'descr': '<i2', 'fortran_order': False, 'shape': (3L, 4L), }", SL_NPY_I16, 2, {3, 4}, 12},
-    {2, "{'descr': '<i4', 'fortran_order': False, 'shape': (10, 1,), }", SL_NPY_I32, 2, {10, 1}, 10},
-    {1, "{'descr': '<u4', 'fortran_order': False, 'shape': (4294967296,), }", SL_NPY_U32, 1, {4294967296ull}, 4294967296ull},
-    {3, "{'descr': '<u8', 'fortran_order': False, 'shape': ( 2 , 2 ) }", SL_NPY_U64, 2, {2, 2}, 4},
-    {1, "{'descr': '>i1', 'fortran_order': False, 'shape': (1,), }", SL_NPY_I8, 1, {1}, 1},
+    {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", NPY_F32, 2, {3, 4}, 12},
+    {2, "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }", NPY_I64, 1, {5}, 5},
+    {3, "{'descr': '<u2', 'fortran_order': False, 'shape': (), }", NPY_U16, 0, {0}, 1},
+    {1, "{'shape': (2, 3, 4), 'fortran_order': False, 'descr': '<f8'}", NPY_F64, 3, {2, 3, 4}, 24},
+    {1, "{\"descr\": \"|b1\", \"fortran_order\": False, \"shape\": (0,)}", NPY_BOOL, 1, {0}, 0},
+    {1, "{'descr':'|i1','fortran_order':False,'shape':(7,)}", NPY_I8, 1, {7}, 7},
+    {1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 0), }", NPY_U8, 2, {2, 0}, 0},
+    {1, "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 1), }", NPY_F16, 2, {1, 1}, 1},
+    {1, "{'descr': '<i2', 'fortran_order': False, 'shape': (3L, 4L), }", NPY_I16, 2, {3, 4}, 12},
+    {2, "{'descr': '<i4', 'fortran_order': False, 'shape': (10, 1,), }", NPY_I32, 2, {10, 1}, 10},
+    {1,
+     "{'descr': '<u4', 'fortran_order': False, 'shape': (4294967296,), }",
+     NPY_U32,
+     1,
+     {4294967296ull},
+     4294967296ull},
+    {3, "{'descr': '<u8', 'fortran_order': False, 'shape': ( 2 , 2 ) }", NPY_U64, 2, {2, 2}, 4},
+    {1, "{'descr': '>i1', 'fortran_order': False, 'shape': (1,), }", NPY_I8, 1, {1}, 1},
 };
 
 static void test_header_good(void **state)
@@ -60,8 +65,8 @@ static void test_header_good(void **state)
     for (size_t i = 0; i < SL_ARRAY_LEN(good); i++) {
         unsigned char b[512];
         size_t n = make_hdr(b, sizeof b, good[i].version, 0, good[i].dict);
-        sl_npy_hdr h;
-        int rc = sl_npy_parse_header(b, n, &h, err, sizeof err);
+        struct npy_hdr h;
+        int rc = npy_parse_header(b, n, &h, err, sizeof err);
         if (rc)
             fail_msg("case %zu (%s): %s", i, good[i].dict, err);
         assert_int_equal(h.version, (unsigned)good[i].version);
@@ -71,12 +76,12 @@ static void test_header_good(void **state)
             assert_int_equal(h.shape[d], good[i].shape[d]);
         assert_int_equal(h.count, good[i].count);
         assert_int_equal(h.header_bytes, n);
-        assert_int_equal(h.itemsize, sl_npy_type_size(good[i].type));
+        assert_int_equal(h.itemsize, npy_type_size(good[i].type));
         assert_int_equal(h.data_bytes, good[i].count * h.itemsize);
         assert_int_equal(n % 64, 0);
         /* every prefix of a header is rejected, never read past */
         for (size_t k = 0; k < n; k++)
-            assert_int_equal(sl_npy_parse_header(b, k, &h, err, sizeof err), -EINVAL);
+            assert_int_equal(npy_parse_header(b, k, &h, err, sizeof err), -EINVAL);
     }
 }
 
@@ -142,9 +147,9 @@ static void test_header_bad(void **state)
     for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
         unsigned char b[512];
         size_t n = make_hdr(b, sizeof b, bad[i].major, bad[i].minor, bad[i].dict);
-        sl_npy_hdr h;
+        struct npy_hdr h;
         err[0] = 0;
-        int rc = sl_npy_parse_header(b, n, &h, err, sizeof err);
+        int rc = npy_parse_header(b, n, &h, err, sizeof err);
         if (rc != -EINVAL || !strstr(err, bad[i].want))
             fail_msg("case %zu (%s): rc %d, message \"%s\", expected \"%s\"", i, bad[i].dict, rc, err, bad[i].want);
     }
@@ -154,30 +159,30 @@ static void test_prelude_bad(void **state)
 {
     (void)state;
     uint64_t total;
-    sl_npy_hdr h;
+    struct npy_hdr h;
     unsigned char b[64] = "\x93NUMPX\x01\x00\x10\x00";
-    assert_int_equal(sl_npy_prelude(b, 10, &total, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_prelude(b, 10, &total, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "not a .npy file"));
-    assert_int_equal(sl_npy_parse_header("PK\x03\x04", 4, &h, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_parse_header("PK\x03\x04", 4, &h, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "not a .npy file"));
-    assert_int_equal(sl_npy_parse_header("\x93NUM", 4, &h, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_parse_header("\x93NUM", 4, &h, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "truncated"));
-    assert_int_equal(sl_npy_parse_header("", 0, &h, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_parse_header("", 0, &h, err, sizeof err), -EINVAL);
     /* a version 1 header length of 0 or 1 cannot hold a dict */
     memcpy(b, "\x93NUMPY\x01\x00\x00\x00", 10);
-    assert_int_equal(sl_npy_prelude(b, 10, &total, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_prelude(b, 10, &total, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "too short"));
     /* length beyond the accepted maximum (v2: 32-bit length) */
     memcpy(b, "\x93NUMPY\x02\x00\x00\x00\x10\x00", 12);
-    assert_int_equal(sl_npy_prelude(b, 12, &total, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_prelude(b, 12, &total, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "longer than"));
     memcpy(b, "\x93NUMPY\x03\x00\xff\xff\xff\xff", 12);
-    assert_int_equal(sl_npy_prelude(b, 12, &total, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_prelude(b, 12, &total, err, sizeof err), -EINVAL);
     /* length past the bytes given */
     memcpy(b, "\x93NUMPY\x01\x00\xf6\x00", 10);
-    assert_int_equal(sl_npy_prelude(b, 10, &total, err, sizeof err), 0);
+    assert_int_equal(npy_prelude(b, 10, &total, err, sizeof err), 0);
     assert_int_equal(total, 256);
-    assert_int_equal(sl_npy_parse_header(b, 64, &h, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_parse_header(b, 64, &h, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "truncated: the .npy header needs 256 bytes, found 64"));
 }
 
@@ -196,52 +201,52 @@ static void test_file_read(void **state)
         size_t len;
         unsigned char *b = t_npy_make(version, "<f4", "(3, 5)", v, sizeof v, &len);
         t_write(p, b, len);
-        sl_npy r;
-        assert_int_equal(sl_npy_open(&r, p, err, sizeof err), 0);
+        struct npy r;
+        assert_int_equal(npy_open(&r, p, err, sizeof err), 0);
         assert_int_equal(r.h.version, (unsigned)version);
         assert_int_equal(r.h.count, 15);
         float got[15];
-        assert_int_equal(sl_npy_read(&r, got, 7 * 4, err, sizeof err), 0);
-        assert_int_equal(sl_npy_skip(&r, 4, err, sizeof err), 0);
-        assert_int_equal(sl_npy_read(&r, got + 8, 7 * 4, err, sizeof err), 0);
+        assert_int_equal(npy_read(&r, got, 7 * 4, err, sizeof err), 0);
+        assert_int_equal(npy_skip(&r, 4, err, sizeof err), 0);
+        assert_int_equal(npy_read(&r, got + 8, 7 * 4, err, sizeof err), 0);
         assert_int_equal(memcmp(got, v, 7 * 4), 0);
         assert_int_equal(memcmp(got + 8, v + 8, 7 * 4), 0);
         /* reading past the end is refused */
-        assert_int_equal(sl_npy_read(&r, got, 4, err, sizeof err), -EINVAL);
-        assert_int_equal(sl_npy_end(&r, err, sizeof err), 0);
-        sl_npy_close(&r);
-        sl_npy_close(&r); /* twice is safe */
+        assert_int_equal(npy_read(&r, got, 4, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_end(&r, err, sizeof err), 0);
+        npy_close(&r);
+        npy_close(&r); /* twice is safe */
 
         /* truncated by 3 bytes: the message gives both sizes */
         t_write(p, b, len - 3);
-        assert_int_equal(sl_npy_open(&r, p, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_open(&r, p, err, sizeof err), -EINVAL);
         char want[256];
         snprintf(want, sizeof want, "truncated: expected %zu bytes, found %zu", len, len - 3);
         if (!strstr(err, want) || !strstr(err, p))
             fail_msg("message \"%s\" lacks \"%s\"", err, want);
         /* cut inside the header */
         t_write(p, b, 40);
-        assert_int_equal(sl_npy_open(&r, p, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_open(&r, p, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, "truncated"));
         /* trailing bytes */
         unsigned char *longer = malloc(len + 5);
         memcpy(longer, b, len);
         memset(longer + len, 0, 5);
         t_write(p, longer, len + 5);
-        assert_int_equal(sl_npy_open(&r, p, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_open(&r, p, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, "5 bytes after"));
         free(longer);
         free(b);
     }
     snprintf(p, sizeof p, "%s/missing.npy", dir);
-    sl_npy r;
-    assert_int_equal(sl_npy_open(&r, p, err, sizeof err), -ENOENT);
+    struct npy r;
+    assert_int_equal(npy_open(&r, p, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "missing.npy"));
-    assert_int_equal(sl_npy_open(&r, dir, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_open(&r, dir, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "not a regular file"));
     snprintf(p, sizeof p, "%s/empty.npy", dir);
     t_write(p, "", 0);
-    assert_int_equal(sl_npy_open(&r, p, err, sizeof err), -EINVAL);
+    assert_int_equal(npy_open(&r, p, err, sizeof err), -EINVAL);
     t_rmrf(dir);
 }
 
@@ -264,44 +269,44 @@ static void test_npz_members(void **state)
     size_t l1, l2;
     unsigned char *m1 = t_npy_make(1, "<i8", "(2, 3000)", ei, sizeof ei, &l1);
     unsigned char *m2 = t_npy_make(2, "<f4", "(10, 3)", feat, sizeof feat, &l2);
-    const t_member mem[] = {{"edge_index.npy", m1, l1}, {"node_feat.npy", m2, l2}, {"readme.txt", "hello", 5}};
+    const struct t_member mem[] = {{"edge_index.npy", m1, l1}, {"node_feat.npy", m2, l2}, {"readme.txt", "hello", 5}};
     for (int flags = 0; flags < 4; flags++) {
         t_zip_write(p, mem, 3, flags);
         /* two cursors over the same member: sources, then destinations */
-        sl_npy a, b;
-        assert_int_equal(sl_npy_open_npz(&a, p, "edge_index.npy", false, err, sizeof err), 0);
-        assert_int_equal(sl_npy_open_npz(&b, p, "edge_index.npy", false, err, sizeof err), 0);
-        assert_int_equal(a.h.type, SL_NPY_I64);
+        struct npy a, b;
+        assert_int_equal(npy_open_npz(&a, p, "edge_index.npy", false, err, sizeof err), 0);
+        assert_int_equal(npy_open_npz(&b, p, "edge_index.npy", false, err, sizeof err), 0);
+        assert_int_equal(a.h.type, NPY_I64);
         assert_int_equal(a.h.shape[1], NE);
-        assert_int_equal(sl_npy_skip(&b, NE * 8, err, sizeof err), 0);
+        assert_int_equal(npy_skip(&b, NE * 8, err, sizeof err), 0);
         for (int off = 0; off < NE;) {
             int k = SL_MIN(NE - off, 777);
             int64_t s[777], d[777];
-            assert_int_equal(sl_npy_read(&a, s, (size_t)k * 8, err, sizeof err), 0);
-            assert_int_equal(sl_npy_read(&b, d, (size_t)k * 8, err, sizeof err), 0);
+            assert_int_equal(npy_read(&a, s, (size_t)k * 8, err, sizeof err), 0);
+            assert_int_equal(npy_read(&b, d, (size_t)k * 8, err, sizeof err), 0);
             for (int i = 0; i < k; i++) {
                 if (s[i] != ei[off + i] || d[i] != ei[NE + off + i])
                     fail_msg("flags %d: edge %d differs", flags, off + i);
             }
             off += k;
         }
-        assert_int_equal(sl_npy_end(&b, err, sizeof err), 0);
-        sl_npy_close(&a);
-        sl_npy_close(&b);
-        assert_int_equal(sl_npy_open_npz(&a, p, "node_feat.npy", false, err, sizeof err), 0);
+        assert_int_equal(npy_end(&b, err, sizeof err), 0);
+        npy_close(&a);
+        npy_close(&b);
+        assert_int_equal(npy_open_npz(&a, p, "node_feat.npy", false, err, sizeof err), 0);
         float got[30];
-        assert_int_equal(sl_npy_read(&a, got, sizeof got, err, sizeof err), 0);
+        assert_int_equal(npy_read(&a, got, sizeof got, err, sizeof err), 0);
         assert_int_equal(memcmp(got, feat, sizeof got), 0);
-        assert_int_equal(sl_npy_end(&a, err, sizeof err), 0);
-        sl_npy_close(&a);
+        assert_int_equal(npy_end(&a, err, sizeof err), 0);
+        npy_close(&a);
         /* absent members */
-        assert_int_equal(sl_npy_open_npz(&a, p, "num_nodes_list.npy", true, err, sizeof err), 1);
-        sl_npy_close(&a);
-        assert_int_equal(sl_npy_open_npz(&a, p, "node_label.npy", false, err, sizeof err), -ENOENT);
+        assert_int_equal(npy_open_npz(&a, p, "num_nodes_list.npy", true, err, sizeof err), 1);
+        npy_close(&a);
+        assert_int_equal(npy_open_npz(&a, p, "node_label.npy", false, err, sizeof err), -ENOENT);
         if (!strstr(err, "d.npz") || !strstr(err, "node_label.npy") || !strstr(err, "edge_index.npy, node_feat.npy"))
             fail_msg("flags %d: message \"%s\"", flags, err);
         /* a member that is not an npy */
-        assert_int_equal(sl_npy_open_npz(&a, p, "readme.txt", false, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_open_npz(&a, p, "readme.txt", false, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, "readme.txt"));
     }
     free(m1);
@@ -315,16 +320,16 @@ static void test_npz_bad(void **state)
     char dir[4096], p[4200];
     t_scratch(dir, sizeof dir, "npz-bad");
     snprintf(p, sizeof p, "%s/d.npz", dir);
-    sl_npy r;
+    struct npy r;
     /* not a zip at all, an empty file, a missing file */
     t_write(p, "this is not a zip archive, just text\n", 37);
-    assert_int_equal(sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -EBADMSG);
+    assert_int_equal(npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -EBADMSG);
     assert_non_null(strstr(err, "not a valid zip archive"));
     t_write(p, "", 0);
-    assert_true(sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err) < 0);
+    assert_true(npy_open_npz(&r, p, "a.npy", false, err, sizeof err) < 0);
     assert_non_null(strstr(err, "d.npz"));
     snprintf(p, sizeof p, "%s/none.npz", dir);
-    assert_int_equal(sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -ENOENT);
+    assert_int_equal(npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "none.npz"));
     snprintf(p, sizeof p, "%s/d.npz", dir);
 
@@ -335,26 +340,26 @@ static void test_npz_bad(void **state)
     unsigned char *m = t_npy_make(1, "<i4", "(1000,)", v, sizeof v, &len);
     for (int flags = 0; flags < 2; flags++) {
         /* a member whose npy is shorter than its header says */
-        t_member short_m = {"a.npy", m, len - 8};
+        struct t_member short_m = {"a.npy", m, len - 8};
         t_zip_write(p, &short_m, 1, flags);
-        assert_int_equal(sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -EINVAL);
+        assert_int_equal(npy_open_npz(&r, p, "a.npy", false, err, sizeof err), -EINVAL);
         char want[128];
         snprintf(want, sizeof want, "truncated: expected %zu bytes, found %zu", len, len - 8);
         if (!strstr(err, want) || !strstr(err, "d.npz: a.npy"))
             fail_msg("flags %d: \"%s\"", flags, err);
         /* the archive cut short: the central directory is gone */
-        t_member ok = {"a.npy", m, len};
+        struct t_member ok = {"a.npy", m, len};
         t_zip_write(p, &ok, 1, flags);
         size_t zl;
         unsigned char *z = t_slurp(p, &zl);
         t_write(p, z, zl / 2);
-        int rc = sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err);
+        int rc = npy_open_npz(&r, p, "a.npy", false, err, sizeof err);
         if (rc == 0) {
             int32_t got[1000];
-            rc = sl_npy_read(&r, got, sizeof got, err, sizeof err);
+            rc = npy_read(&r, got, sizeof got, err, sizeof err);
             if (rc == 0)
-                rc = sl_npy_end(&r, err, sizeof err);
-            sl_npy_close(&r);
+                rc = npy_end(&r, err, sizeof err);
+            npy_close(&r);
         }
         assert_int_equal(rc, -EBADMSG);
         assert_non_null(strstr(err, "d.npz"));
@@ -365,13 +370,13 @@ static void test_npz_bad(void **state)
         size_t at = 30 + strlen("a.npy") + 200;
         zc[at] ^= 0x5a;
         t_write(p, zc, zl);
-        rc = sl_npy_open_npz(&r, p, "a.npy", false, err, sizeof err);
+        rc = npy_open_npz(&r, p, "a.npy", false, err, sizeof err);
         if (rc == 0) {
             int32_t got[1000];
-            rc = sl_npy_read(&r, got, sizeof got, err, sizeof err);
+            rc = npy_read(&r, got, sizeof got, err, sizeof err);
             if (rc == 0)
-                rc = sl_npy_end(&r, err, sizeof err);
-            sl_npy_close(&r);
+                rc = npy_end(&r, err, sizeof err);
+            npy_close(&r);
         }
         if (rc != -EBADMSG && rc != -EINVAL)
             fail_msg("flags %d: a damaged member read back with rc %d", flags, rc);
@@ -388,38 +393,38 @@ static void test_convert(void **state)
     (void)state;
     const uint16_t h[4] = {0x3c00, 0xc000, 0x3555, 0x7c00}; /* 1, -2, ~0.333, inf */
     float f[4];
-    sl_npy_to_f32(SL_NPY_F16, h, f, 4);
+    npy_to_f32(NPY_F16, h, f, 4);
     assert_true(f[0] == 1.0f && f[1] == -2.0f && fabsf(f[2] - 0.33325195f) < 1e-7f && isinf(f[3]));
     const double d[2] = {0.1, -3.5};
-    sl_npy_to_f32(SL_NPY_F64, d, f, 2);
+    npy_to_f32(NPY_F64, d, f, 2);
     assert_true(f[0] == 0.1f && f[1] == -3.5f);
     int64_t out[3];
     const uint64_t u[3] = {0, 1ull << 40, UINT64_MAX};
-    assert_int_equal(sl_npy_to_i64(SL_NPY_U64, u, out, 3), 0);
+    assert_int_equal(npy_to_i64(NPY_U64, u, out, 3), 0);
     assert_true(out[0] == 0 && out[1] == (int64_t)1 << 40 && out[2] == INT64_MAX);
     const int8_t s8[3] = {-1, 127, -128};
-    assert_int_equal(sl_npy_to_i64(SL_NPY_I8, s8, out, 3), 0);
+    assert_int_equal(npy_to_i64(NPY_I8, s8, out, 3), 0);
     assert_true(out[0] == -1 && out[1] == 127 && out[2] == -128);
     const unsigned char bl[3] = {0, 1, 7};
-    assert_int_equal(sl_npy_to_i64(SL_NPY_BOOL, bl, out, 3), 0);
+    assert_int_equal(npy_to_i64(NPY_BOOL, bl, out, 3), 0);
     assert_true(out[0] == 0 && out[1] == 1 && out[2] == 1);
-    assert_int_equal(sl_npy_to_i64(SL_NPY_F32, f, out, 1), -EINVAL);
+    assert_int_equal(npy_to_i64(NPY_F32, f, out, 1), -EINVAL);
     /* unaligned source */
     unsigned char raw[1 + 8];
     int32_t x = -123456;
     memcpy(raw + 1, &x, 4);
-    assert_int_equal(sl_npy_to_i64(SL_NPY_I32, raw + 1, out, 1), 0);
+    assert_int_equal(npy_to_i64(NPY_I32, raw + 1, out, 1), 0);
     assert_int_equal(out[0], -123456);
     double dd[1];
-    sl_npy_to_f64(SL_NPY_I32, raw + 1, dd, 1);
+    npy_to_f64(NPY_I32, raw + 1, dd, 1);
     assert_true(dd[0] == -123456.0);
     char sh[64];
-    sl_npy_hdr hh = {.ndim = 1, .shape = {5}};
-    assert_string_equal(sl_npy_shape_str(&hh, sh, sizeof sh), "(5,)");
+    struct npy_hdr hh = {.ndim = 1, .shape = {5}};
+    assert_string_equal(npy_shape_str(&hh, sh, sizeof sh), "(5,)");
     hh.ndim = 2;
     hh.shape[1] = 3;
-    assert_string_equal(sl_npy_shape_str(&hh, sh, sizeof sh), "(5, 3)");
-    assert_string_equal(sl_npy_type_name(SL_NPY_U16), "uint16");
+    assert_string_equal(npy_shape_str(&hh, sh, sizeof sh), "(5, 3)");
+    assert_string_equal(npy_type_name(NPY_U16), "uint16");
 }
 
 int main(void)

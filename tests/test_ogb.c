@@ -35,17 +35,17 @@ static const struct variant {
     bool label_1d;
     const char *flags;
     int cflags;
-    sl_dtype fdt;
+    enum dtype fdt;
 } variants[] = {
-    {"stored f32 dim 3", 0, 50, 300, 3, "<f4", "<f8", false, "", 0, SL_DT_F32},
+    {"stored f32 dim 3", 0, 50, 300, 3, "<f4", "<f8", false, "", 0, DTYPE_F32},
     {"deflate zip64 f16 dim 100 undirected", T_ZIP_DEFLATE | T_ZIP_ZIP64, 64, 500, 100, "<f2", "<f4", true,
-     "--undirected --dedupe --drop-self-loops", T_UNDIRECTED | T_DEDUPE | T_NO_LOOPS, SL_DT_F16},
+     "--undirected --dedupe --drop-self-loops", T_UNDIRECTED | T_DEDUPE | T_NO_LOOPS, DTYPE_F16},
     {"stored zip64 f64 -> f16 dim 129", T_ZIP_ZIP64, 33, 200, 129, "<f8", "<f8", false, "--dtype f16 --dedupe",
-     T_DEDUPE, SL_DT_F16},
-    {"deflate f32 dim 768 drop loops", T_ZIP_DEFLATE, 20, 120, 768, "<f4", "<f8", true, "--drop-self-loops",
-     T_NO_LOOPS, SL_DT_F32},
+     T_DEDUPE, DTYPE_F16},
+    {"deflate f32 dim 768 drop loops", T_ZIP_DEFLATE, 20, 120, 768, "<f4", "<f8", true, "--drop-self-loops", T_NO_LOOPS,
+     DTYPE_F32},
     {"deflate f16 -> f32 dim 1", T_ZIP_DEFLATE, 40, 90, 1, "<f2", "<f8", false, "--dtype=f32 --undirected",
-     T_UNDIRECTED, SL_DT_F32},
+     T_UNDIRECTED, DTYPE_F32},
 };
 
 static void test_roundtrip(void **state)
@@ -56,9 +56,9 @@ static void test_roundtrip(void **state)
     t_scratch(dir, sizeof dir, "ogb-rt");
     for (size_t i = 0; i < SL_ARRAY_LEN(variants); i++) {
         const struct variant *v = &variants[i];
-        t_fix x;
+        struct t_fix x;
         t_fix_gen(&x, v->n, v->e, v->f, 1000 + i);
-        t_wopt o = {.zip = v->zip, .feat_t = v->feat_t, .label_t = v->label_t, .label_1d = v->label_1d};
+        struct t_wopt o = {.zip = v->zip, .feat_t = v->feat_t, .label_t = v->label_t, .label_1d = v->label_1d};
         snprintf(raw, sizeof raw, "%s/ogbn_v%zu", dir, i);
         snprintf(out, sizeof out, "%s/out%zu", dir, i);
         t_ogb_write(raw, &x, &o);
@@ -79,36 +79,36 @@ static void test_split_choice(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200];
     t_scratch(dir, sizeof dir, "ogb-split");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 30, 80, 4, 7);
-    t_wopt o = {.split = "sales_ranking"};
+    struct t_wopt o = {.split = "sales_ranking"};
     snprintf(raw, sizeof raw, "%s/ogbn_products", dir);
     t_ogb_write(raw, &x, &o);
     snprintf(out, sizeof out, "%s/out", dir);
     /* the only split is found by itself; products gets the --undirected hint */
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 0);
     assert_non_null(strstr(outbuf, "--undirected"));
-    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
     t_rmrf(out);
     /* a second split directory: ambiguous without --split */
-    t_fix y = x;
+    struct t_fix y = x;
     uint64_t *sw = y.split[0];
     y.split[0] = y.split[2];
     y.split[2] = sw;
     size_t nw = y.ns[0];
     y.ns[0] = y.ns[2];
     y.ns[2] = nw;
-    t_wopt o2 = {.split = "other"};
+    struct t_wopt o2 = {.split = "other"};
     t_ogb_write(raw, &y, &o2);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 2);
     assert_non_null(strstr(outbuf, "several splits"));
     t_assert_no_output(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split other --quiet", gnnprep, raw, out), 0);
     assert_string_equal(outbuf, "");
-    t_ogb_verify(out, &y, &o2, 0, SL_DT_F32);
+    t_ogb_verify(out, &y, &o2, 0, DTYPE_F32);
     t_rmrf(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split=sales_ranking", gnnprep, raw, out), 0);
-    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb --help", gnnprep), 0);
     assert_non_null(strstr(outbuf, "--mem-limit"));
     t_fix_free(&x);
@@ -123,9 +123,9 @@ static void test_mem_limit(void **state)
     setup_bin();
     char dir[4096], raw[4200], o1[4200], o2[4200], p1[4300], p2[4300];
     t_scratch(dir, sizeof dir, "ogb-mem");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 5000, 200000, 2, 99);
-    t_wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
+    struct t_wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
     snprintf(raw, sizeof raw, "%s/raw", dir);
     t_ogb_write(raw, &x, &o);
     snprintf(o1, sizeof o1, "%s/small", dir);
@@ -152,7 +152,7 @@ static void test_mem_limit(void **state)
         free(b1);
         free(b2);
     }
-    t_ogb_verify(o1, &x, &o, T_UNDIRECTED, SL_DT_F32);
+    t_ogb_verify(o1, &x, &o, T_UNDIRECTED, DTYPE_F32);
     t_fix_free(&x);
     t_rmrf(dir);
 }
@@ -196,7 +196,7 @@ static const struct bad {
     {M_SPLIT_UNLABELLED, {"test.csv.gz:2", "node 13 of the test split has no label", "node-label.npz"}},
 };
 
-static void apply(enum mutation m, const char *raw, t_fix *x, t_wopt *o)
+static void apply(enum mutation m, const char *raw, struct t_fix *x, struct t_wopt *o)
 {
     char cmd[8400];
     switch (m) {
@@ -238,13 +238,13 @@ static void apply(enum mutation m, const char *raw, t_fix *x, t_wopt *o)
         break;
     case M_LABEL_LEN: {
         /* a label array one shorter than the node count */
-        t_fix y = *x;
+        struct t_fix y = *x;
         y.n = x->n - 1;
         size_t ll;
         char shape[64];
         snprintf(shape, sizeof shape, "(%llu, 1)", (unsigned long long)y.n);
         unsigned char *ml = t_npy_of("<f8", shape, x->label, y.n, &ll);
-        t_member lm1 = {"node_label.npy", ml, ll};
+        struct t_member lm1 = {"node_label.npy", ml, ll};
         snprintf(cmd, sizeof cmd, "%s/raw/node-label.npz", raw);
         t_zip_write(cmd, &lm1, 1, T_ZIP_DEFLATE);
         free(ml);
@@ -292,9 +292,9 @@ static void test_bad_input(void **state)
     char dir[4096], raw[4200], out[4200];
     t_scratch(dir, sizeof dir, "ogb-bad");
     for (size_t i = 0; i < SL_ARRAY_LEN(bads); i++) {
-        t_fix x;
+        struct t_fix x;
         t_fix_gen(&x, 20, 40, 3, 5);
-        t_wopt o = {0};
+        struct t_wopt o = {0};
         snprintf(raw, sizeof raw, "%s/raw%zu", dir, i);
         snprintf(out, sizeof out, "%s/out%zu", dir, i);
         apply(bads[i].m, raw, &x, &o);
@@ -317,9 +317,9 @@ static void test_bad_flags(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200], marker[4300];
     t_scratch(dir, sizeof dir, "ogb-flags");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 20, 40, 3, 5);
-    t_wopt o = {0};
+    struct t_wopt o = {0};
     snprintf(raw, sizeof raw, "%s/raw", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     t_ogb_write(raw, &x, &o);
@@ -375,7 +375,7 @@ static void test_real_numpy(void **state)
     if (rc)
         fail_msg("exit %d\n%s", rc, outbuf);
     /* the values make_ogb_tiny.py writes */
-    t_fix x;
+    struct t_fix x;
     memset(&x, 0, sizeof x);
     x.n = 10;
     x.f = 5;
@@ -397,8 +397,8 @@ static void test_real_numpy(void **state)
     x.ns[0] = 4;
     x.ns[1] = 2;
     x.ns[2] = 2;
-    t_wopt o = {0};
-    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
+    struct t_wopt o = {0};
+    t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
     t_rmrf(dir);
 }
 

@@ -44,16 +44,16 @@ static const struct variant {
     bool crlf;
     const char *flags;
     int cflags;
-    sl_dtype fdt;
+    enum dtype fdt;
 } variants[] = {
-    {"dim 3", 50, 300, 3, false, "", 0, SL_DT_F32},
-    {"dim 1, crlf line ends", 40, 90, 1, true, "--undirected", T_UNDIRECTED, SL_DT_F32},
+    {"dim 3", 50, 300, 3, false, "", 0, DTYPE_F32},
+    {"dim 1, crlf line ends", 40, 90, 1, true, "--undirected", T_UNDIRECTED, DTYPE_F32},
     {"dim 100 as f16, all edge options", 64, 500, 100, false, "--dtype f16 --undirected --dedupe --drop-self-loops",
-     T_UNDIRECTED | T_DEDUPE | T_NO_LOOPS, SL_DT_F16},
-    {"dim 129", 33, 200, 129, false, "--dedupe", T_DEDUPE, SL_DT_F32},
+     T_UNDIRECTED | T_DEDUPE | T_NO_LOOPS, DTYPE_F16},
+    {"dim 129", 33, 200, 129, false, "--dedupe", T_DEDUPE, DTYPE_F32},
     /* 4000 rows of 1200 bytes: several feature batches */
-    {"dim 300, several feature batches", 4000, 20000, 300, false, "--drop-self-loops", T_NO_LOOPS, SL_DT_F32},
-    {"dim 768 as f16", 20, 120, 768, true, "--dtype=f16", 0, SL_DT_F16},
+    {"dim 300, several feature batches", 4000, 20000, 300, false, "--drop-self-loops", T_NO_LOOPS, DTYPE_F32},
+    {"dim 768 as f16", 20, 120, 768, true, "--dtype=f16", 0, DTYPE_F16},
 };
 
 static void test_roundtrip(void **state)
@@ -64,9 +64,9 @@ static void test_roundtrip(void **state)
     t_scratch(dir, sizeof dir, "ogbcsv-rt");
     for (size_t i = 0; i < SL_ARRAY_LEN(variants); i++) {
         const struct variant *v = &variants[i];
-        t_fix x;
+        struct t_fix x;
         t_fix_gen(&x, v->n, v->e, v->f, 2000 + i);
-        t_wopt o = {.crlf = v->crlf};
+        struct t_wopt o = {.crlf = v->crlf};
         snprintf(raw, sizeof raw, "%s/ogbn_v%zu", dir, i);
         snprintf(out, sizeof out, "%s/out%zu", dir, i);
         t_ogb_write_csv(raw, &x, &o);
@@ -88,19 +88,19 @@ static void test_roundtrip(void **state)
  * every file's entry in dataset.toml (checksum included) and its bytes. */
 static void assert_same_dataset(const char *a, const char *b, const char *what)
 {
-    sl_dataset_meta ma, mb;
+    struct dataset_meta ma, mb;
     t_load_meta(a, &ma);
     t_load_meta(b, &mb);
     if (ma.nodes != mb.nodes || ma.edges != mb.edges || ma.feat_dim != mb.feat_dim || ma.classes != mb.classes ||
         ma.feat_align != mb.feat_align || ma.version != mb.version)
         fail_msg("%s: the counts differ", what);
-    for (int i = 0; i < SL_F_COUNT; i++) {
-        const sl_dsfile *fa = &ma.f[i], *fb = &mb.f[i];
+    for (int i = 0; i < DATASET_FILES; i++) {
+        const struct dataset_file *fa = &ma.f[i], *fb = &mb.f[i];
         if (strcmp(fa->file, fb->file) || fa->dtype != fb->dtype || fa->rows != fb->rows || fa->cols != fb->cols ||
             fa->row_stride != fb->row_stride || fa->bytes != fb->bytes || fa->present != fb->present)
-            fail_msg("%s: [%s] differs in dataset.toml", what, sl_dsfile_key[i]);
+            fail_msg("%s: [%s] differs in dataset.toml", what, dataset_file_key[i]);
         if (fa->xxh3 != fb->xxh3)
-            fail_msg("%s: [%s] xxh3 %016llx (npz) vs %016llx (csv)", what, sl_dsfile_key[i],
+            fail_msg("%s: [%s] xxh3 %016llx (npz) vs %016llx (csv)", what, dataset_file_key[i],
                      (unsigned long long)fa->xxh3, (unsigned long long)fb->xxh3);
         char pa[4300], pb[4300];
         size_t la, lb;
@@ -121,9 +121,9 @@ static void test_same_as_npz(void **state)
     setup_bin();
     char dir[4096], npz[4200], csv[4200], o1[4200], o2[4200], flags[128];
     t_scratch(dir, sizeof dir, "ogbcsv-same");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 300, 2500, 7, 77);
-    t_wopt o = {.zip = T_ZIP_DEFLATE};
+    struct t_wopt o = {.zip = T_ZIP_DEFLATE};
     snprintf(npz, sizeof npz, "%s/npz", dir);
     snprintf(csv, sizeof csv, "%s/csv", dir);
     t_ogb_write(npz, &x, &o);
@@ -139,7 +139,7 @@ static void test_same_as_npz(void **state)
             !strstr(outbuf, "edges: csv"))
             fail_msg("csv, flags '%s':\n%s", flags, outbuf);
         assert_same_dataset(o1, o2, flags);
-        t_ogb_verify(o2, &x, &o, combo, SL_DT_F32);
+        t_ogb_verify(o2, &x, &o, combo, DTYPE_F32);
         print_message("flags '%s': identical\n", flags);
     }
     t_fix_free(&x);
@@ -154,9 +154,9 @@ static void test_mem_limit(void **state)
     setup_bin();
     char dir[4096], npz[4200], csv[4200], o1[4200], o2[4200];
     t_scratch(dir, sizeof dir, "ogbcsv-mem");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 5000, 300000, 2, 99);
-    t_wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
+    struct t_wopt o = {.zip = T_ZIP_DEFLATE | T_ZIP_ZIP64};
     snprintf(npz, sizeof npz, "%s/npz", dir);
     snprintf(csv, sizeof csv, "%s/csv", dir);
     t_ogb_write(npz, &x, &o);
@@ -174,7 +174,7 @@ static void test_mem_limit(void **state)
         fail_msg("--mem-limit 1M spilled %llu runs; the test needs an out-of-core sort\n%s", runs, outbuf);
     assert_non_null(strstr(outbuf, "300000 edges read"));
     assert_same_dataset(o1, o2, "--mem-limit 1M");
-    t_ogb_verify(o2, &x, &o, T_UNDIRECTED, SL_DT_F32);
+    t_ogb_verify(o2, &x, &o, T_UNDIRECTED, DTYPE_F32);
     t_fix_free(&x);
     t_rmrf(dir);
 }
@@ -187,22 +187,22 @@ static void test_layout(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200], cmd[8600];
     t_scratch(dir, sizeof dir, "ogbcsv-layout");
-    t_fix x, y;
+    struct t_fix x, y;
     t_fix_gen(&x, 30, 80, 4, 7);
     t_fix_gen(&y, 25, 60, 4, 8);
-    t_wopt o = {.split = "sales_ranking"};
+    struct t_wopt o = {.split = "sales_ranking"};
     snprintf(raw, sizeof raw, "%s/ogbn_products", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     t_ogb_write_csv(raw, &x, &o);
     /* products stores its edges once: the hint comes for the CSV layout too */
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s'", gnnprep, raw, out), 0);
     assert_non_null(strstr(outbuf, "pass --undirected"));
-    t_ogb_verify(out, &x, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
     t_rmrf(out);
     /* a data.npz beside the CSV files is the one read */
     t_ogb_write(raw, &y, &o);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --quiet", gnnprep, raw, out), 0);
-    t_ogb_verify(out, &y, &o, 0, SL_DT_F32);
+    t_ogb_verify(out, &y, &o, 0, DTYPE_F32);
     t_rmrf(out);
     /* neither layout */
     snprintf(cmd, sizeof cmd, "rm '%s/raw/data.npz' '%s/raw/edge.csv.gz'", raw, raw);
@@ -325,9 +325,9 @@ static const struct bad {
      {"raw/num-edge-list.csv.gz: cannot open", "No such file"}},
 };
 
-static void apply(const struct bad *b, const char *raw, const t_fix *x)
+static void apply(const struct bad *b, const char *raw, const struct t_fix *x)
 {
-    t_wopt o = {.numnodes_delta = b->dn, .numedges_delta = b->de};
+    struct t_wopt o = {.numnodes_delta = b->dn, .numedges_delta = b->de};
     if (b->line) {
         o.edit_file = b->file;
         o.edit_line = b->line;
@@ -363,7 +363,7 @@ static void test_bad_input(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200];
     t_scratch(dir, sizeof dir, "ogbcsv-bad");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 20, 40, 3, 5);
     for (size_t i = 0; i < SL_ARRAY_LEN(bads); i++) {
         const struct bad *b = &bads[i];
@@ -389,10 +389,10 @@ static void test_unlabelled_split_node(void **state)
     setup_bin();
     char dir[4096], raw[4200], out[4200], want[128];
     t_scratch(dir, sizeof dir, "ogbcsv-unl");
-    t_fix x;
+    struct t_fix x;
     t_fix_gen(&x, 20, 40, 3, 5);
     uint64_t v = x.split[0][0]; /* a training node */
-    t_wopt o = {.edit_file = T_CSV_LABEL, .edit_line = v + 1, .edit_text = "nan"};
+    struct t_wopt o = {.edit_file = T_CSV_LABEL, .edit_line = v + 1, .edit_text = "nan"};
     snprintf(raw, sizeof raw, "%s/raw", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     t_ogb_write_csv(raw, &x, &o);

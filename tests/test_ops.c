@@ -427,7 +427,7 @@ static void test_f16_all_halves(void **state)
         h[i] = (uint16_t)i;
     ops_f16_to_f32(f, h, 65536);
     for (uint32_t i = 0; i < 65536; i++) {
-        float want = sl_f16_to_f32((uint16_t)i);
+        float want = half_to_f32((uint16_t)i);
         if (memcmp(&f[i], &want, sizeof want) != 0)
             fail_msg("half %#06x: %a, expected %a", i, (double)f[i], (double)want);
     }
@@ -459,8 +459,8 @@ static void test_gather_f16_vs_f32(void **state)
     for (uint32_t r = 0; r < rows; r++)
         for (uint32_t c = 0; c < dim; c++) {
             float v = urand(-3, 3) * (r == 5 ? 1e-6f : 1.0f); /* row 5: subnormal halves */
-            uint16_t h = sl_f32_to_f16(v);
-            float back = sl_f16_to_f32(h);
+            uint16_t h = half_from_f32(v);
+            float back = half_to_f32(h);
             memcpy(b16 + r * s16 + 2 * c, &h, 2);
             memcpy(b32 + r * s32 + 4 * c, &back, 4);
         }

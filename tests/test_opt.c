@@ -15,6 +15,7 @@ struct vals {
     bool flag;
     struct opt_list list;
     int fn_calls;
+    double secs;
 };
 
 static int take_even(const char *val, void *dst, char *err, size_t errlen)
@@ -26,7 +27,7 @@ static int take_even(const char *val, void *dst, char *err, size_t errlen)
     return 0;
 }
 
-#define NOPTS 7
+#define NOPTS 8
 static void table(struct opt *o, struct vals *v)
 {
     const struct opt t[NOPTS] = {
@@ -37,6 +38,7 @@ static void table(struct opt *o, struct vals *v)
         {.name = "--flag", .kind = OPT_FLAG, .dst = &v->flag},
         {.name = "--list", .kind = OPT_LIST, .dst = &v->list, .lo = 1, .hi = 64},
         {.name = "--even", .kind = OPT_FN, .dst = v, .fn = take_even},
+        {.name = "--secs", .kind = OPT_DOUBLE, .dst = &v->secs, .lo = 0, .hi = 60},
     };
     memcpy(o, t, sizeof t);
 }
@@ -59,7 +61,7 @@ static void test_values(void **state)
     bool seen[NOPTS];
     char err[256] = "";
     const char *args[] = {"--int=-3", "--uint",        "7",         "--size=64K", "--str", "abc",
-                          "--flag",   "--list=1,2,64", "--even=ab", NULL};
+                          "--flag",   "--list=1,2,64", "--even=ab", "--secs=0.25", NULL};
     assert_int_equal(parse(&v, seen, err, args), 0);
     assert_int_equal(v.i, -3);
     assert_int_equal(v.u, 7);
@@ -70,6 +72,7 @@ static void test_values(void **state)
     assert_int_equal(v.list.v[0], 1);
     assert_int_equal(v.list.v[2], 64);
     assert_int_equal(v.fn_calls, 1);
+    assert_true(v.secs == 0.25);
     for (int k = 0; k < NOPTS; k++)
         assert_true(seen[k]);
 
@@ -109,6 +112,11 @@ static void test_errors(void **state)
         {{"--list=1,2,3,4,5,6,7,8,9"}, "wants 1 to 8"},
         {{"--list=65"}, "in 1..64"},
         {{"--even=abc"}, "prog: 'abc' has an odd length"},
+        {{"--secs=0"}, "prog: --secs=0 is not a number in (0, 60]"}, /* lo is exclusive */
+        {{"--secs=60.5"}, "--secs=60.5 is not a number in (0, 60]"},
+        {{"--secs=1e999"}, "is not a number"},
+        {{"--secs=nan"}, "is not a number"},
+        {{"--secs=2s"}, "is not a number"},
         {{"--int"}, "prog: --int needs a value"},
         {{"--intx=1"}, "prog: unknown argument '--intx=1'; see --help"},
         {{"positional"}, "unknown argument 'positional'"},

@@ -49,16 +49,17 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void put(sl_dsw *d, sl_dataset_meta *m, int idx, const char *name, sl_dtype t, const void *data, uint64_t n)
+static void put(struct dataset_dir *d, struct dataset_meta *m, int idx, const char *name, enum dtype t,
+                const void *data, uint64_t n)
 {
     char p[4096];
-    sl_writer w;
+    struct file_writer w;
     uint64_t bytes, h;
-    assert_int_equal(sl_dsw_path(d, name, p, sizeof p), 0);
-    assert_int_equal(sl_writer_open(&w, p, err, sizeof err), 0);
-    assert_int_equal(sl_writer_write(&w, data, n * sl_dtype_size(t), err, sizeof err), 0);
-    assert_int_equal(sl_writer_close(&w, &bytes, &h, err, sizeof err), 0);
-    sl_dsfile_set(&m->f[idx], name, t, n, 1, bytes, h);
+    assert_int_equal(dataset_dir_path(d, name, p, sizeof p), 0);
+    assert_int_equal(file_writer_open(&w, p, err, sizeof err), 0);
+    assert_int_equal(file_writer_write(&w, data, n * dtype_size(t), err, sizeof err), 0);
+    assert_int_equal(file_writer_close(&w, &bytes, &h, err, sizeof err), 0);
+    dataset_file_set(&m->f[idx], name, t, n, 1, bytes, h);
 }
 
 /* A graph of N nodes: node 0 has 20 in-neighbours, node 1 has 40, the rest
@@ -94,25 +95,25 @@ static void make_dataset(void)
         tr32[i] = (uint32_t)train[i];
     t_scratch(dir, sizeof dir, "sampler");
     snprintf(ds, sizeof ds, "%s/ds", dir);
-    sl_dsw d;
-    assert_int_equal(sl_dsw_begin(&d, ds, err, sizeof err), 0);
-    sl_dataset_meta m = {.nodes = N, .edges = e, .feat_dim = 1, .classes = 5, .feat_align = SL_FEAT_ALIGN};
-    put(&d, &m, SL_F_INDPTR, "indptr.bin", SL_DT_U64, indptr, N + 1);
-    put(&d, &m, SL_F_INDICES, "indices.bin", SL_DT_U32, indices, e);
-    put(&d, &m, SL_F_LABELS, "labels.bin", SL_DT_I32, labels, N);
-    put(&d, &m, SL_F_TRAIN, "train.bin", SL_DT_U32, tr32, n_train);
-    put(&d, &m, SL_F_VAL, "val.bin", SL_DT_U32, val, nv);
-    put(&d, &m, SL_F_TEST, "test.bin", SL_DT_U32, test, nt);
-    sl_featw fw;
+    struct dataset_dir d;
+    assert_int_equal(dataset_dir_begin(&d, ds, err, sizeof err), 0);
+    struct dataset_meta m = {.nodes = N, .edges = e, .feat_dim = 1, .classes = 5, .feat_align = DATASET_FEAT_ALIGN};
+    put(&d, &m, DATASET_INDPTR, "indptr.bin", DTYPE_U64, indptr, N + 1);
+    put(&d, &m, DATASET_INDICES, "indices.bin", DTYPE_U32, indices, e);
+    put(&d, &m, DATASET_LABELS, "labels.bin", DTYPE_I32, labels, N);
+    put(&d, &m, DATASET_TRAIN, "train.bin", DTYPE_U32, tr32, n_train);
+    put(&d, &m, DATASET_VAL, "val.bin", DTYPE_U32, val, nv);
+    put(&d, &m, DATASET_TEST, "test.bin", DTYPE_U32, test, nt);
+    struct feat_writer fw;
     char p[4096];
-    sl_dsw_path(&d, "features.bin", p, sizeof p);
-    assert_int_equal(sl_featw_open(&fw, p, SL_DT_F32, 1, err, sizeof err), 0);
+    dataset_dir_path(&d, "features.bin", p, sizeof p);
+    assert_int_equal(feat_writer_open(&fw, p, DTYPE_F32, 1, err, sizeof err), 0);
     for (uint32_t v = 0; v < N; v++) {
         float x = (float)v;
-        assert_int_equal(sl_featw_put(&fw, &x, err, sizeof err), 0);
+        assert_int_equal(feat_writer_put(&fw, &x, err, sizeof err), 0);
     }
-    assert_int_equal(sl_featw_close(&fw, &m.f[SL_F_FEATURES], err, sizeof err), 0);
-    assert_int_equal(sl_dsw_commit(&d, &m, err, sizeof err), 0);
+    assert_int_equal(feat_writer_close(&fw, &m.f[DATASET_FEATURES], err, sizeof err), 0);
+    assert_int_equal(dataset_dir_commit(&d, &m, err, sizeof err), 0);
 }
 
 static struct sampler_topo topo;
@@ -121,8 +122,8 @@ static int setup(void **state)
 {
     (void)state;
     make_dataset();
-    sl_dataset_meta m;
-    if (sl_meta_read(ds, &m, true, err, sizeof err) || sampler_topo_open(&topo, ds, &m, err, sizeof err)) {
+    struct dataset_meta m;
+    if (dataset_meta_read(ds, &m, true, err, sizeof err) || sampler_topo_open(&topo, ds, &m, err, sizeof err)) {
         fprintf(stderr, "setup: %s\n", err);
         return -1;
     }
@@ -570,14 +571,14 @@ static void test_errors(void **state)
     assert_int_equal(sampler_init(&s, &topo, &sh, err, sizeof err), -EINVAL);
     sampler_free(&s);
     /* a split of the dataset */
-    sl_dataset_meta m;
-    assert_int_equal(sl_meta_read(ds, &m, true, err, sizeof err), 0);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
     uint64_t *ids, n;
-    assert_int_equal(sampler_split_load(ds, &m, SL_F_TRAIN, &ids, &n, err, sizeof err), 0);
+    assert_int_equal(sampler_split_load(ds, &m, DATASET_TRAIN, &ids, &n, err, sizeof err), 0);
     assert_int_equal(n, n_train);
     assert_memory_equal(ids, train, n * sizeof *ids);
     free(ids);
-    assert_int_equal(sampler_split_load(ds, &m, SL_F_LABELS, &ids, &n, err, sizeof err), -EINVAL);
+    assert_int_equal(sampler_split_load(ds, &m, DATASET_LABELS, &ids, &n, err, sizeof err), -EINVAL);
 }
 
 /* Overwrites 8 (or 4) bytes at off in file name of a copy of the dataset. */
@@ -598,13 +599,13 @@ static void test_damaged(void **state)
     (void)state;
     char copy[4300];
     snprintf(copy, sizeof copy, "%s/damaged", dir);
-    sl_dataset_meta m;
+    struct dataset_meta m;
     struct sampler_topo t;
     /* indptr decreasing at node 5 */
     assert_int_equal(t_run(NULL, 0, "rm -rf '%s' && cp -r '%s' '%s'", copy, ds, copy), 0);
     uint64_t big = indptr[N] - 1;
     poke(copy, "indptr.bin", 5 * 8, &big, 8);
-    assert_int_equal(sl_meta_read(copy, &m, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(copy, &m, true, err, sizeof err), 0);
     assert_int_equal(sampler_topo_open(&t, copy, &m, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "decreases at node"));
     sampler_topo_free(&t);
@@ -612,7 +613,7 @@ static void test_damaged(void **state)
     assert_int_equal(t_run(NULL, 0, "rm -rf '%s' && cp -r '%s' '%s'", copy, ds, copy), 0);
     uint32_t bad = N + 7;
     poke(copy, "indices.bin", 4 * indptr[HUB_STAR], &bad, 4);
-    assert_int_equal(sl_meta_read(copy, &m, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(copy, &m, true, err, sizeof err), 0);
     assert_int_equal(sampler_topo_open(&t, copy, &m, err, sizeof err), 0);
     struct batch_shape sh;
     int64_t fan[1] = {-1};

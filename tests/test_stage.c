@@ -244,10 +244,10 @@ static bool complain(const struct run_desc *d, const char *fmt, ...)
 static void open_batches(void)
 {
     char err[2048], name[SHM_NAME_MAX];
-    sl_config cfg;
-    sl_dataset_meta meta;
-    if (sl_config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0 ||
-        sl_meta_read(cfg.dataset.path, &meta, false, err, sizeof err) != 0 ||
+    struct config cfg;
+    struct dataset_meta meta;
+    if (config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0 ||
+        dataset_meta_read(cfg.dataset.path, &meta, false, err, sizeof err) != 0 ||
         run_arena_plan(&cfg, &meta, &g_plan, err, sizeof err) != 0)
         die(2, "%s", err);
     if (run_arena_segname(name, sizeof name, g_args.run_id, g_args.rank, err, sizeof err) != 0 ||
@@ -358,8 +358,8 @@ int main(int argc, char **argv)
     }
     parse_term();
     parse_fail();
-    sl_config cfg;
-    if (sl_config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0)
+    struct config cfg;
+    if (config_load(&cfg, g_args.config, NULL, 0, err, sizeof err) != 0)
         die(2, "%s", err);
     if (cfg.dataset.path[0] != '/' || access(g_args.run_dir, R_OK | X_OK) != 0)
         die(2, "dataset.path '%s' is not absolute or run dir %s is missing", cfg.dataset.path, g_args.run_dir);

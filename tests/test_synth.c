@@ -39,7 +39,7 @@ static int has_partial(const char *parent, const char *name)
 }
 
 typedef struct ds {
-    sl_dataset_meta m;
+    struct dataset_meta m;
     uint64_t *indptr;   /* (N+1) */
     uint32_t *indices;  /* (E) */
     unsigned char *feat;
@@ -48,7 +48,7 @@ typedef struct ds {
     size_t feat_len;
 } ds;
 
-static void *load_file(const char *dir, const sl_dsfile *f, size_t *len)
+static void *load_file(const char *dir, const struct dataset_file *f, size_t *len)
 {
     char path[4096], err[512];
     char *buf = NULL;
@@ -67,15 +67,15 @@ static void ds_load(ds *d, const char *dir)
 {
     char err[1024];
     memset(d, 0, sizeof *d);
-    int rc = sl_meta_read(dir, &d->m, true, err, sizeof err);
+    int rc = dataset_meta_read(dir, &d->m, true, err, sizeof err);
     if (rc)
-        fail_msg("sl_meta_read(%s): %s", dir, err);
-    d->indptr = load_file(dir, &d->m.f[SL_F_INDPTR], NULL);
-    d->indices = load_file(dir, &d->m.f[SL_F_INDICES], NULL);
-    d->feat = load_file(dir, &d->m.f[SL_F_FEATURES], &d->feat_len);
-    d->labels = load_file(dir, &d->m.f[SL_F_LABELS], NULL);
+        fail_msg("dataset_meta_read(%s): %s", dir, err);
+    d->indptr = load_file(dir, &d->m.f[DATASET_INDPTR], NULL);
+    d->indices = load_file(dir, &d->m.f[DATASET_INDICES], NULL);
+    d->feat = load_file(dir, &d->m.f[DATASET_FEATURES], &d->feat_len);
+    d->labels = load_file(dir, &d->m.f[DATASET_LABELS], NULL);
     for (int i = 0; i < 3; i++)
-        d->split[i] = load_file(dir, &d->m.f[SL_F_TRAIN + i], NULL);
+        d->split[i] = load_file(dir, &d->m.f[DATASET_TRAIN + i], NULL);
 }
 
 static void ds_free(ds *d)
@@ -112,16 +112,16 @@ static void unmake(const char *dir)
 
 static float feat_at(const ds *d, uint64_t v, uint64_t j)
 {
-    const sl_dsfile *f = &d->m.f[SL_F_FEATURES];
+    const struct dataset_file *f = &d->m.f[DATASET_FEATURES];
     const unsigned char *row = d->feat + v * f->row_stride;
-    if (f->dtype == SL_DT_F32) {
+    if (f->dtype == DTYPE_F32) {
         float x;
         memcpy(&x, row + j * 4, 4);
         return x;
     }
     uint16_t h;
     memcpy(&h, row + j * 2, 2);
-    return sl_f16_to_f32(h);
+    return half_to_f32(h);
 }
 
 /* Checks every invariant of the CSC topology, labels and splits. */
@@ -147,7 +147,7 @@ static void check_structure(const ds *d, double train, double val, double test)
     const double frac[3] = {train, val, test};
     unsigned char *seen = calloc(n, 1);
     for (int i = 0; i < 3; i++) {
-        uint64_t rows = d->m.f[SL_F_TRAIN + i].rows;
+        uint64_t rows = d->m.f[DATASET_TRAIN + i].rows;
         assert_int_equal(rows, (uint64_t)llround(frac[i] * (double)n));
         for (uint64_t k = 0; k < rows; k++) {
             uint32_t v = d->split[i][k];
@@ -298,27 +298,27 @@ static void test_determinism(void **state)
     make(a3, sizeof a3, "synth-det3", args);
     snprintf(args, sizeof args, "%s --seed 8", base);
     make(b, sizeof b, "synth-det4", args);
-    sl_dataset_meta m1, m2, m3, mb;
+    struct dataset_meta m1, m2, m3, mb;
     char err[1024];
-    assert_int_equal(sl_meta_read(a1, &m1, true, err, sizeof err), 0);
-    assert_int_equal(sl_meta_read(a2, &m2, true, err, sizeof err), 0);
-    assert_int_equal(sl_meta_read(a3, &m3, true, err, sizeof err), 0);
-    assert_int_equal(sl_meta_read(b, &mb, true, err, sizeof err), 0);
-    for (int i = 0; i < SL_F_COUNT; i++) {
+    assert_int_equal(dataset_meta_read(a1, &m1, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(a2, &m2, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(a3, &m3, true, err, sizeof err), 0);
+    assert_int_equal(dataset_meta_read(b, &mb, true, err, sizeof err), 0);
+    for (int i = 0; i < DATASET_FILES; i++) {
         assert_int_equal(m1.f[i].xxh3, m2.f[i].xxh3);
         assert_int_equal(m1.f[i].xxh3, m3.f[i].xxh3);
         assert_int_equal(m1.f[i].bytes, m2.f[i].bytes);
     }
-    for (int i = SL_F_INDICES; i <= SL_F_TEST; i++)
+    for (int i = DATASET_INDICES; i <= DATASET_TEST; i++)
         if (m1.f[i].xxh3 == mb.f[i].xxh3)
-            fail_msg("%s is the same for seeds 7 and 8", sl_dsfile_key[i]);
+            fail_msg("%s is the same for seeds 7 and 8", dataset_file_key[i]);
     /* the recorded checksum is the file's */
     char path[4300];
     uint64_t h = 0, bytes = 0;
     snprintf(path, sizeof path, "%s/features.bin", a1);
-    assert_int_equal(sl_file_xxh3(path, &h, &bytes, err, sizeof err), 0);
-    assert_int_equal(h, m1.f[SL_F_FEATURES].xxh3);
-    assert_int_equal(bytes, m1.f[SL_F_FEATURES].bytes);
+    assert_int_equal(file_xxh3(path, &h, &bytes, err, sizeof err), 0);
+    assert_int_equal(h, m1.f[DATASET_FEATURES].xxh3);
+    assert_int_equal(bytes, m1.f[DATASET_FEATURES].bytes);
     unmake(a1);
     unmake(a2);
     unmake(a3);
@@ -450,7 +450,7 @@ static void test_informative_neighbours(void **state)
                 rep[v * D2 + F + j] += feat_at(&d, d.indices[e], j) / (double)k;
     }
     unsigned char *train = calloc(n, 1);
-    for (uint64_t i = 0; i < d.m.f[SL_F_TRAIN].rows; i++)
+    for (uint64_t i = 0; i < d.m.f[DATASET_TRAIN].rows; i++)
         train[d.split[0][i]] = 1;
     double *mu = calloc(C * D2, sizeof *mu), *cnt = calloc(C, sizeof *cnt);
     for (uint64_t v = 0; v < n; v++)
@@ -523,21 +523,21 @@ static void test_f16_matches_f32(void **state)
     ds x, y;
     ds_load(&x, a);
     ds_load(&y, b);
-    for (int i = 0; i < SL_F_COUNT; i++)
-        if (i != SL_F_FEATURES)
+    for (int i = 0; i < DATASET_FILES; i++)
+        if (i != DATASET_FEATURES)
             assert_int_equal(x.m.f[i].xxh3, y.m.f[i].xxh3);
-    assert_int_equal(y.m.f[SL_F_FEATURES].dtype, SL_DT_F16);
+    assert_int_equal(y.m.f[DATASET_FEATURES].dtype, DTYPE_F16);
     const uint64_t F = x.m.feat_dim;
-    const uint64_t sx = x.m.f[SL_F_FEATURES].row_stride, sy = y.m.f[SL_F_FEATURES].row_stride;
+    const uint64_t sx = x.m.f[DATASET_FEATURES].row_stride, sy = y.m.f[DATASET_FEATURES].row_stride;
     for (uint64_t v = 0; v < x.m.nodes; v++)
         for (uint64_t j = 0; j < F; j++) {
             float f;
             uint16_t h;
             memcpy(&f, x.feat + v * sx + j * 4, 4);
             memcpy(&h, y.feat + v * sy + j * 2, 2);
-            if (h != sl_f32_to_f16(f))
+            if (h != half_from_f32(f))
                 fail_msg("node %" PRIu64 " dim %" PRIu64 ": f16 %04x, f32 %g rounds to %04x", v, j, h, (double)f,
-                         sl_f32_to_f16(f));
+                         half_from_f32(f));
         }
     ds_free(&x);
     ds_free(&y);
@@ -545,8 +545,8 @@ static void test_f16_matches_f32(void **state)
     unmake(b);
 }
 
-/* Row strides follow sl_feat_row_stride for awkward dimensions, padding is
- * zero, the file is padded to SL_FEAT_FILE_PAD, and values look like
+/* Row strides follow dataset_row_stride for awkward dimensions, padding is
+ * zero, the file is padded to DATASET_FEAT_PAD, and values look like
  * centroid + noise (per-dimension spread about the noise level). */
 static void test_strides(void **state)
 {
@@ -561,12 +561,12 @@ static void test_strides(void **state)
             make(dir, sizeof dir, "synth-stride", args);
             ds d;
             ds_load(&d, dir);
-            const sl_dsfile *f = &d.m.f[SL_F_FEATURES];
+            const struct dataset_file *f = &d.m.f[DATASET_FEATURES];
             uint64_t esz = t == 0 ? 4 : 2, rb = dims[i] * esz;
-            uint64_t stride = sl_feat_row_stride(rb, SL_FEAT_ALIGN);
-            if (f->row_stride != stride || d.m.feat_align != SL_FEAT_ALIGN)
+            uint64_t stride = dataset_row_stride(rb, DATASET_FEAT_ALIGN);
+            if (f->row_stride != stride || d.m.feat_align != DATASET_FEAT_ALIGN)
                 fail_msg("%s: row_stride %" PRIu64 ", want %" PRIu64, args, f->row_stride, stride);
-            assert_int_equal(f->bytes, sl_round_up(300 * stride, SL_FEAT_FILE_PAD));
+            assert_int_equal(f->bytes, sl_round_up(300 * stride, DATASET_FEAT_PAD));
             double ss = 0;
             for (uint64_t v = 0; v < 300; v++) {
                 for (uint64_t b = rb; b < stride; b++)
@@ -598,16 +598,16 @@ static void test_meta_and_summary(void **state)
         fail_msg("exit %d:\n%s", rc, out);
     ds d;
     ds_load(&d, dir);
-    assert_int_equal(d.m.version, SL_DATASET_VERSION);
+    assert_int_equal(d.m.version, DATASET_VERSION);
     assert_int_equal(d.m.nodes, 10000);
     assert_int_equal(d.m.feat_dim, 24);
     assert_int_equal(d.m.classes, 4);
-    assert_int_equal(d.m.feat_align, SL_FEAT_ALIGN);
+    assert_int_equal(d.m.feat_align, DATASET_FEAT_ALIGN);
     assert_non_null(strstr(d.m.source, "gnnprep synth"));
     assert_non_null(strstr(d.m.source, "--nodes 10k"));
-    for (int i = 0; i < SL_F_COUNT; i++)
+    for (int i = 0; i < DATASET_FILES; i++)
         assert_true(d.m.f[i].present);
-    assert_int_equal(d.m.f[SL_F_INDICES].dtype, SL_DT_U32);
+    assert_int_equal(d.m.f[DATASET_INDICES].dtype, DTYPE_U32);
     /* the summary's numbers are the dataset's */
     char want[128];
     snprintf(want, sizeof want, " edges=%" PRIu64 " ", d.m.edges);

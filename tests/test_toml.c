@@ -5,10 +5,10 @@
 #include "t_util.h"
 #include "core/toml.h"
 
-static toml_value *parse_ok(const char *text)
+static struct toml_value *parse_ok(const char *text)
 {
     char err[512];
-    toml_value *v = toml_parse(text, strlen(text), "t.toml", err, sizeof err);
+    struct toml_value *v = toml_parse(text, strlen(text), "t.toml", err, sizeof err);
     if (!v)
         fail_msg("unexpected parse error for [%s]: %s", text, err);
     return v;
@@ -17,13 +17,13 @@ static toml_value *parse_ok(const char *text)
 static void test_scalars(void **state)
 {
     (void)state;
-    toml_value *r = parse_ok("# comment\n"
-                             "a = 1\nb = -42\nc = +7\nd = 1_000_000\n"
-                             "e = 0x1F\nf = 0o17\ng = 0b101\n"
-                             "h = 3.5\ni = -1e-3\nj = 6.02E23\nk = inf\nl = -inf\nm = nan\n"
-                             "n = true\no = false\n"
-                             "p = \"tab\\there \\\"q\\\" \\u00e9\\U0001F600\"\nq = 'C:\\raw'\n"
-                             "\"quoted key\" = 1   # trailing comment\r\n");
+    struct toml_value *r = parse_ok("# comment\n"
+                                    "a = 1\nb = -42\nc = +7\nd = 1_000_000\n"
+                                    "e = 0x1F\nf = 0o17\ng = 0b101\n"
+                                    "h = 3.5\ni = -1e-3\nj = 6.02E23\nk = inf\nl = -inf\nm = nan\n"
+                                    "n = true\no = false\n"
+                                    "p = \"tab\\there \\\"q\\\" \\u00e9\\U0001F600\"\nq = 'C:\\raw'\n"
+                                    "\"quoted key\" = 1   # trailing comment\r\n");
     assert_int_equal(toml_get(r, "a")->u.i, 1);
     assert_int_equal(toml_get(r, "b")->u.i, -42);
     assert_int_equal(toml_get(r, "c")->u.i, 7);
@@ -50,12 +50,12 @@ static void test_scalars(void **state)
 static void test_tables_arrays(void **state)
 {
     (void)state;
-    toml_value *r = parse_ok("[model]\nkind = \"sage\"\nfanouts = [10, 10,\n  # c\n  5, ]\n"
-                             "[train.opt]\nlr = 0.01\n"
-                             "[pipeline]\nio.depth = 64\nio.mode = \"direct\"\n"
-                             "inl = { a = 1, b.c = [1, [2, 3]] }\n"
-                             "[train]\nepochs = 3\n");
-    const toml_value *f = toml_get_path(r, "model.fanouts");
+    struct toml_value *r = parse_ok("[model]\nkind = \"sage\"\nfanouts = [10, 10,\n  # c\n  5, ]\n"
+                                    "[train.opt]\nlr = 0.01\n"
+                                    "[pipeline]\nio.depth = 64\nio.mode = \"direct\"\n"
+                                    "inl = { a = 1, b.c = [1, [2, 3]] }\n"
+                                    "[train]\nepochs = 3\n");
+    const struct toml_value *f = toml_get_path(r, "model.fanouts");
     assert_non_null(f);
     assert_int_equal(f->type, TOML_ARRAY);
     assert_int_equal(f->u.arr.n, 3);
@@ -64,7 +64,7 @@ static void test_tables_arrays(void **state)
     assert_int_equal(toml_get_path(r, "train.epochs")->u.i, 3);
     assert_int_equal(toml_get_path(r, "pipeline.io.depth")->u.i, 64);
     assert_string_equal(toml_get_path(r, "pipeline.io.mode")->u.s, "direct");
-    const toml_value *bc = toml_get_path(r, "pipeline.inl.b.c");
+    const struct toml_value *bc = toml_get_path(r, "pipeline.inl.b.c");
     assert_int_equal(bc->u.arr.v[1]->u.arr.v[1]->u.i, 3);
     assert_null(toml_get_path(r, "model.nope"));
     assert_null(toml_get_path(r, "model.kind.x"));
@@ -111,7 +111,7 @@ static void test_errors(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[512] = "";
-        toml_value *v = toml_parse(bad[i].text, strlen(bad[i].text), "bad.toml", err, sizeof err);
+        struct toml_value *v = toml_parse(bad[i].text, strlen(bad[i].text), "bad.toml", err, sizeof err);
         char want[64];
         snprintf(want, sizeof want, "bad.toml:%d:%d: ", bad[i].line, bad[i].col);
         if (v || strncmp(err, want, strlen(want)) || !strstr(err, bad[i].needle)) {
@@ -128,7 +128,7 @@ static void test_deep_nesting(void **state)
     for (int i = 0; i < 200; i++)
         strcat(buf, "[");
     char err[256];
-    toml_value *v = toml_parse(buf, strlen(buf), "deep.toml", err, sizeof err);
+    struct toml_value *v = toml_parse(buf, strlen(buf), "deep.toml", err, sizeof err);
     assert_null(v);
     assert_non_null(strstr(err, "nest deeper"));
     /* NUL inside the buffer is rejected, not silently truncated */
@@ -142,7 +142,7 @@ static void test_parse_value(void **state)
 {
     (void)state;
     char err[256];
-    toml_value *v = toml_parse_value("[10,10]", err, sizeof err);
+    struct toml_value *v = toml_parse_value("[10,10]", err, sizeof err);
     assert_non_null(v);
     assert_int_equal(v->u.arr.n, 2);
     toml_free(v);

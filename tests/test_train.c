@@ -70,7 +70,8 @@ static double final_test_acc(const struct t_proc *r, unsigned epochs)
     if (sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf%c", &test, &val, &e, &secs, &tail) != 4)
         fail_msg("final line '%s' is not test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>", line);
     assert_int_equal(e, epochs);
-    if (!(test >= 0 && test <= 1 && val >= 0 && val <= 1 && secs > 0))
+    /* seconds is wall time rounded to 10 ms: a 4000-node run can print 0.00 */
+    if (!(test >= 0 && test <= 1 && val >= 0 && val <= 1 && secs >= 0))
         fail_msg("final line '%s' in %s has a value out of range", line, r->log);
     return test;
 }
@@ -506,7 +507,7 @@ static int group_setup(void **state)
         return -1;
     fclose(f);
     uint64_t h;
-    if (sl_file_xxh3(path, &h, NULL, out, sizeof out) != 0 ||
+    if (file_xxh3(path, &h, NULL, out, sizeof out) != 0 ||
         t_run(out, sizeof out, "sed -i '/^\\[labels\\]/,/^\\[/s/^xxh3 = .*/xxh3 = \"%016llx\"/' '%s/dataset.toml'",
               (unsigned long long)h, g_perm) != 0)
         return -1;

@@ -36,28 +36,28 @@ static void test_f16(void **state)
     /* exact values */
     const float exact[] = {0.0f, 1.0f, -2.0f, 0.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        assert_true(sl_f16_to_f32(sl_f32_to_f16(exact[i])) == exact[i]);
-    assert_int_equal(sl_f32_to_f16(1.0f), 0x3c00);
-    assert_int_equal(sl_f32_to_f16(-2.0f), 0xc000);
-    assert_int_equal(sl_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
-    assert_int_equal(sl_f32_to_f16(INFINITY), 0x7c00);
-    assert_true(isnan(sl_f16_to_f32(sl_f32_to_f16(NAN))));
+        assert_true(half_to_f32(half_from_f32(exact[i])) == exact[i]);
+    assert_int_equal(half_from_f32(1.0f), 0x3c00);
+    assert_int_equal(half_from_f32(-2.0f), 0xc000);
+    assert_int_equal(half_from_f32(65520.0f), 0x7c00); /* rounds to inf */
+    assert_int_equal(half_from_f32(INFINITY), 0x7c00);
+    assert_true(isnan(half_to_f32(half_from_f32(NAN))));
     /* round to nearest even: 1 + 2^-11 is a tie between 1 and 1+2^-10 */
-    assert_int_equal(sl_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
-    assert_int_equal(sl_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-    assert_int_equal(sl_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    assert_int_equal(half_from_f32(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(half_from_f32(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+    assert_int_equal(half_from_f32(1.0f + 3 * 0x1p-11f), 0x3c02);
     /* every half value round-trips through float */
     for (uint32_t h = 0; h < 0x10000; h++) {
-        float f = sl_f16_to_f32((uint16_t)h);
+        float f = half_to_f32((uint16_t)h);
         if (isnan(f))
             continue;
-        if (sl_f32_to_f16(f) != h)
-            fail_msg("half 0x%04x -> %g -> 0x%04x", h, (double)f, sl_f32_to_f16(f));
+        if (half_from_f32(f) != h)
+            fail_msg("half 0x%04x -> %g -> 0x%04x", h, (double)f, half_from_f32(f));
     }
     /* relative error bound for normal values */
     for (int i = 0; i < 100000; i++) {
         float f = (float)((i - 50000) * 0.0137);
-        float g = sl_f16_to_f32(sl_f32_to_f16(f));
+        float g = half_to_f32(half_from_f32(f));
         assert_true(fabsf(f - g) <= fabsf(f) * 0x1p-11f + 1e-7f);
     }
 }
@@ -69,10 +69,10 @@ static void test_row_stride(void **state)
     const uint64_t cases[][2] = {{12, 16}, {400, 512}, {512, 512}, {200, 256}, {6, 8},
                                  {3072, 3072}, {1536, 1536}, {513, 1024}, {1, 1}, {4, 4}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_int_equal(sl_feat_row_stride(cases[i][0], 512), cases[i][1]);
+        assert_int_equal(dataset_row_stride(cases[i][0], 512), cases[i][1]);
     /* no row straddles a 512-byte block boundary unless it starts on one */
     for (uint64_t rb = 1; rb <= 4096; rb++) {
-        uint64_t s = sl_feat_row_stride(rb, 512);
+        uint64_t s = dataset_row_stride(rb, 512);
         assert_true(s >= rb);
         for (uint64_t r = 0; r < 64; r++) {
             uint64_t a = r * s, b = a + rb - 1;

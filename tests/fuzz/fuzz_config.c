@@ -1,11 +1,11 @@
 /* fuzz_config.c - libFuzzer target for the training configuration
- * (sl_config_load in core/config.c: the TOML file, then `--set`
+ * (config_load in core/config.c: the TOML file, then `--set`
  * overrides, then the schema's checks). The input is the config file, then
  * up to 8 `--set` arguments, separated by NUL bytes.
  *
  * Beyond memory safety: a configuration that loads must survive a round
  * trip. gnnlaunch writes the effective configuration as TOML into every
- * checkpoint (sl_config_write_toml), so writing an accepted config and
+ * checkpoint (config_write_toml), so writing an accepted config and
  * loading that text again must give back exactly the same values. */
 #include <stdint.h>
 #include <stdio.h>
@@ -18,14 +18,14 @@
 
 #define MAX_SETS 8
 
-static void same(const sl_config *a, const sl_config *b)
+static void same(const struct config *a, const struct config *b)
 {
-    /* both started from sl_config_defaults (a memset), so padding and the
+    /* both started from config_defaults (a memset), so padding and the
      * bytes after each string's NUL are zero in both */
     if (memcmp(a, b, sizeof *a) != 0) {
         fprintf(stderr, "fuzz_config: the configuration changed in a write/load round trip\n");
-        sl_config_write_toml(a, stderr);
-        sl_config_write_toml(b, stderr);
+        config_write_toml(a, stderr);
+        config_write_toml(b, stderr);
         abort();
     }
 }
@@ -46,8 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char path[64], err[2048];
     int fd = fuzz_file((const uint8_t *)copy, file_len, path, sizeof path);
-    static sl_config c, back;
-    int rc = sl_config_load(&c, path, sets, nsets, err, sizeof err);
+    static struct config c, back;
+    int rc = config_load(&c, path, sets, nsets, err, sizeof err);
     close(fd);
     if (rc == 0) {
         char *text = NULL;
@@ -55,11 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FILE *f = open_memstream(&text, &len);
         if (!f)
             abort();
-        sl_config_write_toml(&c, f);
+        config_write_toml(&c, f);
         fclose(f);
         char path2[64];
         int fd2 = fuzz_file((const uint8_t *)text, len, path2, sizeof path2);
-        if (sl_config_load(&back, path2, NULL, 0, err, sizeof err) != 0) {
+        if (config_load(&back, path2, NULL, 0, err, sizeof err) != 0) {
             fprintf(stderr, "fuzz_config: an accepted configuration, written out, is refused: %s\n%s\n", err, text);
             abort();
         }

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         else
             fd[k] = fuzz_file((const uint8_t *)good[k], strlen(good[k]), path[k], sizeof path[k]);
     }
-    imp_job j;
+    struct imp_job j;
     imp_job_init(&j, "fuzz");
     j.edges.path = path[0];
     j.feat.path = path[1];
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     j.num_nodes.path = path[3];
     j.num_edges.path = path[4];
     char err[2048];
-    imp_input *in = NULL;
+    struct imp_input *in = NULL;
     if (ogbcsv_open(&in, &j, err, sizeof err) == 0) {
         const uint64_t n = in->nodes, dim = in->dim;
         if (n == 0 || dim == 0 || dim > IMP_MAX_DIM)

@@ -9,7 +9,7 @@
 
 #include "core/toml.h"
 
-static void walk(const toml_value *v, int depth)
+static void walk(const struct toml_value *v, int depth)
 {
     if (depth > 200)
         abort(); /* the parser bounds nesting; deeper trees are a bug */
@@ -30,7 +30,7 @@ static void walk(const toml_value *v, int depth)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512];
-    toml_value *v = toml_parse((const char *)data, size, "fuzz.toml", err, sizeof err);
+    struct toml_value *v = toml_parse((const char *)data, size, "fuzz.toml", err, sizeof err);
     if (v) {
         walk(v, 0);
         toml_free(v);
