@@ -230,17 +230,9 @@ int main(int argc, char **argv)
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
     bool seen[SL_ARRAY_LEN(opts)];
-    char err[256];
-    if (opt_parse("allreduce-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, seen, "; see --help", err,
-                  sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        usage(stderr);
-        return 2;
-    }
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int rc = opt_main("allreduce-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, seen, &help, usage);
+    if (rc >= 0)
+        return rc;
     o.nranks = ranks.n;
     for (int i = 0; i < ranks.n; i++)
         o.ranks[i] = (uint32_t)ranks.v[i];

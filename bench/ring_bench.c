@@ -362,17 +362,9 @@ int main(int argc, char **argv)
         {.name = "--json", .kind = OPT_FLAG, .dst = &json},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
-    char err[256];
-    if (opt_parse("ring-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL, "; see --help", err, sizeof err) !=
-        0) {
-        fprintf(stderr, "%s\n", err);
-        usage(stderr);
-        return 2;
-    }
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int rc = opt_main("ring-bench", opts, (int)SL_ARRAY_LEN(opts), argc, argv, NULL, &help, usage);
+    if (rc >= 0)
+        return rc;
     o.tput = mode[0];
     o.lat = mode[1];
     o.nentries = entries.n;

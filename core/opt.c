@@ -149,3 +149,19 @@ int opt_parse(const char *prog, const struct opt *opts, int nopts, int argc, cha
     }
     return 0;
 }
+
+int opt_main(const char *prog, const struct opt *opts, int nopts, int argc, char **argv, bool *seen, const bool *help,
+             void (*usage)(FILE *f))
+{
+    char err[512];
+    if (opt_parse(prog, opts, nopts, argc, argv, 1, seen, "; see --help", err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        usage(stderr);
+        return 2;
+    }
+    if (*help) {
+        usage(stdout);
+        return 0;
+    }
+    return -1;
+}

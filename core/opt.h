@@ -64,6 +64,13 @@ struct opt {
 int opt_parse(const char *prog, const struct opt *opts, int nopts, int argc, char **argv, int first, bool *seen,
               const char *unknown_hint, char *err, size_t errlen);
 
+/* The front of a program's main(): opt_parse() with the hint "; see
+ * --help"; on a bad argument prints the message and usage(stderr) and
+ * returns 2; when *help (a flag of the table) was given prints
+ * usage(stdout) and returns 0; else returns -1: go on. */
+int opt_main(const char *prog, const struct opt *opts, int nopts, int argc, char **argv, bool *seen, const bool *help,
+             void (*usage)(FILE *f));
+
 /* The index of option `name` in opts, or -1 (for checks on seen[]). */
 int opt_index(const struct opt *opts, int nopts, const char *name);
 

@@ -258,15 +258,9 @@ int extract_bench_main(int argc, char **argv)
         {.name = "--seed", .kind = OPT_UINT, .dst = &seed, .lo = 0, .hi = (int64_t)UINT64_MAX},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
-    char err[512];
-    if (opt_parse(PROG, opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL, "; see --help", err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    if (help) {
-        usage(stdout);
-        return 0;
-    }
+    int rc = opt_main(PROG, opts, (int)SL_ARRAY_LEN(opts), argc, argv, NULL, &help, usage);
+    if (rc >= 0)
+        return rc;
     if (!dir[0]) {
         usage(stderr);
         return 2;

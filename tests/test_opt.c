@@ -130,11 +130,41 @@ static void test_errors(void **state)
     }
 }
 
+static int g_usage_calls;
+static void count_usage(FILE *f)
+{
+    (void)f;
+    g_usage_calls++;
+}
+
+/* opt_main: go on (-1), help (0, usage once), a bad argument (2, usage once). */
+static void test_main(void **state)
+{
+    (void)state;
+    bool help = false;
+    uint64_t n = 0;
+    const struct opt o[] = {
+        {.name = "--n", .kind = OPT_UINT, .dst = &n, .lo = 1, .hi = 9},
+        {.name = "--help", .kind = OPT_FLAG, .dst = &help},
+    };
+    char *go[] = {"prog", "--n=3", NULL}, *hlp[] = {"prog", "--help", NULL}, *bad[] = {"prog", "--n=10", NULL};
+    g_usage_calls = 0;
+    assert_int_equal(opt_main("prog", o, 2, 2, go, NULL, &help, count_usage), -1);
+    assert_int_equal(n, 3);
+    assert_int_equal(g_usage_calls, 0);
+    assert_int_equal(opt_main("prog", o, 2, 2, hlp, NULL, &help, count_usage), 0);
+    assert_int_equal(g_usage_calls, 1);
+    help = false;
+    assert_int_equal(opt_main("prog", o, 2, 2, bad, NULL, &help, count_usage), 2);
+    assert_int_equal(g_usage_calls, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_main),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
