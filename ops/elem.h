@@ -121,7 +121,7 @@ ELEM_FN double elem_exp(double x)
     double kd = (x * ELEM_LOG2E + shift) - shift;
     int k = (int)kd;
     double r = (x - kd * ELEM_LN2_HI) - kd * ELEM_LN2_LO;
-    double q = 0x1.6124613a86d09p-33; /* 1/13! */
+    double q = 0x1.6124613a86d09p-33;  /* 1/13! */
     q = q * r + 0x1.1eed8eff8d898p-29; /* 1/12! */
     q = q * r + 0x1.ae64567f544e4p-26; /* 1/11! */
     q = q * r + 0x1.27e4fb7789f5cp-22; /* 1/10! */
@@ -177,7 +177,7 @@ ELEM_FN double elem_log(double x)
     double f = elem_bits_f64(u) - 1.0;
     double s = f / (2.0 + f);
     double z = s * s;
-    double R = 0x1.8618618618618p-4; /* 2/21 */
+    double R = 0x1.8618618618618p-4;  /* 2/21 */
     R = R * z + 0x1.af286bca1af28p-4; /* 2/19 */
     R = R * z + 0x1.e1e1e1e1e1e1ep-4; /* 2/17 */
     R = R * z + 0x1.1111111111111p-3; /* 2/15 */
@@ -368,8 +368,8 @@ ELEM_FN float elem_ce_grad(float xc, double lse, bool is_label, uint32_t labelle
 /* The per-step constants of an Adam update: the bias corrections in
  * double, folded into the step and the divisor of sqrt(v). */
 struct elem_adam {
-    float step; /* lr / (1 - b1^t) */
-    float sbc2; /* sqrt(1 - b2^t) */
+    float step;                /* lr / (1 - b1^t) */
+    float sbc2;                /* sqrt(1 - b2^t) */
     float b1, b2, c1, c2, eps; /* c1 = 1 - b1, c2 = 1 - b2 */
 };
 
@@ -383,8 +383,8 @@ static inline struct elem_adam elem_adam_prep(float lr, float b1, float b2, floa
 
 /* One parameter's Adam update: m = b1 m + c1 g, v = b2 v + c2 g^2,
  * p -= step m / (sqrt(v) / sbc2 + eps). */
-ELEM_FN void elem_adam(float *ELEM_RESTRICT p, float *ELEM_RESTRICT m, float *ELEM_RESTRICT v, float g,
-                       const struct elem_adam *c)
+ELEM_FN void elem_adam_update(float *ELEM_RESTRICT p, float *ELEM_RESTRICT m, float *ELEM_RESTRICT v, float g,
+                              const struct elem_adam *c)
 {
     float mi = c->b1 * *m + c->c1 * g;
     float vi = c->b2 * *v + c->c2 * g * g;

@@ -646,7 +646,7 @@ void ops_adam(float *restrict p, const float *restrict g, float *restrict m, flo
 {
     struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, t);
     for (size_t i = 0; i < n; i++)
-        elem_adam(&p[i], &m[i], &v[i], g[i], &c);
+        elem_adam_update(&p[i], &m[i], &v[i], g[i], &c);
 }
 
 void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr)
