@@ -133,16 +133,18 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
     return cudaSuccess;
 }
 
-/* 256-byte aligned like cudaMalloc; 0 bytes gives NULL. */
+/* 256-byte aligned like cudaMalloc, exactly `bytes` long (so that
+ * AddressSanitizer flags the first byte past the end); 0 bytes gives NULL. */
 static inline cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = NULL;
     if (bytes == 0)
         return cudaSuccess;
-    if (bytes > SIZE_MAX - 255)
+    if (posix_memalign(p, 256, bytes) != 0) {
+        *p = NULL;
         return gk_shim_fail(cudaErrorMemoryAllocation);
-    *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    return *p ? cudaSuccess : gk_shim_fail(cudaErrorMemoryAllocation);
+    }
+    return cudaSuccess;
 }
 
 static inline cudaError_t cudaFree(void *p)
