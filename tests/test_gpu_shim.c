@@ -27,9 +27,15 @@
 #include "t_gpu.h"
 
 /* gk_malloc's failure test asks for 2^62 bytes: malloc must say no rather
- * than ASan abort. */
+ * than the sanitizer abort (asan and tsan builds). */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
 {
     return "allocator_may_return_null=1";
 }
