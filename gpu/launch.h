@@ -59,6 +59,6 @@ static inline int launch_rc(struct gk_ctx *g, const char *what, const char *func
               : (GK_LAUNCH(kernel, dim3(gk_blocks(n)), dim3(GK_THREADS), (g)->stream, __VA_ARGS__),                    \
                  launch_rc((g), "launch of " #kernel, __func__, __FILE__, __LINE__)))
 
-#define GK_CUDA(g, stmt) CUDA_RC(stmt, (g)->err, sizeof(g)->err)
+#define GK_CUDA(g, stmt) CUDA_RC(stmt, (g)->err, sizeof((g)->err))
 
 #endif
