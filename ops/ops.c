@@ -2,12 +2,20 @@
  *
  * Dense products go to OpenBLAS. Everything else is a loop over rows with
  * an inner loop over the feature dimension through the small restrict
- * helpers below, which the compiler vectorises; no loop here calls a
- * function per element except expf/exp in the softmaxes. All sums run in
- * a fixed order (dot products in 8 interleaved partial sums, combined in
- * a fixed tree), so results never depend on threads or timing. Only
- * the GEMMs run on several threads (the pool below). */
+ * helpers below, which the compiler vectorises. All sums run in a fixed
+ * order (dot products in 8 interleaved partial sums, combined in a fixed
+ * tree), so results never depend on threads or timing. Only the GEMMs run
+ * on several threads (the pool below).
+ *
+ * The per-element bodies (ReLU, LeakyReLU, the dropout keep bit, half to
+ * float, the dot product, the edge softmax of one destination and head,
+ * a row's cross-entropy, Adam, GCN's norm) and exp/log come from
+ * ops/elem.h, which the CUDA kernels (gpu/kernels.cu) share: the softmaxes
+ * use elem_expf/elem_exp/elem_log, not the C library's, so that a kernel
+ * gets the same bits. */
 #include "ops/ops.h"
+
+#include "ops/elem.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -51,18 +59,10 @@ static inline void vscale(float *restrict y, float a, uint32_t n)
         y[i] *= a;
 }
 
-/* x . y in 8 partial sums (lane q takes elements q, q+8, ...), then the
- * tail, then a fixed tree: the same order on every run and machine. */
+/* x . y: elem_dot (8 partial sums, then a fixed tree). */
 static inline float vdot(const float *restrict x, const float *restrict y, uint32_t n)
 {
-    float acc[8] = {0};
-    uint32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (uint32_t q = 0; q < 8; q++)
-            acc[q] += x[i + q] * y[i + q];
-    for (uint32_t q = 0; i < n; i++, q++)
-        acc[q] += x[i] * y[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    return elem_dot(x, y, n);
 }
 
 /* ---- BLAS and the thread pool ------------------------------------------------------------------ */
@@ -286,68 +286,44 @@ void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint
 void ops_relu_fwd(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes through */
+        x[i] = elem_relu(x[i]); /* NaN passes through */
 }
 
 void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
-}
-
-/* The drop threshold on 32 random bits: round(p * 2^32), p in [0, 1). */
-static uint64_t drop_threshold(float p)
-{
-    double t = nearbyint((double)p * 4294967296.0);
-    return t <= 0 ? 0 : t >= 4294967296.0 ? UINT64_C(4294967296) : (uint64_t)t;
+        dx[i] = elem_relu_bwd(dx[i], y[i]);
 }
 
 void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float p, uint64_t seed)
 {
-    uint64_t thr = drop_threshold(p);
+    uint64_t thr = elem_dropout_thr(p);
     float scale = 1.0f / (1.0f - p);
-    uint64_t st = seed;
     for (size_t i = 0; i < n; i += 2) {
-        uint64_t r = sl_splitmix64(&st);
-        mask[i] = (r & 0xffffffffu) >= thr;
+        uint64_t r = elem_splitmix_at(seed, i / 2);
+        mask[i] = elem_dropout_keep(r, 0, thr);
         if (i + 1 < n)
-            mask[i + 1] = (r >> 32) >= thr;
+            mask[i + 1] = elem_dropout_keep(r, 1, thr);
     }
     for (size_t i = 0; i < n; i++)
-        x[i] *= mask[i] ? scale : 0.0f;
+        x[i] = elem_dropout_apply(x[i], mask[i], scale);
 }
 
 void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n, float p)
 {
     float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++)
-        dx[i] *= mask[i] ? scale : 0.0f;
+        dx[i] = elem_dropout_apply(dx[i], mask[i], scale);
 }
 
 /* ---- feature rows ------------------------------------------------------------------------------ */
 
-/* Half to float without branches: shifting the 15 exponent-and-mantissa
- * bits up by 13 puts them where a float keeps them, and multiplying by
- * 2^112 moves the exponent bias from 15 to 127 - exactly, subnormal
- * halves included (they land on float subnormals, which the product makes
- * normal). Inf and NaN (exponent 31) get the float's all-ones exponent
- * with the mantissa kept. Needs subnormals honoured (no FTZ/DAZ, which
- * only -ffast-math programs set). */
+/* Half to float without branches (elem_f16_to_f32). Needs subnormals
+ * honoured (no FTZ/DAZ, which only -ffast-math programs set). */
 void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t h = in[i];
-        uint32_t em = (h & 0x7fffu) << 13;
-        float f;
-        memcpy(&f, &em, sizeof f);
-        f *= 0x1p112f;
-        uint32_t bits;
-        memcpy(&bits, &f, sizeof bits);
-        uint32_t special = 0u - (uint32_t)(em >= (0x7c00u << 13)); /* all ones for inf and NaN */
-        bits = (bits & ~special) | ((em | 0x7f800000u) & special);
-        bits |= (h & 0x8000u) << 16;
-        memcpy(&out[i], &bits, sizeof bits);
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = elem_f16_to_f32(in[i]);
 }
 
 void ops_gather_rows(float *x, const unsigned char *rows, size_t stride, const uint32_t *alias, uint32_t n,
@@ -414,9 +390,9 @@ void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *
     for (uint32_t j = 0; j < e; j++)
         deg[b->src[j]]++;
     for (uint32_t u = 0; u < b->n_src; u++)
-        norm_src[u] = (float)(1.0 / sqrt(1.0 + (double)deg[u]));
+        norm_src[u] = elem_gcn_norm(deg[u]);
     for (uint32_t v = 0; v < b->n_dst; v++)
-        norm_dst[v] = (float)(1.0 / sqrt(1.0 + (double)(b->indptr[v + 1] - b->indptr[v])));
+        norm_dst[v] = elem_gcn_norm(b->indptr[v + 1] - b->indptr[v]);
 }
 
 /* Both directions use the coefficient norm_dst[v] * norm_src[u] per edge
@@ -473,11 +449,6 @@ void ops_gat_score_bwd(float *restrict dz, float *restrict da, const float *rest
         }
 }
 
-static inline float leaky(float x, float slope)
-{
-    return x < 0.0f ? slope * x : x;
-}
-
 void ops_gat_edge_fwd(float *restrict e_edge, float *restrict e_self, const struct ops_block *b,
                       const float *restrict el, const float *restrict er, uint32_t heads, float slope)
 {
@@ -486,12 +457,12 @@ void ops_gat_edge_fwd(float *restrict e_edge, float *restrict e_self, const stru
         const float *lv = el + (size_t)v * heads;
         float *sv = e_self + (size_t)v * heads;
         for (uint32_t k = 0; k < heads; k++)
-            sv[k] = leaky(lv[k] + rv[k], slope);
+            sv[k] = elem_leaky(lv[k] + rv[k], slope);
         for (uint32_t j = b->indptr[v]; j < b->indptr[v + 1]; j++) {
             const float *lu = el + (size_t)b->src[j] * heads;
             float *ej = e_edge + (size_t)j * heads;
             for (uint32_t k = 0; k < heads; k++)
-                ej[k] = leaky(lu[k] + rv[k], slope);
+                ej[k] = elem_leaky(lu[k] + rv[k], slope);
         }
     }
 }
@@ -508,7 +479,7 @@ void ops_gat_edge_bwd(float *restrict del, float *restrict der, const struct ops
             const float *gv = de_self + (size_t)v * heads;
             float *dlv = del + (size_t)v * heads;
             for (uint32_t k = 0; k < heads; k++) {
-                float g = lv[k] + rv[k] < 0.0f ? slope * gv[k] : gv[k];
+                float g = elem_leaky_bwd(gv[k], lv[k] + rv[k], slope);
                 dlv[k] += g;
                 drv[k] += g;
             }
@@ -519,7 +490,7 @@ void ops_gat_edge_bwd(float *restrict del, float *restrict der, const struct ops
             const float *gj = de_edge + (size_t)j * heads;
             float *dlu = del + (size_t)u * heads;
             for (uint32_t k = 0; k < heads; k++) {
-                float g = lu[k] + rv[k] < 0.0f ? slope * gj[k] : gj[k];
+                float g = elem_leaky_bwd(gj[k], lu[k] + rv[k], slope);
                 dlu[k] += g;
                 drv[k] += g;
             }
@@ -529,47 +500,19 @@ void ops_gat_edge_bwd(float *restrict del, float *restrict der, const struct ops
 
 void ops_edge_softmax_fwd(float *restrict a_edge, float *restrict a_self, const struct ops_block *b, uint32_t heads)
 {
-    for (uint32_t v = 0; v < b->n_dst; v++) {
-        uint32_t j0 = b->indptr[v], j1 = b->indptr[v + 1];
-        for (uint32_t k = 0; k < heads; k++) {
-            float *sk = &a_self[(size_t)v * heads + k];
-            float mx = *sk;
-            for (uint32_t j = j0; j < j1; j++) {
-                float e = a_edge[(size_t)j * heads + k];
-                mx = e > mx ? e : mx;
-            }
-            float self = expf(*sk - mx);
-            float sum = self;
-            for (uint32_t j = j0; j < j1; j++) {
-                float *ej = &a_edge[(size_t)j * heads + k];
-                *ej = expf(*ej - mx);
-                sum += *ej;
-            }
-            float inv = 1.0f / sum;
-            *sk = self * inv;
-            for (uint32_t j = j0; j < j1; j++)
-                a_edge[(size_t)j * heads + k] *= inv;
-        }
-    }
+    for (uint32_t v = 0; v < b->n_dst; v++)
+        for (uint32_t k = 0; k < heads; k++)
+            elem_softmax_fwd(a_edge + k, a_self + (size_t)v * heads + k, b->indptr[v], b->indptr[v + 1], heads);
 }
 
 void ops_edge_softmax_bwd(float *restrict g_edge, float *restrict g_self, const float *restrict a_edge,
                           const float *restrict a_self, const struct ops_block *b, uint32_t heads)
 {
-    for (uint32_t v = 0; v < b->n_dst; v++) {
-        uint32_t j0 = b->indptr[v], j1 = b->indptr[v + 1];
+    for (uint32_t v = 0; v < b->n_dst; v++)
         for (uint32_t k = 0; k < heads; k++) {
             size_t sk = (size_t)v * heads + k;
-            float dot = a_self[sk] * g_self[sk];
-            for (uint32_t j = j0; j < j1; j++)
-                dot += a_edge[(size_t)j * heads + k] * g_edge[(size_t)j * heads + k];
-            g_self[sk] = a_self[sk] * (g_self[sk] - dot);
-            for (uint32_t j = j0; j < j1; j++) {
-                size_t jk = (size_t)j * heads + k;
-                g_edge[jk] = a_edge[jk] * (g_edge[jk] - dot);
-            }
+            elem_softmax_bwd(g_edge + k, g_self + sk, a_edge + k, a_self + sk, b->indptr[v], b->indptr[v + 1], heads);
         }
-    }
 }
 
 void ops_gat_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict a_edge,
@@ -651,19 +594,13 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
                 memset(dx, 0, (size_t)classes * sizeof *dx);
             continue;
         }
-        uint32_t arg = 0;
-        for (uint32_t c = 1; c < classes; c++)
-            if (x[c] > x[arg])
-                arg = c;
+        uint32_t arg;
+        double lse = elem_ce_lse(x, classes, &arg);
         ok += arg == (uint32_t)lab;
-        double mx = x[arg], s = 0.0;
-        for (uint32_t c = 0; c < classes; c++)
-            s += exp((double)x[c] - mx);
-        double lse = mx + log(s);
         total += lse - (double)x[lab];
         if (dx) {
             for (uint32_t c = 0; c < classes; c++)
-                dx[c] = (float)((exp((double)x[c] - lse) - (c == (uint32_t)lab)) / nl);
+                dx[c] = elem_ce_grad(x[c], lse, c == (uint32_t)lab, nl);
         }
     }
     if (labelled)
@@ -707,20 +644,13 @@ void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint6
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
               float b1, float b2, float eps, uint64_t t)
 {
-    double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
-    float step = (float)((double)lr / bc1), sbc2 = (float)sqrt(bc2);
-    float c1 = 1.0f - b1, c2 = 1.0f - b2;
-    for (size_t i = 0; i < n; i++) {
-        float mi = b1 * m[i] + c1 * g[i];
-        float vi = b2 * v[i] + c2 * g[i] * g[i];
-        m[i] = mi;
-        v[i] = vi;
-        p[i] -= step * mi / (sqrtf(vi) / sbc2 + eps);
-    }
+    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, t);
+    for (size_t i = 0; i < n; i++)
+        elem_adam_update(&p[i], &m[i], &v[i], g[i], &c);
 }
 
 void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] -= lr * g[i];
+        p[i] = elem_sgd(p[i], g[i], lr);
 }
