@@ -1,7 +1,11 @@
 /* model.c - GraphSAGE, GCN, GAT and MLP over a sampled batch (model.h),
- * built from the operators of ops.h; the Adam and SGD steps. Every
- * arithmetic step, zeroing and copying included, is an ops_ call: this file
- * only says which operators run in which order on which buffers.
+ * built from the operators of an operator table (model_ops.h: the CPU's,
+ * ops.h, or a device's); the Adam and SGD steps. Every arithmetic step,
+ * zeroing and copying included, and every allocation is a call of the
+ * table: this file only says which operators run in which order on which
+ * buffers, and never dereferences a buffer or a block's arrays (they may
+ * be device memory). Only the initial parameters are computed here, on
+ * the host, and uploaded.
  *
  * Parameters live in one flat array (gradients in a second of the same
  * length), tensors back to back in the order model_tensor() lists them:
@@ -14,7 +18,11 @@
  * in per-layer buffers, and the backward's in a few shared ones; each
  * grows when a batch needs more than it holds and is otherwise reused, so
  * a run allocates only during its first batches. The input x and the
- * blocks' arrays are not copied: they must stay valid until backward. */
+ * blocks' arrays are not copied: they must stay valid until backward.
+ *
+ * Errors of the table: every call's return is checked; the first failure
+ * ends the pass with the table's message (a device table may report a
+ * kernel's failure at a later call). */
 #include "ops/model.h"
 
 #include <errno.h>
@@ -26,30 +34,47 @@
 #include "core/util.h"
 #include "ops/ops.h"
 
-/* A scratch buffer that only grows (64-byte aligned, contents not kept
- * across growth). */
+/* A scratch buffer in the table's memory that only grows (64-byte
+ * aligned, contents not kept across growth). */
 struct buf {
     void *p;
     size_t cap; /* bytes */
 };
 
-static int buf_need(struct buf *b, size_t bytes)
-{
-    if (bytes <= b->cap && b->p)
-        return 0; /* (never NULL, even for 0 bytes) */
-    size_t cap = sl_round_up(bytes + bytes / 8 + 64, 64); /* headroom for the next, slightly larger batch */
-    free(b->p);
-    b->p = aligned_alloc(64, cap);
-    b->cap = b->p ? cap : 0;
-    return b->p ? 0 : -ENOMEM;
-}
+/* A table call: OP(m, linear_fwd, y, x, ...) is the table's linear_fwd
+ * with the model's context. TRY returns its non-zero code. */
+#define OP(m, fn, ...) ((m)->ops->fn((m)->ctx, __VA_ARGS__))
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_)                                                                                                       \
+            return rc_;                                                                                                \
+    } while (0)
 
-static void buf_free(struct buf *b)
+static void buf_free(const struct model_ops *ops, void *ctx, struct buf *b)
 {
-    free(b->p);
+    ops->free(ctx, b->p);
     b->p = NULL;
     b->cap = 0;
 }
+
+static int buf_grow(const struct model_ops *ops, void *ctx, struct buf *b, size_t bytes)
+{
+    if (bytes <= b->cap && b->p) /* (never NULL, even for 0 bytes) */
+        return 0;
+    /* headroom for the next, slightly larger batch */
+    size_t cap = sl_round_up(bytes + bytes / 8 + 64, 64);
+    buf_free(ops, ctx, b);
+    int rc = ops->alloc(ctx, &b->p, cap);
+    if (rc) {
+        b->p = NULL;
+        return rc;
+    }
+    b->cap = cap;
+    return 0;
+}
+
+#define buf_need(b, bytes) buf_grow(m->ops, m->ctx, (b), (bytes)) /* in functions with the model as m */
 
 #define F(b) ((float *)(b).p)
 
@@ -61,20 +86,23 @@ struct layer {
     /* tensor offsets in the flat arrays (SIZE_MAX: absent) */
     size_t w, w2, a_src, a_dst, b;
     /* kept by the last forward */
-    struct ops_block blk; /* mlp: n_src = n_dst = B and no edges */
-    const float *hin;     /* (blk.n_src, in) */
-    bool dropped;         /* dropout applied (mask valid) */
-    struct buf act;       /* (n_dst, out) output after ReLU and dropout; not in the last layer */
-    struct buf mask;      /* (n_dst * out) dropout mask */
-    struct buf agg;       /* sage, gcn: (n_dst, in) aggregated input */
-    struct buf nsrc, ndst; /* gcn: (n_src), (n_dst) normalisation */
-    struct buf z;          /* gat: (n_src, heads * hd) projected input */
-    struct buf el, er;     /* gat: (n_src, heads), (n_dst, heads) node scores */
-    struct buf ae, as;     /* gat: (edges, heads), (n_dst, heads) attention weights */
+    struct model_block blk; /* mlp: n_src = n_dst = B, no edges, impl NULL */
+    struct ops_block ob;    /* model_forward: the caller's ops_block, which blk.impl points at */
+    const float *hin;       /* (blk.n_src, in) */
+    bool dropped;           /* dropout applied (mask valid) */
+    struct buf act;         /* (n_dst, out) output after ReLU and dropout; not in the last layer */
+    struct buf mask;        /* (n_dst * out) dropout mask */
+    struct buf agg;         /* sage, gcn: (n_dst, in) aggregated input */
+    struct buf nsrc, ndst;  /* gcn: (n_src), (n_dst) normalisation */
+    struct buf z;           /* gat: (n_src, heads * hd) projected input */
+    struct buf el, er;      /* gat: (n_src, heads), (n_dst, heads) node scores */
+    struct buf ae, as;      /* gat: (edges, heads), (n_dst, heads) attention weights */
 };
 
 struct model {
     struct model_config c;
+    const struct model_ops *ops; /* where buffers live and operators run */
+    void *ctx;
     size_t nparams;
     float *params, *grads; /* (nparams) */
     uint32_t ntensors;
@@ -233,38 +261,17 @@ size_t model_param_count(const struct model_config *c)
     return n;
 }
 
-int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen)
+/* The initial parameters (nparams floats, host memory): every weight
+ * matrix (rows, cols) with fan_in = cols, fan_out = rows; the attention
+ * vectors with fan_in = head dim, fan_out = 1; biases 0, taking no
+ * draws. */
+static void init_params(const struct model *m, float *host)
 {
-    *out = NULL;
-    int rc = check_config(c, err, errlen);
-    if (rc)
-        return rc;
-    struct model *m = calloc(1, sizeof *m);
-    if (!m)
-        return sl_errf(err, errlen, -ENOMEM, "out of memory for the model");
-    m->c = *c;
-    struct layout lo = {.t = m->t};
-    for (uint32_t i = 0; i < c->layers; i++)
-        layer_layout(&m->l[i], &lo, c, i);
-    m->ntensors = lo.n;
-    m->nparams = lo.floats;
-
-    size_t bytes = sl_round_up(m->nparams * sizeof(float), 64);
-    m->params = aligned_alloc(64, bytes);
-    m->grads = aligned_alloc(64, bytes);
-    if (!m->params || !m->grads) {
-        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %zu parameters", m->nparams);
-        goto err;
-    }
-    ops_zero(m->params, bytes / sizeof(float));
-    ops_zero(m->grads, bytes / sizeof(float));
-    /* every weight matrix (rows, cols): fan_in = cols, fan_out = rows; the
-     * attention vectors: fan_in = head dim, fan_out = 1; biases stay 0 and
-     * take no draws */
-    uint64_t st = c->seed;
+    ops_zero(host, m->nparams);
+    uint64_t st = m->c.seed;
     for (uint32_t i = 0; i < m->ntensors; i++) {
         const struct model_tensor *t = &m->t[i];
-        float *p = m->params + t->offset;
+        float *p = host + t->offset;
         const char *what = strrchr(t->name, '.') + 1;
         if (!strcmp(what, "bias"))
             continue;
@@ -275,9 +282,59 @@ int model_create(struct model **out, const struct model_config *c, char *err, si
             ops_glorot_uniform(p, t->count, (double)t->shape[1], (double)t->shape[0], &st);
         }
     }
+}
+
+int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen)
+{
+    return model_create_on(out, c, &model_ops_cpu, NULL, err, errlen);
+}
+
+int model_create_on(struct model **out, const struct model_config *c, const struct model_ops *ops, void *ctx, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    int rc = check_config(c, err, errlen);
+    if (rc)
+        return rc;
+    if (!ops)
+        return sl_errf(err, errlen, -EINVAL, "model_create_on: no operator table");
+    struct model *m = calloc(1, sizeof *m);
+    if (!m)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for the model");
+    m->c = *c;
+    m->ops = ops;
+    m->ctx = ctx;
+    struct layout lo = {.t = m->t};
+    for (uint32_t i = 0; i < c->layers; i++)
+        layer_layout(&m->l[i], &lo, c, i);
+    m->ntensors = lo.n;
+    m->nparams = lo.floats;
+
+    size_t floats = sl_round_up(m->nparams, 16); /* whole 64-byte lines, zero past the end */
+    float *host = aligned_alloc(64, floats * sizeof(float));
+    if (!host) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %zu parameters", m->nparams);
+        goto err;
+    }
+    if ((rc = ops->alloc(ctx, (void **)&m->params, floats * sizeof(float))) != 0 ||
+        (rc = ops->alloc(ctx, (void **)&m->grads, floats * sizeof(float))) != 0) {
+        rc = sl_errf(err, errlen, rc, "cannot allocate %zu parameters (%s operators): %s", m->nparams, ops->name,
+                     ops->error(ctx));
+        goto err;
+    }
+    init_params(m, host);
+    ops_zero(host + m->nparams, floats - m->nparams);
+    if ((rc = ops->upload(ctx, m->params, host, floats * sizeof(float))) != 0 ||
+        (rc = ops->zero(ctx, m->grads, floats)) != 0) {
+        rc = sl_errf(err, errlen, rc, "cannot set the initial parameters (%s operators): %s", ops->name,
+                     ops->error(ctx));
+        goto err;
+    }
+    free(host);
     *out = m;
     return 0;
 err:
+    free(host);
     model_destroy(m);
     return rc;
 }
@@ -290,13 +347,13 @@ void model_destroy(struct model *m)
         struct layer *l = &m->l[i];
         struct buf *bs[] = {&l->act, &l->mask, &l->agg, &l->nsrc, &l->ndst, &l->z, &l->el, &l->er, &l->ae, &l->as};
         for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
-            buf_free(bs[k]);
+            buf_free(m->ops, m->ctx, bs[k]);
     }
     struct buf *bs[] = {&m->deg, &m->heads, &m->g[0], &m->g[1], &m->tmp, &m->gae, &m->gas, &m->gel, &m->ger};
     for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
-        buf_free(bs[k]);
-    free(m->params);
-    free(m->grads);
+        buf_free(m->ops, m->ctx, bs[k]);
+    m->ops->free(m->ctx, m->params);
+    m->ops->free(m->ctx, m->grads);
     free(m);
 }
 
@@ -334,129 +391,209 @@ const struct model_tensor *model_tensor(const struct model *m, uint32_t i)
 static int layer_buffers(struct model *m, struct layer *l, bool train)
 {
     uint32_t ns = l->blk.n_src, nd = l->blk.n_dst;
-    size_t e = m->c.kind == MODEL_MLP ? 0 : ops_block_edges(&l->blk);
-    int rc = 0;
+    size_t e = m->c.kind == MODEL_MLP ? 0 : l->blk.n_edges;
     if (!l->last) {
-        rc |= buf_need(&l->act, FLOATS(nd, l->out));
+        TRY(buf_need(&l->act, FLOATS(nd, l->out)));
         if (train && m->c.dropout > 0.0f)
-            rc |= buf_need(&l->mask, (size_t)nd * l->out);
+            TRY(buf_need(&l->mask, (size_t)nd * l->out));
     }
     switch (m->c.kind) {
     case MODEL_SAGE:
-        rc |= buf_need(&l->agg, FLOATS(nd, l->in));
+        TRY(buf_need(&l->agg, FLOATS(nd, l->in)));
         break;
     case MODEL_GCN:
-        rc |= buf_need(&l->agg, FLOATS(nd, l->in));
-        rc |= buf_need(&l->nsrc, FLOATS(ns, 1));
-        rc |= buf_need(&l->ndst, FLOATS(nd, 1));
-        rc |= buf_need(&m->deg, (size_t)ns * sizeof(uint32_t));
+        TRY(buf_need(&l->agg, FLOATS(nd, l->in)));
+        TRY(buf_need(&l->nsrc, FLOATS(ns, 1)));
+        TRY(buf_need(&l->ndst, FLOATS(nd, 1)));
+        TRY(buf_need(&m->deg, (size_t)ns * sizeof(uint32_t)));
         break;
     case MODEL_GAT:
-        rc |= buf_need(&l->z, FLOATS(ns, (size_t)l->heads * l->hd));
-        rc |= buf_need(&l->el, FLOATS(ns, l->heads));
-        rc |= buf_need(&l->er, FLOATS(nd, l->heads));
-        rc |= buf_need(&l->ae, FLOATS(e, l->heads));
-        rc |= buf_need(&l->as, FLOATS(nd, l->heads));
+        TRY(buf_need(&l->z, FLOATS(ns, (size_t)l->heads * l->hd)));
+        TRY(buf_need(&l->el, FLOATS(ns, l->heads)));
+        TRY(buf_need(&l->er, FLOATS(nd, l->heads)));
+        TRY(buf_need(&l->ae, FLOATS(e, l->heads)));
+        TRY(buf_need(&l->as, FLOATS(nd, l->heads)));
         if (l->last)
-            rc |= buf_need(&m->heads, FLOATS(nd, (size_t)l->heads * l->hd));
+            TRY(buf_need(&m->heads, FLOATS(nd, (size_t)l->heads * l->hd)));
         break;
     case MODEL_MLP:
         break;
     }
-    return rc ? -ENOMEM : 0;
+    return 0;
 }
 
 /* Layer l from l->hin to out (n_dst, l->out), before ReLU and dropout. */
-static void layer_forward(struct model *m, struct layer *l, float *out)
+static int layer_forward(struct model *m, struct layer *l, float *out)
 {
     const float *P = m->params;
-    const struct ops_block *b = &l->blk;
+    const struct model_block *b = &l->blk;
     uint32_t nd = b->n_dst;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        ops_agg_mean_fwd(F(l->agg), b, l->hin, l->in);
-        ops_linear_fwd(out, l->hin, P + l->w, nd, l->in, l->out, false); /* self: the first n_dst rows */
-        ops_linear_fwd(out, F(l->agg), P + l->w2, nd, l->in, l->out, true);
+        TRY(OP(m, agg_mean_fwd, F(l->agg), b, l->hin, l->in));
+        TRY(OP(m, linear_fwd, out, l->hin, P + l->w, nd, l->in, l->out, false)); /* self: the first n_dst rows */
+        TRY(OP(m, linear_fwd, out, F(l->agg), P + l->w2, nd, l->in, l->out, true));
         break;
     case MODEL_GCN:
-        ops_gcn_norm(F(l->nsrc), F(l->ndst), m->deg.p, b);
-        ops_agg_gcn_fwd(F(l->agg), b, F(l->nsrc), F(l->ndst), l->hin, l->in);
-        ops_linear_fwd(out, F(l->agg), P + l->w, nd, l->in, l->out, false);
+        TRY(OP(m, gcn_norm, F(l->nsrc), F(l->ndst), m->deg.p, b));
+        TRY(OP(m, agg_gcn_fwd, F(l->agg), b, F(l->nsrc), F(l->ndst), l->hin, l->in));
+        TRY(OP(m, linear_fwd, out, F(l->agg), P + l->w, nd, l->in, l->out, false));
         break;
     case MODEL_GAT: {
         uint32_t H = l->heads, w = H * l->hd;
-        ops_linear_fwd(F(l->z), l->hin, P + l->w, b->n_src, l->in, w, false);
-        ops_gat_score_fwd(F(l->el), F(l->z), P + l->a_src, b->n_src, H, l->hd);
-        ops_gat_score_fwd(F(l->er), F(l->z), P + l->a_dst, nd, H, l->hd);
-        ops_gat_edge_fwd(F(l->ae), F(l->as), b, F(l->el), F(l->er), H, OPS_GAT_SLOPE);
-        ops_edge_softmax_fwd(F(l->ae), F(l->as), b, H);
+        TRY(OP(m, linear_fwd, F(l->z), l->hin, P + l->w, b->n_src, l->in, w, false));
+        TRY(OP(m, gat_score_fwd, F(l->el), F(l->z), P + l->a_src, b->n_src, H, l->hd));
+        TRY(OP(m, gat_score_fwd, F(l->er), F(l->z), P + l->a_dst, nd, H, l->hd));
+        TRY(OP(m, gat_edge_fwd, F(l->ae), F(l->as), b, F(l->el), F(l->er), H, OPS_GAT_SLOPE));
+        TRY(OP(m, edge_softmax_fwd, F(l->ae), F(l->as), b, H));
         float *cat = l->last ? F(m->heads) : out;
-        ops_gat_sum_fwd(cat, b, F(l->ae), F(l->as), F(l->z), H, l->hd);
-        ops_bias_fwd(cat, P + l->b, nd, w);
+        TRY(OP(m, gat_sum_fwd, cat, b, F(l->ae), F(l->as), F(l->z), H, l->hd));
+        TRY(OP(m, bias_fwd, cat, P + l->b, nd, w));
         if (l->last)
-            ops_head_mean_fwd(out, cat, nd, H, l->hd);
-        return;
+            TRY(OP(m, head_mean_fwd, out, cat, nd, H, l->hd));
+        return 0;
     }
     case MODEL_MLP:
-        ops_linear_fwd(out, l->hin, P + l->w, nd, l->in, l->out, false);
+        TRY(OP(m, linear_fwd, out, l->hin, P + l->w, nd, l->in, l->out, false));
         break;
     }
-    ops_bias_fwd(out, P + l->b, nd, l->out);
+    return OP(m, bias_fwd, out, P + l->b, nd, l->out);
 }
 
-int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
-                  const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen)
+/* The forward pass once each layer's block is in l[i].blk. */
+static int forward_layers(struct model *m, uint32_t targets, const float *x, bool train, uint64_t dropout_seed,
+                          float *logits, char *err, size_t errlen)
+{
+    uint32_t L = m->c.layers;
+    uint64_t st = dropout_seed; /* layer i's mask: output i of this stream */
+    const float *hin = x;
+    int rc;
+    for (uint32_t i = 0; i < L; i++) {
+        struct layer *l = &m->l[i];
+        l->hin = hin;
+        if ((rc = layer_buffers(m, l, train)) != 0)
+            return sl_errf(err, errlen, rc, "cannot allocate layer %u's activations (%u x %u rows, %s operators): %s",
+                           i, l->blk.n_src, l->in, m->ops->name, m->ops->error(m->ctx));
+        float *out = l->last ? logits : F(l->act);
+        if ((rc = layer_forward(m, l, out)) != 0)
+            return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name,
+                           m->ops->error(m->ctx));
+        uint64_t seed = sl_splitmix64(&st);
+        l->dropped = false;
+        if (!l->last) {
+            size_t n = (size_t)l->blk.n_dst * l->out;
+            rc = OP(m, relu_fwd, out, n);
+            if (!rc && train && m->c.dropout > 0.0f) {
+                rc = OP(m, dropout_fwd, out, l->mask.p, n, m->c.dropout, seed);
+                l->dropped = true;
+            }
+            if (rc)
+                return sl_errf(err, errlen, rc, "layer %u activation (%s operators): %s", i, m->ops->name,
+                               m->ops->error(m->ctx));
+        }
+        hin = out;
+    }
+    m->ready = train;
+    m->b = targets;
+    return 0;
+}
+
+/* Checks that nblocks blocks of these sizes (block i: n_src[i] -> n_dst[i])
+ * chain from the input to the targets. */
+static int check_blocks(const struct model *m, uint32_t nblocks, uint32_t targets, const uint32_t *n_src,
+                        const uint32_t *n_dst, char *err, size_t errlen)
+{
+    uint32_t L = m->c.layers;
+    if (nblocks != L)
+        return sl_errf(err, errlen, -EINVAL,
+                       "the batch has %u blocks but the %s model has %u layers: model.fanouts must have one "
+                       "entry per layer",
+                       nblocks, kind_name(m->c.kind), L);
+    for (uint32_t i = 0; i < L; i++)
+        if (n_dst[i] > n_src[i] || (i + 1 < L && n_dst[i] != n_src[i + 1]) || (i + 1 == L && n_dst[i] != targets))
+            return sl_errf(err, errlen, -EINVAL,
+                           "model_forward: block %u (%u -> %u nodes) does not chain with the next layer's or the "
+                           "%u targets: the blocks must come from one batch of model.fanouts, in layer order",
+                           i, n_src[i], n_dst[i], targets);
+    return 0;
+}
+
+int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets, const float *x,
+                  bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen)
 {
     m->ready = false;
     uint32_t L = m->c.layers;
     bool mlp = m->c.kind == MODEL_MLP;
     if (!x || !logits || (!mlp && !blocks))
         return sl_errf(err, errlen, -EINVAL, "model_forward: no batch, input or output");
-    if (!mlp && nblocks != L)
+    if (!m->ops->ops_blocks)
         return sl_errf(err, errlen, -EINVAL,
-                       "the batch has %u blocks but the %s model has %u layers: model.fanouts must have one "
-                       "entry per layer",
-                       nblocks, kind_name(m->c.kind), L);
-    for (uint32_t i = 0; !mlp && i < L; i++)
-        if (blocks[i].n_dst > blocks[i].n_src || (i + 1 < L && blocks[i].n_dst != blocks[i + 1].n_src) ||
-            (i + 1 == L && blocks[i].n_dst != targets))
-            return sl_errf(err, errlen, -EINVAL,
-                           "model_forward: block %u (%u -> %u nodes) does not chain with the next layer's or the "
-                           "%u targets: the blocks must come from one batch of model.fanouts, in layer order",
-                           i, blocks[i].n_src, blocks[i].n_dst, targets);
-    uint32_t B = targets;
-    uint64_t st = dropout_seed; /* layer i's mask: output i of this stream */
-    const float *hin = x;
+                       "model_forward: the %s operators take their own blocks; use model_forward_blocks", m->ops->name);
+    if (!mlp) {
+        uint32_t ns[MODEL_LAYERS_MAX], nd[MODEL_LAYERS_MAX];
+        for (uint32_t i = 0; i < nblocks && i < L; i++) {
+            ns[i] = blocks[i].n_src;
+            nd[i] = blocks[i].n_dst;
+        }
+        int rc = check_blocks(m, nblocks, targets, ns, nd, err, errlen);
+        if (rc)
+            return rc;
+    }
     for (uint32_t i = 0; i < L; i++) {
         struct layer *l = &m->l[i];
-        l->blk = mlp ? (struct ops_block){.n_dst = B, .n_src = B} : blocks[i];
-        l->hin = hin;
-        if (layer_buffers(m, l, train) != 0)
-            return sl_errf(err, errlen, -ENOMEM, "out of memory for layer %u's activations (%u x %u rows)", i,
-                           l->blk.n_src, l->in);
-        float *out = l->last ? logits : F(l->act);
-        layer_forward(m, l, out);
-        uint64_t seed = sl_splitmix64(&st);
-        l->dropped = false;
-        if (!l->last) {
-            size_t n = (size_t)l->blk.n_dst * l->out;
-            ops_relu_fwd(out, n);
-            if (train && m->c.dropout > 0.0f) {
-                ops_dropout_fwd(out, l->mask.p, n, m->c.dropout, seed);
-                l->dropped = true;
-            }
+        if (mlp) {
+            l->blk = (struct model_block){.n_dst = targets, .n_src = targets};
+            continue;
         }
-        hin = out;
+        l->ob = blocks[i];
+        l->blk = (struct model_block){
+            .n_dst = l->ob.n_dst, .n_src = l->ob.n_src, .n_edges = ops_block_edges(&l->ob), .impl = &l->ob};
     }
-    m->ready = train;
-    m->b = B;
-    return 0;
+    return forward_layers(m, targets, x, train, dropout_seed, logits, err, errlen);
+}
+
+int model_forward_blocks(struct model *m, const struct model_block *blocks, uint32_t nblocks, uint32_t targets,
+                         const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen)
+{
+    m->ready = false;
+    uint32_t L = m->c.layers;
+    bool mlp = m->c.kind == MODEL_MLP;
+    if (!x || !logits || (!mlp && !blocks))
+        return sl_errf(err, errlen, -EINVAL, "model_forward: no batch, input or output");
+    if (!mlp) {
+        uint32_t ns[MODEL_LAYERS_MAX], nd[MODEL_LAYERS_MAX];
+        for (uint32_t i = 0; i < nblocks && i < L; i++) {
+            ns[i] = blocks[i].n_src;
+            nd[i] = blocks[i].n_dst;
+            if (blocks[i].n_edges && !blocks[i].impl)
+                return sl_errf(err, errlen, -EINVAL, "model_forward: block %u has %u edges but no arrays", i,
+                               blocks[i].n_edges);
+        }
+        int rc = check_blocks(m, nblocks, targets, ns, nd, err, errlen);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t i = 0; i < L; i++)
+        m->l[i].blk = mlp ? (struct model_block){.n_dst = targets, .n_src = targets} : blocks[i];
+    return forward_layers(m, targets, x, train, dropout_seed, logits, err, errlen);
 }
 
 float model_loss(const float *logits, const int32_t *labels, uint32_t b, uint32_t classes, float *dlogits,
                  uint32_t *labelled, uint32_t *correct)
 {
-    return ops_cross_entropy(logits, labels, b, classes, dlogits, labelled, correct);
+    float loss = 0.0f;
+    model_ops_cpu.cross_entropy(NULL, logits, labels, b, classes, dlogits, &loss, labelled, correct);
+    return loss;
+}
+
+int model_cross_entropy(struct model *m, const float *logits, const int32_t *labels, uint32_t b, float *dlogits,
+                        float *loss, uint32_t *labelled, uint32_t *correct, char *err, size_t errlen)
+{
+    int rc = OP(m, cross_entropy, logits, labels, b, m->c.classes, dlogits, loss, labelled, correct);
+    if (rc)
+        return sl_errf(err, errlen, rc, "cross-entropy over %u targets (%s operators): %s", b, m->ops->name,
+                       m->ops->error(m->ctx));
+    return 0;
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */
@@ -468,66 +605,66 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
 {
     const float *P = m->params;
     float *G = m->grads;
-    const struct ops_block *b = &l->blk;
+    const struct model_block *b = &l->blk;
     uint32_t nd = b->n_dst, ns = b->n_src;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        ops_linear_bwd_w(G + l->w, dout, l->hin, nd, l->in, l->out, false);
-        ops_linear_bwd_w(G + l->w2, dout, F(l->agg), nd, l->in, l->out, false);
-        ops_bias_bwd(G + l->b, dout, nd, l->out);
+        TRY(OP(m, linear_bwd_w, G + l->w, dout, l->hin, nd, l->in, l->out, false));
+        TRY(OP(m, linear_bwd_w, G + l->w2, dout, F(l->agg), nd, l->in, l->out, false));
+        TRY(OP(m, bias_bwd, G + l->b, dout, nd, l->out));
         if (dx) {
-            if (buf_need(&m->tmp, FLOATS(nd, l->in)))
-                return -ENOMEM;
-            ops_linear_bwd_x(dx, dout, P + l->w, nd, l->in, l->out, false);
-            ops_zero(dx + (size_t)nd * l->in, COUNT(ns - nd, l->in));
-            ops_linear_bwd_x(F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false);
-            ops_agg_mean_bwd(dx, b, F(m->tmp), l->in);
+            TRY(buf_need(&m->tmp, FLOATS(nd, l->in)));
+            TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
+            TRY(OP(m, zero, dx + (size_t)nd * l->in, COUNT(ns - nd, l->in)));
+            TRY(OP(m, linear_bwd_x, F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false));
+            TRY(OP(m, agg_mean_bwd, dx, b, F(m->tmp), l->in));
         }
         return 0;
     case MODEL_GCN:
-        ops_linear_bwd_w(G + l->w, dout, F(l->agg), nd, l->in, l->out, false);
-        ops_bias_bwd(G + l->b, dout, nd, l->out);
+        TRY(OP(m, linear_bwd_w, G + l->w, dout, F(l->agg), nd, l->in, l->out, false));
+        TRY(OP(m, bias_bwd, G + l->b, dout, nd, l->out));
         if (dx) {
-            if (buf_need(&m->tmp, FLOATS(nd, l->in)))
-                return -ENOMEM;
-            ops_linear_bwd_x(F(m->tmp), dout, P + l->w, nd, l->in, l->out, false);
-            ops_zero(dx, COUNT(ns, l->in));
-            ops_agg_gcn_bwd(dx, b, F(l->nsrc), F(l->ndst), F(m->tmp), l->in);
+            TRY(buf_need(&m->tmp, FLOATS(nd, l->in)));
+            TRY(OP(m, linear_bwd_x, F(m->tmp), dout, P + l->w, nd, l->in, l->out, false));
+            TRY(OP(m, zero, dx, COUNT(ns, l->in)));
+            TRY(OP(m, agg_gcn_bwd, dx, b, F(l->nsrc), F(l->ndst), F(m->tmp), l->in));
         }
         return 0;
     case MODEL_GAT: {
         uint32_t H = l->heads, w = H * l->hd;
-        size_t e = ops_block_edges(b);
-        if (buf_need(&m->tmp, FLOATS(ns, w)) || buf_need(&m->gae, FLOATS(e, H)) || buf_need(&m->gas, FLOATS(nd, H)) ||
-            buf_need(&m->gel, FLOATS(ns, H)) || buf_need(&m->ger, FLOATS(nd, H)))
-            return -ENOMEM;
+        size_t e = b->n_edges;
+        TRY(buf_need(&m->tmp, FLOATS(ns, w)));
+        TRY(buf_need(&m->gae, FLOATS(e, H)));
+        TRY(buf_need(&m->gas, FLOATS(nd, H)));
+        TRY(buf_need(&m->gel, FLOATS(ns, H)));
+        TRY(buf_need(&m->ger, FLOATS(nd, H)));
         float *dcat = dout;
         if (l->last) { /* m->heads was sized by the forward */
             dcat = F(m->heads);
-            ops_head_mean_bwd(dcat, dout, nd, H, l->hd);
+            TRY(OP(m, head_mean_bwd, dcat, dout, nd, H, l->hd));
         }
-        ops_bias_bwd(G + l->b, dcat, nd, w);
+        TRY(OP(m, bias_bwd, G + l->b, dcat, nd, w));
         float *dz = F(m->tmp);
-        ops_zero(dz, COUNT(ns, w));
-        ops_gat_sum_bwd(dz, F(m->gae), F(m->gas), b, F(l->ae), F(l->as), F(l->z), dcat, H, l->hd);
-        ops_edge_softmax_bwd(F(m->gae), F(m->gas), F(l->ae), F(l->as), b, H);
-        ops_zero(F(m->gel), COUNT(ns, H));
-        ops_zero(F(m->ger), COUNT(nd, H));
-        ops_gat_edge_bwd(F(m->gel), F(m->ger), b, F(m->gae), F(m->gas), F(l->el), F(l->er), H, OPS_GAT_SLOPE);
-        ops_zero(G + l->a_src, COUNT(H, l->hd));
-        ops_zero(G + l->a_dst, COUNT(H, l->hd));
-        ops_gat_score_bwd(dz, G + l->a_src, F(m->gel), F(l->z), P + l->a_src, ns, H, l->hd);
-        ops_gat_score_bwd(dz, G + l->a_dst, F(m->ger), F(l->z), P + l->a_dst, nd, H, l->hd);
-        ops_linear_bwd_w(G + l->w, dz, l->hin, ns, l->in, w, false);
+        TRY(OP(m, zero, dz, COUNT(ns, w)));
+        TRY(OP(m, gat_sum_bwd, dz, F(m->gae), F(m->gas), b, F(l->ae), F(l->as), F(l->z), dcat, H, l->hd));
+        TRY(OP(m, edge_softmax_bwd, F(m->gae), F(m->gas), F(l->ae), F(l->as), b, H));
+        TRY(OP(m, zero, F(m->gel), COUNT(ns, H)));
+        TRY(OP(m, zero, F(m->ger), COUNT(nd, H)));
+        TRY(OP(m, gat_edge_bwd, F(m->gel), F(m->ger), b, F(m->gae), F(m->gas), F(l->el), F(l->er), H, OPS_GAT_SLOPE));
+        TRY(OP(m, zero, G + l->a_src, COUNT(H, l->hd)));
+        TRY(OP(m, zero, G + l->a_dst, COUNT(H, l->hd)));
+        TRY(OP(m, gat_score_bwd, dz, G + l->a_src, F(m->gel), F(l->z), P + l->a_src, ns, H, l->hd));
+        TRY(OP(m, gat_score_bwd, dz, G + l->a_dst, F(m->ger), F(l->z), P + l->a_dst, nd, H, l->hd));
+        TRY(OP(m, linear_bwd_w, G + l->w, dz, l->hin, ns, l->in, w, false));
         if (dx)
-            ops_linear_bwd_x(dx, dz, P + l->w, ns, l->in, w, false);
+            TRY(OP(m, linear_bwd_x, dx, dz, P + l->w, ns, l->in, w, false));
         return 0;
     }
     case MODEL_MLP:
-        ops_linear_bwd_w(G + l->w, dout, l->hin, nd, l->in, l->out, false);
-        ops_bias_bwd(G + l->b, dout, nd, l->out);
+        TRY(OP(m, linear_bwd_w, G + l->w, dout, l->hin, nd, l->in, l->out, false));
+        TRY(OP(m, bias_bwd, G + l->b, dout, nd, l->out));
         if (dx)
-            ops_linear_bwd_x(dx, dout, P + l->w, nd, l->in, l->out, false);
+            TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
         return 0;
     }
     return -EINVAL;
@@ -540,37 +677,43 @@ int model_backward(struct model *m, const float *dlogits, char *err, size_t errl
     if (!dlogits)
         return sl_errf(err, errlen, -EINVAL, "model_backward: no gradient of the logits");
     uint32_t L = m->c.layers;
-    int cur = 0;
-    if (buf_need(&m->g[cur], FLOATS(m->b, m->c.classes)))
-        goto nomem;
-    ops_copy(F(m->g[cur]), dlogits, COUNT(m->b, m->c.classes));
+    int cur = 0, rc;
+    if ((rc = buf_need(&m->g[cur], FLOATS(m->b, m->c.classes))) != 0 ||
+        (rc = OP(m, copy, F(m->g[cur]), dlogits, COUNT(m->b, m->c.classes))) != 0)
+        goto fail;
     for (uint32_t i = L; i-- > 0;) {
         struct layer *l = &m->l[i];
         float *dout = F(m->g[cur]);
         size_t n = (size_t)l->blk.n_dst * l->out;
         if (!l->last) {
-            if (l->dropped)
-                ops_dropout_bwd(dout, l->mask.p, n, m->c.dropout);
-            ops_relu_bwd(dout, F(l->act), n);
+            if (l->dropped && (rc = OP(m, dropout_bwd, dout, l->mask.p, n, m->c.dropout)) != 0)
+                goto fail;
+            if ((rc = OP(m, relu_bwd, dout, F(l->act), n)) != 0)
+                goto fail;
         }
         float *dx = NULL;
         if (i > 0) {
-            if (buf_need(&m->g[!cur], FLOATS(l->blk.n_src, l->in)))
-                goto nomem;
+            if ((rc = buf_need(&m->g[!cur], FLOATS(l->blk.n_src, l->in))) != 0)
+                goto fail;
             dx = F(m->g[!cur]);
         }
-        if (layer_backward(m, l, dout, dx) != 0)
-            goto nomem;
+        if ((rc = layer_backward(m, l, dout, dx)) != 0)
+            goto fail;
         cur = !cur;
     }
     return 0;
-nomem:
-    return sl_errf(err, errlen, -ENOMEM, "out of memory for the backward pass");
+fail:
+    return sl_errf(err, errlen, rc, "backward pass (%s operators): %s", m->ops->name, m->ops->error(m->ctx));
 }
 
 /* ---- optimizers ---------------------------------------------------------------------------------- */
 
 int adam_init(struct adam *a, size_t n, float lr)
+{
+    return adam_init_on(a, n, lr, &model_ops_cpu, NULL);
+}
+
+int adam_init_on(struct adam *a, size_t n, float lr, const struct model_ops *ops, void *ctx)
 {
     memset(a, 0, sizeof *a);
     a->lr = lr;
@@ -578,31 +721,34 @@ int adam_init(struct adam *a, size_t n, float lr)
     a->beta2 = 0.999f;
     a->eps = 1e-8f;
     a->n = n;
-    a->m = calloc(n ? n : 1, sizeof *a->m);
-    a->v = calloc(n ? n : 1, sizeof *a->v);
-    if (!a->m || !a->v) {
+    a->ops = ops;
+    a->ctx = ctx;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    int rc;
+    if ((rc = ops->alloc(ctx, (void **)&a->m, bytes)) != 0 || (rc = ops->alloc(ctx, (void **)&a->v, bytes)) != 0 ||
+        (rc = ops->zero(ctx, a->m, n)) != 0 || (rc = ops->zero(ctx, a->v, n)) != 0) {
         adam_free(a);
-        return -ENOMEM;
+        return rc;
     }
     return 0;
 }
 
 void adam_free(struct adam *a)
 {
-    if (!a)
+    if (!a || !a->ops)
         return;
-    free(a->m);
-    free(a->v);
+    a->ops->free(a->ctx, a->m);
+    a->ops->free(a->ctx, a->v);
     a->m = a->v = NULL;
 }
 
-void adam_step(struct adam *a, float *params, const float *grads)
+int adam_step(struct adam *a, float *params, const float *grads)
 {
     a->step++;
-    ops_adam(params, grads, a->m, a->v, a->n, a->lr, a->beta1, a->beta2, a->eps, a->step);
+    return a->ops->adam(a->ctx, params, grads, a->m, a->v, a->n, a->lr, a->beta1, a->beta2, a->eps, a->step);
 }
 
 void sgd_step(float *params, const float *grads, size_t n, float lr)
 {
-    ops_sgd(params, grads, n, lr);
+    model_ops_cpu.sgd(NULL, params, grads, n, lr);
 }

@@ -1,10 +1,11 @@
-/* model.h - the GNN models the trainer runs on CPU (DESIGN.md section 6;
+/* model.h - the GNN models the trainer runs (DESIGN.md section 6;
  * issue 5): GraphSAGE (mean aggregator, separate self and neighbour
  * weights), GCN, GAT (multi-head) and a feature-only MLP, over the sampled
  * blocks of one batch (struct ops_block), with forward, backward and the
  * optimizer step. Every piece of arithmetic is an operator of ops/ops.h
- * (model.c holds only the model description: shapes, order of the calls,
- * buffers), so twins of those operators run the same description.
+ * or of a twin table (model.c holds only the model description: shapes,
+ * order of the calls, buffers), so twins of those operators run the same
+ * description ("Operator table" below).
  *
  * Shapes. A batch reaches the model as L = layers blocks (struct
  * ops_block of ops/ops.h) in layer order: GNN layer i (0 = the one that
@@ -43,7 +44,23 @@
  * fixed size, each one single-threaded sgemm call, whatever
  * ops_set_threads says - ops/ops.h).
  *
- * Errors: 0 or -errno with a message in err (may be NULL). */
+ * Operator table. Every buffer and every operator call goes through a
+ * struct model_ops (ops/model_ops.h) chosen when the model is built:
+ * model_create uses the CPU table (model_ops_cpu: host memory, ops.h, the
+ * bits of the ops_X calls), model_create_on any other, e.g. the CUDA one
+ * (stages/trainer_cuda_ops.c: device memory, gpu/kernels.h). Parameters,
+ * gradients, Adam's moments and activations live in the table's memory
+ * space; model_params(), model_grads(), x, logits and dlogits are
+ * pointers in that space (host arrays for the CPU table). Blocks: the
+ * model reads only their sizes; model_forward takes ops_block arrays
+ * (tables whose blocks are struct ops_block, i.e. the CPU's),
+ * model_forward_blocks struct model_block arrays that carry the sizes and
+ * the table's own block (a device table's arrays are never read here).
+ * Parameters are initialised on the host (the same bits for every
+ * table) and uploaded.
+ *
+ * Errors: 0 or -errno with a message in err (may be NULL); a table's
+ * failure is reported with its error() message. */
 #ifndef SLUICE_OPS_MODEL_H
 #define SLUICE_OPS_MODEL_H
 
@@ -52,10 +69,10 @@
 #include <stdint.h>
 
 #include "core/config.h" /* enum model_kind, MODEL_LAYERS_MAX */
+#include "ops/model_ops.h"
 #include "ops/ops.h"
 
 #define MODEL_TENSORS_MAX (MODEL_LAYERS_MAX * 4)
-
 
 struct model_config {
     enum model_kind kind;
@@ -92,13 +109,19 @@ int model_layout(const struct model_config *c, struct model_tensor *t, uint32_t 
  * nothing. 0 for a bad configuration (model_layout says why). */
 size_t model_param_count(const struct model_config *c);
 
-/* Builds a model with Glorot-initialised parameters. -EINVAL for a bad
- * configuration (message names the key), -ENOMEM. */
+/* Builds a model with Glorot-initialised parameters on the CPU table.
+ * -EINVAL for a bad configuration (message names the key), -ENOMEM. */
 int model_create(struct model **out, const struct model_config *c, char *err, size_t errlen);
+/* The same on table ops with context ctx (kept until model_destroy;
+ * both must outlive the model): parameters and gradients allocated there,
+ * the parameters drawn on the host and uploaded (the same values as
+ * model_create). Also the table's alloc/upload errors. */
+int model_create_on(struct model **out, const struct model_config *c, const struct model_ops *ops, void *ctx, char *err,
+                    size_t errlen);
 void model_destroy(struct model *m);
 
 /* Parameters and gradients: one flat float array each, model_nparams()
- * long; tensors in a fixed order. */
+ * long; tensors in a fixed order; in the table's memory space. */
 size_t model_nparams(const struct model *m);
 float *model_params(struct model *m);
 float *model_grads(struct model *m);
@@ -115,8 +138,17 @@ const struct model_tensor *model_tensor(const struct model *m, uint32_t i);
  * (nothing is copied; the ops_block structs themselves are). -EINVAL when
  * nblocks is not the layer count or the blocks do not chain (message
  * names model.fanouts). */
-int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
-                  const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen);
+int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets, const float *x,
+                  bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen);
+
+/* model_forward for any table: blocks (nblocks of them, sizes on the host,
+ * impl the table's block) in layer order, x and logits in the table's
+ * space. The model copies the model_block structs; what their impl
+ * points at (and its arrays) must stay valid until backward. Also -EINVAL
+ * when a block's n_edges is not 0 while its impl is NULL. model_forward
+ * on a table without ops_blocks is -EINVAL. */
+int model_forward_blocks(struct model *m, const struct model_block *blocks, uint32_t nblocks, uint32_t targets,
+                         const float *x, bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen);
 
 /* Mean cross-entropy over the targets whose label is >= 0 (labels from the
  * batch), its gradient with respect to the logits (dlogits, B x classes,
@@ -125,21 +157,34 @@ int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblo
 float model_loss(const float *logits, const int32_t *labels, uint32_t b, uint32_t classes, float *dlogits,
                  uint32_t *labelled, uint32_t *correct);
 
+/* model_loss through m's table: logits, labels (b of each) and dlogits
+ * (may be NULL) in its space, the loss and counts (each may be NULL) on
+ * the host. Finished on return. 0 or the table's error. */
+int model_cross_entropy(struct model *m, const float *logits, const int32_t *labels, uint32_t b, float *dlogits,
+                        float *loss, uint32_t *labelled, uint32_t *correct, char *err, size_t errlen);
+
 /* Backward pass of the last training forward: sets model_grads() (it
  * overwrites, never accumulates). */
 int model_backward(struct model *m, const float *dlogits, char *err, size_t errlen);
 
 /* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected,
- * no weight decay) keeps m and v moments, one float each per parameter. */
+ * no weight decay) keeps m and v moments, one float each per parameter,
+ * in the memory of the table it was initialised on (adam_init: the CPU
+ * table; adam_init_on: any, e.g. a model's). adam_step runs on that
+ * table: 0, or its error code (the CPU table never fails). sgd_step is
+ * the CPU table's. */
 struct adam {
     float lr, beta1, beta2, eps; /* 0.9, 0.999, 1e-8 by default */
     uint64_t step;               /* steps taken */
     size_t n;
-    float *m, *v;
+    float *m, *v; /* (n) zero at init */
+    const struct model_ops *ops;
+    void *ctx;
 };
 int adam_init(struct adam *a, size_t n, float lr);
+int adam_init_on(struct adam *a, size_t n, float lr, const struct model_ops *ops, void *ctx);
 void adam_free(struct adam *a);
-void adam_step(struct adam *a, float *params, const float *grads);
+int adam_step(struct adam *a, float *params, const float *grads);
 void sgd_step(float *params, const float *grads, size_t n, float lr);
 
 #endif

@@ -7,7 +7,9 @@
  *   net  (reducer_net.c)  that all-reduce within each node and the ZeroMQ
  *                         TCP chain between the node leaders
  *                         (ipc/netreduce.h): K > 1 nodes of R >= 1 ranks
- *   (next: NCCL over device buffers, for the CUDA trainer)
+ *   nccl (reducer_nccl.c) an NCCL communicator over device buffers, for
+ *                         the CUDA trainer (library sluice_reducer_nccl,
+ *                         built with CUDA and NCCL)
  *
  * stages/trainer_reduce.c picks the variant a run needs from the stage's
  * command line (trainer_reducer_open); a run of one rank has no reducer.
@@ -86,6 +88,18 @@ int reducer_shm_open(struct reducer **out, const struct reducer_params *p, char 
 /* net: nodes > 1. Attaches the node's all-reduce when ranks > 1 (as shm),
  * then sets up the chain (netreduce_init). */
 int reducer_net_open(struct reducer **out, const struct reducer_params *p, char *err, size_t errlen);
+
+/* nccl: joins the NCCL communicator of `world` ranks named by id (an
+ * ncclUniqueId's 128 bytes, made once for the run by ncclGetUniqueId) as
+ * `rank`, on CUDA device `device` (made current on the calling thread;
+ * the buffers allreduce takes are device memory there). Does not wait for
+ * the other ranks: the first allreduce does, ticking. tick as in struct
+ * reducer_params. 0, -EINVAL (arguments), or -ENODEV / -ENOMEM / -EIO
+ * from CUDA or NCCL, with a message. Sums in NCCL's order, not rank order
+ * (the same bits as shm for world <= 2; reducer_nccl.c has the details). */
+#define REDUCER_NCCL_ID_BYTES 128
+int reducer_nccl_open(struct reducer **out, const unsigned char id[REDUCER_NCCL_ID_BYTES], int rank, int world,
+                      int device, int (*tick)(void *), void *tick_arg, char *err, size_t errlen);
 
 /* Attaches the node's all-reduce `name` as `rank` and checks it holds
  * `floats` (shared by the variants that sum within a node). */

@@ -3,8 +3,10 @@
  * padding steps, evaluation, results page, checkpoints, resume) calls for
  * everything that touches parameters, activations and feature rows
  * (DESIGN.md section 6; docs/training.md). The CPU backend is
- * trainer_cpu.c (ops/model.h over OpenBLAS); a CUDA backend (cuBLAS,
- * feature rows on the device, NCCL) implements the same table.
+ * trainer_cpu.c (ops/model.h over OpenBLAS); the CUDA backend,
+ * trainer_cuda.c (the same model over the gpu/kernels.h table of
+ * trainer_cuda_ops.c, feature rows on the device, an NCCL reducer),
+ * implements the same table.
  *
  * Call sequence, per batch, one thread, in this order:
  *     gather(v)                       the batch's input rows
@@ -71,6 +73,11 @@ struct trainer_backend_config {
     int device;               /* accelerator ordinal (CUDA); the CPU ignores it */
     const struct featbuf *fb; /* the rank's feature buffer: rows by slot */
     bool f16;                 /* its rows are IEEE half (widened to float by gather), else float */
+    /* CUDA: row 0 of the feature rows on the device (fb->stride bytes
+     * apart; the featbuf's device rows). NULL: fb's host rows, which only
+     * the shim build of the CUDA backend (host memory standing for device
+     * memory) can read. The CPU ignores it. */
+    const void *rows_dev;
 };
 
 /* What forward reports (host values). */
@@ -131,6 +138,19 @@ struct trainer_backend_ops {
  * threads, host feature rows (a feature buffer with rows_on_device is
  * refused: -EINVAL). */
 extern const struct trainer_backend_ops trainer_cpu_backend;
+
+/* The CUDA backend (trainer_cuda.c, name "cuda"): the model on
+ * trainer_cuda_model_ops (trainer_cuda_ops.c: gpu/kernels.h over device
+ * memory), parameters, gradients, Adam's moments and activations on the
+ * device of the calling thread, feature rows gathered from rows_dev, a
+ * reducer with device buffers. Built twice from the same source: against
+ * sluice_gpu (library sluice_trainer_cuda, with CUDA) and against
+ * sluice_gpu_shim (sluice_trainer_cuda_shim, everywhere: host memory
+ * stands for device memory, the results are the CPU backend's bits, and
+ * the reducer must then be a host one). Not in sluice_stages: link one of
+ * the two. */
+extern const struct trainer_backend_ops trainer_cuda_backend;
+extern const struct model_ops trainer_cuda_model_ops;
 
 /* The blocks of batch v in layer order, as model_forward takes them:
  * out[i] = the batch's block L-1-i (batch_block_for_layer), pointing into

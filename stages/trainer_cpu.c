@@ -126,15 +126,12 @@ static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, f
 
 static int cpu_step(struct trainer_backend *b, bool reduced, float scale)
 {
-    if (!reduced) {
-        adam_step(&b->adam, model_params(b->m), model_grads(b->m));
-        return 0;
-    }
+    if (!reduced)
+        return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
     if (!b->red)
         return -EINVAL; /* no reduce before */
     ops_scale(b->red, b->nparams, scale);
-    adam_step(&b->adam, model_params(b->m), b->red);
-    return 0;
+    return adam_step(&b->adam, model_params(b->m), b->red);
 }
 
 static int cpu_state(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen)

@@ -1,0 +1,379 @@
+/* trainer_cuda.c - the CUDA backend of gnn-trainer (trainer_backend.h):
+ * the model of ops/model.h on the operator table of trainer_cuda_ops.c
+ * (gpu/kernels.h), with the parameters, gradients, Adam's moments,
+ * activations and the reduce buffer in device memory. Written only
+ * against gpu/kernels.h and the reducer table, so that this one source is
+ * built twice (stages/CMakeLists.txt): with sluice_gpu for a GPU, and with
+ * sluice_gpu_shim, where "device" memory is host memory, a launch is loops
+ * and gk_gemm is ops_gemm - there it computes the CPU backend's bits, which
+ * is how CI tests it (tests/test_trainer_cuda_shim.c).
+ *
+ * Per call (one context, one stream; "waits" = returns after the stream
+ * has run everything queued so far):
+ *   create        context (stream + cuBLAS handle, pedantic float GEMMs),
+ *                 the model and Adam on the device (parameters drawn on the
+ *                 host as the CPU does, uploaded). Waits.
+ *   gather(v)     packs the batch's aliases, labels and every layer's
+ *                 block with its transpose (gk_block_transpose_host) into
+ *                 one host buffer, uploads it with one gk_upload (waits),
+ *                 then queues gk_gather_rows from the device feature rows.
+ *   forward       queues the model's forward, then the loss
+ *                 (gk_cross_entropy waits: loss and counts on the host). So
+ *                 when forward returns, the gather has read the feature
+ *                 rows and the host batch is no longer needed.
+ *   backward      queues the model's backward.
+ *   reduce        queues the copy of the gradients (or zeros) into the
+ *                 reduce buffer, uploads the weight behind them (waits:
+ *                 the buffer is complete), runs the reducer on it, then
+ *                 downloads the total weight (waits).
+ *   step          queues the scale and Adam.
+ *   state         downloads parameters and both moments into host copies
+ *                 (waits); state_loaded uploads them (waits).
+ *
+ * Double buffering. Two device upload buffers alternate between batches,
+ * so batch g+1's copy never writes the buffer batch g's kernels read. The
+ * copy itself is still synchronous: gpu/kernels.h has no asynchronous
+ * upload (gk_upload waits, from pageable memory), so today the copy of
+ * g+1 does not overlap the compute of g. With an asynchronous upload from
+ * pinned memory on a copy stream and an event the compute stream waits on
+ * (asked of gpu/), gather would queue the copy and return, and the two
+ * buffers already make that safe.
+ *
+ * Device. The context is made on the calling thread's current device;
+ * gpu/kernels.h has no call to choose one, so the trainer makes the
+ * rank's device current before create (or runs each rank with
+ * CUDA_VISIBLE_DEVICES naming one GPU).
+ *
+ * Determinism: every non-GEMM kernel gives the CPU's bits (docs/gpu.md);
+ * GEMMs are cuBLAS in pedantic float math, the same bits run to run on one
+ * GPU model, within rounding of OpenBLAS. */
+#include "stages/trainer_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "gpu/kernels.h"
+
+/* Where this build's "device" buffers are: host memory in the shim build
+ * (so it takes a host reducer), device memory otherwise (an NCCL one). */
+#ifdef GK_SHIM
+#define CUDA_BUFFERS_ON_DEVICE false
+#else
+#define CUDA_BUFFERS_ON_DEVICE true
+#endif
+
+/* A device buffer that only grows (contents not kept across growth). */
+struct dbuf {
+    void *p;
+    size_t cap; /* bytes */
+};
+
+struct trainer_backend {
+    struct trainer_backend_config c;
+    struct gk_ctx g;
+    struct model *m;
+    struct adam adam;
+    size_t nparams;
+    bool graph;                /* the model reads blocks (not the mlp) */
+    const unsigned char *rows; /* feature row 0 where the kernels read it */
+    size_t stride;             /* bytes between rows */
+    struct dbuf x;             /* (nodes, in_dim) gathered input */
+    struct dbuf logits;        /* (targets, classes) */
+    struct dbuf dlogits;       /* (targets, classes) */
+    struct dbuf red;           /* (nparams + 1) reduce buffer: gradients, then the weight */
+    struct dbuf up[2];         /* a batch's upload (below), alternating */
+    unsigned cur;              /* up[cur] holds the gathered batch */
+    uint32_t *pack;            /* host: the upload being packed */
+    size_t pack_cap;           /* words */
+    /* the gathered batch */
+    bool gathered;
+    const uint32_t *alias_of; /* its view's alias array: which batch it is */
+    uint32_t nodes, targets, nblocks;
+    const uint32_t *alias_dev;
+    const int32_t *labels_dev;
+    struct gk_block gb[MODEL_LAYERS_MAX];
+    struct model_block mb[MODEL_LAYERS_MAX];
+    /* host copies for state() */
+    float *h_params, *h_m, *h_v;
+};
+
+static int dbuf_need(struct gk_ctx *g, struct dbuf *b, size_t bytes)
+{
+    if (bytes <= b->cap && b->p)
+        return 0;
+    size_t cap = sl_round_up(bytes + bytes / 8 + 256, 256); /* headroom for a slightly larger batch */
+    gk_free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+    int rc = gk_malloc(g, &b->p, cap);
+    if (rc)
+        return rc;
+    b->cap = cap;
+    return 0;
+}
+
+static void dbuf_free(struct dbuf *b)
+{
+    gk_free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+static void cuda_free(struct trainer_backend *b)
+{
+    if (!b)
+        return;
+    model_destroy(b->m);
+    adam_free(&b->adam);
+    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->up[0], &b->up[1]};
+    for (size_t i = 0; i < SL_ARRAY_LEN(bufs); i++)
+        dbuf_free(bufs[i]);
+    gk_ctx_free(&b->g); /* accepts the zeroed context of a failed create */
+    free(b->pack);
+    free(b->h_params);
+    free(b->h_m);
+    free(b->h_v);
+    free(b);
+}
+
+static int cuda_create(struct trainer_backend **out, const struct trainer_backend_config *c, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!c->fb)
+        return sl_errf(err, errlen, -EINVAL, "the CUDA trainer has no feature buffer");
+    if (c->device < 0)
+        return sl_errf(err, errlen, -EINVAL, "CUDA device %d: a device ordinal is 0 or more", c->device);
+    const unsigned char *rows = c->rows_dev;
+    if (!rows && !CUDA_BUFFERS_ON_DEVICE)
+        rows = featbuf_row(c->fb, 0); /* the shim's kernels read host memory */
+    if (!rows)
+        return sl_errf(err, errlen, -EINVAL,
+                       "the feature buffer has no rows on the device: the CUDA trainer gathers from device rows "
+                       "(a feature buffer created with rows_on_device, its rows published by the trainer)");
+    struct trainer_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory");
+    b->c = *c;
+    b->rows = rows;
+    b->stride = c->fb->stride;
+    b->graph = c->model.kind != MODEL_MLP;
+    int rc = gk_ctx_init(&b->g, GK_MATH_PEDANTIC, err, errlen);
+    if (rc)
+        goto fail;
+    if ((rc = model_create_on(&b->m, &c->model, &trainer_cuda_model_ops, &b->g, err, errlen)) != 0)
+        goto fail;
+    b->nparams = model_nparams(b->m);
+    if ((rc = adam_init_on(&b->adam, b->nparams, c->lr, &trainer_cuda_model_ops, &b->g)) != 0) {
+        rc = sl_errf(err, errlen, rc, "cannot allocate Adam's moments on the device: %s", gk_ctx_error(&b->g));
+        goto fail;
+    }
+    *out = b;
+    return 0;
+fail:
+    cuda_free(b);
+    return rc;
+}
+
+/* Words of the upload of batch v: aliases (nodes), labels (targets), then
+ * per layer the block's indptr (n_dst + 1), src (e), and its transpose
+ * t_indptr (n_src + 1), t_dst (e), t_edge (e). */
+static size_t upload_words(const struct batch_view *v, const struct ops_block *ob, uint32_t nblocks)
+{
+    size_t w = (size_t)batch_nodes(v) + batch_targets(v);
+    for (uint32_t i = 0; i < nblocks; i++)
+        w += (size_t)ob[i].n_dst + 1 + (size_t)ob[i].n_src + 1 + 3 * (size_t)ops_block_edges(&ob[i]);
+    return w;
+}
+
+/* Packs batch v into b->pack (host), uploads it into the next device
+ * buffer and points the gathered batch's device arrays into it. */
+static int upload_batch(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen)
+{
+    struct ops_block ob[MODEL_LAYERS_MAX];
+    uint32_t nblocks = b->graph ? trainer_batch_blocks(v, ob) : 0;
+    uint32_t n = batch_nodes(v), B = batch_targets(v);
+    size_t words = upload_words(v, ob, nblocks);
+    if (words > b->pack_cap) {
+        size_t cap = words + words / 8 + 64;
+        uint32_t *p = realloc(b->pack, cap * sizeof *p);
+        if (!p)
+            return sl_errf(err, errlen, -ENOMEM, "out of memory packing a batch of %u nodes", n);
+        b->pack = p;
+        b->pack_cap = cap;
+    }
+    /* offsets (words) of each array, host and device alike */
+    size_t at = 0, off_alias = at, off_labels;
+    uint32_t *p = b->pack;
+    memcpy(p + at, v->alias, (size_t)n * sizeof *p);
+    at += n;
+    off_labels = at;
+    memcpy(p + at, v->labels, (size_t)B * sizeof *p);
+    at += B;
+    size_t off[MODEL_LAYERS_MAX][5];
+    for (uint32_t i = 0; i < nblocks; i++) {
+        const struct ops_block *k = &ob[i];
+        size_t e = ops_block_edges(k);
+        off[i][0] = at;
+        memcpy(p + at, k->indptr, ((size_t)k->n_dst + 1) * sizeof *p);
+        at += (size_t)k->n_dst + 1;
+        off[i][1] = at;
+        memcpy(p + at, k->src, e * sizeof *p);
+        at += e;
+        off[i][2] = at;
+        at += (size_t)k->n_src + 1;
+        off[i][3] = at;
+        at += e;
+        off[i][4] = at;
+        at += e;
+        int rc = gk_block_transpose_host(k, p + off[i][2], p + off[i][3], p + off[i][4], err, errlen);
+        if (rc)
+            return rc;
+    }
+    unsigned next = b->cur ^ 1u;
+    struct dbuf *d = &b->up[next];
+    int rc = dbuf_need(&b->g, d, words * sizeof *p);
+    if (rc == 0)
+        rc = gk_upload(&b->g, d->p, p, words * sizeof *p);
+    if (rc)
+        return sl_errf(err, errlen, rc, "uploading a batch of %u nodes: %s", n, gk_ctx_error(&b->g));
+    b->cur = next;
+    const uint32_t *dev = d->p;
+    b->alias_dev = dev + off_alias;
+    b->labels_dev = (const int32_t *)(dev + off_labels);
+    for (uint32_t i = 0; i < nblocks; i++) {
+        b->gb[i] = (struct gk_block){.n_dst = ob[i].n_dst,
+                                     .n_src = ob[i].n_src,
+                                     .n_edges = ops_block_edges(&ob[i]),
+                                     .indptr = dev + off[i][0],
+                                     .src = dev + off[i][1],
+                                     .t_indptr = dev + off[i][2],
+                                     .t_dst = dev + off[i][3],
+                                     .t_edge = dev + off[i][4]};
+        b->mb[i] = (struct model_block){
+            .n_dst = b->gb[i].n_dst, .n_src = b->gb[i].n_src, .n_edges = b->gb[i].n_edges, .impl = &b->gb[i]};
+    }
+    b->nblocks = nblocks;
+    return 0;
+}
+
+static int cuda_gather(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen)
+{
+    b->gathered = false;
+    uint32_t n = batch_nodes(v), dim = b->c.model.in_dim;
+    int rc = upload_batch(b, v, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = dbuf_need(&b->g, &b->x, (size_t)n * dim * sizeof(float))) != 0 ||
+        (rc = gk_gather_rows(&b->g, b->x.p, b->rows, b->stride, b->alias_dev, n, dim, b->c.f16)) != 0)
+        return sl_errf(err, errlen, rc, "gathering %u input rows: %s", n, gk_ctx_error(&b->g));
+    b->gathered = true;
+    b->alias_of = v->alias;
+    b->nodes = n;
+    b->targets = batch_targets(v);
+    return 0;
+}
+
+static int cuda_forward(struct trainer_backend *b, const struct batch_view *v, bool train, uint64_t dropout_seed,
+                        struct trainer_loss *out, char *err, size_t errlen)
+{
+    uint32_t B = batch_targets(v), classes = b->c.model.classes;
+    if (!b->gathered || v->alias != b->alias_of || B != b->targets || batch_nodes(v) != b->nodes)
+        return sl_errf(err, errlen, -EINVAL, "forward of a batch that was not the last one gathered");
+    size_t bytes = (size_t)B * classes * sizeof(float);
+    int rc;
+    if ((rc = dbuf_need(&b->g, &b->logits, bytes)) != 0 || (rc = dbuf_need(&b->g, &b->dlogits, bytes)) != 0)
+        return sl_errf(err, errlen, rc, "cannot allocate %u targets' logits on the device: %s", B, gk_ctx_error(&b->g));
+    rc = model_forward_blocks(b->m, b->mb, b->nblocks, B, b->x.p, train, dropout_seed, b->logits.p, err, errlen);
+    if (rc)
+        return rc;
+    return model_cross_entropy(b->m, b->logits.p, b->labels_dev, B, train ? b->dlogits.p : NULL, &out->loss,
+                               &out->labelled, &out->correct, err, errlen);
+}
+
+static int cuda_backward(struct trainer_backend *b, char *err, size_t errlen)
+{
+    return model_backward(b->m, b->dlogits.p, err, errlen);
+}
+
+static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, float *weight)
+{
+    *weight = 0.0f;
+    if (r->ops->device != CUDA_BUFFERS_ON_DEVICE)
+        return -EINVAL; /* the reducer would read the buffer in the wrong memory */
+    size_t n = b->nparams;
+    int rc = dbuf_need(&b->g, &b->red, (n + 1) * sizeof(float));
+    if (rc)
+        return rc;
+    float *red = b->red.p, w = real ? 1.0f : 0.0f;
+    rc = real ? gk_copy(&b->g, red, model_grads(b->m), n) : gk_zero(&b->g, red, n);
+    if (rc == 0)
+        rc = gk_upload(&b->g, red + n, &w, sizeof w); /* waits: the copy above is done too */
+    if (rc)
+        return rc;
+    if ((rc = reducer_allreduce(r, red, n + 1)) != 0)
+        return rc;
+    return gk_download(&b->g, weight, red + n, sizeof *weight);
+}
+
+static int cuda_step(struct trainer_backend *b, bool reduced, float scale)
+{
+    if (!reduced)
+        return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+    if (!b->red.p)
+        return -EINVAL; /* no reduce before */
+    int rc = gk_scale(&b->g, b->red.p, b->nparams, scale);
+    return rc ? rc : adam_step(&b->adam, model_params(b->m), b->red.p);
+}
+
+static int cuda_state(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen)
+{
+    size_t n = b->nparams, bytes = (n ? n : 1) * sizeof(float);
+    if (!b->h_params) {
+        b->h_params = malloc(bytes);
+        b->h_m = malloc(bytes);
+        b->h_v = malloc(bytes);
+        if (!b->h_params || !b->h_m || !b->h_v) {
+            free(b->h_params), free(b->h_m), free(b->h_v);
+            b->h_params = b->h_m = b->h_v = NULL;
+            return sl_errf(err, errlen, -ENOMEM, "out of memory for a host copy of %zu parameters", n);
+        }
+    }
+    int rc;
+    if ((rc = gk_download(&b->g, b->h_params, model_params(b->m), n * sizeof(float))) != 0 ||
+        (rc = gk_download(&b->g, b->h_m, b->adam.m, n * sizeof(float))) != 0 ||
+        (rc = gk_download(&b->g, b->h_v, b->adam.v, n * sizeof(float))) != 0)
+        return sl_errf(err, errlen, rc, "copying the parameters and Adam's moments to the host: %s",
+                       gk_ctx_error(&b->g));
+    *s = (struct trainer_state){
+        .n = n, .params = b->h_params, .adam_m = b->h_m, .adam_v = b->h_v, .step = &b->adam.step};
+    return 0;
+}
+
+static int cuda_state_loaded(struct trainer_backend *b, char *err, size_t errlen)
+{
+    if (!b->h_params)
+        return sl_errf(err, errlen, -EINVAL, "state_loaded without state(): nothing was written to take");
+    size_t n = b->nparams;
+    int rc;
+    if ((rc = gk_upload(&b->g, model_params(b->m), b->h_params, n * sizeof(float))) != 0 ||
+        (rc = gk_upload(&b->g, b->adam.m, b->h_m, n * sizeof(float))) != 0 ||
+        (rc = gk_upload(&b->g, b->adam.v, b->h_v, n * sizeof(float))) != 0)
+        return sl_errf(err, errlen, rc, "copying the parameters and Adam's moments to the device: %s",
+                       gk_ctx_error(&b->g));
+    return 0;
+}
+
+const struct trainer_backend_ops trainer_cuda_backend = {
+    .name = "cuda",
+    .create = cuda_create,
+    .gather = cuda_gather,
+    .forward = cuda_forward,
+    .backward = cuda_backward,
+    .reduce = cuda_reduce,
+    .step = cuda_step,
+    .state = cuda_state,
+    .state_loaded = cuda_state_loaded,
+    .free = cuda_free,
+};
