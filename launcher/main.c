@@ -514,11 +514,12 @@ static void start_stages(struct launch *l)
                                     .resume = l->resume,
                                     .trace = l->trace_file[0] != '\0',
                                     .node = l->cl.on ? (int)l->cl.node : 0,
-                                    .nodes = l->cl.on ? (int)l->cl.nodes : 1};
+                                    .nodes = l->cl.on ? (int)l->cl.nodes : 1,
+                                    .device = -1};
             snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
             snprintf(a.config, sizeof a.config, "%s", config);
-            char buf[3 * PATH_MAX + 256], path[PATH_MAX], err[1024];
+            char buf[3 * PATH_MAX + RUN_ARGV_SLACK], path[PATH_MAX], err[1024];
             char *argv[RUN_ARGV_MAX];
             int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
             if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
