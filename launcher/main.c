@@ -332,14 +332,13 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     int rc = config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "%s", msg);
-    if (o->gpus > 0) { /* one rank per GPU, whatever the configuration says */
-        if (l->cfg.pipeline.ranks != 1 && l->cfg.pipeline.ranks != o->gpus)
+    if (l->gpus > 0) { /* one rank per GPU, whatever the configuration says */
+        if (l->cfg.pipeline.ranks != 1 && l->cfg.pipeline.ranks != l->gpus)
             fprintf(stderr,
-                    "gnnlaunch: note: --gpus %ld runs %ld rank%s, one per GPU; pipeline.ranks = %" PRId64
+                    "gnnlaunch: note: --gpus %d runs %d rank%s, one per GPU; pipeline.ranks = %" PRId64
                     " (%s) applies to --cpu runs\n",
-                    o->gpus, o->gpus, o->gpus == 1 ? "" : "s", l->cfg.pipeline.ranks, o->config);
-        l->cfg.pipeline.ranks = o->gpus;
-        l->gpus = (int)o->gpus;
+                    l->gpus, l->gpus, l->gpus == 1 ? "" : "s", l->cfg.pipeline.ranks, o->config);
+        l->cfg.pipeline.ranks = l->gpus;
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
@@ -387,22 +386,27 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
 }
 
 /* --gpus N: which GPU each rank uses, found by a child process (the
- * launcher never initialises CUDA: gpu/device.h). Before any thread. */
+ * launcher never initialises CUDA: gpu/device.h). First of the checks,
+ * so that a machine without a usable GPU says so whatever else is wrong;
+ * before any thread. */
 static int check_gpus(struct launch *l, char *err, size_t errlen)
 {
-    char msg[1024], line[2048];
+    char msg[1024];
     int rc = device_probe_run(&l->gpu_probe, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "--gpus %d: %s", l->gpus, msg);
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    if ((rc = device_plan_make(l->gpus, &l->gpu_probe, visible, &l->gpu_plan, err, errlen)) != 0)
-        return rc;
+    return device_plan_make(l->gpus, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), &l->gpu_plan, err, errlen);
+}
+
+/* The GPU each rank got, once every check passed. */
+static void report_gpus(const struct launch *l)
+{
+    char line[2048];
     if (l->gpu_probe.fake)
         fprintf(stderr, "gnnlaunch: warning: SLUICE_FAKE_GPUS is set: %d made-up GPUs (a setting for tests)\n",
                 l->gpu_probe.count);
-    device_plan_describe(&l->gpu_plan, &l->gpu_probe, visible, line, sizeof line);
+    device_plan_describe(&l->gpu_plan, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), line, sizeof line);
     fprintf(stderr, "gnnlaunch: --gpus %d: %s\n", l->gpus, line);
-    return 0;
 }
 
 /* A run of more than one GPU in all: node 0 makes the NCCL unique id in a
@@ -628,16 +632,19 @@ int main(int argc, char **argv)
     struct launch *l = &g_run;
     l->sigfd = l->devnull = -1;
     char err[4096];
-    int rc = check_input(l, &o, err, sizeof err);
+    l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
+    int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
+    if (rc == 0)
+        rc = check_input(l, &o, err, sizeof err);
     if (rc == 0)
         rc = cluster_check(&l->cl, &o.cluster, l->ranks, o.run_name, err, sizeof err);
-    if (rc == 0 && l->gpus)
-        rc = check_gpus(l, err, sizeof err);
     free_opts(&o);
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
         return EXIT_USAGE;
     }
+    if (l->gpus)
+        report_gpus(l);
 
     atexit(teardown);
     l->phase = LAUNCH_SETUP;

@@ -548,9 +548,10 @@ static bool gone(pid_t pid)
     return false;
 }
 
-/* No GPU: one line naming --gpus and what to do, exit 2, nothing made. An
- * invalid CUDA_VISIBLE_DEVICES hides every GPU on any machine; so does an
- * empty one. */
+/* No GPU: one line naming --gpus and what to do, exit 2, nothing made,
+ * checked before the rest (the dataset here is missing too). An invalid
+ * CUDA_VISIBLE_DEVICES hides every GPU on any machine; so does an empty
+ * one. */
 static void test_gpus_none(void **state)
 {
     const struct {
@@ -567,7 +568,8 @@ static void test_gpus_none(void **state)
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         struct t_proc r;
-        t_launch_run(&r, (const char *[]){cases[i].env, NULL}, (const char *[]){"--gpus", "1", g_cfg, NULL}, 90);
+        t_launch_run(&r, (const char *[]){cases[i].env, NULL},
+                     (const char *[]){"--gpus", "1", g_cfg, "--set", "dataset.path=/nonexistent-sluice/ds", NULL}, 90);
         t_expect_code(&r, 2);
         t_expect_log(&r, cases[i].msg);
         t_expect_log(&r, "--cpu");
