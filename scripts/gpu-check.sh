@@ -16,10 +16,11 @@
 # Steps, each under `timeout`, the time left shared out so that the whole
 # run ends within --budget seconds (default 480):
 #   tools       where nvcc, CMake, ninja, compute-sanitizer, nvidia-smi are
-#   nvidia-smi  the GPUs, driver and CUDA version (no GPU: stop here and
-#               say so, unless --no-gpu-ok)
+#               (nvcc, CMake, ninja or a C compiler missing: stop here)
 #   nccl        NCCL's header and library (the toolkit, NCCL_ROOT, a pip
 #               wheel's nvidia/nccl) and its version
+#   nvidia-smi  the GPUs, driver and CUDA version (no GPU: stop here and
+#               say so, unless --no-gpu-ok)
 #   debs        unpack --debs into the prefix
 #   configure   cmake -DSLUICE_CUDA=ON -DSLUICE_WERROR=ON (Ninja)
 #   build       cmake --build (--no-build stops after configure)
@@ -29,7 +30,9 @@
 #               (build/tests/test_gpu_kernels*)
 #   bench       bench/gpu.sh BUILD_DIR, the GPU benchmark, when the tree
 #               has it
-# Each step's whole output is in BUILD/gpu-check-logs/<step>.log; the
+# The build is in --build (default build-gpu), the prefix in --prefix
+# (default BUILD/deps). Each step's whole output is in
+# BUILD/gpu-check-logs/<step>.log; the
 # report (default bench/results/gpu-check-<date>-<gpu>.md) has the
 # machine, the versions, a table of steps and each step's last lines.
 #
@@ -55,7 +58,7 @@ while (($#)); do
         --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
         --no-gpu-ok) no_gpu_ok=1; shift ;;
         --no-build) no_build=1; shift ;;
-        -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) usage >&2; die "unknown argument '$1'" ;;
     esac
 done
@@ -199,7 +202,7 @@ missing=()
 [[ -n $nvcc_bin ]] || missing+=(nvcc)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja)
-command -v cc >/dev/null || missing+=(cc)
+command -v cc >/dev/null || command -v gcc >/dev/null || missing+=("a C compiler")
 if ((${#missing[@]})); then
     note tools "failed: ${missing[*]} not found" $(($(date +%s) - t0))
     echo "$prog: ${missing[*]} not found; this script needs nvcc, CMake, ninja and a C compiler" >&2

@@ -4,7 +4,7 @@
 # on a Debian 12 machine with apt (root or not: apt-get download needs no
 # privileges); the machine that uses the files needs no package registry.
 #
-#   scripts/gpu-debs.sh [DIR]     # default: .debs (ignored by git)
+#   scripts/gpu-debs.sh [DIR]     # default: .debs (ignored by git); its .deb files are replaced
 #
 # What it fetches: the -dev packages of every library CMakeLists.txt asks
 # for (sluice_dep lines; scripts/install-deps.sh installs the same), plus
