@@ -5,7 +5,9 @@
  * everything it created on every way out (DESIGN.md sections 2, 7, 8;
  * docs/architecture.md). With --nodes K it is one of K launchers, one per
  * machine, which meet before creating anything and then watch each other
- * (cluster.h; docs/multinode.md).
+ * (cluster.h; docs/multinode.md). With --gpus N it first finds the GPUs
+ * and, for a run of more than one, has node 0 make the NCCL unique id,
+ * both in child processes (gpu/device.h; docs/gpu.md).
  *
  * Exit status: 0 every stage finished; 2 bad input found before start
  * (usage, config, dataset, paths) or the run could not be set up; 3 a stage
