@@ -15,8 +15,8 @@
 # ranks take 1/R of the steps per epoch on the same training split: the
 # epoch's work is the same at every R (strong scaling of the epoch).
 # GPUs: with nvidia-smi listing G > 0 GPUs it tries `gnnlaunch --gpus R`
-# for R <= G and records the answer (the GPU path is not built yet:
-# gnnlaunch refuses --gpus); without GPUs it says so.
+# for R <= G and records the answer (the CUDA trainer is not built yet:
+# gnn-trainer refuses a GPU rank); without GPUs it says so.
 #
 # All-reduce: the epoch objects' `reduce_s` (the slowest rank's seconds in
 # allreduce_sum, waiting for peers included) over the epoch time; beside it

@@ -60,7 +60,8 @@ static const key keys[] = {
      "Empty: checkpoints/<run name>, the run name being --run-name or the config file's name without .toml."},
 
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
-     "Data-parallel ranks with --cpu (with --gpus N, one rank per GPU)."},
+     "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
+     "different value is noted and ignored)."},
     {"pipeline.samplers", K_INT, OFF(pipeline.samplers), "2", 1, 256, NULL, "Sampler threads per rank."},
     {"pipeline.extractors", K_INT, OFF(pipeline.extractors), "2", 1, 256, NULL,
      "Extractor threads per rank, each with its own io_uring."},

@@ -219,6 +219,42 @@ int sl_parse_double(const char *s, double *out)
     return 0;
 }
 
+void sl_hex(const void *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *p = b;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int sl_unhex(const char *s, void *out, size_t n)
+{
+    uint8_t *p = out;
+    if (!s || strlen(s) != 2 * n)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -EINVAL;
+        p[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
 uint64_t sl_now_ns(void)
 {
     struct timespec ts;

@@ -86,6 +86,12 @@ static inline uint64_t sl_pow2_at_least(uint64_t n, uint64_t lo)
 int sl_parse_u64(const char *s, bool binary, uint64_t *out);
 int sl_parse_double(const char *s, double *out);
 
+/* Lower-case hex of n bytes into out (2n + 1 bytes, NUL-terminated), and
+ * back: sl_unhex takes exactly 2n hex digits (either case) and returns 0,
+ * or -EINVAL (out then undefined). */
+void sl_hex(const void *b, size_t n, char *out);
+int sl_unhex(const char *s, void *out, size_t n);
+
 /* The one clock: CLOCK_MONOTONIC in nanoseconds (trace spans, heartbeats,
  * busy/wait counters, benchmarks) and in seconds. */
 uint64_t sl_now_ns(void);

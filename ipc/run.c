@@ -262,6 +262,13 @@ int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv,
         pack(&p, "--node=%d", a->node);
         pack(&p, "--nodes=%d", a->nodes);
     }
+    if (a->device >= 0)
+        pack(&p, "--device=%d", a->device);
+    if (a->has_nccl_id) {
+        char hex[2 * RUN_NCCL_ID_BYTES + 1];
+        sl_hex(a->nccl_id, sizeof a->nccl_id, hex);
+        pack(&p, "--nccl-id=%s", hex);
+    }
     if (p.full)
         return sl_errf(err, errlen, -ENAMETOOLONG, "command line of %s does not fit %zu bytes",
                        run_stage_program(a->stage), len);
@@ -269,13 +276,23 @@ int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv,
     return 0;
 }
 
-/* Reads a decimal int in [lo, hi] from s into *out; false if it is not one. */
 /* OPT_FN for --run: a valid run id into a char[SHM_RUN_ID_MAX]. */
 static int take_run_id(const char *val, void *dst, char *err, size_t errlen)
 {
     if (shm_run_id_check(val, err, errlen) != 0)
         return -EINVAL;
     snprintf(dst, SHM_RUN_ID_MAX, "%s", val);
+    return 0;
+}
+
+/* OPT_FN for --nccl-id: 256 hex digits into a struct run_args. */
+static int take_nccl_id(const char *val, void *dst, char *err, size_t errlen)
+{
+    struct run_args *a = dst;
+    if (sl_unhex(val, a->nccl_id, sizeof a->nccl_id) != 0)
+        return sl_errf(err, errlen, -EINVAL, "--nccl-id needs %d hex digits (an NCCL unique id), got %zu characters",
+                       2 * RUN_NCCL_ID_BYTES, strlen(val));
+    a->has_nccl_id = true;
     return 0;
 }
 
@@ -290,7 +307,7 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
                        argc > 0 && argv[0] ? argv[0] : "");
     a->stage = (enum run_stage)stage;
     const char *prog = run_stage_program(a->stage);
-    int64_t rank = -1, ranks = -1, block = -1, start = 0, node = 0, nodes = 1;
+    int64_t rank = -1, ranks = -1, block = -1, start = 0, node = 0, nodes = 1, device = -1;
     const struct opt opts[] = {
         {.name = "--run", .kind = OPT_FN, .dst = a->run_id, .fn = take_run_id},
         {.name = "--rank", .kind = OPT_INT, .dst = &rank, .lo = 0, .hi = RUN_RANKS_MAX - 1},
@@ -311,6 +328,13 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
          .what = "is not an epoch number"},
         {.name = "--node", .kind = OPT_INT, .dst = &node, .lo = 0, .hi = RUN_WORLD_MAX - 1},
         {.name = "--nodes", .kind = OPT_INT, .dst = &nodes, .lo = 1, .hi = RUN_WORLD_MAX},
+        {.name = "--device",
+         .kind = OPT_INT,
+         .dst = &device,
+         .lo = 0,
+         .hi = RUN_RANKS_MAX - 1,
+         .what = "is not a GPU ordinal"},
+        {.name = "--nccl-id", .kind = OPT_FN, .dst = a, .fn = take_nccl_id},
         {.name = "--resume", .kind = OPT_FLAG, .dst = &a->resume},
         {.name = "--trace", .kind = OPT_FLAG, .dst = &a->trace},
     };
@@ -323,6 +347,7 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
     a->start_epoch = (uint32_t)start;
     a->node = (int)node;
     a->nodes = (int)nodes;
+    a->device = (int)device;
     if (!a->run_id[0] || a->rank < 0 || a->ranks < 0 || !a->run_dir[0] || !a->config[0] || block < 0)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: missing --run, --rank, --ranks, --run-dir, --config or "
@@ -333,6 +358,8 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
     if (a->node >= a->nodes || (uint64_t)a->nodes * (uint64_t)a->ranks > RUN_WORLD_MAX)
         return sl_errf(err, errlen, -EINVAL, "%s: --node=%d of --nodes=%d with --ranks=%d is out of range", prog,
                        a->node, a->nodes, a->ranks);
+    if (a->has_nccl_id && a->device < 0)
+        return sl_errf(err, errlen, -EINVAL, "%s: --nccl-id needs --device (the rank's GPU)", prog);
     if ((uint32_t)block != run_block(a->rank, a->stage))
         return sl_errf(err, errlen, -EINVAL,
                        "%s: --metrics-block=%ld does not belong to rank %d (expected %" PRIu32 ")", prog, block,

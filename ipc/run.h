@@ -43,7 +43,7 @@
  *     gnn-<stage> --run=<run-id> --rank=<r> --ranks=<n> --run-dir=<dir>
  *                 --config=<dir>/config.toml --metrics-block=<i>
  *                 [--start-epoch=<e>] [--resume] [--trace]
- *                 [--node=<I> --nodes=<K>]
+ *                 [--node=<I> --nodes=<K>] [--device=<d> [--nccl-id=<hex>]]
  *
  * Ranks. --rank and --ranks are the rank's place on its node: they name
  * the node's shared objects and metrics blocks. A multi-node run (gnnlaunch
@@ -52,6 +52,15 @@
  * its global rank node * ranks + rank of nodes * ranks
  * (run_global_rank, run_world), so K nodes of R ranks train what one
  * node of K*R ranks would.
+ *
+ * Devices. A rank of `gnnlaunch --gpus N` runs on a GPU: every stage of
+ * rank r gets --device=r, the CUDA ordinal of its GPU among those
+ * CUDA_VISIBLE_DEVICES leaves visible (the stages inherit the launcher's
+ * environment); without --device a rank runs on the CPU (device -1).
+ * When the run has more than one GPU in all, the trainers also get
+ * --nccl-id: the 128 bytes of the NCCL unique id (256 hex digits) that
+ * the launcher of node 0 made and every rank of every node joins with
+ * (docs/gpu.md).
  *
  * Functions return 0 or -errno with a message in err (may be NULL). */
 #ifndef SLUICE_IPC_RUN_H
@@ -71,6 +80,7 @@
 
 #define RUN_RANKS_MAX 1024 /* pipeline.ranks' upper bound */
 #define RUN_WORLD_MAX 65536 /* ranks over all nodes */
+#define RUN_NCCL_ID_BYTES 128 /* an NCCL unique id (sizeof(ncclUniqueId)) */
 
 enum run_stage {
     RUN_SAMPLER = 0,
@@ -186,6 +196,9 @@ struct run_args {
     bool resume;
     bool trace; /* record per-batch spans in <run-dir>/trace.<stage>.<rank> (gnnlaunch --trace) */
     int node, nodes; /* this node and the node count (1 node: 0, 1) */
+    int device;      /* the rank's GPU (CUDA ordinal among the visible devices), or -1: the CPU */
+    bool has_nccl_id; /* nccl_id holds the run's NCCL unique id (trainers of a run of more than one GPU) */
+    uint8_t nccl_id[RUN_NCCL_ID_BYTES];
 };
 
 /* The global rank and the world size (see Ranks above). */
@@ -200,7 +213,10 @@ static inline uint32_t run_world(const struct run_args *a)
 
 /* Launcher side: writes the argv of a stage into buf (strings packed one
  * after another) and argv[0 .. n) with argv[n] = NULL; argv[0] is the stage
- * program's name. max is the room in argv (RUN_ARGV_MAX suffices). */
+ * program's name. max is the room in argv (RUN_ARGV_MAX suffices; buf
+ * needs the three paths plus RUN_ARGV_SLACK). --device goes out when
+ * device >= 0, --nccl-id when has_nccl_id. */
+#define RUN_ARGV_SLACK 1024
 #define RUN_ARGV_MAX 16
 int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv, int max, char *err,
                       size_t errlen);
@@ -208,8 +224,9 @@ int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv,
 /* Stage side: parses argv (argv[0] names the stage) and checks it: a known
  * stage, a valid run id, 0 <= rank < ranks, 0 <= node < nodes (nodes *
  * ranks at most RUN_WORLD_MAX), the block that belongs to
- * (rank, stage), a run directory and a config. -EINVAL with a message
- * that names the argument otherwise. */
+ * (rank, stage), a run directory and a config; --nccl-id only with
+ * --device. device is -1 without --device. -EINVAL with a message that
+ * names the argument otherwise. */
 int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t errlen);
 
 #endif

@@ -116,6 +116,7 @@ int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, co
         return sl_errf(err, errlen, -EINVAL, "--run-name %s: at most %d characters with --nodes", run_name,
                        CLUSTER_NAME_MAX);
     c->on = true;
+    c->gpus = o->gpus > 0 ? (uint32_t)o->gpus : 0;
     c->nodes = (uint32_t)o->nodes;
     c->node = (uint32_t)o->node;
     c->ranks = (uint32_t)ranks;
@@ -185,16 +186,22 @@ static void value_text(const char *v, char *out, size_t len)
     snprintf(out, len, "%s", v);
 }
 
-/* What every node must share: the build, the node count, the resumed
- * epoch, the effective configuration (but for paths: each node has its
- * own dataset.path and checkpoint directory) and the dataset's identity
- * as dataset.toml records it (counts, and every file's shape, size and
- * checksum). Then this node's own '@' lines. */
+/* What every node must share: the build, the node count, where the
+ * ranks compute (--cpu, or --gpus N), the resumed epoch, the effective
+ * configuration (but for paths: each node has its own dataset.path and
+ * checkpoint directory) and the dataset's identity as dataset.toml
+ * records it (counts, and every file's shape, size and checksum). Then
+ * this node's own '@' lines. */
 static char *make_facts(const struct cluster *c, const struct config *cfg_in, uint32_t start_epoch)
 {
     struct text t = {0};
-    add(&t, "sluice version = %s\ngnnlaunch --nodes = %" PRIu32 "\nresume from epoch = %" PRIu32 "\n", SLUICE_VERSION,
-        c->nodes, start_epoch);
+    char where[32] = "--cpu";
+    if (c->gpus)
+        snprintf(where, sizeof where, "--gpus %" PRIu32, c->gpus);
+    add(&t,
+        "sluice version = %s\ngnnlaunch --nodes = %" PRIu32 "\nranks compute on = %s\nresume from epoch = %" PRIu32
+        "\n",
+        SLUICE_VERSION, c->nodes, where, start_epoch);
     char *cfg = NULL;
     size_t cfg_len = 0;
     FILE *f = open_memstream(&cfg, &cfg_len);
@@ -245,8 +252,8 @@ static void print_note(void *arg, const char *msg)
     fprintf(stderr, "gnnlaunch: %s\n", msg);
 }
 
-int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
-                 size_t name_len, char *err, size_t errlen)
+int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, const uint8_t *blob_in,
+                 int cancel_fd, char *run_name, size_t name_len, char *err, size_t errlen)
 {
     if (!c->on)
         return 0;
@@ -257,12 +264,16 @@ int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epo
     gethostname(host, sizeof host - 1);
     uint8_t blob[MESH_BLOB_BYTES] = {0};
     if (c->node == 0) {
-        /* the run's name; and the opaque blob, for now random bytes (an NCCL unique id on GPU runs) */
+        /* the run's name; and the opaque blob: the NCCL unique id on GPU runs, else random bytes */
         if (run_name[0])
             snprintf(name, sizeof name, "%s", run_name);
         else
             shm_run_id_new(name, sizeof name);
         size_t got = 0;
+        if (blob_in) {
+            memcpy(blob, blob_in, sizeof blob);
+            got = sizeof blob;
+        }
         while (got < sizeof blob) {
             ssize_t n = getrandom(blob + got, sizeof blob - got, 0);
             if (n <= 0)
@@ -325,6 +336,11 @@ int cluster_write(const struct cluster *c, const char *run_dir, char *err, size_
 void *cluster_pollable(const struct cluster *c)
 {
     return c->joined ? mesh_pollable(&c->mesh) : NULL;
+}
+
+const uint8_t *cluster_blob(const struct cluster *c)
+{
+    return c->mesh.blob;
 }
 
 bool cluster_joined(const struct cluster *c)

@@ -47,11 +47,13 @@ struct cluster_opts {
     long nodes, node;    /* --nodes, --node-rank (-1: not given) */
     const char *master;  /* --master HOST:PORT */
     double timeout_s;    /* --rendezvous-timeout (<= 0: the default) */
+    long gpus;           /* --gpus N, 0 on the CPU: every node must say the same */
 };
 
 struct cluster {
     bool on; /* --nodes > 1 */
     uint32_t node, nodes, ranks;
+    uint32_t gpus; /* --gpus N, 0 on the CPU */
     double timeout_s;
     char master_arg[256];             /* HOST:PORT as given */
     char master[MESH_ENDPOINT_MAX];   /* tcp://IP:PORT */
@@ -91,12 +93,18 @@ int cluster_check(struct cluster *c, const struct cluster_opts *o, int ranks, co
                   size_t errlen);
 
 /* The rendezvous (mesh_rendezvous; cancel_fd readable interrupts it),
- * then the mesh thread. cfg and start_epoch go into the facts every node
- * must share. run_name: in, --run-name or "" (node 0 names the run after
- * it); out, this node's run directory's name "<agreed name>-n<I>". 0;
- * -EINTR (interrupted: exit 130); else exit 2. No-op on a single node. */
-int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, int cancel_fd, char *run_name,
-                 size_t name_len, char *err, size_t errlen);
+ * then the mesh thread. cfg, start_epoch and --gpus go into the facts
+ * every node must share. blob: node 0's MESH_BLOB_BYTES for every node
+ * (on a GPU run the NCCL unique id it made), or NULL for random bytes;
+ * other nodes pass NULL and read node 0's with cluster_blob. run_name:
+ * in, --run-name or "" (node 0 names the run after it); out, this node's
+ * run directory's name "<agreed name>-n<I>". 0; -EINTR (interrupted:
+ * exit 130); else exit 2. No-op on a single node. */
+int cluster_join(struct cluster *c, const struct config *cfg, uint32_t start_epoch, const uint8_t *blob, int cancel_fd,
+                 char *run_name, size_t name_len, char *err, size_t errlen);
+
+/* Node 0's blob, as every node received it (after cluster_join). */
+const uint8_t *cluster_blob(const struct cluster *c);
 
 /* Writes <run_dir>/cluster.toml for the trainers. No-op on a single node. */
 int cluster_write(const struct cluster *c, const char *run_dir, char *err, size_t errlen);

@@ -11,9 +11,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "core/config.h"
+#include "gpu/device.h"
 #include "ipc/shm.h"
 #include "launcher/cluster.h"
-#include "core/config.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
 #include "launcher/progress.h"
@@ -50,6 +51,9 @@ struct launch {
     struct run_arena_plan arena; /* each rank's batch arena */
     struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
+    int gpus;                           /* --gpus N (0: the CPU) */
+    struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */
+    struct device_plan gpu_plan;        /* which GPU each rank uses (--gpus) */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];
@@ -57,6 +61,9 @@ struct launch {
     struct layout layout;
     struct control ctl;
     struct cluster cl;            /* a multi-node run's side (cluster.h); cl.on false on one node */
+    struct device_nccl_root nccl; /* node 0 of a run of more than one GPU: the helper holding NCCL's root */
+    bool has_nccl_id;             /* the trainers get nccl_id (a run of more than one GPU in all) */
+    uint8_t nccl_id[RUN_NCCL_ID_BYTES]; /* node 0's NCCL unique id */
     struct spawn_child *children; /* (nchildren): rank-major, pipeline order */
     int nchildren;
     int sigfd, devnull;          /* -1 when not open */

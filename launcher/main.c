@@ -5,7 +5,9 @@
  * everything it created on every way out (DESIGN.md sections 2, 7, 8;
  * docs/architecture.md). With --nodes K it is one of K launchers, one per
  * machine, which meet before creating anything and then watch each other
- * (cluster.h; docs/multinode.md).
+ * (cluster.h; docs/multinode.md). With --gpus N it first finds the GPUs
+ * and, for a run of more than one, has node 0 make the NCCL unique id,
+ * both in child processes (gpu/device.h; docs/gpu.md).
  *
  * Exit status: 0 every stage finished; 2 bad input found before start
  * (usage, config, dataset, paths) or the run could not be set up; 3 a stage
@@ -32,8 +34,13 @@
 #include "launcher/launch.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
+#include "stages/trainer_reduce.h"
 
 #define EXIT_USAGE 2
+
+_Static_assert(DEVICE_NCCL_ID_BYTES == RUN_NCCL_ID_BYTES && RUN_NCCL_ID_BYTES == MESH_BLOB_BYTES &&
+                   MESH_BLOB_BYTES == TRAINER_UNIQUE_ID_BYTES,
+               "the NCCL unique id travels whole: helper, rendezvous blob, cluster.toml, --nccl-id");
 
 static const char usage_text[] =
     "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
@@ -46,7 +53,12 @@ static const char usage_text[] =
     "supervises them. Ctrl-C stops the run cleanly.\n"
     "\n"
     "  --cpu              train on the CPU with pipeline.ranks ranks (the default)\n"
-    "  --gpus N           one rank per GPU (not built yet: GPU training comes later)\n"
+    "  --gpus N           N ranks, one per GPU: rank r uses GPU r of those CUDA sees\n"
+    "                     (CUDA_VISIBLE_DEVICES chooses them); pipeline.ranks is set to N.\n"
+    "                     More GPUs than visible is refused before anything starts.\n"
+    "                     With more than one GPU in all, node 0 makes the NCCL unique id\n"
+    "                     every rank joins with (docs/gpu.md). Not built yet: the CUDA\n"
+    "                     trainer, so gnn-trainer still refuses a GPU rank\n"
     "  --epochs E         shorthand for --set train.epochs=E\n"
     "  --set K=V          override a config key; V is TOML (--set model.fanouts=[10,5])\n"
     "  --metrics FILE     per-epoch and per-second metrics as JSON lines\n"
@@ -164,8 +176,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         } else if (!strcmp(arg, "--resume")) {
             o->resume = true;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
-            if (!parse_long(v, &o->gpus) || o->gpus < 1)
-                return usage_error("--gpus needs a number of GPUs >= 1, not '%s'", v);
+            if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
+                return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
         } else if ((v = opt_value(argc, argv, &i, "--epochs", &missing))) {
             long e;
             if (!parse_long(v, &e) || e < 1)
@@ -205,10 +217,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
-    if (o->gpus >= 1)
-        return usage_error("--gpus %ld: GPU training is not built yet (the CUDA trainer comes with a later "
-                           "release); use --cpu",
-                           o->gpus);
+    o->cluster.gpus = o->gpus > 0 ? o->gpus : 0;
     if (!o->config)
         return usage_error("%s", "no CONFIG given");
     return -1;
@@ -325,6 +334,14 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     int rc = config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "%s", msg);
+    if (l->gpus > 0) { /* one rank per GPU, whatever the configuration says */
+        if (l->cfg.pipeline.ranks != 1 && l->cfg.pipeline.ranks != l->gpus)
+            fprintf(stderr,
+                    "gnnlaunch: note: --gpus %d runs %d rank%s, one per GPU; pipeline.ranks = %" PRId64
+                    " (%s) applies to --cpu runs\n",
+                    l->gpus, l->gpus, l->gpus == 1 ? "" : "s", l->cfg.pipeline.ranks, o->config);
+        l->cfg.pipeline.ranks = l->gpus;
+    }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
     struct dataset_meta meta;
@@ -370,6 +387,53 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     return spawn_check_programs(l->stage_dir, err, errlen);
 }
 
+/* --gpus N: which GPU each rank uses, found by a child process (the
+ * launcher never initialises CUDA: gpu/device.h). First of the checks,
+ * so that a machine without a usable GPU says so whatever else is wrong;
+ * before any thread. */
+static int check_gpus(struct launch *l, char *err, size_t errlen)
+{
+    char msg[1024];
+    int rc = device_probe_run(&l->gpu_probe, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "--gpus %d: %s", l->gpus, msg);
+    return device_plan_make(l->gpus, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), &l->gpu_plan, err, errlen);
+}
+
+/* The GPU each rank got, once every check passed. */
+static void report_gpus(const struct launch *l)
+{
+    char line[2048];
+    if (l->gpu_probe.fake)
+        fprintf(stderr, "gnnlaunch: warning: SLUICE_FAKE_GPUS is set: %d made-up GPUs (a setting for tests)\n",
+                l->gpu_probe.count);
+    device_plan_describe(&l->gpu_plan, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), line, sizeof line);
+    fprintf(stderr, "gnnlaunch: --gpus %d: %s\n", l->gpus, line);
+}
+
+/* A run of more than one GPU in all: node 0 makes the NCCL unique id in a
+ * helper that keeps NCCL's bootstrap root alive until teardown; the other
+ * nodes get it in the rendezvous (cluster_join). Before any thread. */
+static int make_nccl_id(struct launch *l, char *err, size_t errlen)
+{
+    uint64_t world = (uint64_t)l->ranks * (l->cl.on ? l->cl.nodes : 1);
+    if (l->gpus == 0 || world < 2 || (l->cl.on && l->cl.node != 0))
+        return 0;
+    char msg[1024];
+    int rc = device_nccl_root_start(&l->nccl, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "--gpus %d: %s", l->gpus, msg);
+    memcpy(l->nccl_id, l->nccl.id, sizeof l->nccl_id);
+    l->has_nccl_id = true;
+    char hex[2 * RUN_NCCL_ID_BYTES + 1], where[96] = "";
+    sl_hex(l->nccl_id, sizeof l->nccl_id, hex);
+    if (l->nccl.pid > 0)
+        snprintf(where, sizeof where, "; its bootstrap root lives in helper pid %ld until the run ends",
+                 (long)l->nccl.pid);
+    fprintf(stderr, "gnnlaunch: NCCL unique id %.16s... made for %" PRIu64 " GPUs%s\n", hex, world, where);
+    return 0;
+}
+
 /* ---- the run ---------------------------------------------------------------------------- */
 
 /* Removes what the run created. Idempotent; also the exit handler, so an
@@ -384,6 +448,7 @@ static void teardown(void)
         spawn_signal(&l->children[i], SIGKILL); /* only children still running: an early exit */
     for (int i = 0; i < l->nchildren; i++)
         spawn_wait(&l->children[i]);
+    device_nccl_root_stop(&l->nccl); /* every rank has joined or is gone */
     if (!l->cl.end_sent) /* an early exit: the other nodes stop too */
         cluster_abort(&l->cl, l->cause[0] ? l->cause : "its launcher exited during setup");
     cluster_free(&l->cl);
@@ -507,18 +572,22 @@ static void start_stages(struct launch *l)
             c->stage = (enum run_stage)s;
             c->rank = r;
             struct run_args a = {.stage = c->stage,
-                                    .rank = r,
-                                    .ranks = l->ranks,
-                                    .metrics_block = run_block(r, c->stage),
-                                    .start_epoch = l->start_epoch,
-                                    .resume = l->resume,
-                                    .trace = l->trace_file[0] != '\0',
-                                    .node = l->cl.on ? (int)l->cl.node : 0,
-                                    .nodes = l->cl.on ? (int)l->cl.nodes : 1};
+                                 .rank = r,
+                                 .ranks = l->ranks,
+                                 .metrics_block = run_block(r, c->stage),
+                                 .start_epoch = l->start_epoch,
+                                 .resume = l->resume,
+                                 .trace = l->trace_file[0] != '\0',
+                                 .node = l->cl.on ? (int)l->cl.node : 0,
+                                 .nodes = l->cl.on ? (int)l->cl.nodes : 1,
+                                 .device = l->gpus ? device_of_rank(&l->gpu_plan, r) : -1,
+                                 .has_nccl_id = l->has_nccl_id && c->stage == RUN_TRAINER};
+            if (a.has_nccl_id)
+                memcpy(a.nccl_id, l->nccl_id, sizeof a.nccl_id);
             snprintf(a.run_id, sizeof a.run_id, "%s", l->run_id);
             snprintf(a.run_dir, sizeof a.run_dir, "%s", l->dir.path);
             snprintf(a.config, sizeof a.config, "%s", config);
-            char buf[3 * PATH_MAX + 256], path[PATH_MAX], err[1024];
+            char buf[3 * PATH_MAX + RUN_ARGV_SLACK], path[PATH_MAX], err[1024];
             char *argv[RUN_ARGV_MAX];
             int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
             if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
@@ -565,7 +634,10 @@ int main(int argc, char **argv)
     struct launch *l = &g_run;
     l->sigfd = l->devnull = -1;
     char err[4096];
-    int rc = check_input(l, &o, err, sizeof err);
+    l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
+    int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
+    if (rc == 0)
+        rc = check_input(l, &o, err, sizeof err);
     if (rc == 0)
         rc = cluster_check(&l->cl, &o.cluster, l->ranks, o.run_name, err, sizeof err);
     free_opts(&o);
@@ -573,19 +645,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "gnnlaunch: %s\n", err);
         return EXIT_USAGE;
     }
+    if (l->gpus)
+        report_gpus(l);
 
     atexit(teardown);
     l->phase = LAUNCH_SETUP;
     l->t_start = sl_now();
-    /* several nodes: meet the others (cluster.h) before creating anything */
-    if ((rc = setup_signals(l, err, sizeof err)) != 0 ||
-        (rc = cluster_join(&l->cl, &l->cfg, l->start_epoch, l->sigfd, l->run_name, sizeof l->run_name, err,
-                           sizeof err)) != 0 ||
+    /* the NCCL root's helper forks before any thread exists; several
+     * nodes then meet (cluster.h) before creating anything, and node 0's
+     * NCCL id travels in the rendezvous */
+    if ((rc = make_nccl_id(l, err, sizeof err)) != 0 || (rc = setup_signals(l, err, sizeof err)) != 0 ||
+        (rc = cluster_join(&l->cl, &l->cfg, l->start_epoch, l->has_nccl_id ? l->nccl_id : NULL, l->sigfd, l->run_name,
+                           sizeof l->run_name, err, sizeof err)) != 0 ||
         (rc = create_run(l, err, sizeof err)) != 0 || (rc = cluster_write(&l->cl, l->dir.path, err, sizeof err)) != 0) {
         fprintf(stderr, "gnnlaunch: cannot set up the run: %s\n", err);
         cluster_abort(&l->cl, err);
         teardown();
         return rc == -EINTR ? 130 : EXIT_USAGE;
+    }
+    if (l->gpus && cluster_joined(&l->cl) && l->cl.node != 0) {
+        memcpy(l->nccl_id, cluster_blob(&l->cl), sizeof l->nccl_id); /* node 0's, from the rendezvous */
+        l->has_nccl_id = true;
     }
     control_open(&l->ctl, l->dir.path);
     /* OpenBLAS starts its own threads when it loads; the trainer runs its

@@ -98,6 +98,20 @@ static double now_s(void)
     return (double)sl_now_ns() / 1e9;
 }
 
+/* The compute backend of this rank (stages/trainer_backend.h): the CPU
+ * one for a rank without a device. A GPU rank (gnnlaunch --gpus: --device)
+ * needs the CUDA backend, which is not built yet: refuse it plainly rather
+ * than train on the CPU while the user asked for a GPU. */
+static const struct trainer_backend_ops *pick_backend(struct stage *st)
+{
+    if (st->args.device < 0)
+        return &trainer_cpu_backend;
+    stage_fail(st,
+               "--device=%d: this gnn-trainer has no CUDA backend yet, so it cannot train on a GPU; train on the "
+               "CPU with gnnlaunch --cpu (docs/gpu.md says what the GPU path has so far)",
+               st->args.device);
+}
+
 /* The backend's host view of the parameters and Adam's state. */
 static void host_state(struct trainer *t, struct trainer_state *hs)
 {
@@ -371,8 +385,11 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: gnn-trainer --run=ID --rank=R --ranks=N --run-dir=DIR --config=FILE --metrics-block=I\n"
-                "                   [--start-epoch=E] [--resume]\n\n"
-                "The training stage of a run (CPU). gnnlaunch starts it; see docs/training.md.\n");
+                "                   [--start-epoch=E] [--resume] [--trace] [--node=I --nodes=K]\n"
+                "                   [--device=D [--nccl-id=HEX]]\n\n"
+                "The training stage of a run. gnnlaunch starts it; see docs/training.md. Without --device\n"
+                "it trains on the CPU; a GPU rank (--device, from gnnlaunch --gpus) is refused until the\n"
+                "CUDA backend exists (docs/gpu.md).\n");
         return argc < 2 ? 2 : 0;
     }
     static struct trainer t;
@@ -386,9 +403,13 @@ int main(int argc, char **argv)
     if (model_layout(&t.mc, t.tensors, &t.ntensors, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     t.nparams = model_param_count(&t.mc);
-    t.be = &trainer_cpu_backend;
-    struct trainer_backend_config bc = {
-        .model = t.mc, .lr = (float)st->cfg.train.lr, .threads = threads, .fb = &st->fb, .f16 = ff->dtype == DTYPE_F16};
+    t.be = pick_backend(st);
+    struct trainer_backend_config bc = {.model = t.mc,
+                                        .lr = (float)st->cfg.train.lr,
+                                        .threads = threads,
+                                        .device = st->args.device,
+                                        .fb = &st->fb,
+                                        .f16 = ff->dtype == DTYPE_F16};
     if (t.be->create(&t.b, &bc, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     if (trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)

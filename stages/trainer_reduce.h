@@ -12,8 +12,9 @@
  *     nodes = 2
  *     run = "4711-6650f1c2-9e03b7aa" # the run's name, agreed by the nodes
  *     endpoints = ["tcp://10.0.0.1:29501", "tcp://10.0.0.2:29502"]
- *     unique_id = "<256 hex digits>" # node 0's opaque 128 bytes (the seam
- *                                    # for an NCCL unique id on GPU runs)
+ *     unique_id = "<256 hex digits>" # node 0's 128 bytes: the NCCL unique
+ *                                    # id on GPU runs (docs/gpu.md), else
+ *                                    # random
  *
  * Either way every rank of every node ends a call with the same bits: the
  * float sum of all W = K*R ranks' buffers in global rank order

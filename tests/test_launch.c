@@ -19,11 +19,12 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "core/config.h"
 #include "core/util.h"
 #include "ipc/metrics.h"
 #include "ipc/shm.h"
-#include "core/config.h"
 #include "launcher/layout.h"
+#include "launcher/rundir.h"
 #include "t_launch.h"
 
 #define CASE_ALARM_S 120
@@ -98,8 +99,9 @@ static void test_usage(void **state)
         {{"--help"}, 0, "usage: gnnlaunch"},
         {{"--version"}, 0, "gnnlaunch (sluice) "},
         {{"--cpu", "--gpus", "2", g_cfg}, 2, "exclude each other"},
-        {{"--gpus", "2", g_cfg}, 2, "GPU training is not built yet"},
-        {{"--gpus=0", g_cfg}, 2, "--gpus needs a number of GPUs >= 1"},
+        {{"--gpus=0", g_cfg}, 2, "--gpus needs a number of GPUs from 1 to 1024, not '0'"},
+        {{"--gpus", "1025", g_cfg}, 2, "--gpus needs a number of GPUs from 1 to 1024, not '1025'"},
+        {{"--gpus", "two", g_cfg}, 2, "--gpus needs a number of GPUs from 1 to 1024, not 'two'"},
         {{g_cfg, "--epochs", "x"}, 2, "--epochs needs a positive integer"},
         {{g_cfg, "--bogus"}, 2, "unknown option '--bogus'"},
         {{g_cfg, "--set"}, 2, "--set needs a value"},
@@ -496,6 +498,213 @@ static void test_control_stop(void **state)
     t_expect_clean(&r);
 }
 
+/* ---- --gpus -------------------------------------------------------------------------------- */
+
+/* One field of a stage's report ("device", "nccl_id"), or fails. */
+static void report_field(const struct t_proc *r, const char *stage, int rank, const char *key, char *out, size_t len)
+{
+    char path[1400], buf[1024], want[64];
+    snprintf(path, sizeof path, "%s/%s.%d", r->report, stage, rank);
+    t_slurp(path, buf, sizeof buf);
+    snprintf(want, sizeof want, " %s=", key);
+    const char *v = strstr(buf, want);
+    if (!v)
+        fail_msg("%s: no %s in '%s'", path, key, buf);
+    v += strlen(want);
+    snprintf(out, len, "%.*s", (int)strcspn(v, " \n"), v);
+}
+
+/* The pid in the launcher's "bootstrap root lives in helper pid P" line,
+ * or 0 when there is none. */
+static pid_t nccl_helper_of(const struct t_proc *r)
+{
+    char log[1 << 14];
+    t_slurp(r->log, log, sizeof log);
+    const char *p = strstr(log, "lives in helper pid ");
+    return p ? (pid_t)atol(p + strlen("lives in helper pid ")) : 0;
+}
+
+/* Whether a process runs (exists and is no zombie). */
+static bool alive(pid_t pid)
+{
+    char path[64], st[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = '\0';
+    const char *close = strrchr(st, ')');
+    return !(close && close[1] == ' ' && close[2] == 'Z');
+}
+
+/* Waits up to 5 s for a process to be gone (or a zombie of someone else). */
+static bool gone(pid_t pid)
+{
+    for (double t0 = t_now(); t_now() - t0 < 5; t_sleep_ms(10))
+        if (!alive(pid))
+            return true;
+    return false;
+}
+
+/* No GPU: one line naming --gpus and what to do, exit 2, nothing made,
+ * checked before the rest (the dataset here is missing too). An invalid
+ * CUDA_VISIBLE_DEVICES hides every GPU on any machine; so does an empty
+ * one. */
+static void test_gpus_none(void **state)
+{
+    const struct {
+        const char *env;
+        const char *msg;
+    } cases[] = {
+#if SLUICE_HAVE_CUDA
+        {"CUDA_VISIBLE_DEVICES=-1", "gnnlaunch: --gpus 1: no usable GPU with CUDA_VISIBLE_DEVICES=-1 (CUDA: "},
+        {"CUDA_VISIBLE_DEVICES=", "gnnlaunch: --gpus 1: no GPU is visible: CUDA_VISIBLE_DEVICES is set but lists none"},
+#else
+        {"CUDA_VISIBLE_DEVICES=-1", "gnnlaunch: --gpus 1: this gnnlaunch was built without CUDA"},
+        {"CUDA_VISIBLE_DEVICES=0", "cmake -DSLUICE_CUDA=ON"},
+#endif
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        struct t_proc r;
+        t_launch_run(&r, (const char *[]){cases[i].env, NULL},
+                     (const char *[]){"--gpus", "1", g_cfg, "--set", "dataset.path=/nonexistent-sluice/ds", NULL}, 90);
+        t_expect_code(&r, 2);
+        t_expect_log(&r, cases[i].msg);
+        t_expect_log(&r, "--cpu");
+        char log[8192];
+        t_slurp(r.log, log, sizeof log);
+        if (strchr(log, '\n') != log + strlen(log) - 1)
+            fail_msg("%s: expected one line, got:\n%s", cases[i].env, log);
+        t_expect_clean(&r);
+    }
+}
+
+/* Made-up GPUs (SLUICE_FAKE_GPUS) and the test stages: --gpus N runs N
+ * ranks whatever pipeline.ranks says, every stage of rank r gets
+ * --device=r, the trainers of both ranks get the same NCCL unique id and
+ * the others none; the NCCL root's helper (a build with NCCL) is gone
+ * after the run. More GPUs than there are: exit 2 before anything. */
+static void test_gpus_fake(void **state)
+{
+    struct t_proc r;
+    const char *env[] = {"SLUICE_FAKE_GPUS=2", "SLUICE_TEST_ITEMS=500", NULL};
+    t_launch_run(&r, env, (const char *[]){"--gpus", "2", g_cfg, "--set", "pipeline.ranks=3", NULL}, 120);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "gnnlaunch: note: --gpus 2 runs 2 ranks, one per GPU; pipeline.ranks = 3 (");
+    t_expect_log(&r, "SLUICE_FAKE_GPUS is set");
+    t_expect_log(&r, "gnnlaunch: --gpus 2: rank 0 on GPU 0 (fake GPU 0), rank 1 on GPU 1 (fake GPU 1)\n");
+    t_expect_log(&r, ": 2 ranks x 4 stages started");
+    char id[2][300], v[300];
+    for (int rank = 0; rank < 2; rank++) {
+        for (int s = 0; s < RUN_STAGES; s++) {
+            const char *stage = run_stage_name((enum run_stage)s);
+            expect_report(&r, stage, rank, 500, s == RUN_RELEASER);
+            report_field(&r, stage, rank, "device", v, sizeof v);
+            if (atoi(v) != rank)
+                fail_msg("%s rank %d ran with --device=%s", stage, rank, v);
+            if (s != RUN_TRAINER) {
+                report_field(&r, stage, rank, "nccl_id", v, sizeof v);
+                assert_string_equal(v, "none");
+            }
+        }
+        report_field(&r, "trainer", rank, "nccl_id", id[rank], sizeof id[rank]);
+        assert_int_equal(strlen(id[rank]), 2 * RUN_NCCL_ID_BYTES);
+        report_field(&r, "trainer", rank, "cluster_id", v, sizeof v);
+        assert_string_equal(v, "none"); /* one node: no cluster.toml */
+    }
+    assert_string_equal(id[0], id[1]);
+    assert_true(strspn(id[0], "0") < strlen(id[0])); /* not a zeroed id */
+    char made[64];
+    snprintf(made, sizeof made, "gnnlaunch: NCCL unique id %.16s... made for 2 GPUs", id[0]);
+    t_expect_log(&r, made); /* the one the launcher made (in its helper with NCCL) */
+    pid_t helper = nccl_helper_of(&r);
+    if (SLUICE_HAVE_NCCL && helper <= 0)
+        fail_msg("a build with NCCL made the id without its helper");
+    if (helper > 0 && !gone(helper))
+        fail_msg("the NCCL root's helper (pid %ld) outlived the run", (long)helper);
+    t_expect_clean(&r);
+
+    /* one GPU: no id, no helper */
+    t_launch_run(&r, (const char *[]){"SLUICE_FAKE_GPUS=2", "SLUICE_TEST_ITEMS=50", NULL},
+                 (const char *[]){"--gpus", "1", g_cfg, NULL}, 120);
+    t_expect_code(&r, 0);
+    t_expect_no_log(&r, "NCCL");
+    report_field(&r, "trainer", 0, "nccl_id", v, sizeof v);
+    assert_string_equal(v, "none");
+    report_field(&r, "trainer", 0, "device", v, sizeof v);
+    assert_string_equal(v, "0");
+    t_expect_clean(&r);
+
+    /* more than there are */
+    t_launch_run(&r, (const char *[]){"SLUICE_FAKE_GPUS=2", "CUDA_VISIBLE_DEVICES=4,5", NULL},
+                 (const char *[]){"--gpus", "3", g_cfg, NULL}, 60);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "gnnlaunch: --gpus 3: only 2 GPUs are visible with CUDA_VISIBLE_DEVICES=4,5; ask for at most "
+                     "--gpus 2 (one rank per GPU)");
+    t_expect_no_log(&r, "batch arena per rank"); /* nothing was created */
+    t_expect_clean(&r);
+}
+
+/* The NCCL root's helper on the ways out: Ctrl-C (130), a failed stage
+ * (3), the launcher SIGKILLed (the helper dies with it). */
+static void test_gpus_helper_ends(void **state)
+{
+    if (!SLUICE_HAVE_NCCL)
+        skip(); /* no helper without NCCL: the fake id is made in process */
+    const char *env[] = {"SLUICE_FAKE_GPUS=2", "SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000", NULL};
+    for (int how = 0; how < 3; how++) {
+        struct t_proc r;
+        const char *fail[] = {"SLUICE_FAKE_GPUS=2", "SLUICE_TEST_ITEMS=100000000", "SLUICE_TEST_DELAY_US=1000",
+                              "SLUICE_TEST_FAIL=trainer:1:exit3:500", NULL};
+        t_launch_start(&r, how == 1 ? fail : env, (const char *[]){"--gpus", "2", g_cfg, "--run-name", "gpuend", NULL});
+        struct t_kid k[T_MAX_KIDS];
+        int n = t_wait_flowing(&r, 8, k, 1);
+        pid_t helper = nccl_helper_of(&r);
+        assert_true(helper > 0);
+        if (!alive(helper)) /* for the run's whole life (the failing trainer takes 0.5 s to fail) */
+            fail_msg("case %d: the NCCL root's helper (pid %ld) is gone while the run goes on", how, (long)helper);
+        if (how == 0)
+            kill(-r.pid, SIGINT);
+        else if (how == 2)
+            kill(r.pid, SIGKILL);
+        t_launch_wait(&r, 30);
+        t_expect_code(&r, how == 0 ? 130 : how == 1 ? 3 : 128 + SIGKILL);
+        if (!gone(helper))
+            fail_msg("case %d: the NCCL root's helper (pid %ld) outlived its launcher", how, (long)helper);
+        double t0 = t_now();
+        while (!t_kids_gone(k, n) && t_now() - t0 < 5)
+            t_sleep_ms(5);
+        assert_true(t_kids_gone(k, n));
+        if (how == 2) { /* what the dead launcher left, as the next launch would reclaim it */
+            char err[256];
+            shm_run_reclaim(k[0].run, NULL, NULL, err, sizeof err);
+            rundir_reclaim(t_base);
+        }
+        t_expect_clean(&r);
+    }
+}
+
+/* The real stages on a made-up GPU: gnn-trainer refuses a GPU rank with
+ * one line while it has no CUDA backend; the run fails (exit 3). */
+static void test_gpus_real_trainer(void **state)
+{
+    char bin[1300], stage_env[1400];
+    t_bin(bin, sizeof bin, "");
+    snprintf(stage_env, sizeof stage_env, "SLUICE_STAGE_DIR=%s", bin);
+    struct t_proc r;
+    char set[1400];
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s/ck-gpu\"", t_ldir);
+    t_launch_run(&r, (const char *[]){stage_env, "SLUICE_FAKE_GPUS=1", NULL},
+                 (const char *[]){"--gpus", "1", g_cfg, "--set", set, NULL}, 60);
+    t_expect_code(&r, 3);
+    t_expect_log(&r, "gnn-trainer rank 0: --device=0: this gnn-trainer has no CUDA backend yet, so it cannot train "
+                     "on a GPU; train on the CPU with gnnlaunch --cpu");
+    t_expect_log(&r, "failed after");
+    t_expect_clean(&r);
+}
+
 /* ---- fixture ----------------------------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -545,6 +754,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_launcher_killed, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_control_status, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_control_stop, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_none, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_fake, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_helper_ends, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_real_trainer, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

@@ -420,16 +420,23 @@ static void test_featbuf_plan(void **state)
 static void test_args_round_trip(void **state)
 {
     for (int resume = 0; resume < 2; resume++) {
-        /* the optional flags ride along: --start-epoch, --trace and a
-         * multi-node run's --node and --nodes with --resume */
-        struct run_args a = {.stage = RUN_TRAINER,
-                                .rank = 1,
-                                .ranks = 2,
-                                .resume = resume,
-                                .trace = resume,
-                                .start_epoch = resume ? 7 : 0,
-                                .node = resume ? 2 : 0,
-                                .nodes = resume ? 3 : 1};
+        /* the optional flags ride along: --start-epoch, --trace, a
+         * multi-node run's --node and --nodes, and a GPU rank's --device
+         * and --nccl-id with --resume */
+        struct run_args a;
+        memset(&a, 0, sizeof a); /* padding too: the parsed copy is compared byte for byte */
+        a.stage = RUN_TRAINER;
+        a.rank = 1;
+        a.ranks = 2;
+        a.resume = resume;
+        a.trace = resume;
+        a.start_epoch = resume ? 7 : 0;
+        a.node = resume ? 2 : 0;
+        a.nodes = resume ? 3 : 1;
+        a.device = resume ? 1 : -1;
+        a.has_nccl_id = resume;
+        for (int i = 0; resume && i < RUN_NCCL_ID_BYTES; i++)
+            a.nccl_id[i] = (uint8_t)(i * 7 + 3); /* every nibble value, 0x00 and 0xff among them */
         a.metrics_block = run_block(1, RUN_TRAINER);
         snprintf(a.run_id, sizeof a.run_id, "123-abc-def");
         snprintf(a.run_dir, sizeof a.run_dir, "/run/user/1/sluice/x");
@@ -440,10 +447,15 @@ static void test_args_round_trip(void **state)
         int argc = 0;
         while (argv[argc])
             argc++;
-        assert_int_equal(argc, 7 + 5 * resume);
+        assert_int_equal(argc, 7 + 7 * resume);
         assert_string_equal(argv[0], "gnn-trainer");
         assert_string_equal(argv[1], "--run=123-abc-def");
         assert_string_equal(argv[2], "--rank=1");
+        if (resume) {
+            assert_string_equal(argv[12], "--device=1");
+            assert_int_equal(strlen(argv[13]), strlen("--nccl-id=") + 2 * RUN_NCCL_ID_BYTES);
+            assert_memory_equal(argv[13], "--nccl-id=030a11", 16);
+        }
         struct run_args b;
         assert_int_equal(run_args_parse(argc, argv, &b, err, sizeof err), 0);
         assert_memory_equal(&a, &b, sizeof a);
@@ -460,6 +472,8 @@ static void test_args_round_trip(void **state)
     assert_int_equal(run_args_parse(13, sep, &b, err, sizeof err), 0);
     assert_int_equal(b.stage, RUN_SAMPLER);
     assert_string_equal(b.config, "/d/c.toml");
+    assert_int_equal(b.device, -1); /* no --device: the CPU */
+    assert_false(b.has_nccl_id);
 }
 
 static void test_args_rejected(void **state)
@@ -481,14 +495,29 @@ static void test_args_rejected(void **state)
         {{"gnn-trainer", "--run=1-a", "--rank=0", "--ranks=1", "--run-dir=/d", "--config=/c", "--metrics-block=2",
           "--node=2", "--nodes=2"},
          "--node=2 of --nodes=2"},
+        {{"gnn-trainer", "--device=-1"}, "--device=-1 is not a GPU ordinal"},
+        {{"gnn-trainer", "--device=gpu0"}, "--device=gpu0 is not a GPU ordinal"},
+        {{"gnn-trainer", "--nccl-id=00ff"}, "--nccl-id needs 256 hex digits (an NCCL unique id), got 4 characters"},
+        {{"gnn-trainer", "--run=1-a", "--rank=0", "--ranks=1", "--run-dir=/d", "--config=/c", "--metrics-block=2",
+          NULL /* a good --nccl-id, below */},
+         "--nccl-id needs --device"},
     };
+    char good_id[16 + 2 * RUN_NCCL_ID_BYTES + 1] = "--nccl-id=";
+    for (int i = 0; i < RUN_NCCL_ID_BYTES; i++)
+        strcat(good_id, "a5");
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        const char *argv[12];
         int argc = 0;
-        while (cases[i].argv[argc])
+        while (cases[i].argv[argc]) {
+            argv[argc] = cases[i].argv[argc];
             argc++;
+        }
+        if (i == SL_ARRAY_LEN(cases) - 1)
+            argv[argc++] = good_id;
+        argv[argc] = NULL;
         struct run_args a;
         char err[512] = "";
-        assert_int_equal(run_args_parse(argc, (char **)cases[i].argv, &a, err, sizeof err), -EINVAL);
+        assert_int_equal(run_args_parse(argc, (char **)argv, &a, err, sizeof err), -EINVAL);
         if (!strstr(err, cases[i].msg))
             fail_msg("case %zu: expected '%s' in '%s'", i, cases[i].msg, err);
     }

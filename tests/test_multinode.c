@@ -34,6 +34,11 @@
  *     other; a stage failing on one node (test stages): 3 on both; the
  *     nodes' cluster.toml files carry the same unique id; nothing is left
  *     in /dev/shm or the run directories;
+ *   - GPU ranks (made-up GPUs, test stages), two nodes of two: node 0's
+ *     NCCL unique id reaches every trainer of every node byte for byte
+ *     (--nccl-id and cluster.toml), every stage of local rank r gets
+ *     --device=r, node 0's NCCL helper is gone at the end; a CPU node
+ *     beside GPU nodes is refused on both (exit 2);
  *   - one node, 1, 2 and 4 ranks: test accuracy within one point. */
 #include "t_util.h"
 
@@ -608,15 +613,16 @@ static double test_acc_of(const struct t_proc *r)
     return acc;
 }
 
-/* Starts node i of k with the given extra arguments. */
-static void start_node(struct t_proc *r, const char *stages_env, const char *const *env_extra, int i, int k,
-                       int port, const char *const *extra)
+/* Starts node i of k with the given extra arguments, its ranks on the
+ * CPU or GPUs (device: "--cpu", "--gpus=N"). */
+static void start_node_on(struct t_proc *r, const char *device, const char *stages_env, const char *const *env_extra,
+                          int i, int k, int port, const char *const *extra)
 {
     char nodes[16], rank[16], master[64];
     snprintf(nodes, sizeof nodes, "%d", k);
     snprintf(rank, sizeof rank, "%d", i);
     snprintf(master, sizeof master, "127.0.0.1:%d", port);
-    const char *argv[40] = {"--cpu", "--nodes", nodes, "--node-rank", rank, "--master", master};
+    const char *argv[40] = {device, "--nodes", nodes, "--node-rank", rank, "--master", master};
     int a = 7;
     for (int j = 0; extra && extra[j] && a < 39; j++)
         argv[a++] = extra[j];
@@ -627,6 +633,12 @@ static void start_node(struct t_proc *r, const char *stages_env, const char *con
         env[e++] = env_extra[j];
     env[e] = NULL;
     t_launch_start(r, env, argv);
+}
+
+static void start_node(struct t_proc *r, const char *stages_env, const char *const *env_extra, int i, int k, int port,
+                       const char *const *extra)
+{
+    start_node_on(r, "--cpu", stages_env, env_extra, i, k, port, extra);
 }
 
 static struct t_proc *g_live[4]; /* launchers a failing case must not leave behind */
@@ -976,6 +988,101 @@ static void test_remote_stage_fails(void **state)
     t_expect_clean(&n1);
 }
 
+/* ---- GPU ranks on several nodes ------------------------------------------------------------- */
+
+/* One field ("nccl_id", "device") of a test stage's report on a node. */
+static void node_report(const struct t_proc *r, const char *stage, int rank, int node, const char *key, char *out,
+                        size_t len)
+{
+    char path[1400], buf[2048], want[64];
+    snprintf(path, sizeof path, "%s/%s.%d.n%d", r->report, stage, rank, node);
+    t_slurp(path, buf, sizeof buf);
+    snprintf(want, sizeof want, " %s=", key);
+    const char *v = strstr(buf, want);
+    if (!v)
+        fail_msg("%s: no %s in '%s'", path, key, buf);
+    v += strlen(want);
+    snprintf(out, len, "%.*s", (int)strcspn(v, " \n"), v);
+}
+
+/* Two nodes of two (made-up) GPUs each, test stages: node 0 makes the
+ * NCCL unique id (in its helper, when built with NCCL) and it travels in
+ * the rendezvous; every trainer of every node gets node 0's id byte for
+ * byte, on its command line and in its cluster.toml, and every stage of
+ * local rank r runs on device r. Node 0's helper is gone after the run.
+ * A node on the CPU beside GPU nodes is refused on both, naming it. */
+static void test_gpu_nodes(void **state)
+{
+    (void)state;
+    int port = free_ports(3);
+    char stages[1300];
+    snprintf(stages, sizeof stages, "SLUICE_STAGE_DIR=%s", t_stages);
+    const char *env[] = {"SLUICE_FAKE_GPUS=2", "SLUICE_TEST_ITEMS=300", NULL};
+    struct t_proc n[2];
+    for (int i = 0; i < 2; i++) {
+        start_node_on(&n[i], "--gpus=2", stages, env, i, 2, port, (const char *[]){g_cfg, NULL});
+        g_live[i] = &n[i];
+    }
+    for (int i = 0; i < 2; i++) {
+        wait_node(&n[i], 60);
+        t_expect_code(&n[i], 0);
+    }
+    t_expect_log(&n[0], "gnnlaunch: --gpus 2: rank 0 on GPU 0 (fake GPU 0), rank 1 on GPU 1 (fake GPU 1)");
+    t_expect_log(&n[1], "gnnlaunch: --gpus 2: rank 0 on GPU 0 (fake GPU 0), rank 1 on GPU 1 (fake GPU 1)");
+    t_expect_no_log(&n[1], "NCCL unique id made"); /* only node 0 makes one */
+    char first[300] = "", v[300];
+    for (int node = 0; node < 2; node++)
+        for (int rank = 0; rank < 2; rank++) {
+            for (int s = 0; s < RUN_STAGES; s++) {
+                node_report(&n[node], run_stage_name((enum run_stage)s), rank, node, "device", v, sizeof v);
+                if (atoi(v) != rank)
+                    fail_msg("node %d: %s rank %d ran with --device=%s", node, run_stage_name((enum run_stage)s), rank,
+                             v);
+            }
+            char id[300], cid[300];
+            node_report(&n[node], "trainer", rank, node, "nccl_id", id, sizeof id);
+            node_report(&n[node], "trainer", rank, node, "cluster_id", cid, sizeof cid);
+            assert_int_equal(strlen(id), 2 * RUN_NCCL_ID_BYTES);
+            if (strcmp(id, cid))
+                fail_msg("node %d rank %d: --nccl-id=%s but cluster.toml's unique_id = %s", node, rank, id, cid);
+            if (!first[0])
+                snprintf(first, sizeof first, "%s", id);
+            else if (strcmp(id, first))
+                fail_msg("node %d rank %d has NCCL id %s, node 0 rank 0 %s", node, rank, id, first);
+            node_report(&n[node], "sampler", rank, node, "nccl_id", v, sizeof v);
+            assert_string_equal(v, "none");
+        }
+    char made[64];
+    snprintf(made, sizeof made, "gnnlaunch: NCCL unique id %.16s... made for 4 GPUs", first);
+    t_expect_log(&n[0], made); /* the one node 0 made, not some other blob */
+    char log[1 << 14];
+    t_slurp(n[0].log, log, sizeof log);
+    const char *h = strstr(log, "lives in helper pid ");
+    if (SLUICE_HAVE_NCCL && !h)
+        fail_msg("node 0 of a build with NCCL made no helper:\n%s", log);
+    if (h) { /* node 0 reaped its helper before it exited */
+        pid_t helper = (pid_t)atol(h + strlen("lives in helper pid "));
+        assert_true(helper > 0);
+        errno = 0;
+        assert_int_equal(kill(helper, 0), -1);
+        assert_int_equal(errno, ESRCH);
+    }
+    for (int i = 0; i < 2; i++)
+        t_expect_clean(&n[i]);
+
+    /* --gpus on node 0, --cpu on node 1 (with as many ranks) */
+    start_node_on(&n[0], "--gpus=2", stages, env, 0, 2, port, (const char *[]){g_cfg, NULL});
+    g_live[0] = &n[0];
+    start_node_on(&n[1], "--cpu", stages, env, 1, 2, port, (const char *[]){g_cfg, "--set", "pipeline.ranks=2", NULL});
+    g_live[1] = &n[1];
+    for (int i = 0; i < 2; i++) {
+        wait_node(&n[i], 60);
+        t_expect_code(&n[i], 2);
+        t_expect_log(&n[i], "ranks compute on = --cpu there, --gpus 2 on node 0");
+        t_expect_clean(&n[i]);
+    }
+}
+
 /* ---- ranks on one node ---------------------------------------------------------------------- */
 
 static void test_ranks_accuracy(void **state)
@@ -1048,6 +1155,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_killed, t_launch_case_setup, mn_teardown),
         cmocka_unit_test_setup_teardown(test_node_interrupted, t_launch_case_setup, mn_teardown),
         cmocka_unit_test_setup_teardown(test_remote_stage_fails, t_launch_case_setup, mn_teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_nodes, t_launch_case_setup, mn_teardown),
         cmocka_unit_test_setup_teardown(test_ranks_accuracy, t_launch_case_setup, mn_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);

@@ -24,10 +24,14 @@
  *              a bitmap
  * Each producer calls ring_producer_done at the end of its stream, so the
  * close flows down the pipeline. With SLUICE_TEST_REPORT set, each stage
- * writes DIR/<stage>.<rank>: "items=N corrupt=C dups=D distinct=K end=E
- * arena_free=F arena_slots=S" (end: eos = end of stream, stopped = a queue
- * or the arena was closed under it; F counts free slots when the stage
- * ended: all of them for the releaser at end of stream).
+ * writes DIR/<stage>.<rank> (DIR/<stage>.<rank>.n<node> on a multi-node
+ * run): "items=N corrupt=C dups=D distinct=K end=E arena_free=F
+ * arena_slots=S device=G nccl_id=X cluster_id=Y" (end: eos = end of
+ * stream, stopped = a queue or the arena was closed under it; F counts
+ * free slots when the stage ended: all of them for the releaser at end of
+ * stream; G is --device or -1; X is --nccl-id in hex or "none"; Y is the
+ * unique_id of the run directory's cluster.toml in hex, or "none" when
+ * there is none).
  *
  * Environment:
  *   SLUICE_TEST_ITEMS     descriptors per rank (default 1000)
@@ -52,14 +56,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/dataset.h"
 #include "core/util.h"
 #include "ipc/arena.h"
 #include "ipc/batch.h"
 #include "ipc/metrics.h"
 #include "ipc/ring.h"
-#include "core/config.h"
 #include "launcher/layout.h"
+#include "stages/trainer_reduce.h"
 #include "t_batch.h"
 
 #define POLL_MS 200
@@ -337,15 +342,29 @@ static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t dis
     const char *dir = getenv("SLUICE_TEST_REPORT");
     if (!dir || !*dir)
         return;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s.%d", dir, run_stage_name(g_args.stage), g_args.rank);
+    char path[PATH_MAX], node[32] = "";
+    if (g_args.nodes > 1)
+        snprintf(node, sizeof node, ".n%d", g_args.node);
+    snprintf(path, sizeof path, "%s/%s.%d%s", dir, run_stage_name(g_args.stage), g_args.rank, node);
+    char id[2 * RUN_NCCL_ID_BYTES + 1] = "none", cluster_id[2 * TRAINER_UNIQUE_ID_BYTES + 1] = "none", err[512];
+    if (g_args.has_nccl_id)
+        sl_hex(g_args.nccl_id, sizeof g_args.nccl_id, id);
+    struct trainer_cluster tc;
+    int rc = trainer_cluster_read(g_args.run_dir, &tc, err, sizeof err);
+    if (rc == 0) {
+        sl_hex(tc.unique_id, sizeof tc.unique_id, cluster_id);
+        trainer_cluster_free(&tc);
+    } else if (rc != -ENOENT) {
+        die(3, "%s", err);
+    }
     FILE *f = fopen(path, "w");
     if (!f)
         die(3, "cannot write %s", path);
     fprintf(f,
             "items=%" PRIu64 " corrupt=%" PRIu64 " dups=%" PRIu64 " distinct=%" PRIu64 " end=%s arena_free=%" PRIu32
-            " arena_slots=%" PRIu32 "\n",
-            items, corrupt, dups, distinct, end, arena_available(&g_arena), g_arena.nslots);
+            " arena_slots=%" PRIu32 " device=%d nccl_id=%s cluster_id=%s\n",
+            items, corrupt, dups, distinct, end, arena_available(&g_arena), g_arena.nslots, g_args.device, id,
+            cluster_id);
     fclose(f);
 }
 

@@ -1,4 +1,4 @@
-/* test_util.c - number parsing, path helpers, f16 conversion, row strides. */
+/* test_util.c - number parsing, hex, path helpers, f16 conversion, row strides. */
 #include <errno.h>
 #include <math.h>
 
@@ -28,6 +28,32 @@ static void test_parse_u64(void **state)
     assert_true(d == 0.25);
     assert_int_equal(sl_parse_double("nan", &d), -ERANGE);
     assert_int_equal(sl_parse_double("1.5q", &d), -EINVAL);
+}
+
+/* Every byte value both ways, either case in, and the malformed inputs. */
+static void test_hex(void **state)
+{
+    (void)state;
+    uint8_t all[256], back[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (uint8_t)(255 - i);
+    char text[513];
+    sl_hex(all, sizeof all, text);
+    assert_int_equal(strlen(text), 512);
+    assert_memory_equal(text, "fffefdfc", 8);
+    assert_int_equal(sl_unhex(text, back, sizeof back), 0);
+    assert_memory_equal(back, all, sizeof all);
+    uint8_t two[2];
+    assert_int_equal(sl_unhex("A0fF", two, 2), 0);
+    assert_int_equal(two[0], 0xa0);
+    assert_int_equal(two[1], 0xff);
+    assert_int_equal(sl_unhex("a0f", two, 2), -EINVAL);   /* too short */
+    assert_int_equal(sl_unhex("a0ff0", two, 2), -EINVAL); /* too long */
+    assert_int_equal(sl_unhex("a0fg", two, 2), -EINVAL);  /* not a digit */
+    assert_int_equal(sl_unhex(" a0f", two, 2), -EINVAL);
+    assert_int_equal(sl_unhex(NULL, two, 2), -EINVAL);
+    sl_hex(two, 0, text);
+    assert_string_equal(text, "");
 }
 
 static void test_f16(void **state)
@@ -104,6 +130,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_hex),
         cmocka_unit_test(test_f16),
         cmocka_unit_test(test_row_stride),
         cmocka_unit_test(test_path_rmtree),
