@@ -28,13 +28,13 @@
  * opaque bytes here). Written once by the exporter before the word says
  * READY (release); read by importers after they see READY (acquire). */
 struct featbuf_dev {
-    _Atomic uint32_t word;    /* +0: state << 28 | FB_DEV_BROKEN | importers; futex word */
-    _Atomic uint32_t waiters; /* +4: sleepers on word */
-    int32_t device;           /* +8: the exporter's CUDA ordinal */
-    int32_t exporter_pid;     /* +12 */
-    uint64_t bytes;           /* +16: bytes of the device allocation */
-    uint64_t stride;          /* +24: bytes between device rows: the header's stride */
-    char pci_bus_id[FEATBUF_DEV_BUS_ID_BYTES];    /* +32: the device's PCI bus id, NUL terminated */
+    _Atomic uint32_t word;                          /* +0: state << 28 | FB_DEV_BROKEN | importers; futex word */
+    _Atomic uint32_t waiters;                       /* +4: sleepers on word */
+    int32_t device;                                 /* +8: the exporter's CUDA ordinal */
+    int32_t exporter_pid;                           /* +12 */
+    uint64_t bytes;                                 /* +16: bytes of the device allocation */
+    uint64_t stride;                                /* +24: bytes between device rows: the header's stride */
+    char pci_bus_id[FEATBUF_DEV_BUS_ID_BYTES];      /* +32: the device's PCI bus id, NUL terminated */
     unsigned char handle[FEATBUF_IPC_HANDLE_BYTES]; /* +64: cudaIpcMemHandle_t */
 };
 
