@@ -9,12 +9,14 @@
  * write the slots into the batch's alias[], mark it aliased and push the
  * descriptor into the train queue. With pipeline.ordered the pushes happen
  * in batch-number order (the sampler's stream is 0, 1, 2, ... in order
- * too), so the trainer sees the sampling order. The staging buffer of the
- * rank (pipeline.staging_mb / pipeline.ranks) is split evenly between the
- * threads; a thread whose share cannot hold pipeline.io_depth reads runs
- * with fewer in flight (announced once). I/O errors fail the stage (exit
- * 3) naming the node, the file offset and the errno; a closed queue or a
- * broken feature buffer (the run is stopping) ends it quietly. */
+ * too), so the trainer sees the sampling order. Reads land in the node's
+ * staging buffer (/sluice.<run>.staging, ipc/staging.h), which the
+ * launcher sized: each thread has a portion of its own and borrows blocks
+ * of idle threads and ranks when it has more reads to keep in flight than
+ * its portion holds (announced once when a portion holds fewer than
+ * pipeline.io_depth reads). I/O errors fail the stage (exit 3) naming the
+ * node, the file offset and the errno; a closed queue or a broken feature
+ * buffer (the run is stopping) ends it quietly. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/staging.h"
 #include "stages/extract.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
@@ -32,6 +35,7 @@ int extract_bench_main(int argc, char **argv); /* extract_bench.c */
 struct xrun {
     struct stage *st;
     struct extract_source src;
+    struct staging stg;
     unsigned depth;
     bool ordered;
     struct stage_turn turn;
@@ -47,6 +51,7 @@ static int idle(void *arg)
 
 struct xthread {
     struct xrun *r;
+    int index; /* this thread's place among the rank's extractor threads: its staging portion */
     pthread_t tid;
     struct extract_stats st;
 };
@@ -64,7 +69,8 @@ static void *thread_main(void *arg)
     struct stage *st = r->st;
     char msg[1024];
     struct extractor x;
-    if (extractor_init(&x, &r->src, &st->fb, r->depth, NULL, 0, msg, sizeof msg) != 0)
+    uint32_t portion = staging_portion_of(&r->stg, st->args.rank, t->index);
+    if (extractor_init_shared(&x, &r->src, &st->fb, r->depth, &r->stg, portion, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     x.idle = idle;
     x.idle_arg = r;
@@ -114,20 +120,22 @@ static int stage_main(int argc, char **argv)
     snprintf(who, sizeof who, "%s rank %d", st.prog, st.args.rank);
     if (extract_source_open(&r.src, st.cfg.dataset.path, &st.meta, st.cfg.pipeline.io, who, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    if (st.fb.row_bytes < r.src.row_bytes || !st.fb.rows)
+    if (st.fb.row_bytes < r.src.row_bytes)
         stage_fail(&st, "feature buffer rows hold %zu bytes, the dataset's rows %" PRIu64, st.fb.row_bytes,
                    r.src.row_bytes);
     int nthreads = (int)st.cfg.pipeline.extractors;
-    uint64_t share = ((uint64_t)st.cfg.pipeline.staging_mb << 20) / (uint64_t)st.args.ranks / (uint64_t)nthreads;
-    uint64_t fit = share / extract_staging_bytes(&r.src, 1);
-    r.depth = (unsigned)SL_MIN((uint64_t)st.cfg.pipeline.io_depth, fit);
-    if (r.depth == 0)
-        stage_fail(&st, "pipeline.staging_mb = %" PRId64 " leaves each extractor thread less than one row's read; raise it",
-                   st.cfg.pipeline.staging_mb);
-    if (r.depth < st.cfg.pipeline.io_depth)
-        stage_note(&st, "pipeline.io_depth = %" PRId64 " reads do not fit in a thread's %" PRIu64
-                   " KiB of staging; using %u (raise pipeline.staging_mb for more)",
-                   st.cfg.pipeline.io_depth, share >> 10, r.depth);
+    if (staging_attach(&r.stg, st.args.run_id, msg, sizeof msg))
+        stage_fail(&st, "%s", msg);
+    if (staging_portion_of(&r.stg, st.args.rank, nthreads - 1) == STAGING_NONE)
+        stage_fail(&st, "the staging buffer has portions for %u ranks of %u extractor threads, not rank %d of %d "
+                   "threads; restart the run",
+                   r.stg.ranks, r.stg.threads, st.args.rank, nthreads);
+    r.depth = (unsigned)st.cfg.pipeline.io_depth;
+    if (r.stg.blocks_per < r.depth)
+        stage_note(&st, "a thread's own staging holds %u of its pipeline.io_depth = %u reads (%" PRIu64
+                   " KiB); it borrows blocks of idle threads for the others (raise pipeline.staging_mb for more of "
+                   "its own)",
+                   r.stg.blocks_per, r.depth, (uint64_t)r.stg.blocks_per * r.stg.block_bytes >> 10);
     r.ordered = st.cfg.pipeline.ordered;
     struct schedule sched;
     stage_schedule(&st, &sched);
@@ -139,6 +147,7 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "out of memory");
     for (int i = 0; i < nthreads; i++) {
         t[i].r = &r;
+        t[i].index = i;
         int rc = pthread_create(&t[i].tid, NULL, thread_main, &t[i]);
         if (rc)
             stage_fail(&st, "cannot start extractor thread %d: %s", i, strerror(rc));
@@ -158,6 +167,7 @@ static int stage_main(int argc, char **argv)
     free(t);
     stage_turn_destroy(&r.turn);
     extract_source_free(&r.src);
+    staging_free(&r.stg);
     stage_close(&st);
     return 0;
 }
