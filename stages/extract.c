@@ -68,6 +68,7 @@
 
 #include "core/util.h"
 #include "stages/extract_int.h"
+#include "stages/featbuf_cuda.h"
 
 #define DEPTH_MAX 4096u
 #define AGAIN_MAX 64u     /* -EAGAIN/-EINTR repeats of one request in a row */
@@ -568,6 +569,33 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     }
     x->st.batches++;
     return 0;
+}
+
+int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms,
+                         extract_idle_fn idle, void *arg, char *err, size_t errlen)
+{
+#ifdef SLUICE_HAVE_CUDA
+    return featbuf_cuda_import(dev, fb, device, timeout_ms, idle, arg, err, errlen);
+#else
+    memset(dev, 0, sizeof *dev);
+    (void)fb;
+    (void)device;
+    (void)timeout_ms;
+    (void)idle;
+    (void)arg;
+    return sl_errf(err, errlen, -ENOTSUP,
+                   "this rank keeps its feature rows on a GPU, and this gnn-extractor was built without CUDA; rebuild "
+                   "with the CUDA toolkit (SLUICE_CUDA=ON) or run on the CPU (gnnlaunch --cpu)");
+#endif
+}
+
+void extractor_unuse_device(struct featbuf_cuda *dev)
+{
+#ifdef SLUICE_HAVE_CUDA
+    featbuf_cuda_unimport(dev);
+#else
+    (void)dev;
+#endif
 }
 
 void extract_stats_add(struct extract_stats *dst, const struct extract_stats *src)

@@ -172,6 +172,22 @@ int extractor_init_shared(struct extractor *x, const struct extract_source *src,
                           struct staging *stg, uint32_t portion, char *err, size_t errlen);
 void extractor_free(struct extractor *x);
 
+/* A GPU rank (the feature buffer keeps its rows on the device): opens the
+ * rank's device rows in this process with featbuf_cuda_import - waiting,
+ * calling idle(arg) at least every 200 ms, until the trainer has published
+ * them (timeout_ms < 0: until then or until the run stops) - so that every
+ * engine made afterwards copies rows there with the CUDA row sink. device:
+ * the CUDA ordinal this rank was given, or EXTRACT_DEVICE_ANY for the one
+ * the trainer published (found by PCI bus id). Once per process, before
+ * the engines; extractor_unuse_device after every engine is freed. 0;
+ * -ENOTSUP (a build without CUDA); -EPIPE (the run is stopping);
+ * -ETIMEDOUT; or featbuf_cuda_import's error, with a message. */
+#define EXTRACT_DEVICE_ANY (-1)
+struct featbuf_cuda;
+int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms,
+                         extract_idle_fn idle, void *arg, char *err, size_t errlen);
+void extractor_unuse_device(struct featbuf_cuda *dev);
+
 /* Replaces the engine's row sink (extractor_init picks it from where fb
  * keeps its rows) with a new one of variant ops over the same buffer and
  * staging, `depth` copies deep: for a variant the choice does not know yet

@@ -14,9 +14,14 @@
  * launcher sized: each thread has a portion of its own and borrows blocks
  * of idle threads and ranks when it has more reads to keep in flight than
  * its portion holds (announced once when a portion holds fewer than
- * pipeline.io_depth reads). I/O errors fail the stage (exit 3) naming the
- * node, the file offset and the errno; a closed queue or a broken feature
- * buffer (the run is stopping) ends it quietly. */
+ * pipeline.io_depth reads). On a GPU rank (the feature buffer keeps its
+ * rows on the device) the process first opens the trainer's device rows
+ * (extractor_use_device, waiting until the trainer has published them)
+ * and every thread's engine copies rows there with the CUDA row sink; the
+ * rows are closed again after the last engine is freed. I/O errors fail
+ * the stage (exit 3) naming the node, the file offset and the errno; a
+ * closed queue or a broken feature buffer (the run is stopping) ends it
+ * quietly. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,6 +32,7 @@
 
 #include "ipc/staging.h"
 #include "stages/extract.h"
+#include "stages/featbuf_cuda.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
 
@@ -36,6 +42,7 @@ struct xrun {
     struct stage *st;
     struct extract_source src;
     struct staging stg;
+    struct featbuf_cuda dev; /* a GPU rank's device rows, opened in this process */
     unsigned depth;
     bool ordered;
     struct stage_turn turn;
@@ -47,6 +54,22 @@ static int idle(void *arg)
     struct xrun *r = arg;
     stage_heartbeat(r->st);
     return atomic_load(&r->stop) ? -EPIPE : 0;
+}
+
+/* The CUDA device this rank was given; EXTRACT_DEVICE_ANY: the one the
+ * trainer published its feature rows on (found by PCI bus id). Merge hook
+ * (issue 15): return st->args.device once struct run_args carries the
+ * rank's device (ipc/run.h). */
+static int rank_device(const struct stage *st)
+{
+    (void)st;
+    return EXTRACT_DEVICE_ANY;
+}
+
+static int idle_main(void *arg)
+{
+    stage_heartbeat(arg);
+    return 0;
 }
 
 struct xthread {
@@ -130,6 +153,17 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "the staging buffer has portions for %u ranks of %u extractor threads, not rank %d of %d "
                    "threads; restart the run",
                    r.stg.ranks, r.stg.threads, st.args.rank, nthreads);
+    if (!st.fb.rows) { /* a GPU rank: open the trainer's device rows for the CUDA row sinks */
+        int rc = extractor_use_device(&r.dev, &st.fb, rank_device(&st), -1, idle_main, &st, msg, sizeof msg);
+        if (rc == -EPIPE) { /* the run stopped before the trainer published them */
+            staging_free(&r.stg);
+            extract_source_free(&r.src);
+            stage_close(&st);
+            return 0;
+        }
+        if (rc)
+            stage_fail(&st, "%s", msg);
+    }
     r.depth = (unsigned)st.cfg.pipeline.io_depth;
     if (r.stg.blocks_per < r.depth)
         stage_note(&st, "a thread's own staging holds %u of its pipeline.io_depth = %u reads (%" PRIu64
@@ -165,6 +199,7 @@ static int stage_main(int argc, char **argv)
                sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
                sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0);
     free(t);
+    extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
     stage_turn_destroy(&r.turn);
     extract_source_free(&r.src);
     staging_free(&r.stg);
