@@ -571,8 +571,8 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     return 0;
 }
 
-int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms,
-                         extract_idle_fn idle, void *arg, char *err, size_t errlen)
+int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms, extract_idle_fn idle,
+                         void *arg, char *err, size_t errlen)
 {
 #ifdef SLUICE_HAVE_CUDA
     return featbuf_cuda_import(dev, fb, device, timeout_ms, idle, arg, err, errlen);
