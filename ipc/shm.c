@@ -262,7 +262,8 @@ err:
 
 static const char *kind_name(uint32_t kind)
 {
-    static const char *names[] = {"any", "raw", "ring", "metrics", "arena", "all-reduce", "feature buffer", "results page"};
+    static const char *names[] = {"any", "raw", "ring", "metrics", "arena", "all-reduce", "feature buffer", "results page",
+                                  "staging buffer"};
     return kind < SL_ARRAY_LEN(names) ? names[kind] : "unknown";
 }
 

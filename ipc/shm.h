@@ -61,6 +61,7 @@ enum shm_kind {
     SHM_KIND_ALLREDUCE = 5,
     SHM_KIND_FEATBUF = 6,
     SHM_KIND_RESULTS = 7,
+    SHM_KIND_STAGING = 8,
     SHM_KIND_MAX_,
 };
 

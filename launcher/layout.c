@@ -59,6 +59,59 @@ int layout_arena_check(const struct run_arena_plan *p, int ranks, uint64_t mem_a
                    p->shape.batch_size, fan, p->batch.n_max[p->shape.layers], deg, limit);
 }
 
+/* The row stride docs/format.md gives rows of row_bytes bytes: the next
+ * power of two up to 512, else the next multiple of 512. */
+static uint64_t format_stride(uint64_t row_bytes)
+{
+    return row_bytes <= 512 ? sl_pow2_at_least(row_bytes, 1) : sl_round_up(row_bytes, 512);
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The most bytes a direct read of one row covers, at any alignment A up to
+ * STAGING_BLOCK_ALIGN (the extraction engine's extent, extract.h): rows
+ * start at multiples of g = gcd(stride, 4096) within a 4 KiB block, so the
+ * widest extent starts 4096 - g bytes into its first block; an extent
+ * aligned to a smaller A lies inside it. A multiple of 4096. */
+static uint64_t read_bound(uint64_t row_bytes, uint64_t stride)
+{
+    uint64_t g = gcd_u64(stride, STAGING_BLOCK_ALIGN);
+    return sl_round_up(STAGING_BLOCK_ALIGN - g + row_bytes, STAGING_BLOCK_ALIGN);
+}
+
+int layout_staging_params(const struct config *c, int ranks, uint64_t row_bytes, struct staging_params *out, char *err,
+                          size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t block = read_bound(row_bytes, format_stride(row_bytes));
+    uint64_t threads = (uint64_t)(ranks > 0 ? ranks : 1) * (uint64_t)c->pipeline.extractors;
+    uint64_t share = ((uint64_t)c->pipeline.staging_mb << 20) / threads;
+    uint64_t blocks = SL_MIN(share / block, (uint64_t)c->pipeline.io_depth);
+    if (blocks == 0) {
+        char have[32], need[32];
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.staging_mb = %" PRId64 " gives each of the %" PRIu64
+                       " extractor threads (pipeline.ranks x pipeline.extractors) %s, less than one row's read (%s); "
+                       "raise pipeline.staging_mb",
+                       c->pipeline.staging_mb, threads, sl_fmt_bytes(share, have, sizeof have),
+                       sl_fmt_bytes(block, need, sizeof need));
+    }
+    *out = (struct staging_params){.ranks = (uint32_t)(ranks > 0 ? ranks : 1),
+                                   .threads = (uint32_t)c->pipeline.extractors,
+                                   .blocks = (uint32_t)blocks,
+                                   .block_bytes = block,
+                                   .keep = 1};
+    return 0;
+}
+
 int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a,
                         struct layout_featbuf_plan *p, char *err, size_t errlen)
 {
@@ -77,7 +130,6 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
     p->reserve = SL_MIN(reserve, m->nodes);
     slots = SL_MIN(bytes / p->stride, m->nodes);
     slots = SL_MIN(slots, (uint64_t)FEATBUF_SLOTS_MAX);
-    char have[32], need[32];
     if (slots < p->reserve) {
         uint64_t mb = (p->reserve * p->stride + (1ull << 20) - 1) >> 20;
         char fan[160];
@@ -103,29 +155,37 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
         return sl_errf(err, errlen, -EOVERFLOW,
                        "a feature buffer of %" PRIu64 " slots x %" PRIu64 " bytes for %" PRIu64 " nodes is too large",
                        slots, p->stride, m->nodes);
-    uint64_t staging = (uint64_t)c->pipeline.staging_mb << 20;
-    uint64_t threads = (uint64_t)c->pipeline.ranks * (uint64_t)c->pipeline.extractors;
-    p->staging_per_thread = staging / threads / 4096 * 4096;
-    uint64_t one = sl_round_up(f->row_stride, 4096) + 4096, depth_bytes;
-    p->staging_used = sl_mul_ovf((uint64_t)c->pipeline.io_depth, one, &depth_bytes)
-                          ? p->staging_per_thread
-                          : SL_MIN(p->staging_per_thread, depth_bytes);
-    if (p->staging_per_thread < one)
+    int rc = layout_staging_params(c, (int)c->pipeline.ranks, row_bytes, &p->staging, err, errlen);
+    if (rc)
+        return rc;
+    if (read_bound(row_bytes, f->row_stride) > p->staging.block_bytes)
         return sl_errf(err, errlen, -EINVAL,
-                       "pipeline.staging_mb = %" PRId64 " gives each of the %" PRIu64
-                       " extractor threads (pipeline.ranks x pipeline.extractors) %s, less than one row's read (%s); "
-                       "raise pipeline.staging_mb",
-                       c->pipeline.staging_mb, threads, sl_fmt_bytes(p->staging_per_thread, have, sizeof have),
-                       sl_fmt_bytes(one, need, sizeof need));
+                       "%s: features.bin's row stride %" PRIu64 " is not what docs/format.md gives %" PRIu64
+                       "-byte rows (%" PRIu64 "); run gnnprep check",
+                       c->dataset.path, f->row_stride, row_bytes, format_stride(row_bytes));
+    p->staging_bytes = staging_mem_size(&p->staging);
+    uint64_t all = (uint64_t)p->staging.ranks * p->staging.threads * p->staging.blocks;
+    p->staging_per_thread = p->staging.blocks * p->staging.block_bytes;
+    p->staging_used = SL_MIN((uint64_t)c->pipeline.io_depth, all) * p->staging.block_bytes;
+    if (p->staging_bytes == 0)
+        return sl_errf(err, errlen, -EOVERFLOW, "pipeline.staging_mb = %" PRId64 " is too large",
+                       c->pipeline.staging_mb);
     return 0;
+}
+
+void layout_featbuf_use_device(struct layout_featbuf_plan *p, bool on)
+{
+    p->params.rows_on_device = on;
+    p->rank_bytes = featbuf_mem_size(&p->params);
 }
 
 int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct run_arena_plan *a, int ranks,
                          uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen)
 {
     uint64_t per = f->rank_bytes + a->rank_bytes, total;
-    bool ovf = per < f->rank_bytes || sl_mul_ovf(per, (uint64_t)(ranks > 0 ? ranks : 1), &total);
-    char have[32], need[32], fb[32];
+    bool ovf = per < f->rank_bytes || sl_mul_ovf(per, (uint64_t)(ranks > 0 ? ranks : 1), &total) ||
+               sl_add_ovf(total, f->staging_bytes, &total);
+    char have[32], need[32], fb[32], stg[32];
     const char *limit = NULL;
     if (mem_available != UINT64_MAX && (ovf || total > mem_available / 2))
         limit = "half of the available memory (MemAvailable)";
@@ -135,10 +195,12 @@ int layout_featbuf_check(const struct layout_featbuf_plan *f, const struct run_a
         return 0;
     return sl_errf(
         err, errlen, -ENOMEM,
-        "the feature buffers and batch arenas would need %s (%d rank%s x (%s feature buffer + %s arena)), "
-        "more than %s, which is %s; lower pipeline.feature_buffer_mb (or pipeline.ranks)",
+        "the feature buffers, batch arenas and staging buffer would need %s (%d rank%s x (%s feature buffer + %s "
+        "arena) + %s staging), more than %s, which is %s; lower pipeline.feature_buffer_mb (or pipeline.ranks, "
+        "pipeline.staging_mb)",
         sl_fmt_bytes(ovf ? UINT64_MAX : total, need, sizeof need), ranks, ranks == 1 ? "" : "s",
-        sl_fmt_bytes(f->rank_bytes, fb, sizeof fb), sl_fmt_bytes(a->rank_bytes, have, sizeof have), limit,
+        sl_fmt_bytes(f->rank_bytes, fb, sizeof fb), sl_fmt_bytes(a->rank_bytes, have, sizeof have),
+        sl_fmt_bytes(f->staging_bytes, stg, sizeof stg), limit,
         sl_fmt_bytes(mem_available != UINT64_MAX && (ovf || total > mem_available / 2) ? mem_available : shm_free, have,
                      sizeof have));
 }
@@ -216,6 +278,12 @@ int layout_create(struct layout *l, const char *run_id, const struct config *c, 
                 goto err;
         }
     }
+    if (fb) {
+        struct staging_params sp;
+        if ((rc = layout_staging_params(c, ranks, fb->row_bytes, &sp, err, errlen)) != 0 ||
+            (rc = staging_create(&l->staging, run_id, &sp, err, errlen)) != 0)
+            goto err;
+    }
     if (o->allreduce_floats && (rc = allreduce_create(&l->allreduce, run_id, "allreduce", (uint32_t)ranks,
                                                       o->allreduce_floats, err, errlen)) != 0)
         goto err;
@@ -254,6 +322,11 @@ struct featbuf *layout_featbuf(const struct layout *l, int rank)
     return f->hdr ? f : NULL;
 }
 
+struct staging *layout_staging(const struct layout *l)
+{
+    return l && l->staging.hdr ? (struct staging *)&l->staging : NULL;
+}
+
 void layout_close(struct layout *l)
 {
     if (!l)
@@ -261,6 +334,8 @@ void layout_close(struct layout *l)
     for (int r = 0; l->featbufs && r < l->ranks; r++)
         if (l->featbufs[r].hdr)
             featbuf_mark_broken(&l->featbufs[r]);
+    if (l->staging.hdr)
+        staging_close(&l->staging);
     if (l->allreduce.sh)
         allreduce_close(&l->allreduce);
     for (int i = 0; l->queues && i < l->ranks * RUN_QUEUES; i++)
@@ -284,6 +359,7 @@ void layout_free(struct layout *l)
     if (l->featbufs)
         for (int r = 0; r < l->ranks; r++)
             featbuf_free(&l->featbufs[r]);
+    staging_free(&l->staging);
     free(l->queues);
     free(l->arenas);
     free(l->featbufs);

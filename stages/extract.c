@@ -46,7 +46,8 @@
  *   with reads in flight (no way to know when the kernel is done with the
  *   staging memory) the engine is "wedged": their loads are failed, the
  *   batch and every later one fail, and extractor_free leaks the staging
- *   memory rather than hand pages the kernel may still write to malloc.
+ *   memory rather than hand pages the kernel may still write to malloc
+ *   (with shared staging, the blocks it held are never put back).
  *
  * Ownership. The source (fd, mapping) is shared read-only by every thread
  *   of the process. An engine (ring, staging, scratch) belongs to one
@@ -67,6 +68,7 @@
 
 #include "core/util.h"
 #include "stages/extract_int.h"
+#include "stages/featbuf_cuda.h"
 
 #define DEPTH_MAX 4096u
 #define AGAIN_MAX 64u     /* -EAGAIN/-EINTR repeats of one request in a row */
@@ -88,10 +90,19 @@ void extract_batch_error(struct extractor *x, int rc, const char *fmt, ...)
         va_end(ap);
     }
 }
+/* Entry e has no read and no row in the sink: back to spare, and its
+ * block of shared staging back to its portion. */
 static void entry_spare(struct extractor *x, uint32_t e)
 {
     struct xstate *xs = x->inflight;
-    xs->rd[e].busy = false;
+    struct xread *r = &xs->rd[e];
+    r->busy = false;
+    if (r->block != STAGING_NONE) {
+        if (!xs->wedged) /* else the kernel may still write into it: it stays taken */
+            staging_put(x->stg, x->portion, r->block);
+        r->block = STAGING_NONE;
+        r->buf = NULL;
+    }
     xs->spare[xs->nspare++] = e;
 }
 
@@ -99,8 +110,19 @@ uint32_t extract_read_next(struct extractor *x)
 {
     struct xstate *xs = x->inflight;
     const struct extract_source *s = x->src;
-    uint32_t e = xs->spare[--xs->nspare], idx = xs->loads[xs->next++];
+    uint32_t e = xs->spare[xs->nspare - 1];
     struct xread *r = &xs->rd[e];
+    if (x->stg && s->io != EXTRACT_IO_MMAP) {
+        xs->stg_seq = staging_seq(x->stg, x->portion);
+        int rc = staging_get(x->stg, x->portion, STAGING_BORROW, &r->block);
+        if (rc == -EPIPE)
+            extract_batch_error(x, rc, "the staging buffer was closed (the run is stopping)");
+        if (rc)
+            return EXTRACT_NO_ENTRY;
+        r->buf = staging_block(x->stg, r->block);
+    }
+    xs->nspare--;
+    uint32_t idx = xs->loads[xs->next++];
     uint64_t off = xs->nodes[idx] * s->row_stride, a = s->align;
     r->start = off & ~(a - 1);
     r->len = (uint32_t)(sl_round_up(off + s->row_bytes, a) - r->start);
@@ -212,6 +234,31 @@ void extract_reap(struct extractor *x, bool wait)
     }
 }
 
+void extract_own_staging(const struct extractor *x, void **base, size_t *len)
+{
+    if (x->stg) {
+        staging_portion_span(x->stg, x->portion, base, len);
+        return;
+    }
+    *base = x->staging;
+    *len = x->staging_len;
+}
+
+void extract_wait_staging(struct extractor *x)
+{
+    struct xstate *xs = x->inflight;
+    uint64_t t0 = sl_now_ns();
+    int rc = staging_wait(x->stg, x->portion, xs->stg_seq, WAIT_SLICE_MS);
+    x->st.wait_ns += sl_now_ns() - t0;
+    if (rc == -EPIPE) {
+        extract_batch_error(x, rc, "the staging buffer was closed (the run is stopping)");
+        return;
+    }
+    int irc = rc == -ETIMEDOUT && x->idle ? x->idle(x->idle_arg) : 0;
+    if (irc)
+        extract_batch_error(x, irc, "stopped while waiting for a staging block");
+}
+
 /* Reaps until the sink holds no row of this batch. */
 static void drain(struct extractor *x)
 {
@@ -222,8 +269,8 @@ static void drain(struct extractor *x)
 
 /* ---- the engine --------------------------------------------------------------- */
 
-/* The staging memory (the caller's or our own) and the reader: io_uring,
- * or pread(2) when that is unavailable. */
+/* The staging memory (shared, the caller's or our own) and the reader:
+ * io_uring, or pread(2) when that is unavailable. */
 static int reader_init(struct extractor *x, void *staging, size_t staging_len, char *err, size_t errlen)
 {
     struct xstate *xs = x->inflight;
@@ -231,7 +278,15 @@ static int reader_init(struct extractor *x, void *staging, size_t staging_len, c
     unsigned depth = x->depth;
     int rc;
     size_t need = extract_staging_bytes(src, depth);
-    if (staging) {
+    if (x->stg) {
+        if (src->entry_bytes > x->stg->block_bytes)
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s: a read of one row takes up to %" PRIu64
+                           " bytes, more than the staging buffer's %" PRIu64
+                           "-byte blocks (the launcher sized them for the dataset's row stride); run gnnprep check",
+                           src->path, src->entry_bytes, x->stg->block_bytes);
+        x->staging = staging_data(x->stg, &x->staging_len);
+    } else if (staging) {
         if ((uintptr_t)staging % STAGING_ALIGN || staging_len < need) {
             return sl_errf(err, errlen, -EINVAL,
                            "staging memory: %zu bytes at %p; %u reads need %zu bytes aligned to %u", staging_len,
@@ -265,16 +320,24 @@ static int reader_init(struct extractor *x, void *staging, size_t staging_len, c
     return 0;
 }
 
-int extractor_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
-                   void *staging, size_t staging_len, char *err, size_t errlen)
+/* extractor_init and extractor_init_shared: staging is private (the
+ * caller's memory, or NULL for our own) when stg is NULL. */
+static int engine_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
+                       void *staging, size_t staging_len, struct staging *stg, uint32_t portion, char *err,
+                       size_t errlen)
 {
     memset(x, 0, sizeof *x);
     x->src = src;
     x->fb = fb;
     x->depth = depth;
+    x->stg = stg;
+    x->portion = portion;
     int rc;
     if (depth < 1 || depth > DEPTH_MAX)
         return sl_errf(err, errlen, -EINVAL, "I/O depth %u is outside 1..%u", depth, DEPTH_MAX);
+    if (stg && portion >= stg->portions)
+        return sl_errf(err, errlen, -EINVAL, "staging portion %u is outside the staging buffer's %u", portion,
+                       stg->portions);
     const struct row_sink_ops *sink = row_sink_pick(fb, err, errlen); /* by where the rows live */
     if (!sink)
         return -EINVAL;
@@ -295,13 +358,18 @@ int extractor_init(struct extractor *x, const struct extract_source *src, struct
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory");
         goto err;
     }
-    for (uint32_t e = 0; e < depth; e++)
+    for (uint32_t e = 0; e < depth; e++) {
         xs->spare[e] = depth - 1 - e;
+        xs->rd[e].block = STAGING_NONE;
+    }
     xs->nspare = depth;
     if (src->io == EXTRACT_IO_MMAP)
         xs->be = &extract_be_mmap;
     else if ((rc = reader_init(x, staging, staging_len, err, errlen)) != 0)
         goto err;
+    if (!x->stg && x->staging) /* private staging: entry e always reads into piece e */
+        for (uint32_t e = 0; e < depth; e++)
+            xs->rd[e].buf = x->staging + (size_t)e * src->entry_bytes;
     rc = row_sink_init(&xs->sink, sink, fb, x->staging, x->staging_len, depth, err, errlen);
     if (rc)
         goto err;
@@ -309,6 +377,20 @@ int extractor_init(struct extractor *x, const struct extract_source *src, struct
 err:
     extractor_free(x);
     return rc;
+}
+
+int extractor_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
+                   void *staging, size_t staging_len, char *err, size_t errlen)
+{
+    return engine_init(x, src, fb, depth, staging, staging_len, NULL, 0, err, errlen);
+}
+
+int extractor_init_shared(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
+                          struct staging *stg, uint32_t portion, char *err, size_t errlen)
+{
+    if (!stg)
+        return sl_errf(err, errlen, -EINVAL, "no staging buffer");
+    return engine_init(x, src, fb, depth, NULL, 0, stg, portion, err, errlen);
 }
 
 void extractor_free(struct extractor *x)
@@ -467,7 +549,9 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
 
     if (xs->nloads) {
         xs->be->loads(x);
-        drain(x); /* every load finished before waiting on others' rows */
+        if (x->stg)
+            staging_idle(x->stg, x->portion); /* no more reads to start: our blocks may be lent */
+        drain(x);                             /* every load finished before waiting on others' rows */
     }
     for (uint32_t k = xs->next; k < xs->nloads; k++) /* never started: the batch failed first */
         featbuf_load_failed(x->fb, slots[xs->loads[k]]);
@@ -485,6 +569,33 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     }
     x->st.batches++;
     return 0;
+}
+
+int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms, extract_idle_fn idle,
+                         void *arg, char *err, size_t errlen)
+{
+#ifdef SLUICE_HAVE_CUDA
+    return featbuf_cuda_import(dev, fb, device, timeout_ms, idle, arg, err, errlen);
+#else
+    memset(dev, 0, sizeof *dev);
+    (void)fb;
+    (void)device;
+    (void)timeout_ms;
+    (void)idle;
+    (void)arg;
+    return sl_errf(err, errlen, -ENOTSUP,
+                   "this rank keeps its feature rows on a GPU, and this gnn-extractor was built without CUDA; rebuild "
+                   "with the CUDA toolkit (SLUICE_CUDA=ON) or run on the CPU (gnnlaunch --cpu)");
+#endif
+}
+
+void extractor_unuse_device(struct featbuf_cuda *dev)
+{
+#ifdef SLUICE_HAVE_CUDA
+    featbuf_cuda_unimport(dev);
+#else
+    (void)dev;
+#endif
 }
 
 void extract_stats_add(struct extract_stats *dst, const struct extract_stats *src)

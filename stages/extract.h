@@ -23,13 +23,19 @@
  * `depth` entries (or, when io_uring is unavailable - not built with
  * liburing, or io_uring_queue_init fails at run time, or the environment
  * sets SLUICE_NO_IO_URING=1 - pread(2), announced once per process), and
- * its part of the staging buffer, registered with the ring (fixed-buffer
- * reads). A read lands in staging; its row is then handed to the thread's
- * row sink (stages/sink.h), which copies it into the feature-buffer slot
- * and marks the slot valid once the copy has finished. The sink is chosen
- * by where the buffer keeps its rows: the host sink (a memcpy) for rows in
- * shared memory; rows on the device need a CUDA sink, which this build
- * does not have (extractor_init says so).
+ * its staging: either memory of its own (extractor_init), or its portion
+ * of the node's shared staging buffer (extractor_init_shared,
+ * ipc/staging.h), from which it may also borrow blocks of idle portions
+ * when its own are all busy. What it owns is registered with the ring
+ * (fixed-buffer reads; a borrowed block is read into without). A read
+ * lands in staging; its row is then handed to the thread's row sink
+ * (stages/sink.h), which copies it into the feature-buffer slot and marks
+ * the slot valid once the copy has finished. The sink is chosen by where
+ * the buffer keeps its rows: the host sink (a memcpy) for rows in shared
+ * memory; for rows on the device the CUDA sink (cudaMemcpyAsync from the
+ * staging memory, which it registers once per process), in a build with
+ * CUDA and once the process has opened the device rows
+ * (extractor_use_device).
  *
  * One batch (extractor_run):
  *   1. featbuf_acquire_many over the batch's nodes (all or nothing); on
@@ -124,13 +130,18 @@ void extract_stats_add(struct extract_stats *dst, const struct extract_stats *sr
  * heartbeats here. A nonzero return aborts the batch with that error. */
 typedef int (*extract_idle_fn)(void *arg);
 
+struct staging;
+
 struct extractor {
     const struct extract_source *src;
     struct featbuf *fb;
     unsigned depth;
-    unsigned char *staging; /* depth x entry_bytes, aligned to 4096 */
+    unsigned char *staging; /* where reads land: private, depth x entry_bytes aligned to 4096;
+                             * shared: every block of the staging buffer */
     size_t staging_len;
     bool own_staging;
+    struct staging *stg; /* shared staging, or NULL */
+    uint32_t portion;    /* this thread's portion of stg */
     bool use_uring;
     void *ring;             /* struct io_uring *, when use_uring */
     extract_idle_fn idle;
@@ -151,7 +162,31 @@ struct extractor {
  * than the file, staging too small or misaligned); -ENOMEM. */
 int extractor_init(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
                    void *staging, size_t staging_len, char *err, size_t errlen);
+
+/* The same over shared staging: reads land in blocks of stg, the thread's
+ * own portion `portion` first, borrowed blocks when those are busy (rules
+ * in ipc/staging.h); `depth` reads in flight at most, own or borrowed.
+ * -EINVAL also for a portion out of range or blocks smaller than one
+ * read's extent (src->entry_bytes). EXTRACT_IO_MMAP reads no staging. */
+int extractor_init_shared(struct extractor *x, const struct extract_source *src, struct featbuf *fb, unsigned depth,
+                          struct staging *stg, uint32_t portion, char *err, size_t errlen);
 void extractor_free(struct extractor *x);
+
+/* A GPU rank (the feature buffer keeps its rows on the device): opens the
+ * rank's device rows in this process with featbuf_cuda_import - waiting,
+ * calling idle(arg) at least every 200 ms, until the trainer has published
+ * them (timeout_ms < 0: until then or until the run stops) - so that every
+ * engine made afterwards copies rows there with the CUDA row sink. device:
+ * the CUDA ordinal this rank was given, or EXTRACT_DEVICE_ANY for the one
+ * the trainer published (found by PCI bus id). Once per process, before
+ * the engines; extractor_unuse_device after every engine is freed. 0;
+ * -ENOTSUP (a build without CUDA); -EPIPE (the run is stopping);
+ * -ETIMEDOUT; or featbuf_cuda_import's error, with a message. */
+#define EXTRACT_DEVICE_ANY (-1)
+struct featbuf_cuda;
+int extractor_use_device(struct featbuf_cuda *dev, struct featbuf *fb, int device, int timeout_ms,
+                         extract_idle_fn idle, void *arg, char *err, size_t errlen);
+void extractor_unuse_device(struct featbuf_cuda *dev);
 
 /* Replaces the engine's row sink (extractor_init picks it from where fb
  * keeps its rows) with a new one of variant ops over the same buffer and

@@ -3,16 +3,25 @@
  * and one file per I/O back end: extract_uring.c, extract_pread.c,
  * extract_mmap.c. The protocol is at the top of extract.c.
  *
- * Staging entries. An engine's staging memory is cut into `depth` entries
- * of src->entry_bytes (EXTRACT_IO_MMAP has no staging but uses the entries'
- * bookkeeping all the same). An entry is in exactly one of three places:
- *   spare      on xs->spare, free for the next load;
+ * Staging entries. An engine has `depth` entries, each the bookkeeping of
+ * one read and the staging memory it lands in (r->buf):
+ *   private staging (extractor_init): the engine's memory cut into `depth`
+ *              pieces of src->entry_bytes, entry e always on piece e;
+ *   shared staging (extractor_init_shared): a block of the node's staging
+ *              buffer (ipc/staging.h) taken when the read starts - from the
+ *              thread's own portion, or borrowed - and put back when the
+ *              entry returns to spare. When no block can be had the read
+ *              waits for one of the thread's own reads to finish.
+ * EXTRACT_IO_MMAP has no staging but uses the entries' bookkeeping all the
+ * same. An entry is in exactly one of three places:
+ *   spare      on xs->spare, free for the next load (and holding no block);
  *   reading    r->busy: a read into it is in flight or being handled;
  *   in the sink  r->in_sink: its row was handed to the row sink, which may
  *              still read the entry's bytes (stages/sink.h); it comes back
  *              to spare only when extract_reap sees the sink report it.
  * A back end takes entries from spare only, so a row's staging bytes are
- * never overwritten while the sink still copies them. */
+ * never overwritten (nor its block given back) while the sink still copies
+ * them. */
 #ifndef SLUICE_STAGES_EXTRACT_INT_H
 #define SLUICE_STAGES_EXTRACT_INT_H
 
@@ -21,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/util.h"
+#include "ipc/staging.h"
 #include "stages/extract.h"
 #include "stages/sink.h"
 
@@ -53,16 +63,18 @@ static inline bool extract_fault_read_fails(void)
 }
 
 struct xread {
-    uint64_t start; /* file offset of the extent (aligned) */
-    uint32_t len;   /* bytes of the extent */
-    uint32_t skip;  /* where the row starts inside it */
-    uint32_t need;  /* skip + row_bytes: what must land */
-    uint32_t got;   /* bytes landed, a prefix of the extent */
-    uint32_t from;  /* start of the request in flight, inside the extent */
-    uint32_t again; /* -EAGAIN/-EINTR in a row */
-    uint32_t idx;   /* batch position of its load */
-    bool busy;      /* a request is in flight (or being handled) */
-    bool in_sink;   /* its row is the sink's: the entry is not ours yet */
+    uint64_t start;     /* file offset of the extent (aligned) */
+    uint32_t len;       /* bytes of the extent */
+    uint32_t skip;      /* where the row starts inside it */
+    uint32_t need;      /* skip + row_bytes: what must land */
+    uint32_t got;       /* bytes landed, a prefix of the extent */
+    uint32_t from;      /* start of the request in flight, inside the extent */
+    uint32_t again;     /* -EAGAIN/-EINTR in a row */
+    uint32_t idx;       /* batch position of its load */
+    uint32_t block;     /* its block of shared staging, or STAGING_NONE */
+    unsigned char *buf; /* where the extent lands (NULL for mmap) */
+    bool busy;          /* a request is in flight (or being handled) */
+    bool in_sink;       /* its row is the sink's: the entry is not ours yet */
 };
 
 /* Reads every listed load of the batch (xs->loads[xs->next ...]), taking
@@ -79,6 +91,7 @@ struct xstate {
     uint32_t nsink;        /* entries in the sink */
     uint32_t *loads;       /* (cap) batch positions answered FEATBUF_LOAD */
     uint32_t nloads, next; /* this batch's loads, and how many were started */
+    uint32_t stg_seq;      /* the own portion's sequence before the last get (extract_wait_staging) */
     bool wedged;
     struct row_sink sink;
     struct row_sink_done *done; /* (depth) */
@@ -106,11 +119,27 @@ void SL_PRINTF(3, 4) extract_batch_error(struct extractor *x, int rc, const char
 
 static inline unsigned char *extract_entry_buf(const struct extractor *x, uint32_t e)
 {
-    return x->staging + (size_t)e * x->src->entry_bytes;
+    return ((struct xstate *)x->inflight)->rd[e].buf;
 }
 
-/* Takes a spare entry and sets it up for the batch's next load. */
+/* The staging memory this engine owns for good (what its ring registers):
+ * all of private staging, or its own portion of shared staging. */
+void extract_own_staging(const struct extractor *x, void **base, size_t *len);
+
+#define EXTRACT_NO_ENTRY UINT32_MAX
+
+/* Takes a spare entry (there must be one) and its staging, and sets it up
+ * for the batch's next load. EXTRACT_NO_ENTRY when shared staging has no
+ * block for it now (nothing taken; the batch's error is set if the
+ * staging buffer was closed). */
 uint32_t extract_read_next(struct extractor *x);
+
+/* With no read in flight and no row in the sink, the next load still has
+ * no staging block (rules of ipc/staging.h say a thread holding none of its
+ * own blocks always gets one, so this should not last): sleeps until a
+ * block comes home to the thread's portion, at most 200 ms, then calls the
+ * idle hook. Errors (closed staging, the hook's) become the batch's. */
+void extract_wait_staging(struct extractor *x);
 
 enum { READ_DONE = 0, READ_AGAIN = 1 };
 

@@ -3,7 +3,9 @@
  * read at a time, each into a spare staging entry, its row handed to the
  * row sink when the bytes up to its end have landed. When the sink holds
  * every entry, the engine sleeps on the sink for one (the host sink gives
- * each back at once, so one entry serves every row). */
+ * each back at once, so one entry serves every row). With shared staging,
+ * a read that finds no block waits for the sink, or for a block to come
+ * home. */
 #include <errno.h>
 #include <unistd.h>
 
@@ -19,6 +21,13 @@ static void pread_loads(struct extractor *x)
             continue;
         }
         uint32_t e = extract_read_next(x);
+        if (e == EXTRACT_NO_ENTRY) { /* no staging block: wait for one of ours */
+            if (xs->nsink)
+                extract_reap(x, true);
+            else if (!xs->rc)
+                extract_wait_staging(x);
+            continue;
+        }
         struct xread *r = &xs->rd[e];
         unsigned char *buf = extract_entry_buf(x, e);
         int more;

@@ -1,8 +1,11 @@
 /* extract_uring.c - the io_uring back end of the extraction engine
  * (protocol at the top of extract.c, entries in extract_int.h): one
  * long-lived ring per engine, `depth` reads kept in flight, the staging
- * memory and the file registered when the kernel lets us (fixed-buffer,
- * fixed-file reads), completions reaped in batches.
+ * memory the engine owns (its private staging, or its portion of shared
+ * staging) and the file registered when the kernel lets us (fixed-buffer,
+ * fixed-file reads; a borrowed block is read into without), completions
+ * reaped in batches. With shared staging, fewer reads than `depth` are in
+ * flight while no staging block can be had; each completion gives one back.
  *
  * An entry whose read completes hands its row to the row sink; as soon as
  * the sink gives the entry back (the host sink: at once) it takes the
@@ -29,6 +32,8 @@
 struct xuring {
     struct io_uring_cqe **cqes; /* (depth) */
     bool fixed_buf, fixed_file;
+    unsigned char *fixed_base; /* what is registered: the staging the engine owns */
+    size_t fixed_len;
 };
 
 /* Queues entry e's request (submitted by the next io_uring_submit*).
@@ -53,7 +58,9 @@ static bool uring_queue(struct extractor *x, uint32_t e)
     unsigned len = r->len - r->from;
     uint64_t off = r->start + r->from;
     int fd = u->fixed_file ? 0 : x->src->fd;
-    if (u->fixed_buf)
+    /* a borrowed block lies outside what the ring registered */
+    if (u->fixed_buf && (unsigned char *)buf >= u->fixed_base &&
+        (unsigned char *)buf + len <= u->fixed_base + u->fixed_len)
         io_uring_prep_read_fixed(sqe, fd, buf, len, off, 0);
     else
         io_uring_prep_read(sqe, fd, buf, len, off);
@@ -74,12 +81,16 @@ static void uring_queue_counted(struct extractor *x, uint32_t e, unsigned *queue
     }
 }
 
-/* Every spare entry takes the batch's next row. */
+/* Every spare entry takes the batch's next row, while staging has room. */
 static void uring_fill(struct extractor *x, unsigned *queued)
 {
     struct xstate *xs = x->inflight;
-    while (xs->nspare && xs->next < xs->nloads && !xs->rc)
-        uring_queue_counted(x, extract_read_next(x), queued);
+    while (xs->nspare && xs->next < xs->nloads && !xs->rc) {
+        uint32_t e = extract_read_next(x);
+        if (e == EXTRACT_NO_ENTRY)
+            return; /* no staging block now: one comes back with a completion */
+        uring_queue_counted(x, e, queued);
+    }
 }
 
 /* Submitting a few at a time as completions are handled, rather than all
@@ -94,9 +105,12 @@ static void uring_loads(struct extractor *x)
     for (;;) {
         uring_fill(x, &queued);
         if (xs->nspare + xs->nsink == x->depth) { /* no read in flight */
-            if (!xs->nsink || xs->next >= xs->nloads || xs->rc)
+            if (xs->next >= xs->nloads || xs->rc)
                 return; /* extractor_run drains the sink */
-            extract_reap(x, true);
+            if (xs->nsink)
+                extract_reap(x, true);
+            else
+                extract_wait_staging(x); /* holds no block, yet got none */
             continue;
         }
         int rc = io_uring_submit_and_wait(ring, 1);
@@ -104,10 +118,10 @@ static void uring_loads(struct extractor *x)
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             /* the ring is unusable with reads in flight: give their loads up */
             extract_batch_error(x, rc, "%s: io_uring_submit_and_wait failed: %s", x->src->path, strerror(-rc));
+            xs->wedged = true; /* first: their staging must not be handed out again */
             for (uint32_t e = 0; e < x->depth; e++)
                 if (xs->rd[e].busy)
                     extract_read_failed(x, e, rc, false);
-            xs->wedged = true;
             return;
         }
         unsigned n = io_uring_peek_batch_cqe(ring, u->cqes, x->depth);
@@ -162,14 +176,17 @@ int extract_uring_start(struct extractor *x, char *why, size_t whylen)
     x->ring = ring;
     x->use_uring = true;
     xs->uring = u;
-    struct iovec iov = {.iov_base = x->staging, .iov_len = x->staging_len};
+    struct iovec iov;
+    extract_own_staging(x, &iov.iov_base, &iov.iov_len);
+    u->fixed_base = iov.iov_base;
+    u->fixed_len = iov.iov_len;
     rc = io_uring_register_buffers(ring, &iov, 1);
     u->fixed_buf = rc == 0;
     if (rc)
         extract_announce(x->src, ANN_NO_FIXED,
                          "io_uring cannot register the %zu-byte staging buffer (%s); using unregistered reads (raise "
                          "ulimit -l)",
-                         x->staging_len, strerror(-rc));
+                         iov.iov_len, strerror(-rc));
     u->fixed_file = io_uring_register_files(ring, &x->src->fd, 1) == 0;
     extract_announce(x->src, ANN_URING, "extracting with io_uring: %u reads in flight per thread, %s buffers, %s file",
                      x->depth, u->fixed_buf ? "registered" : "unregistered",

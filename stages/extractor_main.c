@@ -9,12 +9,19 @@
  * write the slots into the batch's alias[], mark it aliased and push the
  * descriptor into the train queue. With pipeline.ordered the pushes happen
  * in batch-number order (the sampler's stream is 0, 1, 2, ... in order
- * too), so the trainer sees the sampling order. The staging buffer of the
- * rank (pipeline.staging_mb / pipeline.ranks) is split evenly between the
- * threads; a thread whose share cannot hold pipeline.io_depth reads runs
- * with fewer in flight (announced once). I/O errors fail the stage (exit
- * 3) naming the node, the file offset and the errno; a closed queue or a
- * broken feature buffer (the run is stopping) ends it quietly. */
+ * too), so the trainer sees the sampling order. Reads land in the node's
+ * staging buffer (/sluice.<run>.staging, ipc/staging.h), which the
+ * launcher sized: each thread has a portion of its own and borrows blocks
+ * of idle threads and ranks when it has more reads to keep in flight than
+ * its portion holds (announced once when a portion holds fewer than
+ * pipeline.io_depth reads). On a GPU rank (the feature buffer keeps its
+ * rows on the device) the process first opens the trainer's device rows
+ * (extractor_use_device, waiting until the trainer has published them)
+ * and every thread's engine copies rows there with the CUDA row sink; the
+ * rows are closed again after the last engine is freed. I/O errors fail
+ * the stage (exit 3) naming the node, the file offset and the errno; a
+ * closed queue or a broken feature buffer (the run is stopping) ends it
+ * quietly. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/staging.h"
 #include "stages/extract.h"
+#include "stages/featbuf_cuda.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
 
@@ -32,6 +41,8 @@ int extract_bench_main(int argc, char **argv); /* extract_bench.c */
 struct xrun {
     struct stage *st;
     struct extract_source src;
+    struct staging stg;
+    struct featbuf_cuda dev; /* a GPU rank's device rows, opened in this process */
     unsigned depth;
     bool ordered;
     struct stage_turn turn;
@@ -45,8 +56,25 @@ static int idle(void *arg)
     return atomic_load(&r->stop) ? -EPIPE : 0;
 }
 
+/* The CUDA device this rank was given; EXTRACT_DEVICE_ANY: the one the
+ * trainer published its feature rows on (found by PCI bus id). Merge hook
+ * (issue 15): return st->args.device once struct run_args carries the
+ * rank's device (ipc/run.h). */
+static int rank_device(const struct stage *st)
+{
+    (void)st;
+    return EXTRACT_DEVICE_ANY;
+}
+
+static int idle_main(void *arg)
+{
+    stage_heartbeat(arg);
+    return 0;
+}
+
 struct xthread {
     struct xrun *r;
+    int index; /* this thread's place among the rank's extractor threads: its staging portion */
     pthread_t tid;
     struct extract_stats st;
 };
@@ -64,7 +92,8 @@ static void *thread_main(void *arg)
     struct stage *st = r->st;
     char msg[1024];
     struct extractor x;
-    if (extractor_init(&x, &r->src, &st->fb, r->depth, NULL, 0, msg, sizeof msg) != 0)
+    uint32_t portion = staging_portion_of(&r->stg, st->args.rank, t->index);
+    if (extractor_init_shared(&x, &r->src, &st->fb, r->depth, &r->stg, portion, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     x.idle = idle;
     x.idle_arg = r;
@@ -114,20 +143,33 @@ static int stage_main(int argc, char **argv)
     snprintf(who, sizeof who, "%s rank %d", st.prog, st.args.rank);
     if (extract_source_open(&r.src, st.cfg.dataset.path, &st.meta, st.cfg.pipeline.io, who, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    if (st.fb.row_bytes < r.src.row_bytes || !st.fb.rows)
+    if (st.fb.row_bytes < r.src.row_bytes)
         stage_fail(&st, "feature buffer rows hold %zu bytes, the dataset's rows %" PRIu64, st.fb.row_bytes,
                    r.src.row_bytes);
     int nthreads = (int)st.cfg.pipeline.extractors;
-    uint64_t share = ((uint64_t)st.cfg.pipeline.staging_mb << 20) / (uint64_t)st.args.ranks / (uint64_t)nthreads;
-    uint64_t fit = share / extract_staging_bytes(&r.src, 1);
-    r.depth = (unsigned)SL_MIN((uint64_t)st.cfg.pipeline.io_depth, fit);
-    if (r.depth == 0)
-        stage_fail(&st, "pipeline.staging_mb = %" PRId64 " leaves each extractor thread less than one row's read; raise it",
-                   st.cfg.pipeline.staging_mb);
-    if (r.depth < st.cfg.pipeline.io_depth)
-        stage_note(&st, "pipeline.io_depth = %" PRId64 " reads do not fit in a thread's %" PRIu64
-                   " KiB of staging; using %u (raise pipeline.staging_mb for more)",
-                   st.cfg.pipeline.io_depth, share >> 10, r.depth);
+    if (staging_attach(&r.stg, st.args.run_id, msg, sizeof msg))
+        stage_fail(&st, "%s", msg);
+    if (staging_portion_of(&r.stg, st.args.rank, nthreads - 1) == STAGING_NONE)
+        stage_fail(&st, "the staging buffer has portions for %u ranks of %u extractor threads, not rank %d of %d "
+                   "threads; restart the run",
+                   r.stg.ranks, r.stg.threads, st.args.rank, nthreads);
+    if (!st.fb.rows) { /* a GPU rank: open the trainer's device rows for the CUDA row sinks */
+        int rc = extractor_use_device(&r.dev, &st.fb, rank_device(&st), -1, idle_main, &st, msg, sizeof msg);
+        if (rc == -EPIPE) { /* the run stopped before the trainer published them */
+            staging_free(&r.stg);
+            extract_source_free(&r.src);
+            stage_close(&st);
+            return 0;
+        }
+        if (rc)
+            stage_fail(&st, "%s", msg);
+    }
+    r.depth = (unsigned)st.cfg.pipeline.io_depth;
+    if (r.stg.blocks_per < r.depth)
+        stage_note(&st, "a thread's own staging holds %u of its pipeline.io_depth = %u reads (%" PRIu64
+                   " KiB); it borrows blocks of idle threads for the others (raise pipeline.staging_mb for more of "
+                   "its own)",
+                   r.stg.blocks_per, r.depth, (uint64_t)r.stg.blocks_per * r.stg.block_bytes >> 10);
     r.ordered = st.cfg.pipeline.ordered;
     struct schedule sched;
     stage_schedule(&st, &sched);
@@ -139,6 +181,7 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "out of memory");
     for (int i = 0; i < nthreads; i++) {
         t[i].r = &r;
+        t[i].index = i;
         int rc = pthread_create(&t[i].tid, NULL, thread_main, &t[i]);
         if (rc)
             stage_fail(&st, "cannot start extractor thread %d: %s", i, strerror(rc));
@@ -156,8 +199,10 @@ static int stage_main(int argc, char **argv)
                sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
                sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0);
     free(t);
+    extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
     stage_turn_destroy(&r.turn);
     extract_source_free(&r.src);
+    staging_free(&r.stg);
     stage_close(&st);
     return 0;
 }

@@ -8,11 +8,13 @@
  * --------
  * Memory (one segment, or memory the creator owns, page aligned):
  *
- *     struct featbuf_hdr   read-only line (magic, version, sizes, offsets,
+ *     struct featbuf_hdr   read-only lines (magic, version, sizes, offsets,
  *                          policy id, pin_slots) written once by
- *                          featbuf_mem_format; the process-shared robust
- *                          mutex; the broken flag; standby and pin counts;
- *                          counters
+ *                          featbuf_mem_format; the device record at
+ *                          FEATBUF_DEV_OFFSET (a GPU rank's CUDA IPC
+ *                          handle, its own protocol: featbuf_device.c);
+ *                          the process-shared robust mutex; the broken
+ *                          flag; standby and pin counts; counters
  *     slots                nslots x struct featbuf_slot (node, refs,
  *                          state futex word, waiters, standby and dirty
  *                          flags)
@@ -67,7 +69,8 @@
  *   kernel returns at once). So loaded() makes no system call unless
  *   someone sleeps. featbuf_mark_broken() sets the flag, then adds a
  *   BROKEN bit to every LOADING word and wakes every slot with waiters; the
- *   changed word makes a racing FUTEX_WAIT return at once.
+ *   changed word makes a racing FUTEX_WAIT return at once. It bumps the
+ *   standby word and sets the device record's broken bit the same way.
  *
  * Who writes what: the creator formats everything once and stores the
  *   magic last (release). Under the lock: the map, slot node/refs/flags,
@@ -440,6 +443,7 @@ void featbuf_mark_broken(struct featbuf *fb)
     atomic_fetch_add_explicit(&fb->hdr->standby_seq, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&fb->hdr->standby_waiters, memory_order_seq_cst))
         futex_wake(&fb->hdr->standby_seq, INT_MAX);
+    fb_device_broken(fb);
 }
 
 /* What pthread_mutex_lock or _trylock returned (rc) made into 0 with the

@@ -40,6 +40,15 @@
  * The full protocol (lock, futex words, ordering, the reserve argument,
  * pins and write-back) is at the top of featbuf.c.
  *
+ * Rows on a GPU (featbuf_device.c, protocol at its top): the rank's trainer
+ * allocates the S rows on its device, exports them with CUDA IPC and
+ * publishes the handle in this buffer's header (featbuf_device_publish);
+ * extractors wait for it, count themselves in (featbuf_device_attach),
+ * open it, and count themselves out after closing it
+ * (featbuf_device_detach); the trainer stops new importers
+ * (featbuf_device_close) and frees only after featbuf_device_wait_closed
+ * says none is left. The CUDA calls around this are in featbuf_cuda.h.
+ *
  * Errors: 0 or -errno; init/create/attach also fill `err` (may be NULL).
  * -EPIPE from any call means the buffer is broken (a process died holding
  * its lock, or featbuf_mark_broken() was called): the run is torn down. */
@@ -53,17 +62,44 @@
 #include "ipc/shm.h"
 
 #define FEATBUF_MAGIC 0x31465542434c53ull /* "SLCBUF1\0" little endian */
-#define FEATBUF_VERSION 1u
+#define FEATBUF_VERSION 2u
 #define FEATBUF_SLOTS_MAX (1u << 30)    /* slot indices stay far from the sentinels */
 #define FEATBUF_ABSENT UINT32_MAX       /* map entry of a node that has no slot */
 #define FEATBUF_NONE UINT64_MAX         /* node of a slot that holds no node */
 #define FEATBUF_ROW_ALIGN_DEFAULT 64u   /* row stride alignment unless asked */
+
+/* The device record in the header (struct featbuf_dev in featbuf_int.h):
+ * fixed byte offsets from the start of the buffer's memory, the same in
+ * every build, with or without CUDA. */
+#define FEATBUF_IPC_HANDLE_BYTES 64u   /* sizeof(cudaIpcMemHandle_t); featbuf_cuda.c asserts it */
+#define FEATBUF_DEV_BUS_ID_BYTES 32u   /* a PCI bus id ("0000:3b:00.0") with its NUL */
+#define FEATBUF_DEV_OFFSET 128u        /* the record: two cache lines */
+#define FEATBUF_DEV_HANDLE_OFFSET 192u /* the handle's 64 bytes */
+#define FEATBUF_DEV_IMPORTERS_MAX 0xffffffu
 
 /* Slot states (the low bits of the slot's futex word). */
 enum featbuf_state {
     FEATBUF_INVALID = 0, /* holds no row (or a row being thrown away) */
     FEATBUF_LOADING = 1, /* claimed; its loader is writing the row */
     FEATBUF_VALID = 2,   /* the row of slot.node, readable */
+};
+
+/* Where the device rows are in their life (featbuf_device_state). */
+enum featbuf_dev_state {
+    FEATBUF_DEV_NONE = 0,    /* not published yet (CPU ranks stay here) */
+    FEATBUF_DEV_READY = 1,   /* published: importers may attach */
+    FEATBUF_DEV_CLOSING = 2, /* the exporter is leaving: no new importers; it waits for the others */
+    FEATBUF_DEV_CLOSED = 3,  /* every importer closed the handle: the exporter may free */
+};
+
+/* What the exporter publishes and an importer gets back. */
+struct featbuf_device {
+    unsigned char handle[FEATBUF_IPC_HANDLE_BYTES]; /* cudaIpcMemHandle_t, opaque here */
+    int device;                                     /* the exporter's CUDA ordinal */
+    char pci_bus_id[FEATBUF_DEV_BUS_ID_BYTES];      /* its PCI bus id ("" when unknown) */
+    uint64_t bytes;                                 /* of the allocation: >= nslots x stride */
+    uint64_t stride;                                /* bytes between rows (the buffer's stride) */
+    int32_t exporter_pid;
 };
 
 /* What featbuf_acquire{,_many} asks of the caller for one node. */
@@ -127,6 +163,8 @@ struct featbuf {
     uint32_t pin_slots;
     uint64_t n_nodes;
     const struct featbuf_policy_ops *policy; /* this process's table for the header's id */
+    void *dev_rows;  /* rows on the device: this process's pointer to row 0 (featbuf_cuda.h), else NULL */
+    int dev_ordinal; /* the CUDA device dev_rows is on */
     featbuf_writeback_fn writeback;          /* this process's, or NULL (featbuf_set_writeback) */
     void *writeback_ctx;
     struct shm_seg seg; /* the mapping, when created or attached by name */
@@ -278,5 +316,46 @@ int featbuf_mark_dirty(struct featbuf *fb, uint32_t slot);
  * (no write-back registered), -EPIPE, or the first write-back error (rows
  * written before it stay clean). For checkpoints and the end of a run. */
 int featbuf_flush(struct featbuf *fb);
+
+/* ---- rows on the device (featbuf_device.c) ------------------------------ */
+
+/* Exporter: publishes its device rows (NONE -> READY) and wakes whoever
+ * waits for them. handle_len must be FEATBUF_IPC_HANDLE_BYTES, bytes at
+ * least nslots x stride, the buffer laid out with rows_on_device. Never
+ * blocks. 0, -EINVAL, -EALREADY (published before), -EPIPE (broken). */
+int featbuf_device_publish(struct featbuf *fb, const void *handle, size_t handle_len, int device,
+                           const char *pci_bus_id, uint64_t bytes);
+
+/* Importer: sleeps on the record's futex word until the rows are
+ * published. 0 (READY), -ETIMEDOUT (timeout_ms < 0 waits for ever),
+ * -EPIPE (broken, or the exporter is closing or closed: they will never be
+ * there). */
+int featbuf_device_wait_ready(struct featbuf *fb, int timeout_ms);
+
+/* Importer: counts this process in and copies the record into out. Call
+ * before opening the handle. Never blocks. 0; -EAGAIN (not published yet);
+ * -EPIPE (broken, closing or closed); -EOVERFLOW (too many importers). */
+int featbuf_device_attach(struct featbuf *fb, struct featbuf_device *out);
+
+/* Importer: counts this process out, after it closed the handle
+ * (cudaIpcCloseMemHandle); wakes the exporter if it was the last. Works on
+ * a broken buffer too. 0, -EINVAL (nobody attached). */
+int featbuf_device_detach(struct featbuf *fb);
+
+/* Exporter: READY -> CLOSING: attaching fails from now on and importers
+ * waiting for the rows give up. Idempotent. 0, -EINVAL (never published). */
+int featbuf_device_close(struct featbuf *fb);
+
+/* Exporter, after featbuf_device_close: sleeps until every importer has
+ * detached, then the state is CLOSED and the exporter may free: 0.
+ * -ETIMEDOUT (timeout_ms < 0 waits for ever); -EPIPE (broken with
+ * importers still counted: one may have died with the handle open, or may
+ * still copy; do not free, leave the memory to process exit); -EINVAL
+ * (not closing). */
+int featbuf_device_wait_closed(struct featbuf *fb, int timeout_ms);
+
+/* The state (enum featbuf_dev_state) and, if importers is not NULL, how
+ * many importers are counted in. Never blocks. */
+int featbuf_device_state(const struct featbuf *fb, uint32_t *importers);
 
 #endif

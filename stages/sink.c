@@ -43,9 +43,17 @@ const struct row_sink_ops *row_sink_pick(const struct featbuf *fb, char *err, si
 {
     if (fb->rows)
         return &row_sink_host;
+#ifdef SLUICE_HAVE_CUDA
+    if (fb->dev_rows)
+        return &row_sink_cuda;
+    sl_errf(err, errlen, -EINVAL,
+            "the feature buffer keeps its rows on the device, and this process has not opened the device rows "
+            "(extractor_use_device) for the CUDA row sink to copy into");
+#else
     sl_errf(err, errlen, -EINVAL,
             "the feature buffer keeps its rows on the device, and this build has no CUDA row sink to copy rows "
-            "there; run this rank on the CPU (gnnlaunch --cpu)");
+            "there; rebuild with the CUDA toolkit (SLUICE_CUDA=ON) or run this rank on the CPU (gnnlaunch --cpu)");
+#endif
     return NULL;
 }
 

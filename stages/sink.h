@@ -6,12 +6,15 @@
  *   host  (sink_host.c)  rows in the feature buffer's shared memory: the
  *                        copy is a memcpy done when it is put, and the row
  *                        is published when it is polled;
- *   cuda  (to come)      rows on the device (featbuf params.rows_on_device:
+ *   cuda  (sink_cuda.c)  rows on the device (featbuf params.rows_on_device:
  *                        featbuf_row() is NULL, slot i is row i of the
- *                        device array): cudaMemcpyAsync (2D for a run of
- *                        rows) from registered staging on the thread's
+ *                        device array, fb->dev_rows in this process once
+ *                        featbuf_cuda_import opened it): cudaMemcpy2DAsync
+ *                        (one call for a run of rows) from staging that is
+ *                        registered once per process, on the thread's
  *                        stream, one event per copy, finished when
  *                        cudaEventQuery says so; never a device-wide sync.
+ *                        Built only with CUDA.
  *
  * Contract (for the caller, an extractor thread, and for every variant):
  *   Copies. row_sink_put(c) starts copying c->nrows rows of c->row_bytes
@@ -120,10 +123,17 @@ struct row_sink {
 };
 
 extern const struct row_sink_ops row_sink_host;
+extern const struct row_sink_ops row_sink_cuda; /* in a build with CUDA (SLUICE_HAVE_CUDA) */
+
+/* CUDA builds, for tests: how many staging regions this process has
+ * registered (cudaHostRegister) for its CUDA sinks; each once, however
+ * many sinks copy from it, until the last of them is freed. */
+unsigned row_sink_cuda_registered(void);
 
 /* The sink for fb: the host sink for rows in shared memory; for rows on
- * the device the CUDA sink, which this build does not have: NULL with a
- * message saying so. */
+ * the device the CUDA sink, once this process has opened them
+ * (fb->dev_rows). NULL with a message when it cannot be had (no CUDA in
+ * this build, or the rows not opened). */
 const struct row_sink_ops *row_sink_pick(const struct featbuf *fb, char *err, size_t errlen);
 
 /* Prepares s (one extractor thread's) with ops over fb, copies reading

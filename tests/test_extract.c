@@ -24,6 +24,7 @@
 
 #include "core/dataset.h"
 #include "core/util.h"
+#include "ipc/staging.h"
 #include "stages/extract.h"
 #include "stages/featbuf.h"
 #include "stages/sink.h"
@@ -388,7 +389,11 @@ static void test_args(void **state)
     assert_int_equal(featbuf_mem_format(mem, len, &p, NULL, 0), 0);
     assert_int_equal(featbuf_init(&dev, mem, len, NULL, 0), 0);
     assert_int_equal(extractor_init(&x, &src, &dev, 8, NULL, 0, err, sizeof err), -EINVAL);
+#ifdef SLUICE_HAVE_CUDA
+    assert_non_null(strstr(err, "has not opened the device rows")); /* extractor_use_device first */
+#else
     assert_non_null(strstr(err, "no CUDA row sink"));
+#endif
     featbuf_free(&dev);
     munmap(mem, len);
     extract_source_free(&src);
@@ -419,6 +424,7 @@ struct mt {
     const struct extract_source *src;
     const struct ref *r;
     struct featbuf *fb;
+    struct staging *stg; /* shared staging (portion = id), or NULL for the engine's own */
     unsigned depth, id, batch;
     uint64_t hot;
     atomic_int *failures;
@@ -449,7 +455,8 @@ static void *mt_main(void *arg)
     uint64_t nodes[MT_BATCH];
     uint32_t slots[MT_BATCH];
     uint64_t seed = 99 + t->id;
-    if (extractor_init(&x, t->src, t->fb, t->depth, NULL, 0, t->msg, sizeof t->msg)) {
+    if (t->stg ? extractor_init_shared(&x, t->src, t->fb, t->depth, t->stg, t->id, t->msg, sizeof t->msg)
+               : extractor_init(&x, t->src, t->fb, t->depth, NULL, 0, t->msg, sizeof t->msg)) {
         atomic_fetch_add(t->failures, 1);
         return NULL;
     }
@@ -671,6 +678,181 @@ static void test_slow_sink(void **state)
         }
     }
     free(r.bytes);
+}
+
+/* ---- shared staging ------------------------------------------------------------ */
+
+struct stg {
+    struct staging s;
+    void *mem;
+    size_t len;
+};
+
+static void stg_make(struct stg *g, uint32_t ranks, uint32_t threads, uint32_t blocks,
+                     const struct extract_source *src)
+{
+    struct staging_params p = {.ranks = ranks,
+                               .threads = threads,
+                               .blocks = blocks,
+                               .block_bytes = sl_round_up(SL_MAX(src->entry_bytes, 1), STAGING_BLOCK_ALIGN)};
+    memset(g, 0, sizeof *g);
+    g->len = staging_mem_size(&p);
+    assert_true(g->len > 0);
+    g->mem = mmap(NULL, g->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(g->mem != MAP_FAILED);
+    if (staging_mem_format(g->mem, g->len, &p, err, sizeof err) || staging_init(&g->s, g->mem, g->len, err, sizeof err))
+        fail_msg("staging: %s", err);
+}
+
+/* Every block home, nothing lent or borrowed, no owner short; returns the
+ * blocks borrowed in all. */
+static uint64_t stg_clean(struct stg *g, const char *combo)
+{
+    uint64_t borrows = 0;
+    for (uint32_t q = 0; q < g->s.portions; q++) {
+        struct staging_stats st;
+        assert_int_equal(staging_stats(&g->s, q, &st), 0);
+        if (st.free != g->s.blocks_per || st.lent || st.borrowed || st.want)
+            fail_msg("%s: staging portion %u: %u of %u free, %u lent, %u borrowed, want %d", combo, q, st.free,
+                     g->s.blocks_per, st.lent, st.borrowed, st.want);
+        borrows += st.borrows;
+    }
+    return borrows;
+}
+
+/* One engine on portion 0 of four, with two blocks of its own and eight
+ * reads to keep in flight: it borrows from the idle portions; every row
+ * right, with the host sink and with the lazy one (which reads staging
+ * late, so a block given back before its copy was done would show). */
+static void test_shared_staging(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 100, "f32");
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct ref r;
+    ref_load(&r, dir, &m);
+    for (int mode = 0; mode < MODE_COUNT; mode++)
+        for (int lazy = 0; lazy < 2; lazy++) {
+            char combo[128];
+            snprintf(combo, sizeof combo, "shared staging, %s, %s sink", mode_name[mode], lazy ? "lazy" : "host");
+            struct extract_source src;
+            assert_int_equal(extract_source_open(&src, dir, &m, mode_io[mode], "test_extract", err, sizeof err), 0);
+            struct stg g;
+            stg_make(&g, 2, 2, 2, &src);
+            struct buf b;
+            buf_make(&b, NODES, 256, (size_t)src.row_bytes);
+            struct extractor x;
+            mode_env(mode);
+            assert_int_equal(extractor_init_shared(&x, &src, &b.fb, 0, &g.s, 0, err, sizeof err), -EINVAL);
+            assert_int_equal(extractor_init_shared(&x, &src, &b.fb, 8, &g.s, 4, err, sizeof err), -EINVAL);
+            assert_int_equal(extractor_init_shared(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), -EINVAL);
+            if (extractor_init_shared(&x, &src, &b.fb, 8, &g.s, 0, err, sizeof err))
+                fail_msg("%s: extractor_init_shared: %s", combo, err);
+            unsetenv("SLUICE_NO_IO_URING");
+            if (mode != MODE_MMAP) {
+                size_t all;
+                assert_ptr_equal(x.staging, staging_data(&g.s, &all));
+                assert_int_equal(x.staging_len, all);
+            }
+            if (lazy && extractor_set_sink(&x, &lazy_sink, err, sizeof err))
+                fail_msg("%s: extractor_set_sink: %s", combo, err);
+            uint64_t seed = 500 + (uint64_t)mode * 10 + (uint64_t)lazy;
+            uint64_t nodes[60];
+            uint32_t slots[60];
+            for (int batch = 0; batch < 4; batch++) {
+                for (int i = 0; i < 60; i++)
+                    nodes[i] = rnd(&seed) % NODES;
+                run_checked(&x, &r, nodes, 60, slots, combo);
+                assert_int_equal(featbuf_release_many(&b.fb, slots, 60), 0);
+                stg_clean(&g, combo); /* every block back after each batch */
+            }
+            /* more reads in flight than own blocks: borrowed (mmap reads no staging; pread
+             * with the host sink needs one block at a time) */
+            uint64_t borrows = stg_clean(&g, combo);
+            bool must = mode != MODE_MMAP && (lazy || x.use_uring);
+            if (must ? borrows == 0 : (mode == MODE_MMAP && borrows != 0))
+                fail_msg("%s: %" PRIu64 " blocks borrowed", combo, borrows);
+            printf("# %s: %" PRIu64 " loads, %" PRIu64 " blocks borrowed\n", combo, x.st.loads, borrows);
+            buf_clean(&b, combo);
+            extractor_free(&x);
+            /* blocks smaller than one read's extent are refused */
+            struct extract_source wide = src;
+            wide.entry_bytes = g.s.block_bytes + 64;
+            if (mode != MODE_MMAP) {
+                assert_int_equal(extractor_init_shared(&x, &wide, &b.fb, 4, &g.s, 0, err, sizeof err), -EINVAL);
+                assert_non_null(strstr(err, "blocks"));
+            }
+            buf_free(&b);
+            munmap(g.mem, g.len);
+            extract_source_free(&src);
+        }
+    free(r.bytes);
+}
+
+/* Two ranks of two threads, each rank its own buffer, over one staging
+ * buffer with three blocks a portion and six reads a thread: overlapping
+ * batches, borrowing across threads and ranks; rows and both buffers and
+ * the staging buffer clean at the end. */
+static void test_shared_staging_threads(void **state)
+{
+    (void)state;
+    enum { T = 4 };
+    for (int mode = 0; mode < MODE_COUNT; mode++) {
+        if (mode == MODE_MMAP)
+            continue;
+        char dir[4200], combo[128];
+        snprintf(combo, sizeof combo, "2 ranks x 2 threads, shared staging, io=%s", mode_name[mode]);
+        dataset(dir, sizeof dir, 128, "f32");
+        struct dataset_meta m;
+        assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
+        struct ref r;
+        ref_load(&r, dir, &m);
+        struct extract_source src;
+        assert_int_equal(extract_source_open(&src, dir, &m, mode_io[mode], "test_extract", err, sizeof err), 0);
+        struct stg g;
+        stg_make(&g, 2, 2, 3, &src);
+        struct buf b[2];
+        for (int k = 0; k < 2; k++)
+            buf_make(&b[k], NODES, 2 * MT_BATCH, (size_t)src.row_bytes);
+        mode_env(mode);
+        atomic_int failures = 0;
+        struct mt t[T];
+        pthread_t th[T];
+        alarm(120);
+        for (int i = 0; i < T; i++) {
+            t[i] = (struct mt){.src = &src,
+                               .r = &r,
+                               .fb = &b[i / 2].fb,
+                               .stg = &g.s,
+                               .depth = 6,
+                               .id = (unsigned)i,
+                               .batch = MT_BATCH,
+                               .hot = 150,
+                               .failures = &failures};
+            assert_int_equal(pthread_create(&th[i], NULL, mt_main, &t[i]), 0);
+        }
+        for (int i = 0; i < T; i++)
+            pthread_join(th[i], NULL);
+        alarm(0);
+        unsetenv("SLUICE_NO_IO_URING");
+        if (atomic_load(&failures)) {
+            for (int i = 0; i < T; i++)
+                if (t[i].msg[0])
+                    fprintf(stderr, "%s: %s\n", combo, t[i].msg);
+            fail_msg("%s: %d failures", combo, atomic_load(&failures));
+        }
+        for (int k = 0; k < 2; k++)
+            buf_clean(&b[k], combo);
+        uint64_t borrows = stg_clean(&g, combo);
+        printf("# %s: %" PRIu64 " blocks borrowed\n", combo, borrows);
+        for (int k = 0; k < 2; k++)
+            buf_free(&b[k]);
+        munmap(g.mem, g.len);
+        extract_source_free(&src);
+        free(r.bytes);
+    }
 }
 
 static void test_wait_for_room(void **state)
@@ -1083,6 +1265,8 @@ int main(void)
         cmocka_unit_test(test_read_error),
         cmocka_unit_test(test_copy_error),
         cmocka_unit_test(test_slow_sink),
+        cmocka_unit_test(test_shared_staging),
+        cmocka_unit_test(test_shared_staging_threads),
         cmocka_unit_test(test_wait_failed),
         cmocka_unit_test(test_bench),
     };

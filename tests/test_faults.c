@@ -577,7 +577,7 @@ static void test_buffers_beyond_memory(void **state)
         (const char *[]){"--set", set, "--set", "pipeline.feature_buffer_mb=10000000", "--set",
                          "pipeline.staging_mb=10000000", "--set", "model.hidden=1", NULL},
         2);
-    t_expect_log(&r, "the feature buffers and batch arenas would need ");
+    t_expect_log(&r, "the feature buffers, batch arenas and staging buffer would need ");
     t_expect_log(&r, "lower pipeline.feature_buffer_mb");
     t_expect_log(&r, "half of the available memory (MemAvailable), which is ");
     t_expect_no_log(&r, "batch arena per rank"); /* nothing was created */

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sys/stat.h>
 
@@ -326,14 +327,42 @@ static void test_featbuf_plan(void **state)
     assert_int_equal(f.params.row_bytes, 400);
     assert_int_equal(f.params.n_nodes, m.nodes);
     assert_int_equal(f.rank_bytes, featbuf_mem_size(&f.params));
-    assert_int_equal(f.staging_per_thread, (64u << 20) / 2);
-    /* of its share a thread uses io_depth reads of at most 4096 + 4096 bytes (512-byte rows) */
-    assert_int_equal(f.staging_used, (uint64_t)c.pipeline.io_depth * 8192);
+    /* staging: a 4 KiB block holds any direct read of a 400-byte row in a 512-byte stride; each of
+     * the 2 threads' 32 MiB share holds 8192 of them, but a portion never needs more than io_depth */
+    assert_int_equal(f.staging.ranks, 1);
+    assert_int_equal(f.staging.threads, 2);
+    assert_int_equal(f.staging.block_bytes, 4096);
+    assert_int_equal(f.staging.blocks, c.pipeline.io_depth);
+    assert_int_equal(f.staging.keep, 1);
+    assert_int_equal(f.staging_per_thread, (uint64_t)c.pipeline.io_depth * 4096);
+    assert_int_equal(f.staging_used, (uint64_t)c.pipeline.io_depth * 4096);
+    assert_int_equal(f.staging_bytes, staging_mem_size(&f.staging));
+    assert_true(f.staging_bytes >= 2 * f.staging_per_thread && f.staging_bytes <= (64u << 20));
     int64_t depth0 = c.pipeline.io_depth;
-    c.pipeline.io_depth = 4096;
+    c.pipeline.io_depth = 4096; /* 8192 blocks fit a share: 4096 of them */
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
-    assert_int_equal(f.staging_used, f.staging_per_thread);
+    assert_int_equal(f.staging.blocks, 4096);
+    c.pipeline.staging_mb = 8; /* 4 MiB a thread: 1024 blocks of its own; one thread may have 2048 in flight */
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
+    assert_int_equal(f.staging.blocks, 1024);
+    assert_int_equal(f.staging_per_thread, 4u << 20);
+    assert_int_equal(f.staging_used, 2048 * 4096);
+    c.pipeline.staging_mb = 64;
     c.pipeline.io_depth = depth0;
+    /* a GPU run keeps rows on the device: metadata only */
+    uint64_t host_bytes = f.rank_bytes;
+    layout_featbuf_use_device(&f, true);
+    assert_true(f.params.rows_on_device);
+    assert_int_equal(f.rank_bytes, featbuf_mem_size(&f.params));
+    assert_true(f.rank_bytes + (uint64_t)f.params.nslots * f.stride <= host_bytes + 4096);
+    layout_featbuf_use_device(&f, false);
+    assert_int_equal(f.rank_bytes, host_bytes);
+    /* a row stride the format would not give, wider than a block holds: refused */
+    m.f[DATASET_FEATURES].row_stride = 4100;
+    assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "row stride 4100"));
+    assert_non_null(strstr(err, "gnnprep check"));
+    m.f[DATASET_FEATURES].row_stride = 512;
     /* below the reserve: refused with the size that would do */
     c.pipeline.feature_buffer_mb = 3;
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), -EINVAL);
@@ -358,18 +387,35 @@ static void test_featbuf_plan(void **state)
     c.pipeline.staging_mb = 64;
     c.pipeline.ranks = 1;
     c.pipeline.extractors = 2;
-    /* memory: buffers and arenas together */
+    /* memory: buffers and arenas of every rank, and the node's staging */
     assert_int_equal(layout_featbuf_plan(&c, &m, &a, &f, err, sizeof err), 0);
-    uint64_t per = f.rank_bytes + a.rank_bytes;
-    assert_int_equal(layout_featbuf_check(&f, &a, 2, 4 * per, UINT64_MAX, err, sizeof err), 0);
-    assert_int_equal(layout_featbuf_check(&f, &a, 3, 4 * per, UINT64_MAX, err, sizeof err), -ENOMEM);
+    uint64_t per = f.rank_bytes + a.rank_bytes, all2 = 2 * per + f.staging_bytes;
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, 2 * all2, UINT64_MAX, err, sizeof err), 0);
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, 2 * all2 - 2, UINT64_MAX, err, sizeof err), -ENOMEM);
+    assert_int_equal(layout_featbuf_check(&f, &a, 3, 2 * all2, UINT64_MAX, err, sizeof err), -ENOMEM);
     assert_non_null(strstr(err, "lower pipeline.feature_buffer_mb"));
-    assert_int_equal(layout_featbuf_check(&f, &a, 2, UINT64_MAX, 2 * per - 1, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "staging"));
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, UINT64_MAX, all2, err, sizeof err), 0);
+    assert_int_equal(layout_featbuf_check(&f, &a, 2, UINT64_MAX, all2 - 1, err, sizeof err), -ENOMEM);
     assert_non_null(strstr(err, "/dev/shm"));
     /* created with the run, attached by name, marked broken by layout_close */
     struct layout l;
     assert_int_equal(layout_create(&l, g_run, &c, 2, &(struct layout_objects){.arena = &a.params, .featbuf = &f.params, .allreduce_floats = 100, .epochs = 3}, err, sizeof err), 0);
-    assert_int_equal(count_segments(g_run), 3 + 2 * (RUN_QUEUES + 2));
+    assert_int_equal(count_segments(g_run), 4 + 2 * (RUN_QUEUES + 2));
+    /* the staging buffer: two ranks of two threads, as the plan for two ranks says */
+    struct staging stg;
+    assert_int_equal(staging_attach(&stg, g_run, err, sizeof err), 0);
+    assert_ptr_equal(layout_staging(&l), &l.staging);
+    struct staging_params sp2;
+    assert_int_equal(layout_staging_params(&c, 2, f.params.row_bytes, &sp2, err, sizeof err), 0);
+    assert_int_equal(stg.ranks, 2);
+    assert_int_equal(stg.threads, 2);
+    assert_int_equal(stg.blocks_per, sp2.blocks);
+    assert_int_equal(stg.block_bytes, 4096);
+    uint32_t blk;
+    assert_int_equal(staging_get(&stg, staging_portion_of(&stg, 1, 1), 0, &blk), 0);
+    assert_int_equal(staging_home(&stg, blk), 3);
+    uint32_t seq = staging_seq(&stg, 0);
     char name[SHM_NAME_MAX];
     struct featbuf fb;
     assert_int_equal(run_featbuf_segname(name, sizeof name, g_run, 1, err, sizeof err), 0);
@@ -410,9 +456,50 @@ static void test_featbuf_plan(void **state)
     assert_non_null(layout_featbuf(&l, 0));
     layout_close(&l);
     assert_int_equal(featbuf_wait_valid(&fb, slot, -1), -EPIPE);
+    assert_int_equal(staging_wait(&stg, 0, seq, -1), -EPIPE);
+    assert_int_equal(staging_get(&stg, 0, 0, &blk), -EPIPE);
+    staging_free(&stg);
     featbuf_free(&fb);
     layout_free(&l);
-    assert_int_equal(shm_run_unlink(g_run), 3 + 2 * (RUN_QUEUES + 2));
+    assert_null(layout_staging(&l));
+    assert_int_equal(shm_run_unlink(g_run), 4 + 2 * (RUN_QUEUES + 2));
+}
+
+/* Blocks hold the widest direct read of a row at any alignment up to 4 KiB;
+ * portions get a thread's share in whole blocks, at most io_depth. */
+static void test_staging_params(void **state)
+{
+    (void)state;
+    struct config c;
+    config_defaults(&c);
+    char err[512];
+    static const uint64_t rows[][2] = {
+        /* row bytes, block: strides 16, 512, 1536 (rows start every 512 B: the widest extent
+         * starts 3584 B into a 4 KiB block), 4096, 4608, 8192 */
+        {12, 4096}, {400, 4096}, {512, 4096}, {1200, 8192}, {4096, 4096}, {4500, 8192}, {8192, 8192},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        struct staging_params sp;
+        assert_int_equal(layout_staging_params(&c, 1, rows[i][0], &sp, err, sizeof err), 0);
+        if (sp.block_bytes != rows[i][1])
+            fail_msg("%" PRIu64 "-byte rows: %" PRIu64 "-byte blocks, expected %" PRIu64, rows[i][0],
+                     sp.block_bytes, rows[i][1]);
+        assert_int_equal(sp.blocks, c.pipeline.io_depth);
+        assert_true(staging_mem_size(&sp) > 0);
+    }
+    /* 3 ranks x 2 threads share 1 MiB: 174762 bytes each, 21 blocks of 8 KiB */
+    c.pipeline.staging_mb = 1;
+    struct staging_params sp;
+    assert_int_equal(layout_staging_params(&c, 3, 1200, &sp, err, sizeof err), 0);
+    assert_int_equal(sp.ranks, 3);
+    assert_int_equal(sp.threads, 2);
+    assert_int_equal(sp.blocks, 21);
+    assert_true(staging_mem_size(&sp) <= (1u << 20));
+    /* below one block a thread: refused, naming the key */
+    c.pipeline.extractors = 64;
+    assert_int_equal(layout_staging_params(&c, 3, 1200, &sp, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "pipeline.staging_mb = 1"));
+    assert_non_null(strstr(err, "192 extractor threads"));
 }
 
 /* ---- the stage command line -------------------------------------------------------------- */
@@ -640,6 +727,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stages_and_queues), cmocka_unit_test(test_create_and_attach),
         cmocka_unit_test(test_arena_plan),        cmocka_unit_test(test_featbuf_plan),
+        cmocka_unit_test(test_staging_params),
         cmocka_unit_test(test_args_round_trip),
         cmocka_unit_test(test_args_rejected),     cmocka_unit_test(test_rundir),
     };

@@ -126,9 +126,9 @@ static void test_live_run_private(void **state)
     assert_int_equal(n, 8);
 
     /* every segment of the run: ours, 0600 */
-    static const char *const objects[] = {"metrics",    "results",  "allreduce",  "r0.extract", "r0.train",
-                                          "r0.release", "r0.arena", "r0.featbuf", "r1.extract", "r1.train",
-                                          "r1.release", "r1.arena", "r1.featbuf"};
+    static const char *const objects[] = {"metrics",  "results",    "allreduce", "staging",    "r0.extract",
+                                          "r0.train", "r0.release", "r0.arena",  "r0.featbuf", "r1.extract",
+                                          "r1.train", "r1.release", "r1.arena",  "r1.featbuf"};
     char path[1500];
     for (size_t i = 0; i < SL_ARRAY_LEN(objects); i++) {
         snprintf(path, sizeof path, SHM_DIR "/" SHM_PREFIX "%s.%s", k[0].run, objects[i]);

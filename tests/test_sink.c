@@ -139,6 +139,16 @@ static void test_pick(void **state)
     err[0] = '\0';
     assert_null(row_sink_pick(&b.fb, err, sizeof err));
     assert_non_null(strstr(err, "device"));
+    /* once the process has opened the device rows (a stand-in pointer: pick makes no CUDA call) */
+    b.fb.dev_rows = &b;
+#ifdef SLUICE_HAVE_CUDA
+    assert_ptr_equal(row_sink_pick(&b.fb, err, sizeof err), &row_sink_cuda);
+#else
+    err[0] = '\0';
+    assert_null(row_sink_pick(&b.fb, err, sizeof err));
+    assert_non_null(strstr(err, "CUDA"));
+#endif
+    b.fb.dev_rows = NULL;
     struct row_sink s;
     assert_int_equal(row_sink_init(&s, &row_sink_host, &b.fb, NULL, 0, 4, err, sizeof err), -EINVAL);
     row_sink_free(&s);
