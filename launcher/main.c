@@ -366,8 +366,10 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     if (floats == 0)
         return sl_errf(err, errlen, -EINVAL, "%s: %s", o->config, msg);
     l->reduce_floats = l->ranks > 1 ? floats : 0; /* one rank needs no all-reduce */
-    if ((rc = layout_featbuf_plan(&l->cfg, &meta, &l->arena, &l->featbuf, msg, sizeof msg)) != 0 ||
-        (rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
+    if ((rc = layout_featbuf_plan(&l->cfg, &meta, &l->arena, &l->featbuf, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    layout_featbuf_use_device(&l->featbuf, l->gpus > 0); /* GPU ranks: rows on the device, metadata here */
+    if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     if (o->metrics &&
         (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)

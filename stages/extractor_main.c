@@ -56,14 +56,12 @@ static int idle(void *arg)
     return atomic_load(&r->stop) ? -EPIPE : 0;
 }
 
-/* The CUDA device this rank was given; EXTRACT_DEVICE_ANY: the one the
- * trainer published its feature rows on (found by PCI bus id). Merge hook
- * (issue 15): return st->args.device once struct run_args carries the
- * rank's device (ipc/run.h). */
+/* The CUDA device this rank was given (gnnlaunch --gpus: --device), the
+ * one its trainer exported the feature rows on; -1 (EXTRACT_DEVICE_ANY)
+ * for a CPU rank, which never asks. */
 static int rank_device(const struct stage *st)
 {
-    (void)st;
-    return EXTRACT_DEVICE_ANY;
+    return st->args.device;
 }
 
 static int idle_main(void *arg)

@@ -64,6 +64,9 @@
 #include "stages/stage.h"
 #include "stages/trainer.h"
 #include "stages/trainer_backend.h"
+#ifdef SLUICE_TRAINER_CUDA
+#include "stages/featbuf_cuda.h"
+#endif
 
 #define DROPOUT_SALT 0xd20b0f1e5eedull
 
@@ -83,6 +86,9 @@ struct trainer {
     struct trainer_backend *b;
     struct model_tensor tensors[MODEL_TENSORS_MAX]; /* the parameters' layout (checkpoints) */
     uint32_t ntensors;
+#ifdef SLUICE_TRAINER_CUDA
+    struct featbuf_cuda fbc; /* a GPU rank's feature rows, exported to the extractors */
+#endif
     struct reducer *coll;       /* the gradient collective (shm within the node, TCP across nodes); NULL: one rank */
     struct results res;
     struct schedule sched;
@@ -99,18 +105,30 @@ static double now_s(void)
 }
 
 /* The compute backend of this rank (stages/trainer_backend.h): the CPU
- * one for a rank without a device. A GPU rank (gnnlaunch --gpus: --device)
- * needs the CUDA backend, which is not built yet: refuse it plainly rather
- * than train on the CPU while the user asked for a GPU. */
+ * one for a rank without a device, the CUDA one for a GPU rank (gnnlaunch
+ * --gpus: --device). A gnn-trainer built without CUDA refuses a GPU rank
+ * plainly rather than train on the CPU while the user asked for a GPU. */
 static const struct trainer_backend_ops *pick_backend(struct stage *st)
 {
     if (st->args.device < 0)
         return &trainer_cpu_backend;
+#ifdef SLUICE_TRAINER_CUDA
+    return &trainer_cuda_backend;
+#else
     stage_fail(st,
-               "--device=%d: this gnn-trainer has no CUDA backend yet, so it cannot train on a GPU; train on the "
-               "CPU with gnnlaunch --cpu (docs/gpu.md says what the GPU path has so far)",
+               "--device=%d: this gnn-trainer was built without CUDA, so it cannot train on a GPU; rebuild with "
+               "the CUDA toolkit (docs/gpu.md) or train on the CPU with gnnlaunch --cpu",
                st->args.device);
+#endif
 }
+
+#ifdef SLUICE_TRAINER_CUDA
+static int heartbeat_idle(void *arg)
+{
+    stage_heartbeat(arg);
+    return 0;
+}
+#endif
 
 /* The backend's host view of the parameters and Adam's state. */
 static void host_state(struct trainer *t, struct trainer_state *hs)
@@ -404,15 +422,27 @@ int main(int argc, char **argv)
         stage_fail(st, "%s", msg);
     t.nparams = model_param_count(&t.mc);
     t.be = pick_backend(st);
+#ifdef SLUICE_TRAINER_CUDA
+    /* A GPU rank: join the NCCL communicator first (it makes the device
+     * current for the backend), then put the feature rows on the device
+     * and export them to the extractors (stages/featbuf_cuda.h). */
+    if (st->args.device >= 0 && st->args.has_nccl_id &&
+        reducer_nccl_open(&t.coll, st->args.nccl_id, (int)run_global_rank(&st->args), (int)run_world(&st->args),
+                          st->args.device, reduce_tick, st, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    if (st->args.device >= 0 && featbuf_cuda_export(&t.fbc, &st->fb, st->args.device, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+#endif
     struct trainer_backend_config bc = {.model = t.mc,
                                         .lr = (float)st->cfg.train.lr,
                                         .threads = threads,
                                         .device = st->args.device,
                                         .fb = &st->fb,
-                                        .f16 = ff->dtype == DTYPE_F16};
+                                        .f16 = ff->dtype == DTYPE_F16,
+                                        .rows_dev = st->fb.dev_rows};
     if (t.be->create(&t.b, &bc, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
-    if (trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
+    if (!t.coll && trainer_reducer_open(&t.coll, &st->args, t.nparams + 1, reduce_tick, st, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     if (run_results_segname(name, sizeof name, st->args.run_id, msg, sizeof msg) ||
         results_attach(&t.res, name, msg, sizeof msg))
@@ -449,6 +479,12 @@ int main(int argc, char **argv)
     results_free(&t.res);
     reducer_free(t.coll);
     t.be->free(t.b);
+#ifdef SLUICE_TRAINER_CUDA
+    /* the extractors close the rows before they are freed (a broken run
+     * ends the wait: the memory then goes with this process) */
+    if (st->args.device >= 0 && featbuf_cuda_unexport(&t.fbc, -1, heartbeat_idle, st, msg, sizeof msg) != 0)
+        stage_note(st, "feature rows on the device not freed: %s", msg);
+#endif
     stage_close(st);
     return 0;
 }
