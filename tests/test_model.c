@@ -53,12 +53,6 @@ static float *fvec(size_t n)
     return p;
 }
 
-static const char *kind_str(enum model_kind k)
-{
-    static const char *names[] = {"sage", "gcn", "gat", "mlp"};
-    return names[k];
-}
-
 /* ---- a sampled batch ---------------------------------------------------------------------------- */
 
 struct tb {
@@ -112,7 +106,7 @@ static struct model *create(enum model_kind kind, uint32_t layers, uint32_t in, 
     struct model *m;
     char err[256] = "";
     if (model_create(&m, &c, err, sizeof err) != 0)
-        fail_msg("model_create(%s): %s", kind_str(kind), err);
+        fail_msg("model_create(%s): %s", model_kind_name(kind), err);
     return m;
 }
 
@@ -212,7 +206,7 @@ static void check_model_grads(enum model_kind kind, float dropout, bool use_loss
             if (level == 3)
                 fail_msg("%s (dropout %g%s): d/d%s[%zu]: backward %.6g, finite differences %.6g (central), "
                          "%.6g (left), %.6g (right) (seed %#" PRIx64 ")",
-                         kind_str(kind), dropout, use_loss ? ", loss" : "", mt->name, i - mt->offset, ana[i], num,
+                         model_kind_name(kind), dropout, use_loss ? ", loss" : "", mt->name, i - mt->offset, ana[i], num,
                          left, right, seed);
         }
     }
@@ -389,7 +383,7 @@ static void test_threads_and_reuse_same_bits(void **state)
         assert_memory_equal(l1, l2, (size_t)300 * classes * sizeof *l1);
         backward(m, dl);
         if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
-            fail_msg("%s: gradients differ between 1 and 2 threads", kind_str(k));
+            fail_msg("%s: gradients differ between 1 and 2 threads", model_kind_name(k));
         forward(m, &b2.v, x, true, 98, l2);
         backward(m, dl);
         forward(m, &b.v, x, true, 99, l2);

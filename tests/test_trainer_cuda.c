@@ -35,12 +35,6 @@
 static const struct trainer_backend_ops *const CPU = &trainer_cpu_backend, *const DEV = &trainer_cuda_backend;
 static struct gk_ctx g_ctx; /* the test's own: device rows, the device reducer */
 
-static const char *kind_str(enum model_kind k)
-{
-    static const char *names[] = {"sage", "gcn", "gat", "mlp"};
-    return names[k];
-}
-
 /* d's rows copied to the device, as the featbuf's device rows would be. */
 static void *rows_to_device(const struct t_tr_data *d)
 {
@@ -105,7 +99,7 @@ static void test_matches_cpu(void **state)
         void *rows = rows_to_device(&d);
         for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
             char what[64];
-            snprintf(what, sizeof what, "%s, %s rows", kind_str((enum model_kind)k), f16 ? "f16" : "f32");
+            snprintf(what, sizeof what, "%s, %s rows", model_kind_name((enum model_kind)k), f16 ? "f16" : "f32");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.3f, 77 + (uint64_t)k);
             c.rows_dev = rows;
             struct trainer_backend *cpu = t_tr_create(CPU, &c), *dev = t_tr_create(DEV, &c);
@@ -209,7 +203,7 @@ static void test_state_and_checkpoints(void **state)
     for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
         for (int from_dev = 0; from_dev < 2; from_dev++) {
             char what[96];
-            snprintf(what, sizeof what, "%s, checkpoint from the %s backend", kind_str((enum model_kind)k),
+            snprintf(what, sizeof what, "%s, checkpoint from the %s backend", model_kind_name((enum model_kind)k),
                      from_dev ? "cuda" : "cpu");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.2f, 13 + (uint64_t)k);
             c.rows_dev = rows;

@@ -33,12 +33,6 @@
 
 static const struct trainer_backend_ops *const CPU = &trainer_cpu_backend, *const DEV = &trainer_cuda_backend;
 
-static const char *kind_str(enum model_kind k)
-{
-    static const char *names[] = {"sage", "gcn", "gat", "mlp"};
-    return names[k];
-}
-
 /* Both backends' state, bit for bit. */
 static void same_state(struct trainer_backend *cpu, struct trainer_backend *dev, const struct model_config *mc,
                        const char *what)
@@ -84,7 +78,7 @@ static void test_matches_cpu(void **state)
         t_tr_data_make(&d, f16, 11 + (uint64_t)f16);
         for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
             char what[64];
-            snprintf(what, sizeof what, "%s, %s rows", kind_str((enum model_kind)k), f16 ? "f16" : "f32");
+            snprintf(what, sizeof what, "%s, %s rows", model_kind_name((enum model_kind)k), f16 ? "f16" : "f32");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.3f, 77 + (uint64_t)k);
             struct trainer_backend *cpu = t_tr_create(CPU, &c), *dev = t_tr_create(DEV, &c);
             same_state(cpu, dev, &c.model, what); /* the same initial parameters */
@@ -187,7 +181,7 @@ static void test_reduced_and_padding_steps(void **state)
             assert_int_equal(CPU->forward(cpu, v, true, 50 + g, &a, err, sizeof err), 0);
             assert_int_equal(DEV->gather(dev, v, err, sizeof err), 0);
             assert_int_equal(DEV->forward(dev, v, true, 50 + g, &b, err, sizeof err), 0);
-            t_tr_loss_close(&b, &a, 0, kind_str((enum model_kind)k));
+            t_tr_loss_close(&b, &a, 0, model_kind_name((enum model_kind)k));
             assert_true(a.labelled > 0);
             assert_int_equal(CPU->backward(cpu, err, sizeof err), 0);
             assert_int_equal(DEV->backward(dev, err, sizeof err), 0);
@@ -389,7 +383,7 @@ static void test_checkpoint_cross_load(void **state)
     for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
         for (int from_dev = 0; from_dev < 2; from_dev++) {
             char what[96];
-            snprintf(what, sizeof what, "%s, checkpoint from the %s backend", kind_str((enum model_kind)k),
+            snprintf(what, sizeof what, "%s, checkpoint from the %s backend", model_kind_name((enum model_kind)k),
                      from_dev ? "cuda" : "cpu");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.2f, 13 + (uint64_t)k);
             const struct trainer_backend_ops *src = from_dev ? DEV : CPU, *dst = from_dev ? CPU : DEV;
