@@ -64,12 +64,6 @@ static int rank_device(const struct stage *st)
     return st->args.device;
 }
 
-static int idle_main(void *arg)
-{
-    stage_heartbeat(arg);
-    return 0;
-}
-
 struct xthread {
     struct xrun *r;
     int index; /* this thread's place among the rank's extractor threads: its staging portion */
@@ -152,7 +146,7 @@ static int stage_main(int argc, char **argv)
                    "threads; restart the run",
                    r.stg.ranks, r.stg.threads, st.args.rank, nthreads);
     if (!st.fb.rows) { /* a GPU rank: open the trainer's device rows for the CUDA row sinks */
-        int rc = extractor_use_device(&r.dev, &st.fb, rank_device(&st), -1, idle_main, &st, msg, sizeof msg);
+        int rc = extractor_use_device(&r.dev, &st.fb, rank_device(&st), -1, stage_idle, &st, msg, sizeof msg);
         if (rc == -EPIPE) { /* the run stopped before the trainer published them */
             staging_free(&r.stg);
             extract_source_free(&r.src);

@@ -110,6 +110,13 @@ static inline void stage_heartbeat(struct stage *s)
 {
     metrics_heartbeat(s->block);
 }
+/* The same as an idle callback (arg: the struct stage) for waits that take
+ * one, e.g. featbuf_cuda's; never asks the wait to end. */
+static inline int stage_idle(void *arg)
+{
+    stage_heartbeat(arg);
+    return 0;
+}
 
 /* In-order hand-off for pipeline.ordered: threads that finish batches out
  * of order wait in turn_wait until every earlier batch (in the stage's

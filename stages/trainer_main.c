@@ -122,14 +122,6 @@ static const struct trainer_backend_ops *pick_backend(struct stage *st)
 #endif
 }
 
-#ifdef SLUICE_TRAINER_CUDA
-static int heartbeat_idle(void *arg)
-{
-    stage_heartbeat(arg);
-    return 0;
-}
-#endif
-
 /* The backend's host view of the parameters and Adam's state. */
 static void host_state(struct trainer *t, struct trainer_state *hs)
 {
@@ -482,7 +474,7 @@ int main(int argc, char **argv)
 #ifdef SLUICE_TRAINER_CUDA
     /* the extractors close the rows before they are freed (a broken run
      * ends the wait: the memory then goes with this process) */
-    if (st->args.device >= 0 && featbuf_cuda_unexport(&t.fbc, -1, heartbeat_idle, st, msg, sizeof msg) != 0)
+    if (st->args.device >= 0 && featbuf_cuda_unexport(&t.fbc, -1, stage_idle, st, msg, sizeof msg) != 0)
         stage_note(st, "feature rows on the device not freed: %s", msg);
 #endif
     stage_close(st);
