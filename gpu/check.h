@@ -59,9 +59,10 @@ static inline int gk_cuda_errno(cudaError_t e)
     case cudaErrorInvalidValue:
     case cudaErrorInvalidConfiguration:
         return -EINVAL;
+    case cudaErrorInvalidDevice:
+        return -ENODEV;
 #if !defined(GK_SHIM) || defined(__CUDACC__)
     case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
     case cudaErrorDevicesUnavailable:
         return -ENODEV;
 #endif

@@ -216,10 +216,13 @@ int gk_ctx_init(struct gk_ctx *g, enum gk_math math, char *err, size_t errlen)
             snprintf(err, errlen, "no CUDA device: the runtime reports 0 devices; run with --cpu");
         return -ENODEV;
     }
-    cudaStream_t s;
+    cudaStream_t s, c;
     if ((rc = CUDA_RC(cudaStreamCreateWithFlags(&s, cudaStreamDefault), err, errlen)) != 0)
         goto err;
     g->stream = s;
+    if ((rc = CUDA_RC(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking), err, errlen)) != 0)
+        goto err;
+    g->copy = c;
 #if !defined(GK_SHIM) || defined(__CUDACC__)
     {
         cublasHandle_t h;
@@ -250,9 +253,14 @@ void gk_ctx_free(struct gk_ctx *g)
     if (g->blas)
         cublasDestroy((cublasHandle_t)g->blas);
 #endif
+    if (g->copy)
+        cudaStreamSynchronize((cudaStream_t)g->copy);
     cudaFree(g->scratch);
+    if (g->copy)
+        cudaStreamDestroy((cudaStream_t)g->copy);
     if (g->stream)
         cudaStreamDestroy((cudaStream_t)g->stream);
+    g->copy = NULL;
     g->stream = NULL;
     g->blas = NULL;
     g->scratch = NULL;
@@ -272,6 +280,22 @@ const char *gk_ctx_error(const struct gk_ctx *g)
 int gk_sync(struct gk_ctx *g)
 {
     return GK_CUDA(g, cudaStreamSynchronize((cudaStream_t)g->stream));
+}
+
+int gk_set_device(int device, char *err, size_t errlen)
+{
+    int n, rc = gk_device_count(&n, err, errlen);
+    if (rc)
+        return rc;
+    if (device < 0 || device >= n) {
+        if (err && errlen && n == 0)
+            snprintf(err, errlen, "CUDA device %d: the runtime reports no device; run with --cpu", device);
+        else if (err && errlen)
+            snprintf(err, errlen, "CUDA device %d does not exist: the runtime sees %d device%s (0 to %d)", device, n,
+                     n == 1 ? "" : "s", n - 1);
+        return -ENODEV;
+    }
+    return CUDA_RC(cudaSetDevice(device), err, errlen);
 }
 
 int gk_malloc(struct gk_ctx *g, void **p, size_t bytes)
@@ -302,6 +326,70 @@ int gk_download(struct gk_ctx *g, void *dst, const void *src, size_t bytes)
         return 0;
     int rc = GK_CUDA(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)g->stream));
     return rc ? rc : gk_sync(g);
+}
+
+int gk_host_alloc(struct gk_ctx *g, void **p, size_t bytes)
+{
+    *p = NULL;
+    if (bytes == 0)
+        return 0;
+    return GK_CUDA(g, cudaHostAlloc(p, bytes, cudaHostAllocDefault));
+}
+
+void gk_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+int gk_event_init(struct gk_ctx *g, struct gk_event *e)
+{
+    cudaEvent_t ev;
+    e->ev = NULL;
+    int rc = GK_CUDA(g, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    if (rc == 0)
+        e->ev = ev;
+    return rc;
+}
+
+void gk_event_free(struct gk_event *e)
+{
+    if (e && e->ev) {
+        cudaEventDestroy((cudaEvent_t)e->ev);
+        e->ev = NULL;
+    }
+}
+
+int gk_event_record(struct gk_ctx *g, struct gk_event *e)
+{
+    return GK_CUDA(g, cudaEventRecord((cudaEvent_t)e->ev, (cudaStream_t)g->stream));
+}
+
+int gk_event_sync(struct gk_ctx *g, struct gk_event *e)
+{
+    return GK_CUDA(g, cudaEventSynchronize((cudaEvent_t)e->ev));
+}
+
+int gk_upload_async(struct gk_ctx *g, void *dst, const void *src, size_t bytes, const struct gk_event *after,
+                    struct gk_event *done)
+{
+    cudaStream_t c = (cudaStream_t)g->copy, s = (cudaStream_t)g->stream;
+    int rc;
+    if (after && (rc = GK_CUDA(g, cudaStreamWaitEvent(c, (cudaEvent_t)after->ev, 0))) != 0)
+        return rc;
+    if (bytes && (rc = GK_CUDA(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c))) != 0)
+        return rc;
+    /* done marks the copy's end for both the host and the work stream
+     * (a scratch event of its own when the caller wants none) */
+    cudaEvent_t ev = done ? (cudaEvent_t)done->ev : NULL;
+    bool own = !ev;
+    if (own && (rc = GK_CUDA(g, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming))) != 0)
+        return rc;
+    if ((rc = GK_CUDA(g, cudaEventRecord(ev, c))) == 0)
+        rc = GK_CUDA(g, cudaStreamWaitEvent(s, ev, 0));
+    if (own)
+        cudaEventDestroy(ev); /* released once the waits on it are done */
+    return rc;
 }
 
 /* At least bytes of device scratch in g->scratch (its contents lost when

@@ -14,7 +14,9 @@
  *
  * Calls queue work on the context's stream and return without waiting,
  * except where a function says it blocks (gk_ctx_init, gk_upload,
- * gk_download, gk_sync, gk_cross_entropy, gk_malloc, gk_free). They return
+ * gk_download, gk_sync, gk_cross_entropy, gk_malloc, gk_free,
+ * gk_host_alloc, gk_event_sync). A context has a second stream for
+ * copies (gk_upload_async), ordered against the first by events. They return
  * 0, or a negative errno-style code with the message in g->err
  * (gk_ctx_error): -EINVAL for arguments the kernels cannot take (a
  * backward without the block's transpose, a GEMM size past INT_MAX),
@@ -61,6 +63,7 @@ enum gk_math {
 
 struct gk_ctx {
     void *stream; /* cudaStream_t: all work of this context, in order */
+    void *copy;   /* cudaStream_t: gk_upload_async's copies, beside the work */
     void *blas;   /* cublasHandle_t on that stream (NULL in the shim build) */
     enum gk_math math;
     void *scratch; /* device scratch (cross-entropy's per-row values); grows */
@@ -92,7 +95,14 @@ struct gk_block {
  * or -ENODEV (no driver, no device: *n = 0) / -EIO with the message in err. */
 int gk_device_count(int *n, char *err, size_t errlen);
 
-/* Creates a stream and a cuBLAS handle on the current device, with the
+/* Makes device `device` current on the calling thread (cudaSetDevice):
+ * the contexts, allocations and launches this thread makes from then on
+ * use it. 0, or -ENODEV when there is no such device (the message says
+ * how many there are) / -EIO, with the message in err. The shim build
+ * has one device, 0. */
+int gk_set_device(int device, char *err, size_t errlen);
+
+/* Creates two streams (work, copies) and a cuBLAS handle on the current device, with the
  * given GEMM math. Blocks. 0, or -ENODEV / -ENOMEM / -EIO with the message
  * in err; g is then safe to gk_ctx_free. */
 int gk_ctx_init(struct gk_ctx *g, enum gk_math math, char *err, size_t errlen);
@@ -116,6 +126,44 @@ void gk_free(void *p);
  * so the host buffer may be reused at once (pageable memory). */
 int gk_upload(struct gk_ctx *g, void *dst, const void *src, size_t bytes);
 int gk_download(struct gk_ctx *g, void *dst, const void *src, size_t bytes);
+
+/* ---- asynchronous uploads -------------------------------------------------------------------------------- */
+
+/* Page-locked host memory (cudaHostAlloc): an upload from it runs on the
+ * copy engine while kernels run; from pageable memory the runtime stages
+ * it and the call waits for that. Blocks. 0, or -ENOMEM with the message
+ * in g->err. gk_host_free accepts NULL. */
+int gk_host_alloc(struct gk_ctx *g, void **p, size_t bytes);
+void gk_host_free(void *p);
+
+/* A point in one of the context's streams, which the other stream or the
+ * host can wait for. A zeroed struct is "no event" (gk_event_free accepts
+ * it); an event never recorded has completed. */
+struct gk_event {
+    void *ev; /* cudaEvent_t, timing off */
+};
+int gk_event_init(struct gk_ctx *g, struct gk_event *e);
+void gk_event_free(struct gk_event *e);
+/* Records e behind the work queued on the context's stream so far. */
+int gk_event_record(struct gk_ctx *g, struct gk_event *e);
+/* Waits (the host) until e's last record has run; 0, or the code of a
+ * failure in the work before it. */
+int gk_event_sync(struct gk_ctx *g, struct gk_event *e);
+
+/* Queues the copy of `bytes` from host src to device dst on the context's
+ * copy stream and returns without waiting. Ordering:
+ *   - the copy starts only after the work `after` was recorded behind
+ *     (gk_event_record on the work stream; NULL: at once), so it cannot
+ *     overwrite what that work still reads, and may run while the work
+ *     queued since runs;
+ *   - work queued on the context's stream after this call runs only once
+ *     the copy is done (the stream waits for it);
+ *   - `done` (may be NULL) is recorded behind the copy: src must not be
+ *     written, nor freed, until gk_event_sync(done) returns.
+ * src should be gk_host_alloc memory (see there). 0 or -EIO / -EINVAL
+ * with the message in g->err. */
+int gk_upload_async(struct gk_ctx *g, void *dst, const void *src, size_t bytes, const struct gk_event *after,
+                    struct gk_event *done);
 
 /* ---- blocks ---------------------------------------------------------------------------------------------- */
 

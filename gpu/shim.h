@@ -13,7 +13,8 @@
  *   more than 1024 threads per block fail with
  *   cudaErrorInvalidConfiguration, reported by cudaGetLastError). The small
  *   subset of the runtime API that the kernel sources call (cudaMalloc, cudaFree,
- *   cudaMemcpyAsync, cudaMemsetAsync, streams, errors, device count) works
+ *   cudaMemcpyAsync, cudaMemsetAsync, streams, events, page-locked host
+ *   memory, errors, device count and selection) works
  *   on host memory: "device" pointers are aligned host allocations, so
  *   AddressSanitizer sees every out-of-bounds index of a kernel.
  *
@@ -53,6 +54,7 @@ enum cudaError {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
 };
 typedef enum cudaError cudaError_t;
 
@@ -105,6 +107,8 @@ static inline const char *cudaGetErrorName(cudaError_t e)
         return "cudaErrorInvalidConfiguration";
     case cudaErrorNoDevice:
         return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+        return "cudaErrorInvalidDevice";
     }
     return "cudaErrorUnknown";
 }
@@ -122,6 +126,8 @@ static inline const char *cudaGetErrorString(cudaError_t e)
         return "invalid configuration argument";
     case cudaErrorNoDevice:
         return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
     }
     return "unknown error";
 }
@@ -131,6 +137,12 @@ static inline cudaError_t cudaGetDeviceCount(int *n)
 {
     *n = 1;
     return cudaSuccess;
+}
+
+/* Device 0 is the only one. */
+static inline cudaError_t cudaSetDevice(int device)
+{
+    return device == 0 ? cudaSuccess : gk_shim_fail(cudaErrorInvalidDevice);
 }
 
 /* 256-byte aligned like cudaMalloc, exactly `bytes` long (so that
@@ -192,6 +204,56 @@ static inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
     return cudaSuccess;
+}
+
+/* Page-locked host memory is host memory. */
+#define cudaHostAllocDefault 0x00u
+static inline cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return cudaMalloc(p, bytes);
+}
+
+static inline cudaError_t cudaFreeHost(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+
+/* Events: work has run when it is queued, so every event has completed. */
+typedef struct gk_shim_event *cudaEvent_t; /* never dereferenced */
+#define cudaEventDefault 0x00u
+#define cudaEventDisableTiming 0x02u
+
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    *e = (cudaEvent_t)(uintptr_t)1;
+    return cudaSuccess;
+}
+
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)s;
+    return e ? cudaSuccess : gk_shim_fail(cudaErrorInvalidValue);
+}
+
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    return e ? cudaSuccess : gk_shim_fail(cudaErrorInvalidValue);
+}
+
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    (void)s;
+    (void)flags;
+    return e ? cudaSuccess : gk_shim_fail(cudaErrorInvalidValue);
 }
 
 #ifdef __cplusplus

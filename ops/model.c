@@ -83,6 +83,7 @@ struct layer {
     uint32_t heads;   /* gat: heads; 1 otherwise */
     uint32_t hd;      /* gat: width of one head's z (out / heads, or classes in the last layer) */
     bool last;
+    size_t first; /* the layer's part of the flat arrays starts here (model_layer_offset) */
     /* tensor offsets in the flat arrays (SIZE_MAX: absent) */
     size_t w, w2, a_src, a_dst, b;
     /* kept by the last forward */
@@ -189,6 +190,7 @@ static size_t add_tensor(struct layout *lo, uint32_t layer, const char *what, ui
 static void layer_layout(struct layer *l, struct layout *lo, const struct model_config *c, uint32_t i)
 {
     l->last = i == c->layers - 1;
+    l->first = lo->floats;
     l->in = i == 0 ? c->in_dim : c->hidden;
     l->out = l->last ? c->classes : c->hidden;
     l->heads = c->kind == MODEL_GAT ? c->heads : 1;
@@ -670,7 +672,18 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
     return -EINVAL;
 }
 
+size_t model_layer_offset(const struct model *m, uint32_t i)
+{
+    return i < m->c.layers ? m->l[i].first : m->nparams;
+}
+
 int model_backward(struct model *m, const float *dlogits, char *err, size_t errlen)
+{
+    return model_backward_progress(m, dlogits, NULL, NULL, err, errlen);
+}
+
+int model_backward_progress(struct model *m, const float *dlogits, int (*done)(void *arg, size_t from), void *arg,
+                            char *err, size_t errlen)
 {
     if (!m->ready)
         return sl_errf(err, errlen, -EINVAL, "model_backward: no training forward pass to differentiate");
@@ -699,6 +712,9 @@ int model_backward(struct model *m, const float *dlogits, char *err, size_t errl
         }
         if ((rc = layer_backward(m, l, dout, dx)) != 0)
             goto fail;
+        /* layer i has written its gradients; no later layer touches them */
+        if (done && (rc = done(arg, l->first)) != 0)
+            return sl_errf(err, errlen, rc, "backward pass: after layer %u: %s", i, strerror(-rc));
         cur = !cur;
     }
     return 0;

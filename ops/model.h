@@ -167,6 +167,22 @@ int model_cross_entropy(struct model *m, const float *logits, const int32_t *lab
  * overwrites, never accumulates). */
 int model_backward(struct model *m, const float *dlogits, char *err, size_t errlen);
 
+/* model_backward, saying as it goes which gradients are final: after the
+ * backward of layer i (layers run from the last to the first) it calls
+ * done(arg, model_layer_offset(m, i)), and from then on nothing in the
+ * pass writes gradients [that offset, nparams). The work before the call
+ * has been issued on m's table in order (a device table may still be
+ * running it: done's own work on the same stream runs after it). A
+ * non-zero return of done (a negative errno) ends the pass with that code.
+ * done NULL is model_backward. */
+int model_backward_progress(struct model *m, const float *dlogits, int (*done)(void *arg, size_t from), void *arg,
+                            char *err, size_t errlen);
+
+/* Where layer i's parameters start in the flat arrays: layers are laid
+ * out in order, so layer i owns [model_layer_offset(m, i),
+ * model_layer_offset(m, i + 1)), and i = layers gives nparams. */
+size_t model_layer_offset(const struct model *m, uint32_t i);
+
 /* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected,
  * no weight decay) keeps m and v moments, one float each per parameter,
  * in the memory of the table it was initialised on (adam_init: the CPU

@@ -32,6 +32,21 @@
  *           supervisor (the run is being torn down); another -errno for a
  *           broken collective. After any non-zero return the reducer is
  *           broken: later calls return -EPIPE and only free is left.
+ *   start(r, buf, n, after) and finish(r)   (optional; reducer_start and
+ *           reducer_finish stand in for variants without them)
+ *           the same sum, split in two so that it can run beside the
+ *           caller's work: start queues the sum of buf[0..n) and returns
+ *           without waiting for it, not before `after` (a cudaEvent_t the
+ *           caller recorded on its stream behind the work that completes
+ *           buf; NULL: buf is complete now) has run; finish waits, ticking,
+ *           until every sum started since the last finish is in its
+ *           buffer. A variant without them sums at once in start (the
+ *           allreduce; buf must then be complete: host variants) and
+ *           finish returns 0. Calls count as allreduce calls: every rank
+ *           makes the same sequence of starts with the same n in each,
+ *           and no allreduce comes between a start and its finish. An
+ *           error of a started sum is returned by start or by finish,
+ *           with the codes and the broken state of allreduce.
  *   abort(r)
  *           makes every rank's waiting and later allreduce return -EPIPE
  *           (what the supervisor's close does), from this rank; never
@@ -61,6 +76,8 @@ struct reducer_ops {
     const char *name; /* "shm", "net", ... */
     bool device;      /* buffers are device pointers */
     int (*allreduce)(struct reducer *r, float *buf, size_t n);
+    int (*start)(struct reducer *r, float *buf, size_t n, void *after); /* may be NULL */
+    int (*finish)(struct reducer *r);                                   /* NULL with start */
     void (*abort)(struct reducer *r);
     void (*free)(struct reducer *r);
 };
@@ -109,6 +126,16 @@ int reducer_attach_node(struct allreduce *ar, const char *name, uint32_t rank, s
 static inline int reducer_allreduce(struct reducer *r, float *buf, size_t n)
 {
     return r->ops->allreduce(r, buf, n);
+}
+
+static inline int reducer_start(struct reducer *r, float *buf, size_t n, void *after)
+{
+    return r->ops->start ? r->ops->start(r, buf, n, after) : r->ops->allreduce(r, buf, n);
+}
+
+static inline int reducer_finish(struct reducer *r)
+{
+    return r->ops->finish ? r->ops->finish(r) : 0;
 }
 
 static inline void reducer_abort(struct reducer *r)

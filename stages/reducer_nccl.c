@@ -10,11 +10,15 @@
  * reducer_nccl_open makes the device current, creates the stream and
  * starts joining the communicator without blocking (NCCL's non-blocking
  * mode); the first allreduce waits, ticking, until every rank has joined.
- * Each allreduce then queues ncclAllReduce (sum, float) on the reducer's
- * stream and polls, every 100 us or so, the stream and the communicator's
- * asynchronous error, calling tick at least every REDUCER_TICK_MS. The
- * buffer must be complete before the call (the CUDA backend's reduce has
- * waited for its own stream); when the call returns 0 the sum is in it.
+ * Each start then makes the reducer's stream wait for the caller's event
+ * (the backward work that completes the bucket) and queues ncclAllReduce
+ * (sum, float) there; finish polls, every 100 us or so, the stream and
+ * the communicator's asynchronous error, calling tick at least every
+ * REDUCER_TICK_MS. So the CUDA backend starts a bucket's sum as soon as
+ * the backward pass has queued the bucket's last gradient, and the sums
+ * run beside the rest of the pass. allreduce is start (no event: the
+ * buffer must be complete) then finish; when it returns 0 the sum is in
+ * the buffer.
  *
  * Failure and teardown. Any failure (an NCCL or CUDA error, an
  * asynchronous error such as a peer that went away, a tick that says stop)
@@ -124,7 +128,12 @@ static int nccl_wait(struct reducer_nccl *s, bool stream, const char *what)
     }
 }
 
-static int nccl_allreduce(struct reducer *r, float *buf, size_t n)
+/* Queues the sum of buf[0..n) on the reducer's stream behind `after`
+ * (NULL: at once), joining the communicator first if it has not yet
+ * (waits, ticking). Returns once NCCL has queued it (a non-blocking
+ * communicator may answer ncclInProgress while it does: that is waited
+ * for, as no other call may come before). Aborts on failure. */
+static int nccl_start(struct reducer *r, float *buf, size_t n, void *after)
 {
     struct reducer_nccl *s = (struct reducer_nccl *)r;
     if (s->broken)
@@ -140,6 +149,10 @@ static int nccl_allreduce(struct reducer *r, float *buf, size_t n)
             goto fail;
         s->joined = true;
     }
+    if (after && (rc = CUDA_RC(cudaStreamWaitEvent(s->stream, (cudaEvent_t)after, 0), msg, sizeof msg)) != 0) {
+        say(s, "allreduce", msg);
+        goto fail;
+    }
     if (n == 0) { /* a barrier */
         buf = s->one;
         n = 1;
@@ -151,12 +164,30 @@ static int nccl_allreduce(struct reducer *r, float *buf, size_t n)
             say(s, "ncclAllReduce", ncclGetLastError(s->comm));
         goto fail;
     }
-    if ((rc = nccl_wait(s, true, "allreduce")) != 0)
+    if (q == ncclInProgress && (rc = nccl_wait(s, false, "allreduce")) != 0)
         goto fail;
     return 0;
 fail:
     nccl_do_abort(s); /* the peers see it and stop too */
     return rc;
+}
+
+/* Waits, ticking, until the reducer's stream has run every sum queued. */
+static int nccl_finish(struct reducer *r)
+{
+    struct reducer_nccl *s = (struct reducer_nccl *)r;
+    if (s->broken)
+        return -EPIPE;
+    int rc = nccl_wait(s, true, "allreduce");
+    if (rc)
+        nccl_do_abort(s);
+    return rc;
+}
+
+static int nccl_allreduce(struct reducer *r, float *buf, size_t n)
+{
+    int rc = nccl_start(r, buf, n, NULL);
+    return rc ? rc : nccl_finish(r);
 }
 
 static void nccl_abort(struct reducer *r)
@@ -187,8 +218,13 @@ static void nccl_free(struct reducer *r)
     free(s);
 }
 
-static const struct reducer_ops nccl_ops = {
-    .name = "nccl", .device = true, .allreduce = nccl_allreduce, .abort = nccl_abort, .free = nccl_free};
+static const struct reducer_ops nccl_ops = {.name = "nccl",
+                                           .device = true,
+                                           .allreduce = nccl_allreduce,
+                                           .start = nccl_start,
+                                           .finish = nccl_finish,
+                                           .abort = nccl_abort,
+                                           .free = nccl_free};
 
 int reducer_nccl_open(struct reducer **out, const unsigned char id[REDUCER_NCCL_ID_BYTES], int rank, int world,
                       int device, int (*tick)(void *), void *tick_arg, char *err, size_t errlen)

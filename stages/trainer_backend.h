@@ -12,7 +12,7 @@
  *     gather(v)                       the batch's input rows
  *     forward(v, train, seed, &loss)  logits, loss; dlogits when training
  *   training batches only:
- *     backward()                      when loss.labelled > 0
+ *     backward(r)                     when loss.labelled > 0 (r: the reducer, or NULL)
  *     reduce(r, real, &w) and, when w > 0, step(true, 1 / w)   more ranks
  *     step(false, 1)                  one rank, real batches only
  * and a padding step (a rank with one batch fewer than the others in an
@@ -78,6 +78,9 @@ struct trainer_backend_config {
      * the shim build of the CUDA backend (host memory standing for device
      * memory) can read. The CPU ignores it. */
     const void *rows_dev;
+    /* CUDA: the smallest gradient bucket in floats (trainer_cuda.c);
+     * 0: the default, 64 Ki. The CPU ignores it. */
+    size_t bucket_floats;
 };
 
 /* What forward reports (host values). */
@@ -113,8 +116,13 @@ struct trainer_backend_ops {
      * backward. */
     int (*forward)(struct trainer_backend *b, const struct batch_view *v, bool train, uint64_t dropout_seed,
                    struct trainer_loss *out, char *err, size_t errlen);
-    /* The gradients of the last training forward (overwritten). */
-    int (*backward)(struct trainer_backend *b, char *err, size_t errlen);
+    /* The gradients of the last training forward (overwritten). r: the
+     * reducer the reduce that follows will be given (NULL for one rank);
+     * a backend may start summing gradients with it as the pass makes
+     * them final (CUDA: buckets of layers over NCCL), reduce then
+     * finishing the sum. Every rank's sequence of reducer calls stays the
+     * same whatever it started where (trainer_cuda.c). */
+    int (*backward)(struct trainer_backend *b, struct reducer *r, char *err, size_t errlen);
     /* Sums [gradients (real) or zeros (not real), weight = real ? 1 : 0]
      * over all ranks with r (r->ops->device must match where the backend
      * keeps its buffers); the sum stays in the backend's reduce buffer,

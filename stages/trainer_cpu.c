@@ -102,8 +102,9 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
     return 0;
 }
 
-static int cpu_backward(struct trainer_backend *b, char *err, size_t errlen)
+static int cpu_backward(struct trainer_backend *b, struct reducer *r, char *err, size_t errlen)
 {
+    (void)r; /* sums at reduce: the CPU computes the pass in one call */
     return model_backward(b->m, b->dlogits, err, errlen);
 }
 

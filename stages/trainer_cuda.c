@@ -10,39 +10,62 @@
  *
  * Per call (one context, one stream; "waits" = returns after the stream
  * has run everything queued so far):
- *   create        context (stream + cuBLAS handle, pedantic float GEMMs),
- *                 the model and Adam on the device (parameters drawn on the
- *                 host as the CPU does, uploaded). Waits.
+ *   create        makes the configured device current (gk_set_device),
+ *                 a context (work stream + copy stream + cuBLAS handle,
+ *                 pedantic float GEMMs), the model and Adam on the device
+ *                 (parameters drawn on the host as the CPU does,
+ *                 uploaded), the reduce buffer and its buckets. Waits.
  *   gather(v)     packs the batch's aliases, labels and every layer's
  *                 block with its transpose (gk_block_transpose_host) into
- *                 one host buffer, uploads it with one gk_upload (waits),
- *                 then queues gk_gather_rows from the device feature rows.
+ *                 one page-locked host buffer, queues its upload on the
+ *                 copy stream (gk_upload_async), then gk_gather_rows from
+ *                 the device feature rows behind it. Does not wait.
  *   forward       queues the model's forward, then the loss
  *                 (gk_cross_entropy waits: loss and counts on the host). So
  *                 when forward returns, the gather has read the feature
  *                 rows and the host batch is no longer needed.
- *   backward      queues the model's backward.
- *   reduce        queues the copy of the gradients (or zeros) into the
- *                 reduce buffer, uploads the weight behind them (waits:
- *                 the buffer is complete), runs the reducer on it, then
- *                 downloads the total weight (waits).
+ *   backward(r)   queues the model's backward; with a device reducer r
+ *                 (more ranks), starts each gradient bucket's sum as soon
+ *                 as the pass has queued the bucket's last gradient
+ *                 (below). Does not wait.
+ *   reduce        waits for the sums backward started, or (no backward:
+ *                 a padding step; or backward had no reducer) copies the
+ *                 gradients or zeros into the reduce buffer and sums it in
+ *                 the same buckets; then downloads the total weight
+ *                 (waits).
  *   step          queues the scale and Adam.
  *   state         downloads parameters and both moments into host copies
  *                 (waits); state_loaded uploads them (waits).
  *
- * Double buffering. Two device upload buffers alternate between batches,
- * so batch g+1's copy never writes the buffer batch g's kernels read. The
- * copy itself is still synchronous: gpu/kernels.h has no asynchronous
- * upload (gk_upload waits, from pageable memory), so today the copy of
- * g+1 does not overlap the compute of g. With an asynchronous upload from
- * pinned memory on a copy stream and an event the compute stream waits on
- * (asked of gpu/), gather would queue the copy and return, and the two
- * buffers already make that safe.
+ * Double buffering. Two page-locked host buffers and two device buffers
+ * alternate between batches. Batch g+1's gather is called once batch g's
+ * step has queued g's backward and Adam (the loop's order), so its upload
+ * runs on the copy engine while the device still computes batch g. Two
+ * events keep it safe: `freed[i]`, recorded on the work stream when the
+ * batch after the one in buffer i is gathered (behind all of that
+ * batch's work), which the upload into buffer i waits for on the device;
+ * `copied[i]`, recorded behind the upload from host buffer i, which the
+ * host waits for before packing into it again. Where page-locked memory
+ * cannot be had the buffers are ordinary memory: the runtime then waits
+ * for the copy's staging, and nothing else changes.
  *
- * Device. The context is made on the calling thread's current device;
- * gpu/kernels.h has no call to choose one, so the trainer makes the
- * rank's device current before create (or runs each rank with
- * CUDA_VISIBLE_DEVICES naming one GPU).
+ * Gradient buckets. The reduce buffer holds the gradients and, at n, the
+ * batch's weight. It is summed in buckets of whole layers, formed at
+ * create from the last layer down (a bucket closes once it holds
+ * bucket_floats, BUCKET_MIN_FLOATS by default, or at layer 0; the first
+ * also carries the weight), so
+ * every rank sums the same buckets in the same order, which NCCL needs.
+ * The backward pass reports each layer as done (model_backward_progress);
+ * when a bucket's lowest layer is done, backward queues the copy of its
+ * gradients into the reduce buffer, records an event behind it and
+ * starts the bucket's sum behind that event (reducer_start): with NCCL
+ * the sums of the last layers run while the first layers' backward is
+ * still computing. reduce then only waits (reducer_finish). A host
+ * reducer (the shim build) sums each bucket when started; the sums are
+ * per element, so buckets change no bit.
+ *
+ * Device. create makes c->device current on the calling thread, which
+ * then calls the backend (one thread).
  *
  * Determinism: every non-GEMM kernel gives the CPU's bits (docs/gpu.md);
  * GEMMs are cuBLAS in pedantic float math, the same bits run to run on one
@@ -55,6 +78,12 @@
 
 #include "core/util.h"
 #include "gpu/kernels.h"
+
+/* The smallest gradient bucket (floats) unless the configuration says
+ * (bucket_floats): smaller layers join the next one down. 64 Ki floats
+ * (256 KiB) keep NCCL's per-call latency (tens of microseconds) small
+ * beside the transfer. */
+#define BUCKET_MIN_FLOATS ((size_t)64 * 1024)
 
 /* Where this build's "device" buffers are: host memory in the shim build
  * (so it takes a host reducer), device memory otherwise (an NCCL one). */
@@ -83,10 +112,22 @@ struct trainer_backend {
     struct dbuf logits;        /* (targets, classes) */
     struct dbuf dlogits;       /* (targets, classes) */
     struct dbuf red;           /* (nparams + 1) reduce buffer: gradients, then the weight */
+    struct dbuf one;           /* (1) the weight of a real batch, 1.0 */
     struct dbuf up[2];         /* a batch's upload (below), alternating */
     unsigned cur;              /* up[cur] holds the gathered batch */
-    uint32_t *pack;            /* host: the upload being packed */
-    size_t pack_cap;           /* words */
+    uint32_t *pack[2];         /* host: the upload packed for up[i] */
+    size_t pack_cap[2];        /* words */
+    bool pinned[2];            /* pack[i] is page-locked (else malloc) */
+    struct gk_event copied[2]; /* behind the upload from pack[i] */
+    struct gk_event freed[2];  /* behind the last work that reads up[i] */
+    /* gradient buckets: bucket k = [lo[k], k ? lo[k-1] : nparams + 1), k = 0 the last layers */
+    uint32_t nbuckets;
+    size_t bucket_lo[MODEL_LAYERS_MAX];
+    struct gk_event bucket_ready; /* behind the work that completes a bucket */
+    struct reducer *bwd_r;        /* the sums the last backward started; NULL: none */
+    uint32_t bwd_next;            /* the next bucket backward starts */
+    int bwd_rc;                   /* the first failure of a started sum (reduce returns it) */
+    bool summed;                  /* the reduce buffer holds a sum no step has taken */
     /* the gathered batch */
     bool gathered;
     const uint32_t *alias_of; /* its view's alias array: which batch it is */
@@ -121,17 +162,90 @@ static void dbuf_free(struct dbuf *b)
     b->cap = 0;
 }
 
+/* Host upload buffer i: page-locked when the runtime gives it, else
+ * ordinary memory (pinned[i] says which). */
+static void pack_free(struct trainer_backend *b, int i)
+{
+    if (b->pinned[i])
+        gk_host_free(b->pack[i]);
+    else
+        free(b->pack[i]);
+    b->pack[i] = NULL;
+    b->pack_cap[i] = 0;
+    b->pinned[i] = false;
+}
+
+/* At least `words` in pack[i]; its last upload must be done (copied[i]). */
+static int pack_need(struct trainer_backend *b, int i, size_t words)
+{
+    if (words <= b->pack_cap[i] && b->pack[i])
+        return 0;
+    size_t cap = words + words / 8 + 64;
+    pack_free(b, i);
+    void *p = NULL;
+    if (gk_host_alloc(&b->g, &p, cap * sizeof(uint32_t)) == 0 && p) {
+        b->pinned[i] = true;
+    } else if (!(p = malloc(cap * sizeof(uint32_t)))) {
+        return -ENOMEM;
+    }
+    b->pack[i] = p;
+    b->pack_cap[i] = cap;
+    return 0;
+}
+
+/* Buckets of whole layers from the last down (see the top of the file). */
+static void plan_buckets(struct trainer_backend *b)
+{
+    uint32_t L = b->c.model.layers, k = 0;
+    size_t hi = b->nparams, min = b->c.bucket_floats ? b->c.bucket_floats : BUCKET_MIN_FLOATS;
+    for (uint32_t i = L; i-- > 0;) {
+        size_t lo = model_layer_offset(b->m, i);
+        if (hi - lo >= min || i == 0) {
+            b->bucket_lo[k++] = lo;
+            hi = lo;
+        }
+    }
+    b->nbuckets = k;
+}
+
+static size_t bucket_hi(const struct trainer_backend *b, uint32_t k)
+{
+    return k ? b->bucket_lo[k - 1] : b->nparams + 1;
+}
+
+/* Starts the sum of bucket k of the reduce buffer, behind the work queued
+ * so far (which completes it). A reducer that cannot wait for an event
+ * (no start in its table) sums at once, so the host waits for the work
+ * first. */
+static int start_bucket(struct trainer_backend *b, struct reducer *r, uint32_t k)
+{
+    size_t lo = b->bucket_lo[k], hi = bucket_hi(b, k);
+    int rc = gk_event_record(&b->g, &b->bucket_ready);
+    if (rc == 0 && !r->ops->start)
+        rc = gk_event_sync(&b->g, &b->bucket_ready);
+    return rc ? rc : reducer_start(r, (float *)b->red.p + lo, hi - lo, b->bucket_ready.ev);
+}
+
 static void cuda_free(struct trainer_backend *b)
 {
     if (!b)
         return;
+    if (b->g.stream)
+        gk_sync(&b->g); /* nothing queued still reads what is freed below */
+    for (int i = 0; i < 2; i++) {
+        if (b->copied[i].ev)
+            gk_event_sync(&b->g, &b->copied[i]); /* nor copies from the host buffers */
+        pack_free(b, i);
+        gk_event_free(&b->copied[i]);
+        gk_event_free(&b->freed[i]);
+    }
+    gk_event_free(&b->bucket_ready);
     model_destroy(b->m);
     adam_free(&b->adam);
-    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->up[0], &b->up[1]};
+    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->one, &b->up[0], &b->up[1]};
     for (size_t i = 0; i < SL_ARRAY_LEN(bufs); i++)
         dbuf_free(bufs[i]);
     gk_ctx_free(&b->g); /* accepts the zeroed context of a failed create */
-    free(b->pack);
     free(b->h_params);
     free(b->h_m);
     free(b->h_v);
@@ -159,7 +273,9 @@ static int cuda_create(struct trainer_backend **out, const struct trainer_backen
     b->rows = rows;
     b->stride = c->fb->stride;
     b->graph = c->model.kind != MODEL_MLP;
-    int rc = gk_ctx_init(&b->g, GK_MATH_PEDANTIC, err, errlen);
+    int rc = gk_set_device(c->device, err, errlen);
+    if (rc == 0)
+        rc = gk_ctx_init(&b->g, GK_MATH_PEDANTIC, err, errlen);
     if (rc)
         goto fail;
     if ((rc = model_create_on(&b->m, &c->model, &trainer_cuda_model_ops, &b->g, err, errlen)) != 0)
@@ -169,6 +285,18 @@ static int cuda_create(struct trainer_backend **out, const struct trainer_backen
         rc = sl_errf(err, errlen, rc, "cannot allocate Adam's moments on the device: %s", gk_ctx_error(&b->g));
         goto fail;
     }
+    const float one = 1.0f;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        if ((rc = gk_event_init(&b->g, &b->copied[i])) == 0)
+            rc = gk_event_init(&b->g, &b->freed[i]);
+    if (rc || (rc = gk_event_init(&b->g, &b->bucket_ready)) != 0 ||
+        (rc = dbuf_need(&b->g, &b->red, (b->nparams + 1) * sizeof(float))) != 0 ||
+        (rc = dbuf_need(&b->g, &b->one, sizeof one)) != 0 || (rc = gk_upload(&b->g, b->one.p, &one, sizeof one)) != 0) {
+        rc = sl_errf(err, errlen, rc, "cannot set up the reduce buffer and the upload events on the device: %s",
+                     gk_ctx_error(&b->g));
+        goto fail;
+    }
+    plan_buckets(b);
     *out = b;
     return 0;
 fail:
@@ -195,17 +323,18 @@ static int upload_batch(struct trainer_backend *b, const struct batch_view *v, c
     uint32_t nblocks = b->graph ? trainer_batch_blocks(v, ob) : 0;
     uint32_t n = batch_nodes(v), B = batch_targets(v);
     size_t words = upload_words(v, ob, nblocks);
-    if (words > b->pack_cap) {
-        size_t cap = words + words / 8 + 64;
-        uint32_t *p = realloc(b->pack, cap * sizeof *p);
-        if (!p)
-            return sl_errf(err, errlen, -ENOMEM, "out of memory packing a batch of %u nodes", n);
-        b->pack = p;
-        b->pack_cap = cap;
-    }
+    /* buffer cur holds the last batch: all its work is queued now */
+    unsigned cur = b->cur, next = cur ^ 1u;
+    int rc = gk_event_record(&b->g, &b->freed[cur]);
+    if (rc == 0)
+        rc = gk_event_sync(&b->g, &b->copied[next]); /* the host buffer's last upload (two batches ago) is done */
+    if (rc)
+        return sl_errf(err, errlen, rc, "before uploading a batch of %u nodes: %s", n, gk_ctx_error(&b->g));
+    if ((rc = pack_need(b, (int)next, words)) != 0)
+        return sl_errf(err, errlen, rc, "out of memory packing a batch of %u nodes", n);
     /* offsets (words) of each array, host and device alike */
     size_t at = 0, off_alias = at, off_labels;
-    uint32_t *p = b->pack;
+    uint32_t *p = b->pack[next];
     memcpy(p + at, v->alias, (size_t)n * sizeof *p);
     at += n;
     off_labels = at;
@@ -227,15 +356,13 @@ static int upload_batch(struct trainer_backend *b, const struct batch_view *v, c
         at += e;
         off[i][4] = at;
         at += e;
-        int rc = gk_block_transpose_host(k, p + off[i][2], p + off[i][3], p + off[i][4], err, errlen);
-        if (rc)
+        if ((rc = gk_block_transpose_host(k, p + off[i][2], p + off[i][3], p + off[i][4], err, errlen)) != 0)
             return rc;
     }
-    unsigned next = b->cur ^ 1u;
     struct dbuf *d = &b->up[next];
-    int rc = dbuf_need(&b->g, d, words * sizeof *p);
+    rc = dbuf_need(&b->g, d, words * sizeof *p); /* growing frees the old buffer: cudaFree waits for its readers */
     if (rc == 0)
-        rc = gk_upload(&b->g, d->p, p, words * sizeof *p);
+        rc = gk_upload_async(&b->g, d->p, p, words * sizeof *p, &b->freed[next], &b->copied[next]);
     if (rc)
         return sl_errf(err, errlen, rc, "uploading a batch of %u nodes: %s", n, gk_ctx_error(&b->g));
     b->cur = next;
@@ -292,37 +419,77 @@ static int cuda_forward(struct trainer_backend *b, const struct batch_view *v, b
                                &out->labelled, &out->correct, err, errlen);
 }
 
-static int cuda_backward(struct trainer_backend *b, char *err, size_t errlen)
+/* Layer done in the backward pass: gradients [from, n) are final. Starts
+ * every bucket that is now complete. A failure to start is kept for
+ * reduce (bwd_rc), which reports reducer codes as the loop expects. */
+static int bucket_done(void *arg, size_t from)
 {
-    return model_backward(b->m, b->dlogits.p, err, errlen);
+    struct trainer_backend *b = arg;
+    while (b->bwd_next < b->nbuckets && b->bucket_lo[b->bwd_next] >= from) {
+        uint32_t k = b->bwd_next++;
+        if (b->bwd_rc)
+            continue;
+        size_t lo = b->bucket_lo[k], hi = k ? bucket_hi(b, k) : b->nparams;
+        float *red = b->red.p;
+        int rc = gk_copy(&b->g, red + lo, model_grads(b->m) + lo, hi - lo);
+        if (rc == 0 && k == 0)
+            rc = gk_copy(&b->g, red + b->nparams, b->one.p, 1); /* weight 1 */
+        if (rc == 0)
+            rc = start_bucket(b, b->bwd_r, k);
+        b->bwd_rc = rc;
+    }
+    return 0;
+}
+
+static int cuda_backward(struct trainer_backend *b, struct reducer *r, char *err, size_t errlen)
+{
+    if (b->bwd_r)
+        return sl_errf(err, errlen, -EINVAL, "backward twice without a reduce between: the sums started are pending");
+    if (!r || r->ops->device != CUDA_BUFFERS_ON_DEVICE) /* one rank; or reduce refuses it */
+        return model_backward(b->m, b->dlogits.p, err, errlen);
+    b->bwd_r = r;
+    b->bwd_next = 0;
+    b->bwd_rc = 0;
+    return model_backward_progress(b->m, b->dlogits.p, bucket_done, b, err, errlen);
 }
 
 static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, float *weight)
 {
     *weight = 0.0f;
+    b->summed = false;
     if (r->ops->device != CUDA_BUFFERS_ON_DEVICE)
         return -EINVAL; /* the reducer would read the buffer in the wrong memory */
     size_t n = b->nparams;
-    int rc = dbuf_need(&b->g, &b->red, (n + 1) * sizeof(float));
-    if (rc)
-        return rc;
-    float *red = b->red.p, w = real ? 1.0f : 0.0f;
-    rc = real ? gk_copy(&b->g, red, model_grads(b->m), n) : gk_zero(&b->g, red, n);
+    float *red = b->red.p;
+    int rc = 0;
+    if (b->bwd_r) { /* backward started every bucket */
+        bool same = b->bwd_r == r && real && b->bwd_next == b->nbuckets;
+        rc = b->bwd_rc ? b->bwd_rc : reducer_finish(b->bwd_r);
+        b->bwd_r = NULL;
+        if (rc == 0 && !same)
+            rc = -EINVAL; /* not the reduce of that backward */
+    } else {
+        rc = real ? gk_copy(&b->g, red, model_grads(b->m), n) : gk_zero(&b->g, red, n + 1);
+        if (rc == 0 && real)
+            rc = gk_copy(&b->g, red + n, b->one.p, 1);
+        for (uint32_t k = 0; rc == 0 && k < b->nbuckets; k++)
+            rc = start_bucket(b, r, k);
+        if (rc == 0)
+            rc = reducer_finish(r);
+    }
     if (rc == 0)
-        rc = gk_upload(&b->g, red + n, &w, sizeof w); /* waits: the copy above is done too */
-    if (rc)
-        return rc;
-    if ((rc = reducer_allreduce(r, red, n + 1)) != 0)
-        return rc;
-    return gk_download(&b->g, weight, red + n, sizeof *weight);
+        rc = gk_download(&b->g, weight, red + n, sizeof *weight);
+    b->summed = rc == 0;
+    return rc;
 }
 
 static int cuda_step(struct trainer_backend *b, bool reduced, float scale)
 {
     if (!reduced)
         return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
-    if (!b->red.p)
+    if (!b->summed)
         return -EINVAL; /* no reduce before */
+    b->summed = false;
     int rc = gk_scale(&b->g, b->red.p, b->nparams, scale);
     return rc ? rc : adam_step(&b->adam, model_params(b->m), b->red.p);
 }

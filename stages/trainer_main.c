@@ -367,7 +367,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
-        if (labelled && t->be->backward(t->b, msg, sizeof msg) != 0)
+        if (labelled && t->be->backward(t->b, t->coll, msg, sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
         if (labelled)
             e->loss_sum += (double)loss * labelled;
@@ -451,9 +451,13 @@ int main(int argc, char **argv)
     t.published = t.start_epoch;
     for (uint32_t e = 0; e < t.start_epoch; e++)
         t.ep[e].published = true;
-    stage_note(st, "%s model, %zu parameters, %d BLAS thread%s; %" PRIu64 " steps per epoch", 
-               model_kind_name(st->cfg.model.kind), t.nparams, threads, threads == 1 ? "" : "s",
-               t.steps_per_epoch);
+    char where[64];
+    if (st->args.device >= 0)
+        snprintf(where, sizeof where, "on GPU %d", st->args.device);
+    else
+        snprintf(where, sizeof where, "%d BLAS thread%s", threads, threads == 1 ? "" : "s");
+    stage_note(st, "%s model, %zu parameters, %s backend, %s; %" PRIu64 " steps per epoch",
+               model_kind_name(st->cfg.model.kind), t.nparams, t.be->name, where, t.steps_per_epoch);
     t.t_epoch = now_s();
     struct run_desc d;
     while (stage_pop(st, &d) == 0) {

@@ -755,3 +755,68 @@ void t_gpu_errors(void **state)
     tblk_free(&t);
     dev_release();
 }
+
+/* ---- devices, page-locked memory, events, asynchronous uploads --------------------------------------------------- */
+
+void t_gpu_async(void **state)
+{
+    (void)state;
+    set_case("async");
+    char err[320] = "";
+    int n = 0;
+    T_OK(gk_device_count(&n, err, sizeof err));
+    assert_true(n >= 1);
+    /* the device the context was made on, again; one past the last is refused, naming the count */
+    assert_int_equal(gk_set_device(0, err, sizeof err), 0);
+    assert_int_equal(gk_set_device(n, err, sizeof err), -ENODEV);
+    char want[64];
+    snprintf(want, sizeof want, "sees %d device", n);
+    if (!strstr(err, want))
+        fail_msg("gk_set_device(%d): \"%s\", want it to say it %s", n, err, want);
+    assert_int_equal(gk_set_device(-1, err, sizeof err), -ENODEV);
+    T_OK(gk_set_device(0, err, sizeof err));
+    /* large enough that a copy racing the kernels would show */
+    const size_t N = (size_t)4 << 20;
+    float *src = NULL, *out = hmem(N * sizeof *out);
+    T_OK(gk_host_alloc(&g_gk, (void **)&src, N * sizeof *src));
+    assert_non_null(src);
+    for (size_t i = 0; i < N; i++)
+        src[i] = (float)(i % 1000) + 0.5f;
+    float *dst = dev_alloc(N * sizeof *dst);
+    struct gk_event after = {0}, done = {0};
+    T_OK(gk_event_init(&g_gk, &after));
+    T_OK(gk_event_init(&g_gk, &done));
+    T_OK(gk_event_sync(&g_gk, &done)); /* never recorded: complete */
+    /* the copy waits for the work before `after` (which writes dst), and
+     * the work queued after it waits for the copy: dst ends as 3 src */
+    T_OK(gk_zero(&g_gk, dst, N));
+    for (int k = 0; k < 8; k++)
+        T_OK(gk_scale(&g_gk, dst, N, 2.0f));
+    T_OK(gk_event_record(&g_gk, &after));
+    T_OK(gk_upload_async(&g_gk, dst, src, N * sizeof *src, &after, &done));
+    T_OK(gk_scale(&g_gk, dst, N, 3.0f));
+    T_OK(gk_event_sync(&g_gk, &done));
+    for (size_t i = 0; i < N; i++) /* the copy is done: src may change */
+        src[i] = -1.0f;
+    dev_get(out, dst, N * sizeof *out);
+    for (size_t i = 0; i < N; i++)
+        if (out[i] != 3.0f * ((float)(i % 1000) + 0.5f))
+            fail_msg("element %zu after the asynchronous upload: %g, want %g", i, (double)out[i],
+                     3.0 * ((double)(i % 1000) + 0.5));
+    /* no events given: still ordered before the work after it */
+    T_OK(gk_upload_async(&g_gk, dst, src, N * sizeof *src, NULL, NULL));
+    T_OK(gk_scale(&g_gk, dst, N, 2.0f));
+    dev_get(out, dst, N * sizeof *out);
+    for (size_t i = 0; i < N; i++)
+        if (out[i] != -2.0f)
+            fail_msg("element %zu after an upload without events: %g, want -2", i, (double)out[i]);
+    T_OK(gk_upload_async(&g_gk, dst, src, 0, NULL, &done)); /* nothing to copy */
+    T_OK(gk_event_sync(&g_gk, &done));
+    gk_event_free(&after);
+    gk_event_free(&done);
+    gk_event_free(&done); /* freed twice, and a zeroed one: nothing happens */
+    gk_host_free(src);
+    gk_host_free(NULL);
+    free(out);
+    dev_release();
+}

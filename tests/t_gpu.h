@@ -35,6 +35,7 @@ void t_gpu_loss(void **state);      /* cross-entropy: loss, counts, gradient */
 void t_gpu_optim(void **state);     /* adam, sgd */
 void t_gpu_transpose(void **state); /* gk_block_transpose_host against a brute force; bad blocks */
 void t_gpu_errors(void **state);    /* missing transpose, oversized GEMM, failed allocation */
+void t_gpu_async(void **state);     /* device selection, page-locked memory, events, ordered asynchronous uploads */
 
 /* How many values the comparisons checked so far (exact, within
  * tolerance). */

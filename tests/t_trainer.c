@@ -121,7 +121,7 @@ void t_tr_batch(const struct trainer_backend_ops *ops, struct trainer_backend *b
         fail_msg("%s backend: forward: %s", ops->name, err);
     if (!train)
         return;
-    if (out->labelled && ops->backward(b, err, sizeof err) != 0)
+    if (out->labelled && ops->backward(b, NULL, err, sizeof err) != 0)
         fail_msg("%s backend: backward: %s", ops->name, err);
     if (out->labelled)
         assert_int_equal(ops->step(b, false, 1.0f), 0);

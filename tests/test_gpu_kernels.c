@@ -130,6 +130,7 @@ int main(void)
         cmocka_unit_test(t_gpu_bias),      cmocka_unit_test(t_gpu_act),   cmocka_unit_test(t_gpu_rows),
         cmocka_unit_test(t_gpu_agg),       cmocka_unit_test(t_gpu_gcn),   cmocka_unit_test(t_gpu_gat),
         cmocka_unit_test(t_gpu_loss),      cmocka_unit_test(t_gpu_optim), cmocka_unit_test(t_gpu_errors),
+        cmocka_unit_test(t_gpu_async),
     };
     const struct CMUnitTest gemm[] = {cmocka_unit_test(t_gpu_gemm)};
     int failed = cmocka_run_group_tests_name("kernels (cuBLAS pedantic)", ops, t_gpu_setup, t_gpu_teardown);

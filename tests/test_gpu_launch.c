@@ -9,7 +9,13 @@
  *     GPU the probe named, every stage of rank 0 runs with --device=0,
  *     exit 0, nothing left behind;
  *   - gnnlaunch --gpus <count + 1>: exit 2 naming how many there are,
- *     before anything starts. */
+ *     before anything starts;
+ *   - gnnlaunch --gpus 1 with the real stages (build/bin): GraphSAGE, GCN
+ *     and GAT each train on the GPU to the accuracy the same run reaches
+ *     with --cpu (ordered runs: the same batches and dropout masks, only
+ *     the GEMMs' rounding differs), the trainer reports the CUDA backend,
+ *     and the GPU run's checkpoint has the CPU run's tensors, names and
+ *     shapes, and a --cpu --resume continues it. */
 #include "t_util.h"
 
 #include <cuda_runtime_api.h>
@@ -18,15 +24,18 @@
 #include <nccl.h>
 #endif
 
+#include <math.h>
+
 #include "core/util.h"
 #include "gpu/device.h"
+#include "ops/ckpt.h"
 #include "ipc/run.h"
 #include "t_launch.h"
 
-#define CASE_ALARM_S 120
+#define CASE_ALARM_S 300
 
 static struct device_probe g_probe;
-static char g_ds[1200], g_cfg[1200];
+static char g_ds[1200], g_cfg[1200], g_ds_train[1200], g_stages[1200];
 
 #define CUDA_OK(call)                                                                                                  \
     do {                                                                                                               \
@@ -110,6 +119,111 @@ static void test_launch_too_many(void **state)
     t_expect_clean(&r);
 }
 
+/* The last line of r's log starting with prefix. */
+static bool last_line(const struct t_proc *r, const char *prefix, char *out, size_t len)
+{
+    static char buf[1 << 22];
+    t_slurp(r->log, buf, sizeof buf);
+    bool found = false;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (!strncmp(line, prefix, strlen(prefix))) {
+            snprintf(out, len, "%s", line);
+            found = true;
+        }
+    return found;
+}
+
+static double final_test_acc(const struct t_proc *r)
+{
+    char line[512];
+    double test, val, secs;
+    unsigned e;
+    if (!last_line(r, "test_acc=", line, sizeof line) ||
+        sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf", &test, &val, &e, &secs) != 4)
+        fail_msg("no final test_acc= line in %s", r->log);
+    return test;
+}
+
+/* Names, dtypes and shapes of every tensor of a are b's (values differ). */
+static void same_layout(const char *a, const char *b)
+{
+    struct ckpt x, y;
+    char err[512];
+    if (ckpt_read(&x, a, err, sizeof err) != 0 || ckpt_read(&y, b, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(ckpt_count(&x), ckpt_count(&y));
+    for (uint32_t i = 0; i < ckpt_count(&x); i++) {
+        const struct ckpt_entry *e = ckpt_entry_at(&x, i);
+        uint32_t nx, ny;
+        uint64_t sx[CKPT_MAX_NDIM], sy[CKPT_MAX_NDIM];
+        assert_non_null(ckpt_find(&x, ckpt_name(&x, i), e->dtype, &nx, sx));
+        if (!ckpt_find(&y, ckpt_name(&x, i), e->dtype, &ny, sy))
+            fail_msg("%s lacks %s (%s), which %s has", b, ckpt_name(&x, i), e->dtype, a);
+        assert_int_equal(nx, ny);
+        assert_memory_equal(sx, sy, nx * sizeof sx[0]);
+    }
+    ckpt_free(&x);
+    ckpt_free(&y);
+}
+
+static void write_train_config(const char *path, const char *kind, const char *ck)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nkind = \"%s\"\nhidden = 32\nfanouts = [8, 4]\ndropout = 0.2\n\n"
+            "[train]\nbatch_size = 64\nepochs = 2\nlr = 0.01\nseed = 5\ncheckpoint_dir = \"%s\"\n\n"
+            "[pipeline]\nsamplers = 1\nextractors = 1\nfeature_buffer_mb = 8\nstaging_mb = 4\nio_depth = 16\n"
+            "ordered = true\n",
+            g_ds_train, kind, ck);
+    fclose(f);
+}
+
+static void test_train_one_gpu(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"sage", "gcn", "gat"};
+    char cfg[2][1300], ck[2][1300], a[1400], b[1400];
+    for (size_t k = 0; k < SL_ARRAY_LEN(kinds); k++) {
+        double acc[2];
+        for (int gpu = 0; gpu < 2; gpu++) {
+            snprintf(cfg[gpu], sizeof cfg[gpu], "%s/train-%s-%s.toml", t_ldir, kinds[k], gpu ? "gpu" : "cpu");
+            snprintf(ck[gpu], sizeof ck[gpu], "%s/ck-%s-%s", t_ldir, kinds[k], gpu ? "gpu" : "cpu");
+            write_train_config(cfg[gpu], kinds[k], ck[gpu]);
+            struct t_proc r;
+            const char *const *args = gpu ? (const char *[]){"--gpus", "1", cfg[gpu], NULL}
+                                          : (const char *[]){"--cpu", cfg[gpu], NULL};
+            t_launch_run(&r, (const char *[]){g_stages, NULL}, args, 240);
+            t_expect_code(&r, 0);
+            t_expect_clean(&r);
+            if (gpu) {
+                t_expect_log(&r, "rank 0 on GPU 0");
+                t_expect_log(&r, "parameters, cuda backend, on GPU 0");
+            } else {
+                t_expect_log(&r, "parameters, cpu backend, ");
+            }
+            acc[gpu] = final_test_acc(&r);
+        }
+        printf("test_gpu_launch: %s: test_acc %.4f on the CPU, %.4f on the GPU\n", kinds[k], acc[0], acc[1]);
+        if (fabs(acc[1] - acc[0]) > 0.02)
+            fail_msg("%s: test_acc %.4f on the GPU, %.4f on the CPU: more than 2 points apart", kinds[k], acc[1],
+                     acc[0]);
+        if (acc[1] < 0.5) /* 4 classes */
+            fail_msg("%s: the GPU run reached only test_acc=%.4f", kinds[k], acc[1]);
+        assert_int_equal(ckpt_path(a, sizeof a, ck[0], 2), 0);
+        assert_int_equal(ckpt_path(b, sizeof b, ck[1], 2), 0);
+        same_layout(a, b);
+        same_layout(b, a);
+    }
+    /* the CPU takes the last GPU run's checkpoint and goes on */
+    struct t_proc r;
+    t_launch_run(&r, (const char *[]){g_stages, NULL},
+                 (const char *[]){"--cpu", cfg[1], "--epochs", "3", "--resume", NULL}, 240);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "gnnlaunch: resuming from ");
+    t_expect_clean(&r);
+}
+
 static int group_setup(void **state)
 {
     if (t_launch_setup("gpu-launch") != 0)
@@ -127,6 +241,17 @@ static int group_setup(void **state)
         return -1;
     fprintf(f, "[dataset]\npath = \"%s\"\n\n[model]\nfanouts = [5, 5]\n\n[train]\nbatch_size = 16\n", g_ds);
     fclose(f);
+    /* for the real stages: the graph test_train learns on */
+    snprintf(g_ds_train, sizeof g_ds_train, "%s/ds-train", t_ldir);
+    if (t_run(out, sizeof out,
+              "%s synth %s --nodes 4000 --avg-degree 8 --feat-dim 16 --classes 4 --homophily 0.9 "
+              "--feature-noise 1.0 --train-frac 0.4 --val-frac 0.2 --test-frac 0.2 --seed 11",
+              prep, g_ds_train) != 0) {
+        fprintf(stderr, "gnnprep synth failed: %s\n", out);
+        return -1;
+    }
+    const char *bin = getenv("SLUICE_BIN");
+    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
     return 0;
 }
 
@@ -150,6 +275,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nccl_id_joins, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_launch_one_gpu, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_launch_too_many, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_train_one_gpu, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

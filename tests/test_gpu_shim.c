@@ -177,7 +177,8 @@ static int reverse_teardown(void **state)
     cmocka_unit_test(t_gpu_transpose), cmocka_unit_test(t_gpu_plain), cmocka_unit_test(t_gpu_gemm),                    \
         cmocka_unit_test(t_gpu_bias), cmocka_unit_test(t_gpu_act), cmocka_unit_test(t_gpu_rows),                       \
         cmocka_unit_test(t_gpu_agg), cmocka_unit_test(t_gpu_gcn), cmocka_unit_test(t_gpu_gat),                         \
-        cmocka_unit_test(t_gpu_loss), cmocka_unit_test(t_gpu_optim), cmocka_unit_test(t_gpu_errors)
+        cmocka_unit_test(t_gpu_loss), cmocka_unit_test(t_gpu_optim), cmocka_unit_test(t_gpu_errors),                   \
+        cmocka_unit_test(t_gpu_async)
 
 int main(void)
 {

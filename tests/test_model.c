@@ -219,6 +219,90 @@ static void check_model_grads(enum model_kind kind, float dropout, bool use_loss
     tb_free(&b);
 }
 
+/* ---- backward progress ---------------------------------------------------------------------- */
+
+/* What model_backward_progress reported: each `from`, and a copy of the
+ * gradients [from, nparams) as they were at that moment. */
+struct progress {
+    struct model *m;
+    uint32_t calls, stop_at; /* stop_at: return -EINTR on that call (0: never) */
+    size_t from[MODEL_LAYERS_MAX];
+    float *snap[MODEL_LAYERS_MAX];
+};
+
+static int progress_done(void *arg, size_t from)
+{
+    struct progress *p = arg;
+    assert_true(p->calls < MODEL_LAYERS_MAX);
+    size_t n = model_nparams(p->m) - from;
+    p->from[p->calls] = from;
+    p->snap[p->calls] = fvec(n ? n : 1);
+    memcpy(p->snap[p->calls], model_grads(p->m) + from, n * sizeof(float));
+    return ++p->calls == p->stop_at ? -EINTR : 0;
+}
+
+/* Layers report from the last to the first, each at its own offset, and
+ * the gradients said to be final then are the final ones, bit for bit; a
+ * callback's error ends the pass with its code. */
+static void test_backward_progress(void **state)
+{
+    (void)state;
+    const uint32_t in = 6, hidden = 8, classes = 3, B = 8, L = 3;
+    struct tb b;
+    tb_make(&b, 80, 3, L, (int64_t[]){3, 2, 2}, B, g_seed);
+    uint64_t st = g_seed;
+    uint32_t nn = batch_nodes(&b.v);
+    float *x = fvec((size_t)nn * in), *logits = fvec((size_t)B * classes), *dl = fvec((size_t)B * classes);
+    for (size_t i = 0; i < (size_t)nn * in; i++)
+        x[i] = urand(&st, -1, 1);
+    for (size_t i = 0; i < (size_t)B * classes; i++)
+        dl[i] = urand(&st, -1, 1);
+    char err[256] = "";
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
+        struct model *m = create((enum model_kind)k, L, in, hidden, classes, 2, 0.25f, g_seed + (uint64_t)k);
+        size_t np = model_nparams(m);
+        assert_int_equal(model_layer_offset(m, 0), 0);
+        assert_int_equal(model_layer_offset(m, L), np);
+        for (uint32_t i = 0; i < L; i++)
+            assert_true(model_layer_offset(m, i) < model_layer_offset(m, i + 1));
+        /* every tensor lies inside its layer's range */
+        for (uint32_t t = 0; t < model_ntensors(m); t++) {
+            const struct model_tensor *mt = model_tensor(m, t);
+            unsigned layer;
+            assert_int_equal(sscanf(mt->name, "layers.%u.", &layer), 1);
+            assert_true(mt->offset >= model_layer_offset(m, layer));
+            assert_true(mt->offset + mt->count <= model_layer_offset(m, layer + 1));
+        }
+        struct progress p = {.m = m};
+        forward(m, &b.v, x, true, 5, logits);
+        assert_int_equal(model_backward_progress(m, dl, progress_done, &p, err, sizeof err), 0);
+        assert_int_equal(p.calls, L);
+        for (uint32_t c = 0; c < L; c++) {
+            assert_int_equal(p.from[c], model_layer_offset(m, L - 1 - c));
+            assert_memory_equal(p.snap[c], model_grads(m) + p.from[c], (np - p.from[c]) * sizeof(float));
+            free(p.snap[c]);
+        }
+        /* the same pass without a callback: the same gradients */
+        float *g = fvec(np);
+        memcpy(g, model_grads(m), np * sizeof *g);
+        forward(m, &b.v, x, true, 5, logits);
+        backward(m, dl);
+        assert_memory_equal(g, model_grads(m), np * sizeof *g);
+        /* an error from the callback stops the pass there */
+        struct progress q = {.m = m, .stop_at = 2};
+        forward(m, &b.v, x, true, 5, logits);
+        assert_int_equal(model_backward_progress(m, dl, progress_done, &q, err, sizeof err), -EINTR);
+        assert_int_equal(q.calls, 2);
+        assert_non_null(strstr(err, "after layer 1"));
+        for (uint32_t c = 0; c < q.calls; c++)
+            free(q.snap[c]);
+        free(g);
+        model_destroy(m);
+    }
+    free(x), free(logits), free(dl);
+    tb_free(&b);
+}
+
 static void test_grads(void **state)
 {
     for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
@@ -628,6 +712,7 @@ int main(void)
     fprintf(stderr, "test_model: seed %#" PRIx64 " (SLUICE_TEST_SEED to repeat)\n", g_seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grads),
+        cmocka_unit_test(test_backward_progress),
         cmocka_unit_test(test_layout_and_init),
         cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_same_seed_same_bits),

@@ -173,7 +173,7 @@ static void test_reduced_step(void **state)
     struct trainer_loss x, y;
     assert_int_equal(DEV->gather(dev, &d.v[0], err, sizeof err), 0);
     assert_int_equal(DEV->forward(dev, &d.v[0], true, 3, &y, err, sizeof err), 0);
-    assert_int_equal(DEV->backward(dev, err, sizeof err), 0);
+    assert_int_equal(DEV->backward(dev, NULL, err, sizeof err), 0);
     float w = 0;
     assert_int_equal(DEV->reduce(dev, &rh, true, &w), -EINVAL);
     assert_int_equal(DEV->reduce(dev, &r2, true, &w), 0);
@@ -185,6 +185,26 @@ static void test_reduced_step(void **state)
     t_tr_batch(CPU, cpu, &d.v[0], true, 3, &x);
     t_tr_loss_close(&y, &x, 1e-5, "gcn, reduced");
     check_one_step(cpu, dev, &c.model, c.lr, "gcn, reduced step");
+    /* the same with the sums started by backward, one bucket per layer:
+     * the same bits as summing after it */
+    c.bucket_floats = 1;
+    struct trainer_backend *bk = t_tr_create(DEV, &c);
+    assert_int_equal(DEV->gather(bk, &d.v[0], err, sizeof err), 0);
+    assert_int_equal(DEV->forward(bk, &d.v[0], true, 3, &y, err, sizeof err), 0);
+    assert_int_equal(DEV->backward(bk, &r2, err, sizeof err), 0);
+    assert_int_equal(DEV->reduce(bk, &r2, true, &w), 0);
+    assert_true(w == 2.0f);
+    assert_int_equal(DEV->step(bk, true, 0.5f), 0);
+    struct trainer_state s1, s2;
+    t_tr_state(DEV, dev, &c.model, &s1);
+    size_t n = s1.n;
+    float *p1 = malloc(n * sizeof *p1);
+    assert_non_null(p1);
+    memcpy(p1, s1.params, n * sizeof *p1);
+    t_tr_state(DEV, bk, &c.model, &s2);
+    assert_memory_equal(p1, s2.params, n * sizeof *p1);
+    free(p1);
+    DEV->free(bk);
     CPU->free(cpu);
     DEV->free(dev);
     gk_free(rows);

@@ -183,8 +183,8 @@ static void test_reduced_and_padding_steps(void **state)
             assert_int_equal(DEV->forward(dev, v, true, 50 + g, &b, err, sizeof err), 0);
             t_tr_loss_close(&b, &a, 0, model_kind_name((enum model_kind)k));
             assert_true(a.labelled > 0);
-            assert_int_equal(CPU->backward(cpu, err, sizeof err), 0);
-            assert_int_equal(DEV->backward(dev, err, sizeof err), 0);
+            assert_int_equal(CPU->backward(cpu, NULL, err, sizeof err), 0);
+            assert_int_equal(DEV->backward(dev, NULL, err, sizeof err), 0);
             reduced_step(CPU, cpu, &rc.r, true, 3.0f);
             reduced_step(DEV, dev, &rd.r, true, 3.0f);
             same_state(cpu, dev, &c.model, "reduced step");
@@ -204,6 +204,164 @@ static void test_reduced_and_padding_steps(void **state)
         assert_int_equal(CPU->reduce(cpu, &bad.r, true, &w), -EINVAL);
         assert_int_equal(bad.calls, 0);
         CPU->free(cpu);
+        DEV->free(dev);
+    }
+    t_tr_data_free(&d);
+}
+
+/* ---- gradient buckets started by backward ------------------------------------------------------ */
+
+/* A reducer with start and finish (as NCCL's), host memory, standing for
+ * `copies` ranks that hold this rank's buffer (sums at start, as a host
+ * variant may), recording every start. */
+#define T_ASYNC_MAX 32
+struct t_async {
+    struct reducer r;
+    int copies;
+    int fail;                   /* start returns it instead of summing when non-zero */
+    uint32_t starts, finishes, allreduces;
+    uint32_t pending;           /* started since the last finish */
+    const float *buf[T_ASYNC_MAX];
+    size_t n[T_ASYNC_MAX];
+    bool after[T_ASYNC_MAX];    /* an event came with it */
+};
+
+static int t_async_start(struct reducer *r, float *buf, size_t n, void *after)
+{
+    struct t_async *t = (struct t_async *)r;
+    assert_true(t->starts < T_ASYNC_MAX);
+    t->buf[t->starts] = buf;
+    t->n[t->starts] = n;
+    t->after[t->starts] = after != NULL;
+    t->starts++;
+    t->pending++;
+    if (t->fail)
+        return t->fail;
+    for (size_t i = 0; i < n; i++) {
+        float one = buf[i], sum = one;
+        for (int k = 1; k < t->copies; k++)
+            sum += one;
+        buf[i] = sum;
+    }
+    return 0;
+}
+
+static int t_async_finish(struct reducer *r)
+{
+    struct t_async *t = (struct t_async *)r;
+    t->finishes++;
+    t->pending = 0;
+    return 0;
+}
+
+static int t_async_allreduce(struct reducer *r, float *buf, size_t n)
+{
+    ((struct t_async *)r)->allreduces++;
+    return t_async_start(r, buf, n, NULL) ? -EIO : t_async_finish(r);
+}
+
+static const struct reducer_ops t_async_ops = {.name = "test-async",
+                                               .device = false,
+                                               .allreduce = t_async_allreduce,
+                                               .start = t_async_start,
+                                               .finish = t_async_finish,
+                                               .abort = t_red_abort,
+                                               .free = t_red_free};
+
+/* Starts [first, first + k) are one pass over the reduce buffer in
+ * buckets: contiguous, from the top down, covering nparams + 1 floats (the
+ * gradients and the weight), each behind an event. */
+static void check_buckets(const struct t_async *t, uint32_t first, uint32_t k, size_t nparams, const char *what)
+{
+    size_t total = 0;
+    for (uint32_t i = first; i < first + k; i++) {
+        total += t->n[i];
+        if (!t->after[i])
+            fail_msg("%s: bucket %u was started without an event", what, i - first);
+        if (i > first && t->buf[i] + t->n[i] != t->buf[i - 1])
+            fail_msg("%s: bucket %u does not end where bucket %u begins", what, i - first, i - first - 1);
+    }
+    if (total != nparams + 1)
+        fail_msg("%s: the buckets cover %zu floats, want %zu", what, total, nparams + 1);
+}
+
+/* With a reducer that can start sums beside the pass, backward starts one
+ * bucket per layer (bucket_floats 1) before reduce is called, reduce only
+ * finishes, a padding step sums the same buckets, and the steps are the
+ * CPU backend's bits through one plain all-reduce. Default buckets merge
+ * the small layers into one. Misuse is refused, and a failed start comes
+ * back from reduce. */
+static void test_backward_starts_buckets(void **state)
+{
+    (void)state;
+    struct t_tr_data d;
+    t_tr_data_make(&d, false, 23);
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
+        const char *what = model_kind_name((enum model_kind)k);
+        struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.2f, 15 + (uint64_t)k);
+        size_t np = model_param_count(&c.model);
+        uint32_t L = c.model.layers;
+        c.bucket_floats = 1;
+        struct trainer_backend *cpu = t_tr_create(CPU, &c), *dev = t_tr_create(DEV, &c);
+        struct t_red rc = {.r.ops = &t_red_host, .copies = 3};
+        struct t_async ra = {.r.ops = &t_async_ops, .copies = 3};
+        char err[512] = "";
+        for (uint32_t g = 0; g < 3; g++) {
+            struct trainer_loss a, b;
+            const struct batch_view *v = &d.v[g];
+            assert_int_equal(CPU->gather(cpu, v, err, sizeof err), 0);
+            assert_int_equal(CPU->forward(cpu, v, true, 60 + g, &a, err, sizeof err), 0);
+            assert_int_equal(CPU->backward(cpu, &rc.r, err, sizeof err), 0);
+            assert_int_equal(DEV->gather(dev, v, err, sizeof err), 0);
+            assert_int_equal(DEV->forward(dev, v, true, 60 + g, &b, err, sizeof err), 0);
+            uint32_t s0 = ra.starts;
+            assert_int_equal(DEV->backward(dev, &ra.r, err, sizeof err), 0);
+            assert_int_equal(ra.starts - s0, L); /* started before reduce */
+            check_buckets(&ra, s0, L, np, what);
+            reduced_step(CPU, cpu, &rc.r, true, 3.0f);
+            reduced_step(DEV, dev, &ra.r, true, 3.0f);
+            assert_int_equal(ra.starts - s0, L); /* reduce started nothing more */
+            assert_int_equal(ra.pending, 0);
+            same_state(cpu, dev, &c.model, what);
+            /* padding: the same buckets, zeros, weight 0 */
+            reduced_step(CPU, cpu, &rc.r, false, 0.0f);
+            reduced_step(DEV, dev, &ra.r, false, 0.0f);
+            assert_int_equal(ra.starts - s0, 2 * L);
+            for (uint32_t i = 0; i < L; i++)
+                assert_int_equal(ra.n[s0 + L + i], ra.n[s0 + i]);
+            check_buckets(&ra, s0 + L, L, np, what);
+            same_state(cpu, dev, &c.model, what);
+        }
+        assert_int_equal(ra.allreduces, 0);
+        assert_int_equal(ra.finishes, 6);
+        /* misuse: two backwards in a row, a reduce that is not that backward's */
+        struct trainer_loss l;
+        float w;
+        assert_int_equal(DEV->gather(dev, &d.v[3], err, sizeof err), 0);
+        assert_int_equal(DEV->forward(dev, &d.v[3], true, 9, &l, err, sizeof err), 0);
+        assert_int_equal(DEV->backward(dev, &ra.r, err, sizeof err), 0);
+        assert_int_equal(DEV->backward(dev, &ra.r, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "backward twice"));
+        assert_int_equal(DEV->reduce(dev, &ra.r, false, &w), -EINVAL);
+        assert_int_equal(ra.pending, 0); /* what was started was still waited for */
+        assert_int_equal(DEV->step(dev, true, 1.0f), -EINVAL);
+        /* a start that fails: backward goes on, reduce returns the code */
+        ra.fail = -EPIPE;
+        assert_int_equal(DEV->forward(dev, &d.v[3], true, 9, &l, err, sizeof err), 0);
+        assert_int_equal(DEV->backward(dev, &ra.r, err, sizeof err), 0);
+        assert_int_equal(DEV->reduce(dev, &ra.r, true, &w), -EPIPE);
+        CPU->free(cpu);
+        DEV->free(dev);
+        /* default buckets: these layers are far below 64 Ki floats, so one bucket */
+        c.bucket_floats = 0;
+        dev = t_tr_create(DEV, &c);
+        struct t_async one = {.r.ops = &t_async_ops, .copies = 2};
+        assert_int_equal(DEV->gather(dev, &d.v[0], err, sizeof err), 0);
+        assert_int_equal(DEV->forward(dev, &d.v[0], true, 9, &l, err, sizeof err), 0);
+        assert_int_equal(DEV->backward(dev, &one.r, err, sizeof err), 0);
+        assert_int_equal(one.starts, 1);
+        check_buckets(&one, 0, 1, np, what);
+        reduced_step(DEV, dev, &one.r, true, 2.0f);
         DEV->free(dev);
     }
     t_tr_data_free(&d);
@@ -244,7 +402,7 @@ static int rank_child(uint32_t r, const struct t_tr_data *d, const struct traine
             const struct batch_view *v = &d->v[s * RANKS + r];
             if (real && (ops[i]->gather(be[i], v, err, sizeof err) != 0 ||
                          ops[i]->forward(be[i], v, true, 300 + s * RANKS + r, &l, err, sizeof err) != 0 ||
-                         ops[i]->backward(be[i], err, sizeof err) != 0)) {
+                         ops[i]->backward(be[i], red[i], err, sizeof err) != 0)) {
                 fprintf(stderr, "rank %u, %s backend: %s\n", r, ops[i]->name, err);
                 goto out;
             }
@@ -288,6 +446,7 @@ static void test_two_ranks_over_shm(void **state)
     struct t_tr_data d;
     t_tr_data_make(&d, true, 31);
     struct trainer_backend_config c = t_tr_config(&d, MODEL_GAT, 0.25f, 9);
+    c.bucket_floats = 1; /* the CUDA backend sums each layer's bucket from backward */
     size_t n = model_param_count(&c.model);
     char run[64], nm[2][128], err[256] = "", dir[512], out[RANKS][600];
     snprintf(run, sizeof run, "ttcs%d", (int)getpid());
@@ -482,6 +641,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_cpu),           cmocka_unit_test(test_reduced_and_padding_steps),
+        cmocka_unit_test(test_backward_starts_buckets),
         cmocka_unit_test(test_two_ranks_over_shm),    cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_checkpoint_cross_load), cmocka_unit_test(test_errors),
     };
