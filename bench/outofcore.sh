@@ -62,6 +62,8 @@
 #   FIO_SECS* (10; quick 3)  seconds per fio / extractor-bench measurement
 #   PERF (auto)              1/0: profile with perf (auto: when perf works)
 #   PROF_SECS* (5; quick 2)  seconds of perf in the last epoch
+#   LAUNCH (--cpu)           gnnlaunch's device flag: "--gpus 1" puts the
+#                            feature buffer on a GPU (bench/gpu.sh PARTS=ooc)
 #   CAP_METHOD (auto)        auto: a cgroup per run (root); external: the
 #                            caller capped the script (--cap-external)
 # Exit: 0 done (targets missed are reported, not failures), 2 bad usage or
@@ -219,7 +221,7 @@ profile_last_epoch() { # METRICS K OUTPREFIX LPID
 run_one() { # ID CFG MODE FB_MB DS EPOCHS set-args...
     local id=$1 cfg=$2 mode=$3 fb=$4 ds=$5 epochs=$6
     shift 6
-    local cmd=("$GL" --cpu "$cfg" --epochs "$epochs" --run-name "ooc-$$-$id" --metrics "$RUN/$id.jsonl"
+    local cmd=("$GL" ${LAUNCH:---cpu} "$cfg" --epochs "$epochs" --run-name "ooc-$$-$id" --metrics "$RUN/$id.jsonl"
         "$@" --set "pipeline.io=$mode" --set "pipeline.feature_buffer_mb=$fb"
         --set "train.checkpoint_dir=\"$RUN/ck-$id\"")
     printf '%q ' "${cmd[@]}" >"$RUN/$id.cmd"

@@ -28,8 +28,8 @@
 #   memcheck    compute-sanitizer --tool memcheck over the kernel tests
 #   racecheck   compute-sanitizer --tool racecheck over the kernel tests
 #               (build/tests/test_gpu_kernels*)
-#   bench       bench/gpu.sh BUILD_DIR, the GPU benchmark, when the tree
-#               has it
+#   bench       QUICK=1 bench/gpu.sh BUILD_DIR, the GPU benchmark's smoke
+#               run (the full one is a command of its own: docs/gpu.md)
 # The build is in --build (default build-gpu), the prefix in --prefix
 # (default BUILD/deps). Each step's whole output is in
 # BUILD/gpu-check-logs/<step>.log; the
@@ -337,7 +337,7 @@ else
         fi
     done
     if [[ -x $root/bench/gpu.sh ]]; then
-        step bench 120 "$root/bench/gpu.sh" "$build"
+        step bench 120 env QUICK=1 "$root/bench/gpu.sh" "$build"
     else
         skip bench "bench/gpu.sh (the GPU benchmark) is not in this tree yet"
     fi
