@@ -205,6 +205,11 @@ void extract_row_landed(struct extractor *x, uint32_t e, const void *src)
         entry_spare(x, e);
         return;
     }
+    /* entries are spare, in the sink, or reading: this one is still
+     * counted as reading, so the others reading are the rest minus one */
+    uint32_t reading = x->depth - xs->nspare - xs->nsink - 1;
+    x->st.copies++;
+    x->st.copies_overlapped += reading > 0;
     r->busy = false;
     r->in_sink = true;
     xs->nsink++;
@@ -608,5 +613,7 @@ void extract_stats_add(struct extract_stats *dst, const struct extract_stats *sr
     dst->io_ops += src->io_ops;
     dst->io_bytes += src->io_bytes;
     dst->retries += src->retries;
+    dst->copies += src->copies;
+    dst->copies_overlapped += src->copies_overlapped;
     dst->wait_ns += src->wait_ns;
 }

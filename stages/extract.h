@@ -120,6 +120,9 @@ struct extract_stats {
     uint64_t io_ops;    /* read requests completed (follow-ups included) */
     uint64_t io_bytes;  /* bytes read from the file (aligned extents) */
     uint64_t retries;   /* -EAGAIN / -EINTR resubmissions and short-read follow-ups */
+    uint64_t copies;    /* rows handed to the row sink (one per load read whole) */
+    uint64_t copies_overlapped; /* of those, started while other reads of the engine were outstanding
+                                 * (submitted, not yet handled): the copy runs beside them */
     uint64_t wait_ns;   /* time asleep for buffer room or others' rows */
 };
 

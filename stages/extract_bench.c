@@ -217,11 +217,13 @@ static int run(const char *dir, enum extract_io io, unsigned depth, uint64_t thr
         printf("io_backend=%s\nseconds=%.3f\nbatches=%" PRIu64 "\nrows=%" PRIu64 "\nhits=%" PRIu64 "\nshared=%" PRIu64
                "\nloads=%" PRIu64 "\nio_ops=%" PRIu64 "\nread_bytes=%" PRIu64
                "\nread_bytes_per_load=%.1f\nretries=%" PRIu64 "\nwait_s=%.3f\n"
-               "rows_per_s=%.0f\niops=%.0f\nMBps=%.1f\nhit_rate=%.4f\npeak_rss_bytes=%" PRIu64 "\n",
+               "rows_per_s=%.0f\niops=%.0f\nMBps=%.1f\nhit_rate=%.4f\ncopies_overlapped_share=%.4f\n"
+               "peak_rss_bytes=%" PRIu64 "\n",
                backend, wall, sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, sum.io_ops, sum.io_bytes,
                sum.loads ? (double)sum.io_bytes / (double)sum.loads : 0.0, sum.retries, (double)sum.wait_ns / 1e9,
                (double)sum.rows / wall, (double)sum.io_ops / wall, (double)sum.io_bytes / wall / 1e6,
-               sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0, sl_peak_rss());
+               sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0,
+               sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0, sl_peak_rss());
     }
     free(w);
     featbuf_free(&fb);

@@ -187,9 +187,10 @@ static int stage_main(int argc, char **argv)
         stage_end_output(&st);
     stage_note(&st,
                "%" PRIu64 " batches, %" PRIu64 " rows: %" PRIu64 " hits, %" PRIu64 " shared, %" PRIu64
-               " read (%.1f MiB), hit rate %.3f",
+               " read (%.1f MiB), hit rate %.3f; %.3f of the row copies started while other reads were outstanding",
                sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
-               sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0);
+               sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0,
+               sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0);
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
     stage_turn_destroy(&r.turn);

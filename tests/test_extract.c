@@ -297,6 +297,11 @@ static void test_rows(void **state)
                         fail_msg("%s: first batch: %" PRIu64 " loads %" PRIu64 " waits %" PRIu64 " hits, %" PRIu64
                                  " distinct nodes",
                                  combo, x.st.loads, x.st.waits, x.st.hits, distinct);
+                    /* one copy per row read; with several reads in flight, copies start beside them */
+                    if (x.st.copies != x.st.loads || x.st.copies_overlapped > x.st.copies ||
+                        (x.use_uring && depths[qi] > 1 && x.st.copies_overlapped == 0))
+                        fail_msg("%s: %" PRIu64 " row copies (%" PRIu64 " beside other reads) for %" PRIu64 " loads",
+                                 combo, x.st.copies, x.st.copies_overlapped, x.st.loads);
                     if (x.st.io_bytes != expect_bytes || x.st.io_ops != distinct || x.st.retries != 0)
                         fail_msg("%s: read %" PRIu64 " bytes in %" PRIu64 " requests (%" PRIu64
                                  " retries); the format's extents are %" PRIu64 " bytes in %" PRIu64,
