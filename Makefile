@@ -1,11 +1,12 @@
 # Thin wrappers over CMake. The two commands a new user needs:
 #   make demo   - install dependencies, build, make a small dataset, check and describe it
 #   make test   - install dependencies, build (warnings fatal) and run the whole test suite
+#   make cora   - import Cora (the standard split) and train GCN on it
 BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo asan tsan fuzz release-check clean
+.PHONY: all deps configure build test demo cora asan tsan fuzz release-check clean
 
 all: build
 
@@ -24,6 +25,10 @@ test:
 
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+# Cora (datasets/cora -> data/cora), then GCN on it as PyG's example runs it.
+cora: build
+	@scripts/cora.sh $(BUILD)
 
 # Sanitizer builds in their own trees (ASAN_BUILD, TSAN_BUILD): ASan+UBSan
 # over the whole suite, TSan over the concurrent tests.

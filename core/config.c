@@ -17,6 +17,7 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST } ktype;
 
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
+static const char *const optimizers[] = {"adam", "adamw", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -45,12 +46,19 @@ static const key keys[] = {
      "(-1 = all). One per layer; "
      "when only `layers` is given, every layer samples 10."},
     {"model.dropout", K_FLOAT, OFF(model.dropout), "0.5", 0, 0.95, NULL, "Dropout probability on hidden activations."},
+    {"model.input_dropout", K_FLOAT, OFF(model.input_dropout), "0", 0, 0.95, NULL,
+     "Dropout probability on the input features, before the first layer (PyG's examples: F.dropout(x) first)."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
 
     {"train.epochs", K_INT, OFF(train.epochs), "10", 1, 1e6, NULL, "Passes over the training split."},
     {"train.batch_size", K_INT, OFF(train.batch_size), "1000", 1, 1e7, NULL, "Target nodes per mini-batch (per rank)."},
     {"train.lr", K_FLOAT, OFF(train.lr), "0.003", 1e-9, 10, NULL, "Adam learning rate."},
+    {"train.optimizer", K_ENUM, OFF(train.optimizer), "\"adam\"", 0, 0, optimizers,
+     "adam: torch.optim.Adam (weight decay added to the gradient); adamw: torch.optim.AdamW (decoupled weight "
+     "decay)."},
+    {"train.weight_decay", K_FLOAT, OFF(train.weight_decay), "0", 0, 1, NULL,
+     "Weight decay, as the optimizer's weight_decay in PyTorch (PyG's examples: 5e-4 with adam)."},
     {"train.seed", K_INT, OFF(train.seed), "0", 0, BIG, NULL,
      "Seed for initialisation, shuffling, sampling and dropout."},
     {"train.eval_every", K_INT, OFF(train.eval_every), "1", 1, 1e6, NULL,
@@ -478,10 +486,12 @@ void config_write_toml(const struct config *c, FILE *f)
             model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
     for (int64_t i = 0; i < c->model.n_fanouts; i++)
         fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
-    fprintf(f, "]\ndropout = %.17g\nheads = %" PRId64 "\n", c->model.dropout, c->model.heads);
-    fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\nseed = %" PRId64
-               "\neval_every = %" PRId64 "\n",
-            c->train.epochs, c->train.batch_size, c->train.lr, c->train.seed, c->train.eval_every);
+    fprintf(f, "]\ndropout = %.17g\ninput_dropout = %.17g\nheads = %" PRId64 "\n", c->model.dropout,
+            c->model.input_dropout, c->model.heads);
+    fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\noptimizer = \"%s\"\n"
+               "weight_decay = %.17g\nseed = %" PRId64 "\neval_every = %" PRId64 "\n",
+            c->train.epochs, c->train.batch_size, c->train.lr, optimizers[c->train.optimizer == OPTIMIZER_ADAMW],
+            c->train.weight_decay, c->train.seed, c->train.eval_every);
     fprintf(f, "checkpoint_dir = ");
     write_str(f, c->train.checkpoint_dir);
     fputc('\n', f);

@@ -25,6 +25,8 @@ enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
 
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
+/* train.optimizer: how weight decay enters Adam (ops_adam). */
+enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
 struct config {
     struct {
@@ -37,12 +39,15 @@ struct config {
         int64_t fanouts[MODEL_LAYERS_MAX]; /* -1 = all neighbours */
         int64_t n_fanouts;
         double dropout;
+        double input_dropout;
         int64_t heads;
     } model;
     struct {
         int64_t epochs;
         int64_t batch_size;
         double lr;
+        enum optimizer optimizer;
+        double weight_decay;
         int64_t seed;
         int64_t eval_every;
         char checkpoint_dir[4096]; /* "" until gnnlaunch resolves it */

@@ -552,9 +552,9 @@ int gk_cross_entropy(struct gk_ctx *g, const float *logits, const int32_t *label
 }
 
 int gk_adam(struct gk_ctx *g, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2,
-            float eps, uint64_t t)
+            float eps, float wd, bool decoupled, uint64_t t)
 {
-    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, t);
+    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t);
     return GK_RUN(g, n, k_adam, p, grad, m, v, n, c);
 }
 

@@ -264,7 +264,7 @@ int gk_cross_entropy(struct gk_ctx *g, const float *logits, const int32_t *label
 /* The bias corrections are computed on the host from t, as ops_adam does
  * (ops/elem.h's elem_adam_prep), and reach the kernel as scalars. */
 int gk_adam(struct gk_ctx *g, float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1, float b2,
-            float eps, uint64_t t);
+            float eps, float wd, bool decoupled, uint64_t t);
 int gk_sgd(struct gk_ctx *g, float *p, const float *grad, size_t n, float lr);
 
 /* Shim build only: run launches' blocks and threads in reverse order

@@ -366,26 +366,45 @@ ELEM_FN float elem_ce_grad(float xc, double lse, bool is_label, uint32_t labelle
 /* ---- optimizers -------------------------------------------------------------------------------------- */
 
 /* The per-step constants of an Adam update: the bias corrections in
- * double, folded into the step and the divisor of sqrt(v). */
+ * double, folded into the step and the divisor of sqrt(v); weight decay
+ * as torch.optim.Adam (l2: g += wd p) or torch.optim.AdamW (keep: p *=
+ * 1 - lr wd, before the update). */
 struct elem_adam {
     float step;                /* lr / (1 - b1^t) */
     float sbc2;                /* sqrt(1 - b2^t) */
     float b1, b2, c1, c2, eps; /* c1 = 1 - b1, c2 = 1 - b2 */
+    float l2;                  /* Adam's weight decay (0: none) */
+    float keep;                /* AdamW's 1 - lr wd (1: none) */
 };
 
-/* Host only (pow). */
-static inline struct elem_adam elem_adam_prep(float lr, float b1, float b2, float eps, uint64_t t)
+/* Host only (pow). wd >= 0; decoupled: AdamW's form. */
+static inline struct elem_adam elem_adam_prep(float lr, float b1, float b2, float eps, float wd, bool decoupled,
+                                              uint64_t t)
 {
     double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
-    struct elem_adam c = {(float)((double)lr / bc1), (float)sqrt(bc2), b1, b2, 1.0f - b1, 1.0f - b2, eps};
+    struct elem_adam c = {(float)((double)lr / bc1),
+                          (float)sqrt(bc2),
+                          b1,
+                          b2,
+                          1.0f - b1,
+                          1.0f - b2,
+                          eps,
+                          decoupled ? 0.0f : wd,
+                          decoupled ? (float)(1.0 - (double)lr * (double)wd) : 1.0f};
     return c;
 }
 
-/* One parameter's Adam update: m = b1 m + c1 g, v = b2 v + c2 g^2,
- * p -= step m / (sqrt(v) / sbc2 + eps). */
+/* One parameter's Adam update: g += l2 p (when l2 is not 0), p *= keep
+ * (when keep is not 1), then m = b1 m + c1 g, v = b2 v + c2 g^2,
+ * p -= step m / (sqrt(v) / sbc2 + eps). Without weight decay the bits are
+ * those of the plain update. */
 ELEM_FN void elem_adam_update(float *ELEM_RESTRICT p, float *ELEM_RESTRICT m, float *ELEM_RESTRICT v, float g,
                               const struct elem_adam *c)
 {
+    if (c->l2 != 0.0f)
+        g += c->l2 * *p;
+    if (c->keep != 1.0f)
+        *p *= c->keep;
     float mi = c->b1 * *m + c->c1 * g;
     float vi = c->b2 * *v + c->c2 * g * g;
     *m = mi;

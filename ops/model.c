@@ -34,6 +34,9 @@
 #include "core/util.h"
 #include "ops/ops.h"
 
+/* Mixed into the dropout seed for the input's mask (model.input_dropout). */
+#define INPUT_DROPOUT_SALT 0x1a9b7c3e5d2f4860ull
+
 /* A scratch buffer in the table's memory that only grows (64-byte
  * aligned, contents not kept across growth). */
 struct buf {
@@ -118,6 +121,8 @@ struct model {
     struct buf tmp;      /* backward: sage, gcn (n_dst, in) gradient of the aggregate; gat (n_src, heads * hd) of z */
     struct buf gae, gas; /* gat backward: (edges, heads), (n_dst, heads) */
     struct buf gel, ger; /* gat backward: (n_src, heads), (n_dst, heads) */
+    struct buf xin;      /* training with input dropout: (n_src of layer 0, in_dim) the input after it */
+    struct buf xmask;    /* its mask (not needed by backward: the input has no gradient) */
 };
 
 /* ---- creation ------------------------------------------------------------------------------- */
@@ -161,6 +166,9 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     }
     if (!(c->dropout >= 0.0f && c->dropout <= 0.95f))
         return sl_errf(err, errlen, -EINVAL, "model.dropout = %g: must be 0 .. 0.95", (double)c->dropout);
+    if (!(c->input_dropout >= 0.0f && c->input_dropout <= 0.95f))
+        return sl_errf(err, errlen, -EINVAL, "model.input_dropout = %g: must be 0 .. 0.95",
+                       (double)c->input_dropout);
     return 0;
 }
 
@@ -351,7 +359,8 @@ void model_destroy(struct model *m)
         for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
             buf_free(m->ops, m->ctx, bs[k]);
     }
-    struct buf *bs[] = {&m->deg, &m->heads, &m->g[0], &m->g[1], &m->tmp, &m->gae, &m->gas, &m->gel, &m->ger};
+    struct buf *bs[] = {&m->deg, &m->heads, &m->g[0], &m->g[1], &m->tmp,
+                        &m->gae, &m->gas, &m->gel, &m->ger, &m->xin, &m->xmask};
     for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
         buf_free(m->ops, m->ctx, bs[k]);
     m->ops->free(m->ctx, m->params);
@@ -470,6 +479,19 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
     uint64_t st = dropout_seed; /* layer i's mask: output i of this stream */
     const float *hin = x;
     int rc;
+    if (train && m->c.input_dropout > 0.0f) {
+        /* on a copy (x is the caller's), with a mask from a stream of its
+         * own, so that the layers' masks are the same with or without it */
+        uint64_t xs = dropout_seed ^ INPUT_DROPOUT_SALT;
+        uint64_t seed = sl_splitmix64(&xs);
+        size_t n = (size_t)m->l[0].blk.n_src * m->c.in_dim;
+        if ((rc = buf_need(&m->xin, FLOATS(m->l[0].blk.n_src, m->c.in_dim))) != 0 ||
+            (rc = buf_need(&m->xmask, n ? n : 1)) != 0 || (rc = OP(m, copy, F(m->xin), x, n)) != 0 ||
+            (rc = OP(m, dropout_fwd, F(m->xin), m->xmask.p, n, m->c.input_dropout, seed)) != 0)
+            return sl_errf(err, errlen, rc, "input dropout over %u rows (%s operators): %s", m->l[0].blk.n_src,
+                           m->ops->name, m->ops->error(m->ctx));
+        hin = F(m->xin);
+    }
     for (uint32_t i = 0; i < L; i++) {
         struct layer *l = &m->l[i];
         l->hin = hin;
@@ -761,7 +783,8 @@ void adam_free(struct adam *a)
 int adam_step(struct adam *a, float *params, const float *grads)
 {
     a->step++;
-    return a->ops->adam(a->ctx, params, grads, a->m, a->v, a->n, a->lr, a->beta1, a->beta2, a->eps, a->step);
+    return a->ops->adam(a->ctx, params, grads, a->m, a->v, a->n, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                        a->decoupled, a->step);
 }
 
 void sgd_step(float *params, const float *grads, size_t n, float lr)

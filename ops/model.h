@@ -81,7 +81,8 @@ struct model_config {
     uint32_t hidden;  /* hidden size (a multiple of heads for gat) */
     uint32_t classes; /* output size */
     uint32_t heads;   /* gat only */
-    float dropout;    /* 0 .. 0.95 */
+    float dropout;    /* 0 .. 0.95, on hidden activations */
+    float input_dropout; /* 0 .. 0.95, on the input rows before layer 0 */
     uint64_t seed;    /* initialisation */
 };
 
@@ -183,14 +184,17 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
  * model_layer_offset(m, i + 1)), and i = layers gives nparams. */
 size_t model_layer_offset(const struct model *m, uint32_t i);
 
-/* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected,
- * no weight decay) keeps m and v moments, one float each per parameter,
+/* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected;
+ * weight decay as torch.optim.Adam, or decoupled as torch.optim.AdamW:
+ * ops_adam) keeps m and v moments, one float each per parameter,
  * in the memory of the table it was initialised on (adam_init: the CPU
  * table; adam_init_on: any, e.g. a model's). adam_step runs on that
  * table: 0, or its error code (the CPU table never fails). sgd_step is
  * the CPU table's. */
 struct adam {
     float lr, beta1, beta2, eps; /* 0.9, 0.999, 1e-8 by default */
+    float weight_decay;          /* 0 by default; set after init */
+    bool decoupled;              /* weight decay as AdamW (else as Adam: L2 in the gradient) */
     uint64_t step;               /* steps taken */
     size_t n;
     float *m, *v; /* (n) zero at init */

@@ -259,10 +259,10 @@ static int cpu_cross_entropy(void *ctx, const float *logits, const int32_t *labe
 }
 
 static int cpu_adam(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                    float eps, uint64_t t)
+                    float eps, float wd, bool decoupled, uint64_t t)
 {
     (void)ctx;
-    ops_adam(p, g, m, v, n, lr, b1, b2, eps, t);
+    ops_adam(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, t);
     return 0;
 }
 

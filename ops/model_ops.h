@@ -109,7 +109,7 @@ struct model_ops {
     int (*cross_entropy)(void *ctx, const float *logits, const int32_t *labels, uint32_t n, uint32_t classes,
                          float *dlogits, float *loss, uint32_t *labelled, uint32_t *correct);
     int (*adam)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                float eps, uint64_t t);
+                float eps, float wd, bool decoupled, uint64_t t);
     int (*sgd)(void *ctx, float *p, const float *g, size_t n, float lr);
 };
 

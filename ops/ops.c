@@ -642,9 +642,9 @@ void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint6
 /* ---- optimizers -------------------------------------------------------------------------------------- */
 
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
-              float b1, float b2, float eps, uint64_t t)
+              float b1, float b2, float eps, float wd, bool decoupled, uint64_t t)
 {
-    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, t);
+    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t);
     for (size_t i = 0; i < n; i++)
         elem_adam_update(&p[i], &m[i], &v[i], g[i], &c);
 }

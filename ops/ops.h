@@ -231,11 +231,14 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
 
 /* ---- optimizers ---------------------------------------------------------------------------- */
 
-/* One Adam step (bias-corrected, as torch.optim.Adam without weight
- * decay) at step t >= 1: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
- * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+/* One Adam step (bias-corrected, as torch.optim.Adam) at step t >= 1:
+ * m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+ * Weight decay wd >= 0 as torch.optim.Adam's weight_decay (g + wd p
+ * in place of g), or, decoupled, as torch.optim.AdamW's (p *= 1 - lr wd
+ * first, g unchanged). */
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
-              float b1, float b2, float eps, uint64_t t);
+              float b1, float b2, float eps, float wd, bool decoupled, uint64_t t);
 /* p -= lr * g. */
 void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr);
 

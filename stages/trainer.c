@@ -11,6 +11,7 @@ void trainer_model_config(const struct config *c, const struct dataset_meta *m, 
         .classes = m->classes,
         .heads = (uint32_t)c->model.heads,
         .dropout = (float)c->model.dropout,
+        .input_dropout = (float)c->model.input_dropout,
         .seed = (uint64_t)c->train.seed,
     };
 }

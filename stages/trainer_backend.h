@@ -69,6 +69,8 @@
 struct trainer_backend_config {
     struct model_config model;
     float lr;                 /* Adam's learning rate */
+    float weight_decay;       /* Adam's weight decay (0: none) */
+    bool decoupled;           /* as AdamW (train.optimizer = "adamw"), else as Adam */
     int threads;              /* host threads for compute (CPU: the GEMM pool, ops_set_threads) */
     int device;               /* accelerator ordinal (CUDA); the CPU ignores it */
     const struct featbuf *fb; /* the rank's feature buffer: rows by slot */

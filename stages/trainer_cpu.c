@@ -67,6 +67,8 @@ static int cpu_create(struct trainer_backend **out, const struct trainer_backend
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for Adam's moments");
         goto fail;
     }
+    b->adam.weight_decay = c->weight_decay;
+    b->adam.decoupled = c->decoupled;
     *out = b;
     return 0;
 fail:

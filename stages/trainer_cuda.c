@@ -285,6 +285,8 @@ static int cuda_create(struct trainer_backend **out, const struct trainer_backen
         rc = sl_errf(err, errlen, rc, "cannot allocate Adam's moments on the device: %s", gk_ctx_error(&b->g));
         goto fail;
     }
+    b->adam.weight_decay = c->weight_decay;
+    b->adam.decoupled = c->decoupled;
     const float one = 1.0f;
     for (int i = 0; i < 2 && rc == 0; i++)
         if ((rc = gk_event_init(&b->g, &b->copied[i])) == 0)

@@ -204,9 +204,9 @@ static int dev_cross_entropy(void *ctx, const float *logits, const int32_t *labe
 }
 
 static int dev_adam(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-                    float eps, uint64_t t)
+                    float eps, float wd, bool decoupled, uint64_t t)
 {
-    return gk_adam(G(ctx), p, g, m, v, n, lr, b1, b2, eps, t);
+    return gk_adam(G(ctx), p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, t);
 }
 
 static int dev_sgd(void *ctx, float *p, const float *g, size_t n, float lr)

@@ -427,6 +427,8 @@ int main(int argc, char **argv)
 #endif
     struct trainer_backend_config bc = {.model = t.mc,
                                         .lr = (float)st->cfg.train.lr,
+                                        .weight_decay = (float)st->cfg.train.weight_decay,
+                                        .decoupled = st->cfg.train.optimizer == OPTIMIZER_ADAMW,
                                         .threads = threads,
                                         .device = st->args.device,
                                         .fb = &st->fb,

@@ -646,13 +646,17 @@ void t_gpu_optim(void **state)
             size_t n = SIZES[si];
             uint64_t t = steps[ti];
             float lr = (float)(1e-3 * (1.0 + urand()));
-            set_case("adam n %zu t %" PRIu64 " lr %g", n, t, (double)lr);
+            /* no weight decay, Adam's (L2) and AdamW's (decoupled) in turn */
+            float wd = ti == 0 ? 0.0f : 5e-4f * (float)(1.0 + urand());
+            bool decoupled = ti == 2;
+            set_case("adam n %zu t %" PRIu64 " lr %g wd %g%s", n, t, (double)lr, (double)wd,
+                     decoupled ? " decoupled" : "");
             float *p = hrand(n), *g = hrand(n), *m = hrand(n), *v = hrand(n);
             for (size_t i = 0; i < n; i++)
                 v[i] *= v[i];
             float *dP = dev_of(p, n * 4), *dG = dev_of(g, n * 4), *dM = dev_of(m, n * 4), *dV = dev_of(v, n * 4);
-            ops_adam(p, g, m, v, n, lr, 0.9f, 0.999f, 1e-8f, t);
-            T_OK(gk_adam(&g_gk, dP, dG, dM, dV, n, lr, 0.9f, 0.999f, 1e-8f, t));
+            ops_adam(p, g, m, v, n, lr, 0.9f, 0.999f, 1e-8f, wd, decoupled, t);
+            T_OK(gk_adam(&g_gk, dP, dG, dM, dV, n, lr, 0.9f, 0.999f, 1e-8f, wd, decoupled, t));
             same_f32("adam p", p, dP, n);
             same_f32("adam m", m, dM, n);
             same_f32("adam v", v, dV, n);

@@ -98,11 +98,13 @@ static void tb_free(struct tb *b)
     free(b->slot);
 }
 
+static float g_input_dropout; /* model.input_dropout of the models create makes */
+
 static struct model *create(enum model_kind kind, uint32_t layers, uint32_t in, uint32_t hidden, uint32_t classes,
                             uint32_t heads, float dropout, uint64_t seed)
 {
     struct model_config c = {.kind = kind, .layers = layers, .in_dim = in, .hidden = hidden, .classes = classes,
-                             .heads = heads, .dropout = dropout, .seed = seed};
+                             .heads = heads, .dropout = dropout, .input_dropout = g_input_dropout, .seed = seed};
     struct model *m;
     char err[256] = "";
     if (model_create(&m, &c, err, sizeof err) != 0)
@@ -300,6 +302,52 @@ static void test_backward_progress(void **state)
         model_destroy(m);
     }
     free(x), free(logits), free(dl);
+    tb_free(&b);
+}
+
+/* Input dropout: the gradients are still exact (finite differences, the
+ * mask fixed by the seed), evaluation ignores it, training with it is a
+ * function of the seed and differs from training without. */
+static void test_input_dropout(void **state)
+{
+    (void)state;
+    g_input_dropout = 0.5f;
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
+        check_model_grads(k, 0.25f, true, g_seed + 40 + (uint64_t)k);
+    const uint32_t in = 6, hidden = 8, classes = 3, B = 8;
+    struct tb b;
+    tb_make(&b, 60, 3, 2, (int64_t[]){3, 2}, B, g_seed);
+    uint64_t st = g_seed;
+    uint32_t nn = batch_nodes(&b.v);
+    float *x = fvec((size_t)nn * in), *x0 = fvec((size_t)nn * in);
+    for (size_t i = 0; i < (size_t)nn * in; i++)
+        x0[i] = x[i] = urand(&st, -1, 1);
+    float *l1 = fvec((size_t)B * classes), *l2 = fvec((size_t)B * classes), *l3 = fvec((size_t)B * classes);
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++) {
+        g_input_dropout = 0.5f;
+        struct model *with = create(k, 2, in, hidden, classes, 2, 0.0f, 9);
+        g_input_dropout = 0.0f;
+        struct model *without = create(k, 2, in, hidden, classes, 2, 0.0f, 9);
+        forward(with, &b.v, x, false, 3, l1);
+        forward(without, &b.v, x, false, 3, l2);
+        assert_memory_equal(l1, l2, (size_t)B * classes * sizeof *l1); /* evaluation: none */
+        forward(with, &b.v, x, true, 3, l1);
+        forward(with, &b.v, x, true, 3, l3);
+        assert_memory_equal(l1, l3, (size_t)B * classes * sizeof *l1); /* a function of the seed */
+        forward(without, &b.v, x, true, 3, l2);
+        assert_true(memcmp(l1, l2, (size_t)B * classes * sizeof *l1) != 0);
+        assert_memory_equal(x, x0, (size_t)nn * in * sizeof *x); /* the caller's input untouched */
+        model_destroy(with);
+        model_destroy(without);
+    }
+    g_input_dropout = 0.0f;
+    struct model_config bad = {.kind = MODEL_SAGE, .layers = 2, .in_dim = 4, .hidden = 4, .classes = 2,
+                               .input_dropout = 0.99f};
+    struct model *m = NULL;
+    char err[256];
+    assert_int_equal(model_create(&m, &bad, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "model.input_dropout"));
+    free(x), free(x0), free(l1), free(l2), free(l3);
     tb_free(&b);
 }
 
@@ -713,6 +761,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grads),
         cmocka_unit_test(test_backward_progress),
+        cmocka_unit_test(test_input_dropout),
         cmocka_unit_test(test_layout_and_init),
         cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_same_seed_same_bits),

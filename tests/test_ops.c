@@ -816,38 +816,56 @@ static void test_cross_entropy(void **state)
 static void test_adam_sgd(void **state)
 {
     const size_t n = 257;
-    float *p = frand(n, -1, 1), *m = fvec(n), *v = fvec(n), *g = fvec(n);
-    double *pr = calloc(n, sizeof *pr), *mr = calloc(n, sizeof *mr), *vr = calloc(n, sizeof *vr);
-    assert_true(pr && mr && vr);
-    for (size_t i = 0; i < n; i++)
-        pr[i] = p[i];
-    const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    for (uint64_t t = 1; t <= 20; t++) {
+    /* no weight decay, torch.optim.Adam's (L2 in the gradient), torch.optim.AdamW's (decoupled) */
+    for (int mode = 0; mode < 3; mode++) {
+        const float wd = mode ? 0.05f : 0.0f;
+        const bool decoupled = mode == 2;
+        float *p = frand(n, -1, 1), *m = fvec(n), *v = fvec(n), *g = fvec(n);
+        double *pr = calloc(n, sizeof *pr), *mr = calloc(n, sizeof *mr), *vr = calloc(n, sizeof *vr);
+        assert_true(pr && mr && vr);
         for (size_t i = 0; i < n; i++)
-            g[i] = urand(-2, 2) * (i % 7 == 0 ? 1e-3f : 1.0f);
-        if (t == 1) { /* first step: bias correction makes every move lr * g / |g| ~ lr */
-            float p0[257];
-            memcpy(p0, p, sizeof p0);
-            ops_adam(p, g, m, v, n, lr, b1, b2, eps, t);
+            pr[i] = p[i];
+        const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+        for (uint64_t t = 1; t <= 20; t++) {
             for (size_t i = 0; i < n; i++)
-                assert_float_equal(p0[i] - p[i], lr * g[i] / (fabs(g[i]) + eps), 1e-6);
-        } else {
-            ops_adam(p, g, m, v, n, lr, b1, b2, eps, t);
+                g[i] = urand(-2, 2) * (i % 7 == 0 ? 1e-3f : 1.0f);
+            if (t == 1 && mode == 0) { /* first step: bias correction makes every move lr * g / |g| ~ lr */
+                float p0[257];
+                memcpy(p0, p, sizeof p0);
+                ops_adam(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, t);
+                for (size_t i = 0; i < n; i++)
+                    assert_float_equal(p0[i] - p[i], lr * g[i] / (fabs(g[i]) + eps), 1e-6);
+            } else {
+                ops_adam(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, t);
+            }
+            double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+            for (size_t i = 0; i < n; i++) {
+                double gi = g[i];
+                if (mode == 1)
+                    gi += (double)wd * pr[i];
+                if (mode == 2)
+                    pr[i] *= 1.0 - (double)lr * wd;
+                mr[i] = b1 * mr[i] + (1 - (double)b1) * gi;
+                vr[i] = b2 * vr[i] + (1 - (double)b2) * gi * gi;
+                pr[i] -= lr / bc1 * mr[i] / (sqrt(vr[i]) / sqrt(bc2) + eps);
+            }
         }
-        double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
-        for (size_t i = 0; i < n; i++) {
-            mr[i] = b1 * mr[i] + (1 - (double)b1) * g[i];
-            vr[i] = b2 * vr[i] + (1 - (double)b2) * (double)g[i] * g[i];
-            pr[i] -= lr / bc1 * mr[i] / (sqrt(vr[i]) / sqrt(bc2) + eps);
-        }
+        for (size_t i = 0; i < n; i++) /* 20 float steps of at most ~lr each */
+            if (!(fabs(p[i] - pr[i]) <= 1e-5))
+                fail_msg("adam (weight decay %g%s): p[%zu] = %.8g, double reference %.8g", (double)wd,
+                         decoupled ? ", decoupled" : "", i, p[i], pr[i]);
+        free(p), free(m), free(v), free(g), free(pr), free(mr), free(vr);
     }
-    for (size_t i = 0; i < n; i++) /* 20 float steps of at most ~lr each */
-        if (!(fabs(p[i] - pr[i]) <= 1e-5))
-            fail_msg("adam: p[%zu] = %.8g, double reference %.8g", i, p[i], pr[i]);
+    /* weight decay moves a parameter whose gradient is zero toward 0, the two ways apart */
+    float a = 1.0f, b = 1.0f, zg = 0.0f, ma = 0, va = 0, mb = 0, vb = 0;
+    ops_adam(&a, &zg, &ma, &va, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, false, 1);
+    ops_adam(&b, &zg, &mb, &vb, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.5f, true, 1);
+    assert_float_equal(a, 1.0f - 0.1f, 1e-6); /* Adam: g = 0.5, a normalised step of lr */
+    assert_float_equal(b, 1.0f - 0.1f * 0.5f, 1e-7); /* AdamW: p (1 - lr wd), no moment */
+    assert_true(mb == 0.0f && vb == 0.0f);
     float q[3] = {1, 2, 3}, dq[3] = {10, -20, 0};
     ops_sgd(q, dq, 3, 0.5f);
     assert_true(q[0] == -4 && q[1] == 12 && q[2] == 3);
-    free(p), free(m), free(v), free(g), free(pr), free(mr), free(vr);
 }
 
 static int report(void **state)

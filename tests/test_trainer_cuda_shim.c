@@ -80,6 +80,11 @@ static void test_matches_cpu(void **state)
             char what[64];
             snprintf(what, sizeof what, "%s, %s rows", model_kind_name((enum model_kind)k), f16 ? "f16" : "f32");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.3f, 77 + (uint64_t)k);
+            if (f16) { /* input dropout and weight decay, Adam's and AdamW's in turn */
+                c.model.input_dropout = 0.2f;
+                c.weight_decay = 5e-3f;
+                c.decoupled = k % 2;
+            }
             struct trainer_backend *cpu = t_tr_create(CPU, &c), *dev = t_tr_create(DEV, &c);
             same_state(cpu, dev, &c.model, what); /* the same initial parameters */
             struct trainer_state s0;
