@@ -18,6 +18,8 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST } ktype;
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
+static const char *const activations[] = {"relu", "elu", NULL};
+static const char *const gcn_norms[] = {"block", "graph", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -48,8 +50,18 @@ static const key keys[] = {
     {"model.dropout", K_FLOAT, OFF(model.dropout), "0.5", 0, 0.95, NULL, "Dropout probability on hidden activations."},
     {"model.input_dropout", K_FLOAT, OFF(model.input_dropout), "0", 0, 0.95, NULL,
      "Dropout probability on the input features, before the first layer (PyG's examples: F.dropout(x) first)."},
+    {"model.attention_dropout", K_FLOAT, OFF(model.attention_dropout), "0", 0, 0.95, NULL,
+     "GAT: dropout probability on the attention coefficients after the softmax (PyG: GATConv's dropout)."},
+    {"model.activation", K_ENUM, OFF(model.activation), "\"relu\"", 0, 0, activations,
+     "Activation after every layer but the last: relu, or elu (alpha 1; PyG's GAT example)."},
+    {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"block\"", 0, 0, gcn_norms,
+     "GCN: degrees of the sampled block (as DGL's GraphConv on a block), or of the whole graph (as PyG's GCNConv "
+     "on the full graph: the sampler sends each node's in-degree)."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
+    {"model.out_heads", K_INT, OFF(model.out_heads), "0", 0, 64, NULL,
+     "Heads of GAT's last layer, whose outputs are averaged (PyG: the last GATConv's heads, concat=False). "
+     "0: model.heads."},
 
     {"train.epochs", K_INT, OFF(train.epochs), "10", 1, 1e6, NULL, "Passes over the training split."},
     {"train.batch_size", K_INT, OFF(train.batch_size), "1000", 1, 1e7, NULL, "Target nodes per mini-batch (per rank)."},
@@ -486,8 +498,12 @@ void config_write_toml(const struct config *c, FILE *f)
             model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
     for (int64_t i = 0; i < c->model.n_fanouts; i++)
         fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
-    fprintf(f, "]\ndropout = %.17g\ninput_dropout = %.17g\nheads = %" PRId64 "\n", c->model.dropout,
-            c->model.input_dropout, c->model.heads);
+    fprintf(f,
+            "]\ndropout = %.17g\ninput_dropout = %.17g\nattention_dropout = %.17g\nactivation = \"%s\"\n"
+            "gcn_norm = \"%s\"\nheads = %" PRId64 "\nout_heads = %" PRId64 "\n",
+            c->model.dropout, c->model.input_dropout, c->model.attention_dropout,
+            activations[c->model.activation == MODEL_ACT_ELU], gcn_norms[c->model.gcn_norm == GCN_NORM_GRAPH],
+            c->model.heads, c->model.out_heads);
     fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\noptimizer = \"%s\"\n"
                "weight_decay = %.17g\nseed = %" PRId64 "\neval_every = %" PRId64 "\n",
             c->train.epochs, c->train.batch_size, c->train.lr, optimizers[c->train.optimizer == OPTIMIZER_ADAMW],

@@ -22,6 +22,10 @@
 
 /* model.kind: the model the trainer builds (ops/model.h). */
 enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
+/* model.activation: after every layer but the last. */
+enum model_activation { MODEL_ACT_RELU = 0, MODEL_ACT_ELU = 1 };
+/* model.gcn_norm: whose degrees GCN's normalisation uses. */
+enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
@@ -40,7 +44,11 @@ struct config {
         int64_t n_fanouts;
         double dropout;
         double input_dropout;
+        double attention_dropout;
+        enum model_activation activation;
+        enum gcn_norm gcn_norm;
         int64_t heads;
+        int64_t out_heads;
     } model;
     struct {
         int64_t epochs;

@@ -70,6 +70,18 @@ static __global__ void k_relu_fwd(float *x, size_t n)
         x[i] = elem_relu(x[i]);
 }
 
+static __global__ void k_elu_fwd(float *x, size_t n)
+{
+    for (size_t i = gk_first(); i < n; i += gk_stride())
+        x[i] = elem_elu(x[i]);
+}
+
+static __global__ void k_elu_bwd(float *dx, const float *y, size_t n)
+{
+    for (size_t i = gk_first(); i < n; i += gk_stride())
+        dx[i] = elem_elu_bwd(dx[i], y[i]);
+}
+
 static __global__ void k_relu_bwd(float *dx, const float *y, size_t n)
 {
     for (size_t i = gk_first(); i < n; i += gk_stride())
@@ -484,6 +496,16 @@ int gk_bias_bwd(struct gk_ctx *g, float *db, const float *dy, uint32_t n, uint32
 int gk_relu_fwd(struct gk_ctx *g, float *x, size_t n)
 {
     return GK_RUN(g, n, k_relu_fwd, x, n);
+}
+
+int gk_elu_fwd(struct gk_ctx *g, float *x, size_t n)
+{
+    return GK_RUN(g, n, k_elu_fwd, x, n);
+}
+
+int gk_elu_bwd(struct gk_ctx *g, float *dx, const float *y, size_t n)
+{
+    return GK_RUN(g, n, k_elu_bwd, dx, y, n);
 }
 
 int gk_relu_bwd(struct gk_ctx *g, float *dx, const float *y, size_t n)

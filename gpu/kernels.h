@@ -87,6 +87,7 @@ struct gk_block {
     const uint32_t *t_indptr;       /* (n_src + 1); NULL: forward only */
     const uint32_t *t_dst;          /* (n_edges) */
     const uint32_t *t_edge;         /* (n_edges) */
+    const uint32_t *deg;            /* (n_src) the graph's in-degrees, or NULL (ops_block's deg) */
 };
 
 /* ---- context, device, memory ------------------------------------------------------------------------- */
@@ -179,7 +180,8 @@ int gk_block_transpose_host(const struct ops_block *b, uint32_t *t_indptr, uint3
 size_t gk_block_bytes(const struct ops_block *b);
 /* Copies host block b and its transpose (from gk_block_transpose_host)
  * into dev (gk_block_bytes(b) bytes of device memory, 4-byte aligned) and
- * points *out at them. Blocks until copied. */
+ * points *out at them (out->deg NULL: b->deg is not copied; point it at
+ * device degrees yourself). Blocks until copied. */
 int gk_block_upload(struct gk_ctx *g, struct gk_block *out, void *dev, const struct ops_block *b,
                     const uint32_t *t_indptr, const uint32_t *t_dst, const uint32_t *t_edge);
 
@@ -209,6 +211,8 @@ int gk_bias_bwd(struct gk_ctx *g, float *db, const float *dy, uint32_t n, uint32
 
 int gk_relu_fwd(struct gk_ctx *g, float *x, size_t n);
 int gk_relu_bwd(struct gk_ctx *g, float *dx, const float *y, size_t n);
+int gk_elu_fwd(struct gk_ctx *g, float *x, size_t n);
+int gk_elu_bwd(struct gk_ctx *g, float *dx, const float *y, size_t n);
 
 /* The mask is the CPU's bit for bit (ops/elem.h: counter-based splitmix64). */
 int gk_dropout_fwd(struct gk_ctx *g, float *x, uint8_t *mask, size_t n, float p, uint64_t seed);
@@ -226,7 +230,8 @@ int gk_agg_mean_fwd(struct gk_ctx *g, float *out, const struct gk_block *b, cons
 int gk_agg_mean_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const float *dout, uint32_t dim);
 
 /* deg (n_src) gets the out-degrees, as ops_gcn_norm leaves them. Needs
- * the transpose. */
+ * the transpose, unless b->deg gives the graph's degrees (then deg is not
+ * touched). */
 int gk_gcn_norm(struct gk_ctx *g, float *norm_src, float *norm_dst, uint32_t *deg, const struct gk_block *b);
 int gk_agg_gcn_fwd(struct gk_ctx *g, float *out, const struct gk_block *b, const float *norm_src, const float *norm_dst,
                    const float *h, uint32_t dim);

@@ -54,6 +54,12 @@ static __global__ void k_agg_bwd(float *dh, struct gk_block b, const float *dout
 static __global__ void k_gcn_norm(float *norm_src, float *norm_dst, uint32_t *deg, struct gk_block b)
 {
     for (size_t u = gk_first(); u < (size_t)b.n_src; u += gk_stride()) {
+        if (b.deg) { /* the graph's in-degrees (ops_gcn_norm) */
+            norm_src[u] = elem_gcn_norm(b.deg[u]);
+            if (u < b.n_dst)
+                norm_dst[u] = elem_gcn_norm(b.deg[u]);
+            continue;
+        }
         uint32_t du = b.t_indptr[u + 1] - b.t_indptr[u];
         deg[u] = du;
         norm_src[u] = elem_gcn_norm(du);
@@ -329,7 +335,7 @@ int gk_block_upload(struct gk_ctx *g, struct gk_block *out, void *dev, const str
 {
     uint32_t e = ops_block_edges(b);
     uint32_t *p = (uint32_t *)dev;
-    struct gk_block k = {b->n_dst, b->n_src, e, NULL, NULL, NULL, NULL, NULL};
+    struct gk_block k = {b->n_dst, b->n_src, e, NULL, NULL, NULL, NULL, NULL, NULL}; /* deg: the caller's */
     const uint32_t *from[5] = {b->indptr, b->src, t_indptr, t_dst, t_edge};
     size_t count[5] = {(size_t)b->n_dst + 1, e, (size_t)b->n_src + 1, e, e};
     const uint32_t **to[5] = {&k.indptr, &k.src, &k.t_indptr, &k.t_dst, &k.t_edge};
@@ -378,7 +384,7 @@ int gk_agg_mean_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const
 
 int gk_gcn_norm(struct gk_ctx *g, float *norm_src, float *norm_dst, uint32_t *deg, const struct gk_block *b)
 {
-    int rc = need_transpose(g, b, __func__);
+    int rc = b->deg ? 0 : need_transpose(g, b, __func__);
     return rc ? rc : GK_RUN(g, b->n_src, k_gcn_norm, norm_src, norm_dst, deg, *b);
 }
 

@@ -44,12 +44,12 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 
 /* Bytes of the layout for these counts (n[0 .. L], e[0 .. L-1], each at
  * most BATCH_COUNT_MAX, so no term or sum can overflow). */
-static uint64_t layout_bytes(uint32_t layers, const uint64_t *n, const uint64_t *e)
+static uint64_t layout_bytes(uint32_t layers, const uint64_t *n, const uint64_t *e, bool degrees)
 {
     uint64_t b = HDR_BYTES + a4(n[0]) + a8(n[layers]);
     for (uint32_t k = 0; k < layers; k++)
         b += a4(n[k] + 1) + a4(e[k]);
-    return b + a4(n[layers]);
+    return b + a4(n[layers]) + (degrees ? a4(n[layers]) : 0);
 }
 
 /* "[10, -1, 5]" into buf. */
@@ -116,7 +116,7 @@ int batch_plan(const struct batch_shape *s, struct batch_plan *p, char *err, siz
         p->e_max[k] = e;
         p->n_max[k + 1] = n;
     }
-    dbytes += 12.0 * dn;
+    dbytes += (s->degrees ? 16.0 : 12.0) * dn;
     if (over >= 0) {
         char need[32], deg[64] = "";
         uint64_t shown = dbytes < 1.8e19 ? (uint64_t)dbytes : UINT64_MAX;
@@ -130,7 +130,7 @@ int batch_plan(const struct batch_shape *s, struct batch_plan *p, char *err, siz
                        shown == UINT64_MAX ? "more than " : "", sl_fmt_bytes(shown, need, sizeof need), over,
                        p->e_max[over], p->n_max[over + 1], BATCH_COUNT_MAX);
     }
-    p->max_bytes = layout_bytes(p->layers, p->n_max, p->e_max);
+    p->max_bytes = layout_bytes(p->layers, p->n_max, p->e_max, s->degrees);
     return 0;
 }
 
@@ -197,6 +197,7 @@ int batch_init(struct batch_writer *w, void *slot, size_t size, const struct bat
     w->base = slot;
     w->size = size;
     w->nodes_max = s->nodes;
+    w->degrees = s->degrees;
     struct batch_hdr *h = slot;
     memset(h, 0, sizeof *h);
     h->magic = BATCH_MAGIC;
@@ -373,10 +374,32 @@ int batch_end_block(struct batch_writer *w)
     return 0;
 }
 
+uint32_t *batch_degrees(struct batch_writer *w)
+{
+    if (!w->rc && !w->degrees)
+        fail(w, -EPROTO, "degrees for a batch whose shape has none");
+    if (!w->rc && (w->in_block || w->block != w->plan.layers))
+        fail(w, -EPROTO, "degrees after %" PRIu32 " of %" PRIu32 " blocks", w->block, w->plan.layers);
+    if (!w->rc && w->h->deg_off)
+        fail(w, -EPROTO, "degrees placed twice");
+    if (!w->rc && w->cursor + 2 * a4(w->nn) > SL_MIN(w->size, w->plan.max_bytes))
+        fail(w, -EIO, "%" PRIu64 " bytes exceed the plan's %" PRIu64 " (internal error)", w->cursor + 2 * a4(w->nn),
+             w->plan.max_bytes);
+    if (w->rc)
+        return NULL;
+    w->h->deg_off = w->cursor;
+    uint32_t *d = (uint32_t *)(void *)(w->base + w->cursor);
+    memset(d, 0, (size_t)w->nn * 4);
+    w->cursor += a4(w->nn);
+    return d;
+}
+
 int batch_finish(struct batch_writer *w, char *err, size_t errlen)
 {
     if (!w->rc && (w->in_block || w->block != w->plan.layers))
         fail(w, -EPROTO, "finished after %" PRIu32 " of %" PRIu32 " blocks", w->block, w->plan.layers);
+    if (!w->rc && w->degrees && !w->h->deg_off)
+        fail(w, -EPROTO, "finished without the degrees its shape asks for (batch_degrees)");
     if (!w->rc && w->cursor + a4(w->nn) > SL_MIN(w->size, w->plan.max_bytes))
         fail(w, -EIO, "%" PRIu64 " bytes exceed the plan's %" PRIu64 " (internal error)", w->cursor + a4(w->nn),
              w->plan.max_bytes);
@@ -484,11 +507,13 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
                              k + 1, h->n[k + 1], h->n[k], h->e[k], k);
     if (h->bytes < HDR_BYTES || h->bytes > size)
         return view_fail(err, errlen, h, "%" PRIu64 " bytes in use in a slot of %zu", h->bytes, size);
-    struct span sp[3 + 2 * MODEL_LAYERS_MAX];
+    struct span sp[4 + 2 * MODEL_LAYERS_MAX];
     int ns = 0;
     sp[ns++] = (struct span){"labels", -1, h->labels_off, 4ull * h->targets};
     sp[ns++] = (struct span){"nodes", -1, h->nodes_off, 8ull * h->n[L]};
     sp[ns++] = (struct span){"alias", -1, h->alias_off, 4ull * h->n[L]};
+    if (h->deg_off)
+        sp[ns++] = (struct span){"deg", -1, h->deg_off, 4ull * h->n[L]};
     for (uint32_t k = 0; k < L; k++) {
         sp[ns++] = (struct span){"indptr of block", (int)k, h->indptr_off[k], 4ull * ((uint64_t)h->n[k] + 1)};
         sp[ns++] = (struct span){"src of block", (int)k, h->src_off[k], 4ull * h->e[k]};
@@ -500,6 +525,7 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
     v->labels = (const int32_t *)(base + h->labels_off);
     v->nodes = (const uint64_t *)(base + h->nodes_off);
     v->alias = (uint32_t *)(base + h->alias_off);
+    v->deg = h->deg_off ? (const uint32_t *)(base + h->deg_off) : NULL;
     v->flags = &((struct batch_hdr *)slot)->flags;
     for (uint32_t k = 0; k < L; k++) {
         v->indptr[k] = (const uint32_t *)(base + h->indptr_off[k]);

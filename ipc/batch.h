@@ -31,6 +31,10 @@
  *       indptr_off[k] uint32_t indptr[n[k]+1] CSC over destinations: the
  *                                             sources of destination d are
  *       src_off[k]    uint32_t src[e[k]]      src[indptr[d] .. indptr[d+1])
+ *     deg_off      uint32_t deg[n[L]]         only when the shape asks for
+ *                                             degrees (deg_off 0 otherwise):
+ *                                             each node's in-degree in the
+ *                                             graph (saturated at 2^32 - 1)
  *     alias_off    uint32_t alias[n[L]]       feature-buffer slot per node
  *     bytes        end of the used part (<= the slot size)
  *
@@ -40,8 +44,9 @@
  * targets, then per block batch_begin_block, for each destination in local
  * id order its sources (batch_add_edge, or batch_reserve_edges and fill)
  * and batch_end_dst, new sources with batch_add_node (or
- * batch_reserve_nodes) as they are met, batch_end_block; finally
- * batch_finish, which places alias[] (filled with BATCH_NO_ALIAS), sets
+ * batch_reserve_nodes) as they are met, batch_end_block; then, when the
+ * shape has `degrees`, batch_degrees and the degree of every node into
+ * it; finally batch_finish, which places alias[] (filled with BATCH_NO_ALIAS), sets
  * `bytes` and the BATCH_SEALED flag. Only then does the sampler push the
  * slot index down the extract queue. The extractor writes alias[] (and
  * nothing else) and sets BATCH_ALIASED before pushing to the train queue;
@@ -83,7 +88,7 @@
 #include "core/config.h" /* MODEL_LAYERS_MAX: blocks per batch */
 
 #define BATCH_MAGIC 0x31544142434c53ull /* "SLCBAT1\0" little endian */
-#define BATCH_VERSION 1u
+#define BATCH_VERSION 2u
 #define BATCH_UNKNOWN UINT64_MAX   /* batch_shape.edges / max_in_degree not known */
 #define BATCH_NO_ALIAS UINT32_MAX  /* alias[] before the extractor fills it */
 #define BATCH_COUNT_MAX UINT32_MAX /* most nodes or edges a batch or block may hold */
@@ -120,8 +125,9 @@ struct batch_hdr {
     uint64_t labels_off, nodes_off, alias_off;
     uint64_t indptr_off[MODEL_LAYERS_MAX];
     uint64_t src_off[MODEL_LAYERS_MAX];
+    uint64_t deg_off; /* 0: no degrees */
 };
-_Static_assert(sizeof(struct batch_hdr) == 272 && sizeof(struct batch_hdr) % 8 == 0, "batch header is 272 bytes");
+_Static_assert(sizeof(struct batch_hdr) == 280 && sizeof(struct batch_hdr) % 8 == 0, "batch header is 280 bytes");
 
 /* What bounds a batch: the run's configuration and the graph. */
 struct batch_shape {
@@ -131,6 +137,7 @@ struct batch_shape {
     uint64_t nodes;                    /* N, >= 1 */
     uint64_t edges;                    /* E, or BATCH_UNKNOWN */
     uint64_t max_in_degree;            /* D, or BATCH_UNKNOWN (needed when a fanout is -1) */
+    bool degrees;                      /* batches carry every node's in-degree in the graph (GCN's graph norm) */
 };
 
 /* Bounds for every count of a shape, and the bytes they need. */
@@ -194,6 +201,7 @@ struct batch_writer {
     uint32_t ne;        /* edges in the current block */
     uint64_t dst_edges; /* edges of the current destination */
     uint32_t checked;   /* nodes already checked against N */
+    bool degrees;       /* the shape asks for deg[] */
     int rc;             /* first error, or 0 */
     char err[256];      /* its message */
 };
@@ -240,6 +248,12 @@ int batch_end_dst(struct batch_writer *w);
  * checks the sources and nodes written through the reserve calls. */
 int batch_end_block(struct batch_writer *w);
 
+/* After the last block, before batch_finish, for a shape with degrees:
+ * places deg[] and returns it for the caller to fill (one entry per node
+ * so far, local id order), or NULL on error (sticky; -EPROTO when the
+ * shape has no degrees, before the last block or twice). */
+uint32_t *batch_degrees(struct batch_writer *w);
+
 /* After the last block: places alias[] (every entry BATCH_NO_ALIAS), sets
  * bytes and BATCH_SEALED. Returns 0 or the first error of the batch
  * (message in err). The slot may then go down the extract queue. */
@@ -260,6 +274,7 @@ struct batch_view {
     uint32_t *flags;                          /* the slot's header flags (the extractor sets BATCH_ALIASED) */
     const uint32_t *indptr[MODEL_LAYERS_MAX]; /* block k: (n[k] + 1) */
     const uint32_t *src[MODEL_LAYERS_MAX];    /* block k: (e[k]) local ids < n[k+1] */
+    const uint32_t *deg;                      /* (n[L]) in-degrees in the graph, or NULL when not carried */
 };
 
 /* Checks the batch in slot[0 .. size) (see Trust above) and fills *v.

@@ -171,6 +171,7 @@ int run_arena_plan(const struct config *c, const struct dataset_meta *m, struct 
     s->nodes = m->nodes;
     s->edges = m->edges;
     s->max_in_degree = BATCH_UNKNOWN;
+    s->degrees = c->model.kind == MODEL_GCN && c->model.gcn_norm == GCN_NORM_GRAPH;
     bool all = false;
     for (int64_t k = 0; k < c->model.n_fanouts && k < MODEL_LAYERS_MAX; k++) {
         s->fanouts[k] = c->model.fanouts[k];

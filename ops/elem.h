@@ -207,6 +207,20 @@ ELEM_FN float elem_relu_bwd(float dx, float y)
     return y > 0.0f ? dx : 0.0f;
 }
 
+/* ELU (alpha = 1): x for x > 0, else exp(x) - 1 (elem_expf, so both
+ * sides agree); NaN passes through. */
+ELEM_FN float elem_elu(float x)
+{
+    return x > 0.0f ? x : x <= 0.0f ? elem_expf(x) - 1.0f : x;
+}
+
+/* The gradient dx where the forward gave y: dx for y > 0, else dx (y + 1)
+ * (= dx exp(x), as torch's elu_backward from the result). */
+ELEM_FN float elem_elu_bwd(float dx, float y)
+{
+    return y > 0.0f ? dx : dx * (y + 1.0f);
+}
+
 ELEM_FN float elem_leaky(float x, float slope)
 {
     return x < 0.0f ? slope * x : x;

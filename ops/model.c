@@ -34,8 +34,10 @@
 #include "core/util.h"
 #include "ops/ops.h"
 
-/* Mixed into the dropout seed for the input's mask (model.input_dropout). */
+/* Mixed into the dropout seed for the input's mask (model.input_dropout)
+ * and for the attention coefficients' (model.attention_dropout). */
 #define INPUT_DROPOUT_SALT 0x1a9b7c3e5d2f4860ull
+#define ATTENTION_DROPOUT_SALT 0x6c2e91f0a7b35d14ull
 
 /* A scratch buffer in the table's memory that only grows (64-byte
  * aligned, contents not kept across growth). */
@@ -94,6 +96,8 @@ struct layer {
     struct ops_block ob;    /* model_forward: the caller's ops_block, which blk.impl points at */
     const float *hin;       /* (blk.n_src, in) */
     bool dropped;           /* dropout applied (mask valid) */
+    bool att_dropped;       /* gat: attention dropout applied (ad, asd, amask valid) */
+    uint64_t att_seed;      /* gat: its mask seeds come from this stream */
     struct buf act;         /* (n_dst, out) output after ReLU and dropout; not in the last layer */
     struct buf mask;        /* (n_dst * out) dropout mask */
     struct buf agg;         /* sage, gcn: (n_dst, in) aggregated input */
@@ -101,6 +105,9 @@ struct layer {
     struct buf z;           /* gat: (n_src, heads * hd) projected input */
     struct buf el, er;      /* gat: (n_src, heads), (n_dst, heads) node scores */
     struct buf ae, as;      /* gat: (edges, heads), (n_dst, heads) attention weights */
+    struct buf ad, asd;     /* gat with attention dropout: ae, as after it */
+    struct buf amask;       /* their masks: (edges * heads) then (n_dst * heads) */
+    struct buf pre;         /* elu with dropout: (n_dst, out) the activation before dropout */
 };
 
 struct model {
@@ -158,6 +165,11 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     if (c->kind == MODEL_GAT) {
         if (c->heads < 1)
             return sl_errf(err, errlen, -EINVAL, "model.heads is 0: gat needs at least one attention head");
+        if (c->out_heads > 64)
+            return sl_errf(err, errlen, -EINVAL, "model.out_heads = %u: at most 64 (0: model.heads)", c->out_heads);
+        if (!(c->attention_dropout >= 0.0f && c->attention_dropout <= 0.95f))
+            return sl_errf(err, errlen, -EINVAL, "model.attention_dropout = %g: must be 0 .. 0.95",
+                           (double)c->attention_dropout);
         if (c->layers > 1 && c->hidden % c->heads)
             return sl_errf(err, errlen, -EINVAL,
                            "model.hidden = %u is not a multiple of model.heads = %u: gat splits the hidden size "
@@ -166,6 +178,8 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     }
     if (!(c->dropout >= 0.0f && c->dropout <= 0.95f))
         return sl_errf(err, errlen, -EINVAL, "model.dropout = %g: must be 0 .. 0.95", (double)c->dropout);
+    if (c->activation != MODEL_ACT_RELU && c->activation != MODEL_ACT_ELU)
+        return sl_errf(err, errlen, -EINVAL, "model.activation: unknown (%d): relu or elu", (int)c->activation);
     if (!(c->input_dropout >= 0.0f && c->input_dropout <= 0.95f))
         return sl_errf(err, errlen, -EINVAL, "model.input_dropout = %g: must be 0 .. 0.95",
                        (double)c->input_dropout);
@@ -201,7 +215,7 @@ static void layer_layout(struct layer *l, struct layout *lo, const struct model_
     l->first = lo->floats;
     l->in = i == 0 ? c->in_dim : c->hidden;
     l->out = l->last ? c->classes : c->hidden;
-    l->heads = c->kind == MODEL_GAT ? c->heads : 1;
+    l->heads = c->kind != MODEL_GAT ? 1 : l->last && c->out_heads ? c->out_heads : c->heads;
     l->hd = l->last ? l->out : l->out / l->heads;
     l->w = l->w2 = l->a_src = l->a_dst = l->b = SIZE_MAX;
     switch (c->kind) {
@@ -242,7 +256,8 @@ int model_layout(const struct model_config *c, struct model_tensor *t, uint32_t 
  * (test_model checks they agree): sage 2 (out x in) + out; gcn and mlp
  * (out x in) + out; gat (w x in) + 2 w (the attention vectors, heads x
  * hd) + w (bias), w = heads hd = out in a hidden layer (the heads split
- * it) and heads x classes in the last (each head has all classes). out =
+ * it) and H x classes in the last (each head has all classes; H =
+ * out_heads, or heads when that is 0). out =
  * hidden (classes in the last layer), in = in_dim (hidden after the
  * first). */
 size_t model_param_count(const struct model_config *c)
@@ -262,7 +277,7 @@ size_t model_param_count(const struct model_config *c)
             n += out * in + out;
             break;
         case MODEL_GAT: {
-            size_t w = last ? (size_t)c->heads * out : out;
+            size_t w = last ? (size_t)(c->out_heads ? c->out_heads : c->heads) * out : out;
             n += w * in + 2 * w + w;
             break;
         }
@@ -355,7 +370,8 @@ void model_destroy(struct model *m)
         return;
     for (uint32_t i = 0; i < MODEL_LAYERS_MAX; i++) {
         struct layer *l = &m->l[i];
-        struct buf *bs[] = {&l->act, &l->mask, &l->agg, &l->nsrc, &l->ndst, &l->z, &l->el, &l->er, &l->ae, &l->as};
+        struct buf *bs[] = {&l->act, &l->mask, &l->agg, &l->nsrc, &l->ndst, &l->z,     &l->el,
+                            &l->er,  &l->ae,   &l->as,  &l->ad,   &l->asd,  &l->amask, &l->pre};
         for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
             buf_free(m->ops, m->ctx, bs[k]);
     }
@@ -407,6 +423,8 @@ static int layer_buffers(struct model *m, struct layer *l, bool train)
         TRY(buf_need(&l->act, FLOATS(nd, l->out)));
         if (train && m->c.dropout > 0.0f)
             TRY(buf_need(&l->mask, (size_t)nd * l->out));
+        if (train && m->c.dropout > 0.0f && m->c.activation == MODEL_ACT_ELU)
+            TRY(buf_need(&l->pre, FLOATS(nd, l->out)));
     }
     switch (m->c.kind) {
     case MODEL_SAGE:
@@ -424,6 +442,11 @@ static int layer_buffers(struct model *m, struct layer *l, bool train)
         TRY(buf_need(&l->er, FLOATS(nd, l->heads)));
         TRY(buf_need(&l->ae, FLOATS(e, l->heads)));
         TRY(buf_need(&l->as, FLOATS(nd, l->heads)));
+        if (train && m->c.attention_dropout > 0.0f) {
+            TRY(buf_need(&l->ad, FLOATS(e, l->heads)));
+            TRY(buf_need(&l->asd, FLOATS(nd, l->heads)));
+            TRY(buf_need(&l->amask, (e + nd) * l->heads + 1));
+        }
         if (l->last)
             TRY(buf_need(&m->heads, FLOATS(nd, (size_t)l->heads * l->hd)));
         break;
@@ -457,8 +480,20 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
         TRY(OP(m, gat_score_fwd, F(l->er), F(l->z), P + l->a_dst, nd, H, l->hd));
         TRY(OP(m, gat_edge_fwd, F(l->ae), F(l->as), b, F(l->el), F(l->er), H, OPS_GAT_SLOPE));
         TRY(OP(m, edge_softmax_fwd, F(l->ae), F(l->as), b, H));
+        const float *ae = F(l->ae), *as = F(l->as);
+        if (l->att_dropped) { /* on copies: the softmax's backward needs the coefficients themselves */
+            size_t ne = b->n_edges * H, ns = (size_t)nd * H;
+            uint64_t st = l->att_seed, se = sl_splitmix64(&st), ss = sl_splitmix64(&st);
+            uint8_t *mk = l->amask.p;
+            TRY(OP(m, copy, F(l->ad), ae, ne));
+            TRY(OP(m, copy, F(l->asd), as, ns));
+            TRY(OP(m, dropout_fwd, F(l->ad), mk, ne, m->c.attention_dropout, se));
+            TRY(OP(m, dropout_fwd, F(l->asd), mk + ne, ns, m->c.attention_dropout, ss));
+            ae = F(l->ad);
+            as = F(l->asd);
+        }
         float *cat = l->last ? F(m->heads) : out;
-        TRY(OP(m, gat_sum_fwd, cat, b, F(l->ae), F(l->as), F(l->z), H, l->hd));
+        TRY(OP(m, gat_sum_fwd, cat, b, ae, as, F(l->z), H, l->hd));
         TRY(OP(m, bias_fwd, cat, P + l->b, nd, w));
         if (l->last)
             TRY(OP(m, head_mean_fwd, out, cat, nd, H, l->hd));
@@ -492,9 +527,12 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
                            m->ops->name, m->ops->error(m->ctx));
         hin = F(m->xin);
     }
+    uint64_t ast = dropout_seed ^ ATTENTION_DROPOUT_SALT; /* layer i's attention masks: output i */
     for (uint32_t i = 0; i < L; i++) {
         struct layer *l = &m->l[i];
         l->hin = hin;
+        l->att_seed = sl_splitmix64(&ast);
+        l->att_dropped = train && m->c.kind == MODEL_GAT && m->c.attention_dropout > 0.0f;
         if ((rc = layer_buffers(m, l, train)) != 0)
             return sl_errf(err, errlen, rc, "cannot allocate layer %u's activations (%u x %u rows, %s operators): %s",
                            i, l->blk.n_src, l->in, m->ops->name, m->ops->error(m->ctx));
@@ -506,9 +544,13 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
         l->dropped = false;
         if (!l->last) {
             size_t n = (size_t)l->blk.n_dst * l->out;
-            rc = OP(m, relu_fwd, out, n);
+            bool elu = m->c.activation == MODEL_ACT_ELU;
+            rc = elu ? OP(m, elu_fwd, out, n) : OP(m, relu_fwd, out, n);
             if (!rc && train && m->c.dropout > 0.0f) {
-                rc = OP(m, dropout_fwd, out, l->mask.p, n, m->c.dropout, seed);
+                if (elu) /* its backward needs the activation before dropout scales it */
+                    rc = OP(m, copy, F(l->pre), out, n);
+                if (!rc)
+                    rc = OP(m, dropout_fwd, out, l->mask.p, n, m->c.dropout, seed);
                 l->dropped = true;
             }
             if (rc)
@@ -670,7 +712,14 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
         TRY(OP(m, bias_bwd, G + l->b, dcat, nd, w));
         float *dz = F(m->tmp);
         TRY(OP(m, zero, dz, COUNT(ns, w)));
-        TRY(OP(m, gat_sum_bwd, dz, F(m->gae), F(m->gas), b, F(l->ae), F(l->as), F(l->z), dcat, H, l->hd));
+        if (l->att_dropped) { /* the sum used the dropped coefficients; their gradient goes back through the masks */
+            const uint8_t *mk = l->amask.p;
+            TRY(OP(m, gat_sum_bwd, dz, F(m->gae), F(m->gas), b, F(l->ad), F(l->asd), F(l->z), dcat, H, l->hd));
+            TRY(OP(m, dropout_bwd, F(m->gae), mk, e * H, m->c.attention_dropout));
+            TRY(OP(m, dropout_bwd, F(m->gas), mk + e * H, (size_t)nd * H, m->c.attention_dropout));
+        } else {
+            TRY(OP(m, gat_sum_bwd, dz, F(m->gae), F(m->gas), b, F(l->ae), F(l->as), F(l->z), dcat, H, l->hd));
+        }
         TRY(OP(m, edge_softmax_bwd, F(m->gae), F(m->gas), F(l->ae), F(l->as), b, H));
         TRY(OP(m, zero, F(m->gel), COUNT(ns, H)));
         TRY(OP(m, zero, F(m->ger), COUNT(nd, H)));
@@ -723,7 +772,11 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
         if (!l->last) {
             if (l->dropped && (rc = OP(m, dropout_bwd, dout, l->mask.p, n, m->c.dropout)) != 0)
                 goto fail;
-            if ((rc = OP(m, relu_bwd, dout, F(l->act), n)) != 0)
+            if (m->c.activation == MODEL_ACT_ELU)
+                rc = OP(m, elu_bwd, dout, l->dropped ? F(l->pre) : F(l->act), n);
+            else
+                rc = OP(m, relu_bwd, dout, F(l->act), n);
+            if (rc)
                 goto fail;
         }
         float *dx = NULL;

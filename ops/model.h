@@ -81,8 +81,11 @@ struct model_config {
     uint32_t hidden;  /* hidden size (a multiple of heads for gat) */
     uint32_t classes; /* output size */
     uint32_t heads;   /* gat only */
+    uint32_t out_heads; /* gat: heads of the last layer, averaged (0: heads) */
     float dropout;    /* 0 .. 0.95, on hidden activations */
     float input_dropout; /* 0 .. 0.95, on the input rows before layer 0 */
+    float attention_dropout; /* gat: 0 .. 0.95, on the attention coefficients */
+    enum model_activation activation; /* after every layer but the last */
     uint64_t seed;    /* initialisation */
 };
 

@@ -112,6 +112,20 @@ static int cpu_relu_fwd(void *ctx, float *x, size_t n)
     return 0;
 }
 
+static int cpu_elu_fwd(void *ctx, float *x, size_t n)
+{
+    (void)ctx;
+    ops_elu_fwd(x, n);
+    return 0;
+}
+
+static int cpu_elu_bwd(void *ctx, float *dx, const float *y, size_t n)
+{
+    (void)ctx;
+    ops_elu_bwd(dx, y, n);
+    return 0;
+}
+
 static int cpu_relu_bwd(void *ctx, float *dx, const float *y, size_t n)
 {
     (void)ctx;
@@ -291,6 +305,8 @@ const struct model_ops model_ops_cpu = {
     .bias_bwd = cpu_bias_bwd,
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
+    .elu_fwd = cpu_elu_fwd,
+    .elu_bwd = cpu_elu_bwd,
     .dropout_fwd = cpu_dropout_fwd,
     .dropout_bwd = cpu_dropout_bwd,
     .agg_mean_fwd = cpu_agg_mean_fwd,

@@ -77,6 +77,8 @@ struct model_ops {
     int (*bias_bwd)(void *ctx, float *db, const float *dy, uint32_t n, uint32_t dim);
     int (*relu_fwd)(void *ctx, float *x, size_t n);
     int (*relu_bwd)(void *ctx, float *dx, const float *y, size_t n);
+    int (*elu_fwd)(void *ctx, float *x, size_t n);
+    int (*elu_bwd)(void *ctx, float *dx, const float *y, size_t n);
     int (*dropout_fwd)(void *ctx, float *x, uint8_t *mask, size_t n, float p, uint64_t seed);
     int (*dropout_bwd)(void *ctx, float *dx, const uint8_t *mask, size_t n, float p);
     int (*agg_mean_fwd)(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim);

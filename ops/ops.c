@@ -289,6 +289,18 @@ void ops_relu_fwd(float *x, size_t n)
         x[i] = elem_relu(x[i]); /* NaN passes through */
 }
 
+void ops_elu_fwd(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = elem_elu(x[i]);
+}
+
+void ops_elu_bwd(float *restrict dx, const float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = elem_elu_bwd(dx[i], y[i]);
+}
+
 void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -385,6 +397,13 @@ void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float
 
 void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg, const struct ops_block *b)
 {
+    if (b->deg) {
+        for (uint32_t u = 0; u < b->n_src; u++)
+            norm_src[u] = elem_gcn_norm(b->deg[u]);
+        for (uint32_t v = 0; v < b->n_dst; v++)
+            norm_dst[v] = elem_gcn_norm(b->deg[v]);
+        return;
+    }
     memset(deg, 0, (size_t)b->n_src * sizeof *deg);
     uint32_t e = ops_block_edges(b);
     for (uint32_t j = 0; j < e; j++)

@@ -57,6 +57,7 @@ struct ops_block {
     uint32_t n_dst, n_src;  /* n_dst <= n_src */
     const uint32_t *indptr; /* (n_dst + 1), indptr[0] = 0 */
     const uint32_t *src;    /* (indptr[n_dst]) local source ids < n_src */
+    const uint32_t *deg;    /* (n_src) in-degrees in the graph (destinations first), or NULL: the block's */
 };
 
 static inline uint32_t ops_block_edges(const struct ops_block *b)
@@ -118,6 +119,10 @@ void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint
 void ops_relu_fwd(float *x, size_t n);
 /* dx = 0 where the forward's output y <= 0, in place. */
 void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n);
+/* x = ELU(x) (alpha 1: exp(x) - 1 below 0) in place. */
+void ops_elu_fwd(float *x, size_t n);
+/* dx *= (y > 0 ? 1 : y + 1), y the forward's output, in place. */
+void ops_elu_bwd(float *restrict dx, const float *restrict y, size_t n);
 
 /* Inverted dropout in place: element i is kept with probability 1 - p and
  * scaled by 1 / (1 - p), else multiplied by 0; mask[i] = 1 if kept. The mask comes
@@ -157,7 +162,10 @@ void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float
 /* GCN's symmetric normalisation with self loops: norm_dst (n_dst)[v] =
  * 1 / sqrt(1 + in-degree of v), norm_src (n_src)[u] = 1 / sqrt(1 +
  * out-degree of u), degrees counted in the block (an edge listed twice
- * counts twice). deg (n_src) is scratch. */
+ * counts twice); deg (n_src) is scratch. With b->deg (the graph's
+ * in-degrees, as PyG's gcn_norm on the whole graph), norm_src[u] = 1 /
+ * sqrt(1 + deg[u]) and norm_dst[v] = 1 / sqrt(1 + deg[v]) instead, and
+ * deg is not touched. */
 void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg,
                   const struct ops_block *b);
 /* out (n_dst, dim)[v] = norm_dst[v] * (norm_src[v] h[v] + sum over v's

@@ -409,6 +409,11 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         }
         batch_end_block(&w);
     }
+    uint32_t *deg = s->shape.degrees ? batch_degrees(&w) : NULL;
+    for (uint32_t i = 0; deg && i < w.nn; i++) { /* GCN's graph norm: in-degrees in the graph */
+        uint64_t g = w.nodes[i], d = t->indptr[g + 1] - t->indptr[g];
+        deg[i] = d < UINT32_MAX ? (uint32_t)d : UINT32_MAX;
+    }
     rc = batch_finish(&w, err, errlen);
     if (rc == 0 && edges)
         *edges = total;

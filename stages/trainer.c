@@ -10,8 +10,11 @@ void trainer_model_config(const struct config *c, const struct dataset_meta *m, 
         .hidden = (uint32_t)c->model.hidden,
         .classes = m->classes,
         .heads = (uint32_t)c->model.heads,
+        .out_heads = (uint32_t)c->model.out_heads,
         .dropout = (float)c->model.dropout,
         .input_dropout = (float)c->model.input_dropout,
+        .attention_dropout = (float)c->model.attention_dropout,
+        .activation = c->model.activation,
         .seed = (uint64_t)c->train.seed,
     };
 }

@@ -174,7 +174,8 @@ static inline uint32_t trainer_batch_blocks(const struct batch_view *v, struct o
         out[i] = (struct ops_block){.n_dst = batch_block_dst(v, k),
                                     .n_src = batch_block_src(v, k),
                                     .indptr = v->indptr[k],
-                                    .src = v->src[k]};
+                                    .src = v->src[k],
+                                    .deg = v->deg};
     }
     return L;
 }

@@ -306,12 +306,13 @@ fail:
     return rc;
 }
 
-/* Words of the upload of batch v: aliases (nodes), labels (targets), then
+/* Words of the upload of batch v: aliases (nodes), labels (targets), the
+ * graph degrees (nodes; only when the batch has them), then
  * per layer the block's indptr (n_dst + 1), src (e), and its transpose
  * t_indptr (n_src + 1), t_dst (e), t_edge (e). */
 static size_t upload_words(const struct batch_view *v, const struct ops_block *ob, uint32_t nblocks)
 {
-    size_t w = (size_t)batch_nodes(v) + batch_targets(v);
+    size_t w = (size_t)batch_nodes(v) + batch_targets(v) + (v->deg && nblocks ? batch_nodes(v) : 0);
     for (uint32_t i = 0; i < nblocks; i++)
         w += (size_t)ob[i].n_dst + 1 + (size_t)ob[i].n_src + 1 + 3 * (size_t)ops_block_edges(&ob[i]);
     return w;
@@ -342,6 +343,12 @@ static int upload_batch(struct trainer_backend *b, const struct batch_view *v, c
     off_labels = at;
     memcpy(p + at, v->labels, (size_t)B * sizeof *p);
     at += B;
+    size_t off_deg = at;
+    bool deg = v->deg && nblocks;
+    if (deg) { /* every block's sources are a prefix of the batch's nodes */
+        memcpy(p + at, v->deg, (size_t)n * sizeof *p);
+        at += n;
+    }
     size_t off[MODEL_LAYERS_MAX][5];
     for (uint32_t i = 0; i < nblocks; i++) {
         const struct ops_block *k = &ob[i];
@@ -379,7 +386,8 @@ static int upload_batch(struct trainer_backend *b, const struct batch_view *v, c
                                      .src = dev + off[i][1],
                                      .t_indptr = dev + off[i][2],
                                      .t_dst = dev + off[i][3],
-                                     .t_edge = dev + off[i][4]};
+                                     .t_edge = dev + off[i][4],
+                                     .deg = deg ? dev + off_deg : NULL};
         b->mb[i] = (struct model_block){
             .n_dst = b->gb[i].n_dst, .n_src = b->gb[i].n_src, .n_edges = b->gb[i].n_edges, .impl = &b->gb[i]};
     }

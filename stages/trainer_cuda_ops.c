@@ -97,6 +97,16 @@ static int dev_relu_fwd(void *ctx, float *x, size_t n)
     return gk_relu_fwd(G(ctx), x, n);
 }
 
+static int dev_elu_fwd(void *ctx, float *x, size_t n)
+{
+    return gk_elu_fwd(G(ctx), x, n);
+}
+
+static int dev_elu_bwd(void *ctx, float *dx, const float *y, size_t n)
+{
+    return gk_elu_bwd(G(ctx), dx, y, n);
+}
+
 static int dev_relu_bwd(void *ctx, float *dx, const float *y, size_t n)
 {
     return gk_relu_bwd(G(ctx), dx, y, n);
@@ -232,6 +242,8 @@ const struct model_ops trainer_cuda_model_ops = {
     .bias_bwd = dev_bias_bwd,
     .relu_fwd = dev_relu_fwd,
     .relu_bwd = dev_relu_bwd,
+    .elu_fwd = dev_elu_fwd,
+    .elu_bwd = dev_elu_bwd,
     .dropout_fwd = dev_dropout_fwd,
     .dropout_bwd = dev_dropout_bwd,
     .agg_mean_fwd = dev_agg_mean_fwd,

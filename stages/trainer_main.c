@@ -342,6 +342,9 @@ static void handle(struct trainer *t, const struct run_desc *d)
     stage_view(st, d, 0, &v);
     if (!(*v.flags & BATCH_ALIASED))
         stage_fail(st, "batch %" PRIu64 " reached the trainer without feature-buffer slots", d->batch);
+    if (st->cfg.model.kind == MODEL_GCN && st->cfg.model.gcn_norm == GCN_NORM_GRAPH && !v.deg)
+        stage_fail(st, "batch %" PRIu64 " has no graph degrees, which model.gcn_norm = \"graph\" needs (a sampler "
+                   "from another build?)", d->batch);
     if (d->batch >= schedule_len(&t->sched))
         stage_fail(st, "batch %" PRIu64 " is past the end of this rank's stream (%" PRIu64 " batches)", d->batch,
                    schedule_len(&t->sched));

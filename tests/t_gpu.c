@@ -380,6 +380,19 @@ void t_gpu_act(void **state)
         same_f32("relu_bwd", dx, dDX, n);
         free(x), free(dx);
         dev_release();
+        set_case("elu n %zu", n);
+        x = hrand(n), dx = hrand(n);
+        if (n > 4)
+            x[1] = -0.0f, x[2] = 0.0f, x[3] = NAN, x[4] = -100.0f;
+        dX = dev_of(x, n * 4), dDX = dev_of(dx, n * 4);
+        ops_elu_fwd(x, n);
+        T_OK(gk_elu_fwd(&g_gk, dX, n));
+        same_f32("elu_fwd", x, dX, n);
+        ops_elu_bwd(dx, x, n);
+        T_OK(gk_elu_bwd(&g_gk, dDX, dX, n));
+        same_f32("elu_bwd", dx, dDX, n);
+        free(x), free(dx);
+        dev_release();
         for (size_t pi = 0; pi < SL_ARRAY_LEN(ps); pi++) {
             float p = ps[pi];
             uint64_t seed = sl_splitmix64(&g_rng);
@@ -500,6 +513,26 @@ void t_gpu_gcn(void **state)
             same_f32("gcn_norm src", nsrc, dNS, ns);
             same_f32("gcn_norm dst", ndst, dND, nd);
             same_bytes("gcn_norm degrees", deg, dDeg, (size_t)ns * 4);
+            { /* with the graph's degrees (model.gcn_norm = "graph"): no transpose needed */
+                uint32_t *gd = hmem((size_t)ns * 4);
+                for (size_t u = 0; u < ns; u++)
+                    gd[u] = (uint32_t)irand(1000) + (u % 7 == 0 ? UINT32_MAX - 1000 : 0);
+                struct ops_block hb = t.b;
+                struct gk_block db = t.d_fwd;
+                hb.deg = gd;
+                db.deg = dev_of(gd, (size_t)ns * 4);
+                float *gs = hmem((size_t)ns * 4), *gn = hmem((size_t)nd * 4);
+                ops_gcn_norm(gs, gn, deg, &hb);
+                T_OK(gk_gcn_norm(&g_gk, dNS, dND, dDeg, &db));
+                same_f32("gcn_norm src (graph degrees)", gs, dNS, ns);
+                same_f32("gcn_norm dst (graph degrees)", gn, dND, nd);
+                for (size_t u = 0; u < ns; u++)
+                    if (gs[u] != (float)(1.0 / sqrt(1.0 + (double)gd[u])) || (u < nd && gn[u] != gs[u]))
+                        fail_msg("gcn_norm with graph degrees: node %zu (degree %u): %g / %g", u, gd[u],
+                                 (double)gs[u], u < nd ? (double)gn[u] : 0.0);
+                T_OK(gk_gcn_norm(&g_gk, dNS, dND, dDeg, &t.d)); /* back to the block's, for the checks below */
+                free(gd), free(gs), free(gn);
+            }
             float *h = hrand((size_t)ns * dim), *out = hrand((size_t)nd * dim);
             float *dout = hrand((size_t)nd * dim), *dh = hrand((size_t)ns * dim);
             float *dH = dev_of(h, (size_t)ns * dim * 4), *dO = dev_of(out, (size_t)nd * dim * 4);

@@ -26,7 +26,7 @@ int t_gpu_teardown(void **state);
 void t_gpu_plain(void **state);     /* zero, copy, scale */
 void t_gpu_gemm(void **state);      /* gemm (4 transposes, strides, beta 0 over NaN, k = 0), linear_* */
 void t_gpu_bias(void **state);      /* bias fwd/bwd */
-void t_gpu_act(void **state);       /* relu fwd/bwd, dropout fwd/bwd and mask */
+void t_gpu_act(void **state);       /* relu and elu fwd/bwd, dropout fwd/bwd and mask */
 void t_gpu_rows(void **state);      /* gather f16/f32 by alias with a stride, f16 to f32 over all halves */
 void t_gpu_agg(void **state);       /* sum and mean fwd/bwd */
 void t_gpu_gcn(void **state);       /* norm (and degrees), fwd, bwd */

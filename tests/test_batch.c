@@ -41,21 +41,21 @@ static void test_max_bytes_by_hand(void **state)
         uint64_t want_n[4], want_e[3];
         size_t bytes;
     } cases[] = {
-        /* B=2, [2,2]: n = 2, 2+2*2 = 6, 6+6*2 = 18; bytes = header 272 + labels 8 +
+        /* B=2, [2,2]: n = 2, 2+2*2 = 6, 6+6*2 = 18; bytes = header 280 + labels 8 +
          * nodes 144 + indptr0 16 + src0 16 + indptr1 32 + src1 48 + alias 72 */
-        {2, 2, {2, 2}, 1000000, BATCH_UNKNOWN, BATCH_UNKNOWN, {2, 6, 18}, {4, 12}, 608},
+        {2, 2, {2, 2}, 1000000, BATCH_UNKNOWN, BATCH_UNKNOWN, {2, 6, 18}, {4, 12}, 616},
         /* N = 10 caps hop 2 (nodes 80, alias 40) */
-        {2, 2, {2, 2}, 10, BATCH_UNKNOWN, BATCH_UNKNOWN, {2, 6, 10}, {4, 12}, 512},
+        {2, 2, {2, 2}, 10, BATCH_UNKNOWN, BATCH_UNKNOWN, {2, 6, 10}, {4, 12}, 520},
         /* E = 5 caps block 1's edges: n2 = 6 + 5; src1 24, nodes 88, alias 48 */
-        {2, 2, {2, 2}, 1000000, 5, BATCH_UNKNOWN, {2, 6, 11}, {4, 5}, 272 + 8 + 88 + 16 + 16 + 32 + 24 + 48},
+        {2, 2, {2, 2}, 1000000, 5, BATCH_UNKNOWN, {2, 6, 11}, {4, 5}, 280 + 8 + 88 + 16 + 16 + 32 + 24 + 48},
         /* D = 3: fanout -1 means 3 */
-        {2, 2, {2, -1}, 1000000, BATCH_UNKNOWN, 3, {2, 6, 24}, {4, 18}, 272 + 8 + 192 + 16 + 16 + 32 + 72 + 96},
+        {2, 2, {2, -1}, 1000000, BATCH_UNKNOWN, 3, {2, 6, 24}, {4, 18}, 280 + 8 + 192 + 16 + 16 + 32 + 72 + 96},
         /* a known D also caps finite fanouts */
-        {2, 2, {5, 5}, 1000000, BATCH_UNKNOWN, 1, {2, 4, 8}, {2, 4}, 272 + 8 + 64 + 16 + 8 + 24 + 16 + 32},
+        {2, 2, {5, 5}, 1000000, BATCH_UNKNOWN, 1, {2, 4, 8}, {2, 4}, 280 + 8 + 64 + 16 + 8 + 24 + 16 + 32},
         /* batch size above N: every node is a target */
-        {100, 1, {3}, 3, BATCH_UNKNOWN, BATCH_UNKNOWN, {3, 3}, {9}, 272 + 16 + 24 + 16 + 40 + 16},
+        {100, 1, {3}, 3, BATCH_UNKNOWN, BATCH_UNKNOWN, {3, 3}, {9}, 280 + 16 + 24 + 16 + 40 + 16},
         /* fanout 0: targets only */
-        {4, 1, {0}, 50, BATCH_UNKNOWN, BATCH_UNKNOWN, {4, 4}, {0}, 272 + 16 + 32 + 24 + 0 + 16},
+        {4, 1, {0}, 50, BATCH_UNKNOWN, BATCH_UNKNOWN, {4, 4}, {0}, 280 + 16 + 32 + 24 + 0 + 16},
         /* GNNDrive's papers100M setup: [10,10,10], batch 1000 */
         {1000,
          3,
@@ -65,7 +65,7 @@ static void test_max_bytes_by_hand(void **state)
          BATCH_UNKNOWN,
          {1000, 11000, 121000, 1331000},
          {10000, 110000, 1210000},
-         272 + 4000 + 10648000 + 4008 + 40000 + 44008 + 440000 + 484008 + 4840000 + 5324000},
+         280 + 4000 + 10648000 + 4008 + 40000 + 44008 + 440000 + 484008 + 4840000 + 5324000},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         struct batch_shape s = shape(cases[i].b, cases[i].layers, cases[i].fan, cases[i].n, cases[i].e, cases[i].d);
@@ -136,7 +136,7 @@ static void test_worst_case_is_exact(void **state)
 {
     struct batch_shape s = shape(2, 2, (int64_t[]){2, 2}, 1000000, BATCH_UNKNOWN, BATCH_UNKNOWN);
     size_t max = batch_max_bytes(&s, NULL, 0);
-    assert_int_equal(max, 608);
+    assert_int_equal(max, 616);
     uint64_t *slot = malloc(max);
     struct batch_writer w;
     char err[512];
@@ -175,6 +175,64 @@ static void test_worst_case_is_exact(void **state)
     /* one byte less is refused up front, not half-way */
     assert_int_equal(batch_init(&w, slot, max - 1, &s, 2, &id, err, sizeof err), -ENOSPC);
     assert_non_null(strstr(err, "cannot hold a batch of 2 targets"));
+    assert_null(v.deg); /* no degrees asked for */
+    free(slot);
+
+    /* with degrees (GCN's graph norm): one u32 per node more, placed after
+     * the last block; finishing without them, or asking for them early or
+     * twice, is refused */
+    s.degrees = true;
+    size_t dmax = batch_max_bytes(&s, NULL, 0);
+    assert_int_equal(dmax, max + 72);
+    slot = malloc(dmax);
+    for (int mode = 0; mode < 4; mode++) {
+        next = 100;
+        assert_int_equal(batch_init(&w, slot, dmax, &s, 2, &id, err, sizeof err), 0);
+        assert_int_equal(batch_add_target(&w, next++, 1), 0);
+        assert_int_equal(batch_add_target(&w, next++, 0), 0);
+        if (mode == 1) { /* early */
+            assert_null(batch_degrees(&w));
+            assert_int_equal(batch_finish(&w, err, sizeof err), -EPROTO);
+            assert_non_null(strstr(err, "degrees after 0 of 2 blocks"));
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(batch_begin_block(&w), 0);
+            uint32_t ndst = w.nn;
+            for (uint32_t d = 0; d < ndst; d++) {
+                for (int j = 0; j < 2; j++)
+                    assert_int_equal(batch_add_edge(&w, (uint32_t)batch_add_node(&w, next++)), 0);
+                assert_int_equal(batch_end_dst(&w), 0);
+            }
+            assert_int_equal(batch_end_block(&w), 0);
+        }
+        if (mode == 0) { /* none */
+            assert_int_equal(batch_finish(&w, err, sizeof err), -EPROTO);
+            assert_non_null(strstr(err, "without the degrees"));
+            continue;
+        }
+        uint32_t *deg = batch_degrees(&w);
+        assert_non_null(deg);
+        for (uint32_t i = 0; i < w.nn; i++)
+            deg[i] = 1000 + i;
+        if (mode == 3) { /* twice */
+            assert_null(batch_degrees(&w));
+            assert_int_equal(batch_finish(&w, err, sizeof err), -EPROTO);
+            assert_non_null(strstr(err, "twice"));
+            continue;
+        }
+        assert_int_equal(batch_finish(&w, err, sizeof err), 0);
+        assert_int_equal(batch_view(slot, dmax, 0, &v, err, sizeof err), 0);
+        assert_int_equal(v.h.bytes, dmax);
+        assert_non_null(v.deg);
+        assert_int_equal(v.deg[0], 1000);
+        assert_int_equal(v.deg[17], 1017);
+        assert_int_equal(v.alias[17], BATCH_NO_ALIAS);
+    }
+    /* a shape without degrees refuses them */
+    s.degrees = false;
+    assert_int_equal(batch_init(&w, slot, dmax, &s, 1, &id, err, sizeof err), 0);
+    assert_null(batch_degrees(&w));
     free(slot);
 }
 
@@ -437,7 +495,7 @@ static void test_view_rejects_damage(void **state)
             h->magic ^= 1;
             break;
         case VERSION:
-            h->version = 2;
+            h->version = BATCH_VERSION + 1;
             break;
         case UNSEALED:
             h->flags = BATCH_ALIASED;

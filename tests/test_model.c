@@ -98,13 +98,19 @@ static void tb_free(struct tb *b)
     free(b->slot);
 }
 
-static float g_input_dropout; /* model.input_dropout of the models create makes */
+/* model.input_dropout, attention_dropout, activation and out_heads of
+ * the models create makes */
+static float g_input_dropout, g_att_dropout;
+static enum model_activation g_act;
+static uint32_t g_out_heads;
 
 static struct model *create(enum model_kind kind, uint32_t layers, uint32_t in, uint32_t hidden, uint32_t classes,
                             uint32_t heads, float dropout, uint64_t seed)
 {
     struct model_config c = {.kind = kind, .layers = layers, .in_dim = in, .hidden = hidden, .classes = classes,
-                             .heads = heads, .dropout = dropout, .input_dropout = g_input_dropout, .seed = seed};
+                             .heads = heads, .dropout = dropout, .input_dropout = g_input_dropout,
+                             .attention_dropout = g_att_dropout, .activation = g_act, .out_heads = g_out_heads,
+                             .seed = seed};
     struct model *m;
     char err[256] = "";
     if (model_create(&m, &c, err, sizeof err) != 0)
@@ -348,6 +354,48 @@ static void test_input_dropout(void **state)
     assert_int_equal(model_create(&m, &bad, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "model.input_dropout"));
     free(x), free(x0), free(l1), free(l2), free(l3);
+    tb_free(&b);
+}
+
+/* ELU everywhere; GAT with attention dropout and one output head: the
+ * gradients are exact, the layout has one head in the last layer, and
+ * attention dropout changes training but not evaluation. */
+static void test_elu_and_gat_options(void **state)
+{
+    (void)state;
+    g_act = MODEL_ACT_ELU;
+    for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
+        check_model_grads(k, 0.3f, true, g_seed + 60 + (uint64_t)k);
+    g_att_dropout = 0.4f;
+    g_out_heads = 1;
+    check_model_grads(MODEL_GAT, 0.3f, true, g_seed + 70);
+    g_act = MODEL_ACT_RELU;
+    check_model_grads(MODEL_GAT, 0.0f, false, g_seed + 71);
+    struct model_config c = {.kind = MODEL_GAT, .layers = 2, .in_dim = 5, .hidden = 8, .classes = 3, .heads = 4,
+                             .out_heads = 1};
+    /* layer 0: 4 heads of 2 (w 8x5, two 4x2 attention tensors, bias 8); layer 1: one head of 3 classes */
+    assert_int_equal(model_param_count(&c), 8 * 5 + 2 * 8 + 8 + (3 * 8 + 2 * 3 + 3));
+    const uint32_t in = 6, hidden = 8, classes = 3, B = 8;
+    struct tb b;
+    tb_make(&b, 60, 3, 2, (int64_t[]){3, 2}, B, g_seed);
+    uint64_t st = g_seed;
+    uint32_t nn = batch_nodes(&b.v);
+    float *x = fvec((size_t)nn * in), *l1 = fvec((size_t)B * classes), *l2 = fvec((size_t)B * classes);
+    for (size_t i = 0; i < (size_t)nn * in; i++)
+        x[i] = urand(&st, -1, 1);
+    struct model *with = create(MODEL_GAT, 2, in, hidden, classes, 2, 0.0f, 9);
+    g_att_dropout = 0.0f;
+    struct model *without = create(MODEL_GAT, 2, in, hidden, classes, 2, 0.0f, 9);
+    forward(with, &b.v, x, false, 3, l1);
+    forward(without, &b.v, x, false, 3, l2);
+    assert_memory_equal(l1, l2, (size_t)B * classes * sizeof *l1);
+    forward(with, &b.v, x, true, 3, l1);
+    forward(without, &b.v, x, true, 3, l2);
+    assert_true(memcmp(l1, l2, (size_t)B * classes * sizeof *l1) != 0);
+    model_destroy(with);
+    model_destroy(without);
+    g_out_heads = 0;
+    free(x), free(l1), free(l2);
     tb_free(&b);
 }
 
@@ -762,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_grads),
         cmocka_unit_test(test_backward_progress),
         cmocka_unit_test(test_input_dropout),
+        cmocka_unit_test(test_elu_and_gat_options),
         cmocka_unit_test(test_layout_and_init),
         cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_same_seed_same_bits),

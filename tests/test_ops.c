@@ -344,6 +344,14 @@ static double relu_J(void *p)
     return dotd(c->y, c->r, c->n);
 }
 
+static double elu_J(void *p)
+{
+    struct ew_ctx *c = p;
+    memcpy(c->y, c->x, c->n * sizeof *c->y);
+    ops_elu_fwd(c->y, c->n);
+    return dotd(c->y, c->r, c->n);
+}
+
 static double dropout_J(void *p)
 {
     struct ew_ctx *c = p;
@@ -366,6 +374,15 @@ static void test_relu_dropout_grad(void **state)
     memcpy(g, c.r, c.n * sizeof *g);
     ops_relu_bwd(g, c.y, c.n);
     fd_check("relu", relu_J, &c, &(struct fd_var){"x", c.x, c.n, g}, 1);
+    elu_J(&c);
+    memcpy(g, c.r, c.n * sizeof *g);
+    ops_elu_bwd(g, c.y, c.n);
+    fd_check("elu", elu_J, &c, &(struct fd_var){"x", c.x, c.n, g}, 1);
+    float e[4] = {2.0f, 0.0f, -1.0f, -30.0f};
+    ops_elu_fwd(e, 4);
+    assert_true(e[0] == 2.0f && e[1] == 0.0f);
+    assert_float_equal(e[2], expm1(-1.0), 1e-6);
+    assert_float_equal(e[3], -1.0, 1e-6);
     dropout_J(&c);
     memcpy(g, c.r, c.n * sizeof *g);
     ops_dropout_bwd(g, c.mask, c.n, c.p);

@@ -292,6 +292,39 @@ static void test_fanout_all(void **state)
     sampler_free(&s);
 }
 
+/* A shape with degrees (GCN's graph norm): every node of the batch carries
+ * its in-degree in the graph; without, the batch has none. */
+static void test_degrees(void **state)
+{
+    (void)state;
+    for (int with = 0; with < 2; with++) {
+        struct batch_shape sh;
+        int64_t fan[2] = {3, 2};
+        shape_of(&sh, 4, 2, fan);
+        sh.degrees = with;
+        struct sampler s;
+        assert_int_equal(sampler_init(&s, &topo, &sh, err, sizeof err), 0);
+        size_t size;
+        void *slot = new_slot(&s, &size);
+        uint64_t t[2] = {HUB_BIG, HUB_BIG + 1};
+        struct batch_id id = {0};
+        if (sampler_sample(&s, slot, size, t, 2, &id, 7, NULL, err, sizeof err) != 0)
+            fail_msg("%s", err);
+        struct batch_view v;
+        assert_int_equal(batch_view(slot, size, 0, &v, err, sizeof err), 0);
+        if (!with) {
+            assert_null(v.deg);
+        } else {
+            assert_non_null(v.deg);
+            assert_int_equal(v.deg[0], BIG_DEG);
+            for (uint32_t i = 0; i < batch_nodes(&v); i++)
+                assert_int_equal(v.deg[i], indptr[v.nodes[i] + 1] - indptr[v.nodes[i]]);
+        }
+        free(slot);
+        sampler_free(&s);
+    }
+}
+
 static void test_determinism(void **state)
 {
     (void)state;
@@ -660,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_structure),   cmocka_unit_test(test_fanout_all), cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_epoch_share), cmocka_unit_test(test_unbiased),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_damaged),     cmocka_unit_test(test_cli),        cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_degrees),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

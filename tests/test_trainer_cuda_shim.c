@@ -80,8 +80,11 @@ static void test_matches_cpu(void **state)
             char what[64];
             snprintf(what, sizeof what, "%s, %s rows", model_kind_name((enum model_kind)k), f16 ? "f16" : "f32");
             struct trainer_backend_config c = t_tr_config(&d, (enum model_kind)k, 0.3f, 77 + (uint64_t)k);
-            if (f16) { /* input dropout and weight decay, Adam's and AdamW's in turn */
+            if (f16) { /* input dropout, elu, weight decay (Adam's and AdamW's in turn); gat: attention dropout, one output head */
                 c.model.input_dropout = 0.2f;
+                c.model.activation = MODEL_ACT_ELU;
+                c.model.attention_dropout = 0.3f;
+                c.model.out_heads = 1;
                 c.weight_decay = 5e-3f;
                 c.decoupled = k % 2;
             }
