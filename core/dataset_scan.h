@@ -1,0 +1,81 @@
+/* dataset_scan.h - sequential reader over one dataset file that hashes
+ * (XXH3-64) everything it reads, so that a validation pass and the
+ * checksum pass are one pass over the file. Used by the dataset check
+ * (core/dataset_check.h: gnnprep check, gnnlaunch's verification) and by
+ * gnnprep info.
+ *
+ * Threads and ownership. dataset_scan_open starts one reader thread that
+ * reads the file ahead of the caller in chunks of DATASET_SCAN_CHUNK bytes
+ * into DATASET_SCAN_BUFS buffers and hashes each chunk as it arrives. The
+ * caller (one consumer thread) sees the bytes in file order through
+ * peek/read; a buffer goes back to the reader only once the caller has
+ * moved past it. A record that straddles two chunks is copied into the
+ * DATASET_SCAN_RECORD_MAX bytes reserved before the next chunk, so peek
+ * always returns contiguous bytes. Reading, hashing and the caller's
+ * checks so overlap: a scan runs at the speed of the slowest of them,
+ * not at the sum of their times.
+ *
+ * Errors: 0 or -errno with a message naming the file and the byte; a file
+ * shorter than the caller expects is -EIO ("ends at byte ..."). */
+#ifndef SLUICE_DATASET_SCAN_H
+#define SLUICE_DATASET_SCAN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATASET_SCAN_CHUNK (4u << 20)      /* bytes one read fills */
+#define DATASET_SCAN_RECORD_MAX (1u << 20) /* largest n peek takes */
+#define DATASET_SCAN_BUFS 4
+
+struct dataset_scan {
+    int fd;
+    unsigned char *mem; /* DATASET_SCAN_BUFS x (RECORD_MAX + CHUNK): reserve, then data */
+    void *xxh;          /* XXH3_state_t, updated by the reader thread; NULL when not hashing */
+    /* shared with the reader thread, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool full[DATASET_SCAN_BUFS]; /* filled by the reader, not yet given back */
+    size_t got[DATASET_SCAN_BUFS];  /* bytes in the buffer's data */
+    bool last[DATASET_SCAN_BUFS];   /* the reader met the end of the file (or an error) filling it */
+    int error;                      /* the reader's -errno, with the offset it failed at */
+    uint64_t error_off;
+    bool stop, started, sync_init;
+    pthread_t reader;
+    /* the consumer's view */
+    const unsigned char *cur; /* the bytes from file offset `off` */
+    size_t len, pos;
+    uint64_t off;
+    int held;                 /* the buffer cur lies in; -1 before the first */
+    bool at_end;              /* the buffer held was the last */
+    /* optional: called from the consumer each time it moves past a chunk,
+     * with the file offset reached */
+    void (*progress)(void *arg, uint64_t pos);
+    void *progress_arg;
+    char path[4096];
+};
+
+/* Opens path and starts the reader; hash = true to compute XXH3 on the way.
+ * 0 or -errno (cannot open, out of memory, no thread). */
+int dataset_scan_open(struct dataset_scan *s, const char *path, bool hash, char *err, size_t errlen);
+/* Copies the next n bytes into out. 0, -EIO at a premature end of file
+ * (the message says how many bytes were missing), or -errno. Blocks until
+ * the reader has them. */
+int dataset_scan_read(struct dataset_scan *s, void *out, size_t n, char *err, size_t errlen);
+/* Returns a pointer to the next n bytes (n <= DATASET_SCAN_RECORD_MAX),
+ * valid until the next call. NULL on error (*rc and the message set). */
+const void *dataset_scan_peek(struct dataset_scan *s, size_t n, int *rc, char *err, size_t errlen);
+/* Reads to the end of the file and returns the hash (when hashing) and the
+ * number of bytes past the current position in *rest (either may be NULL). */
+int dataset_scan_finish(struct dataset_scan *s, uint64_t *hash, uint64_t *rest, char *err, size_t errlen);
+/* Byte offset of the next unread byte. */
+static inline uint64_t dataset_scan_pos(const struct dataset_scan *s)
+{
+    return s->off + s->pos;
+}
+/* Stops the reader and frees everything. Accepts a zeroed scan and one
+ * whose open failed; idempotent. */
+void dataset_scan_free(struct dataset_scan *s);
+
+#endif
