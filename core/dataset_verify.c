@@ -297,9 +297,9 @@ int dataset_verify_run(struct dataset_verify *v, const char *dir, const struct d
     if (v->begin)
         v->begin(v->arg, dataset_check_bytes(m), why);
     struct dataset_check c = {.file_ok = v->file_ok, .progress = v->progress, .arg = v->arg};
+    v->checked = true;
     if ((rc = dataset_check_run(&c, dir, m, err, errlen)) != 0)
         return rc;
-    v->checked = true;
     struct dataset_verify_stamp after;
     if ((rc = dataset_verify_stamp_take(dir, m, &after, err, errlen)) != 0)
         return rc;

@@ -37,6 +37,9 @@
 #include "core/dataset.h"
 
 #define DATASET_VERIFY_RECORD "verified" /* the record's name in the dataset directory */
+/* In a run directory: the stamp of the dataset the run was launched with,
+ * which gnn-trainer compares the files with during the run. */
+#define DATASET_VERIFY_RUN_STAMP "dataset.stamp"
 /* Above this many bytes a first verification announces its duration and
  * shows progress (gnnlaunch). */
 #define DATASET_VERIFY_ANNOUNCE_BYTES (256ull << 20)
