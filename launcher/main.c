@@ -360,8 +360,6 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
     struct dataset_meta meta;
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
-    if (rc == 0) /* and the contents, unless a check of the same files was recorded (verify.c) */
-        rc = launch_verify_dataset(l, l->cfg.dataset.path, &meta, o->skip_verify, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     char real[PATH_MAX];
@@ -396,6 +394,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
     l->resume = o->resume;
+    /* the dataset's contents, after the cheap checks (unless a check of
+     * the same files was recorded, verify.c) and before the checkpoint
+     * to resume from is chosen */
+    if ((rc = launch_verify_dataset(l, l->cfg.dataset.path, &meta, o->skip_verify, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     if ((rc = check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen)) != 0)
         return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
