@@ -248,6 +248,30 @@ static bool any_nonzero(const unsigned char *p, size_t n)
     return acc != 0;
 }
 
+/* Whether any value in `bytes` bytes of f32 (or f16) values is NaN or
+ * infinite, eight bytes at a time: in each lane, y = (x & EXP) ^ EXP is
+ * zero exactly when the exponent is all ones, and y + (top bit - 1) sets
+ * the lane's top bit exactly when y is not zero (no carry crosses lanes:
+ * y is at most EXP). A few integer operations per 8 bytes, so the check
+ * keeps up with the reads. */
+static bool block_any_nonfinite(const unsigned char *p, size_t bytes, bool half)
+{
+    const uint64_t exp = half ? 0x7c007c007c007c00ull : 0x7f8000007f800000ull;
+    const uint64_t low = half ? 0x7fff7fff7fff7fffull : 0x7fffffff7fffffffull;
+    const uint64_t top = half ? 0x8000800080008000ull : 0x8000000080000000ull;
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        uint64_t y = (x & exp) ^ exp;
+        acc |= ~(y + low) & top;
+    }
+    if (acc)
+        return true;
+    return half ? any_nonfinite_f16(p + i, (bytes - i) / 2) : any_nonfinite_f32(p + i, (bytes - i) / 4);
+}
+
 /* The first non-finite value of a row known to hold one. */
 static size_t first_nonfinite(const unsigned char *row, size_t cols, bool half)
 {
@@ -273,9 +297,12 @@ static int check_features(struct dataset_check *c, char *err, size_t errlen)
         const unsigned char *rows = dataset_scan_peek(&s, (size_t)k * stride, &rc, err, errlen);
         if (!rows)
             break;
+        /* the whole block at once (padding is zero, so finite, unless
+         * damaged: then the rows below tell which is which) */
+        bool suspect = block_any_nonfinite(rows, (size_t)k * stride, half);
         for (uint64_t i = 0; i < k; i++, r++) {
             const unsigned char *row = rows + i * stride;
-            if (half ? any_nonfinite_f16(row, (size_t)f->cols) : any_nonfinite_f32(row, (size_t)f->cols))
+            if (suspect && (half ? any_nonfinite_f16(row, (size_t)f->cols) : any_nonfinite_f32(row, (size_t)f->cols)))
                 offender_add(&nonfinite, "node %" PRIu64 " (feature %zu)", r,
                              first_nonfinite(row, (size_t)f->cols, half));
             if (rowb < stride && any_nonzero(row + rowb, stride - rowb))

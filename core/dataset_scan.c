@@ -1,15 +1,18 @@
 /* dataset_scan.c - hashing sequential reader with a read-ahead thread
  * (see dataset_scan.h).
  *
- * Protocol. Buffers are used in ring order 0, 1, ..., BUFS-1, 0, ... The
- * reader waits until buffer i is not full, fills its data part with
- * read() (to DATASET_SCAN_CHUNK bytes, or the end of the file), hashes
- * those bytes, then marks it full with its byte count. The consumer waits
- * until the buffer after the one it holds is full, copies the unread tail
+ * Protocol. Chunk c (bytes c x CHUNK ..) goes to buffer c % BUFS and is
+ * read by reader c % READERS, so READERS reads are in flight at once. A
+ * reader waits until its chunk's buffer is not full, fills its data part
+ * with pread() (to DATASET_SCAN_CHUNK bytes, or the end of the file), then
+ * marks it full with the chunk number and byte count. A chunk shorter
+ * than CHUNK is the last; a reader past it reads 0 bytes and stops too. The consumer hashes a buffer's bytes
+ * when it moves to it, so the hash sees the file in order. The consumer waits
+ * until the buffer of the next chunk is full with that chunk, copies the unread tail
  * of the held buffer into the reserve just before the new buffer's data,
- * and only then gives the held buffer back (full = false). The reader
- * never writes a reserve, so the copy cannot race with it. Everything in
- * full/got/last/error/stop is under mu; the bytes of a buffer belong to the
+ * and only then gives the held buffer back (full = false). Readers never
+ * write a reserve, so the copy cannot race with them. Everything in
+ * full/chunk/got/last/error/stop/direct is under mu; the bytes of a buffer belong to the
  * reader while it is not full and to the consumer while it is. */
 #include "core/dataset_scan.h"
 
@@ -31,11 +34,28 @@ static unsigned char *buf_data(const struct dataset_scan *s, int i)
     return s->mem + (size_t)i * BUF_BYTES + DATASET_SCAN_RECORD_MAX;
 }
 
+/* Turns direct I/O off for the file (after a read it refused). */
+static bool direct_off(struct dataset_scan *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool ok = !s->direct;
+    if (s->direct) {
+        int fl = fcntl(s->fd, F_GETFL);
+        ok = fl >= 0 && fcntl(s->fd, F_SETFL, fl & ~O_DIRECT) == 0;
+        if (ok)
+            s->direct = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* Reader t of DATASET_SCAN_READERS: chunks t, t + READERS, ... */
 static void *reader_main(void *arg)
 {
-    struct dataset_scan *s = arg;
-    uint64_t off = 0;
-    for (int i = 0;; i = (i + 1) % DATASET_SCAN_BUFS) {
+    struct dataset_scan *s = ((struct dataset_scan_reader *)arg)->s;
+    uint64_t chunk = (uint64_t)((struct dataset_scan_reader *)arg)->index;
+    for (;; chunk += DATASET_SCAN_READERS) {
+        int i = (int)(chunk % DATASET_SCAN_BUFS);
         pthread_mutex_lock(&s->mu);
         while (s->full[i] && !s->stop)
             pthread_cond_wait(&s->cv, &s->mu);
@@ -44,12 +64,18 @@ static void *reader_main(void *arg)
         if (stop)
             return NULL;
         unsigned char *d = buf_data(s, i);
+        uint64_t off = chunk * DATASET_SCAN_CHUNK;
         size_t n = 0;
         int error = 0;
         bool end = false;
         while (n < DATASET_SCAN_CHUNK) {
-            ssize_t r = read(s->fd, d + n, DATASET_SCAN_CHUNK - n);
+            ssize_t r = pread(s->fd, d + n, DATASET_SCAN_CHUNK - n, (off_t)(off + n));
             if (r < 0 && errno == EINTR)
+                continue;
+            /* direct I/O refused this read (an odd offset after a short
+             * read, a filesystem that takes O_DIRECT at open only): on
+             * through the page cache */
+            if (r < 0 && errno == EINVAL && direct_off(s))
                 continue;
             if (r < 0) {
                 error = -errno;
@@ -61,19 +87,14 @@ static void *reader_main(void *arg)
             }
             n += (size_t)r;
         }
-        if (s->xxh && n)
-            XXH3_64bits_update(s->xxh, d, n);
         pthread_mutex_lock(&s->mu);
         s->got[i] = n;
+        s->chunk[i] = chunk;
         s->last[i] = end || error;
-        if (error) {
-            s->error = error;
-            s->error_off = off + n;
-        }
+        s->error[i] = error;
         s->full[i] = true;
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        off += n;
         if (end || error)
             return NULL;
     }
@@ -85,11 +106,19 @@ int dataset_scan_open(struct dataset_scan *s, const char *path, bool hash, char 
     s->fd = -1;
     s->held = -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* direct I/O where the filesystem has it: large aligned reads that run
+     * at the device's sequential rate and leave the page cache alone */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    s->direct = fd >= 0;
+    if (fd < 0)
+        fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    s->mem = malloc((size_t)DATASET_SCAN_BUFS * BUF_BYTES);
+    if (!s->direct)
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    void *mem = NULL;
+    if (posix_memalign(&mem, DATASET_SCAN_ALIGN, (size_t)DATASET_SCAN_BUFS * BUF_BYTES) == 0)
+        s->mem = mem;
     if (!s->mem) {
         close(fd);
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory for the read buffers", path);
@@ -106,12 +135,15 @@ int dataset_scan_open(struct dataset_scan *s, const char *path, bool hash, char 
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->sync_init = true;
-    int rc = pthread_create(&s->reader, NULL, reader_main, s);
-    if (rc) {
-        dataset_scan_free(s);
-        return sl_errf(err, errlen, -rc, "%s: cannot start the reader thread: %s", path, strerror(rc));
+    for (int t = 0; t < DATASET_SCAN_READERS; t++) {
+        s->readers[t] = (struct dataset_scan_reader){.s = s, .index = t};
+        int rc = pthread_create(&s->readers[t].thread, NULL, reader_main, &s->readers[t]);
+        if (rc) {
+            dataset_scan_free(s);
+            return sl_errf(err, errlen, -rc, "%s: cannot start a reader thread: %s", path, strerror(rc));
+        }
+        s->started = t + 1;
     }
-    s->started = true;
     return 0;
 }
 
@@ -119,17 +151,20 @@ int dataset_scan_open(struct dataset_scan *s, const char *path, bool hash, char 
  * 0 (s->at_end once the last buffer is held) or the reader's -errno. */
 static int advance(struct dataset_scan *s, char *err, size_t errlen)
 {
-    int next = (s->held + 1) % DATASET_SCAN_BUFS;
+    uint64_t chunk = s->next_chunk;
+    int next = (int)(chunk % DATASET_SCAN_BUFS);
     size_t keep = s->len - s->pos;
     pthread_mutex_lock(&s->mu);
-    while (!s->full[next])
+    while (!s->full[next] || s->chunk[next] != chunk)
         pthread_cond_wait(&s->cv, &s->mu);
     size_t got = s->got[next];
     bool last = s->last[next];
-    int error = s->error;
-    uint64_t error_off = s->error_off;
+    int error = s->error[next];
     pthread_mutex_unlock(&s->mu);
+    s->next_chunk++;
     unsigned char *d = buf_data(s, next);
+    if (s->xxh && got) /* here, not in the reader: reading stays pure I/O */
+        XXH3_64bits_update(s->xxh, d, got);
     if (keep)
         memcpy(d - keep, s->cur + s->pos, keep);
     if (s->held >= 0) {
@@ -147,8 +182,8 @@ static int advance(struct dataset_scan *s, char *err, size_t errlen)
     if (s->progress)
         s->progress(s->progress_arg, s->off + keep);
     if (last && error)
-        return sl_errf(err, errlen, error, "%s: read failed at byte %" PRIu64 ": %s", s->path, error_off,
-                       strerror(-error));
+        return sl_errf(err, errlen, error, "%s: read failed at byte %" PRIu64 ": %s", s->path,
+                       chunk * DATASET_SCAN_CHUNK + got, strerror(-error));
     return 0;
 }
 
@@ -202,11 +237,8 @@ int dataset_scan_finish(struct dataset_scan *s, uint64_t *hash, uint64_t *rest, 
     }
     if (rest)
         *rest = extra;
-    if (hash && s->xxh) {
-        /* the reader has exited (it stops after the last buffer): its
-         * hash updates happened before it marked that buffer full */
+    if (hash && s->xxh)
         *hash = XXH3_64bits_digest(s->xxh);
-    }
     return 0;
 }
 
@@ -219,8 +251,9 @@ void dataset_scan_free(struct dataset_scan *s)
         s->stop = true;
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        pthread_join(s->reader, NULL);
-        s->started = false;
+        for (int t = 0; t < s->started; t++)
+            pthread_join(s->readers[t].thread, NULL);
+        s->started = 0;
     }
     if (s->sync_init) {
         pthread_mutex_destroy(&s->mu);

@@ -4,10 +4,12 @@
  * (core/dataset_check.h: gnnprep check, gnnlaunch's verification) and by
  * gnnprep info.
  *
- * Threads and ownership. dataset_scan_open starts one reader thread that
- * reads the file ahead of the caller in chunks of DATASET_SCAN_CHUNK bytes
- * into DATASET_SCAN_BUFS buffers and hashes each chunk as it arrives. The
- * caller (one consumer thread) sees the bytes in file order through
+ * Threads and ownership. dataset_scan_open starts DATASET_SCAN_READERS
+ * reader threads that read the file ahead of the caller in chunks of
+ * DATASET_SCAN_CHUNK bytes into DATASET_SCAN_BUFS buffers, with direct I/O (O_DIRECT) where the
+ * filesystem allows it, else through the page cache. The caller (one
+ * consumer thread) hashes each chunk as it reaches it and sees the bytes
+ * in file order through
  * peek/read; a buffer goes back to the reader only once the caller has
  * moved past it. A record that straddles two chunks is copied into the
  * DATASET_SCAN_RECORD_MAX bytes reserved before the next chunk, so peek
@@ -28,26 +30,37 @@
 #define DATASET_SCAN_CHUNK (4u << 20)      /* bytes one read fills */
 #define DATASET_SCAN_RECORD_MAX (1u << 20) /* largest n peek takes */
 #define DATASET_SCAN_BUFS 4
+#define DATASET_SCAN_READERS 2 /* reads in flight */
+#define DATASET_SCAN_ALIGN 4096u /* buffer alignment: direct I/O on 4 KiB-sector devices */
+
+struct dataset_scan_reader {
+    struct dataset_scan *s;
+    int index;
+    pthread_t thread;
+};
 
 struct dataset_scan {
     int fd;
     unsigned char *mem; /* DATASET_SCAN_BUFS x (RECORD_MAX + CHUNK): reserve, then data */
-    void *xxh;          /* XXH3_state_t, updated by the reader thread; NULL when not hashing */
-    /* shared with the reader thread, under mu */
+    void *xxh;          /* XXH3_state_t, updated by the consumer; NULL when not hashing */
+    bool direct;        /* reads bypass the page cache (the reader may turn it off) */
+    /* shared with the reader threads, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool full[DATASET_SCAN_BUFS]; /* filled by the reader, not yet given back */
-    size_t got[DATASET_SCAN_BUFS];  /* bytes in the buffer's data */
-    bool last[DATASET_SCAN_BUFS];   /* the reader met the end of the file (or an error) filling it */
-    int error;                      /* the reader's -errno, with the offset it failed at */
-    uint64_t error_off;
-    bool stop, started, sync_init;
-    pthread_t reader;
+    bool full[DATASET_SCAN_BUFS];      /* filled by a reader, not yet given back */
+    uint64_t chunk[DATASET_SCAN_BUFS]; /* which chunk of the file it holds */
+    size_t got[DATASET_SCAN_BUFS];     /* bytes in the buffer's data */
+    bool last[DATASET_SCAN_BUFS];      /* the end of the file (or an error) was met filling it */
+    int error[DATASET_SCAN_BUFS];      /* the read's -errno, or 0 */
+    bool stop, sync_init;
+    int started; /* reader threads running */
+    struct dataset_scan_reader readers[DATASET_SCAN_READERS];
     /* the consumer's view */
     const unsigned char *cur; /* the bytes from file offset `off` */
     size_t len, pos;
     uint64_t off;
     int held;                 /* the buffer cur lies in; -1 before the first */
+    uint64_t next_chunk;      /* the chunk to move to next */
     bool at_end;              /* the buffer held was the last */
     /* optional: called from the consumer each time it moves past a chunk,
      * with the file offset reached */

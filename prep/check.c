@@ -21,13 +21,17 @@ struct check_cli {
     const char *dir;
     const struct dataset_meta *m;
     bool quiet;
+    double t_file; /* when the file being checked began */
 };
 
 static void file_ok(void *arg, int file, uint64_t xxh3)
 {
-    const struct check_cli *c = arg;
+    struct check_cli *c = arg;
+    double now = sl_now(), s = now - c->t_file;
+    c->t_file = now;
     if (!c->quiet)
-        printf("  %-12s ok  xxh3 %016" PRIx64 "\n", c->m->f[file].file, xxh3);
+        printf("  %-12s ok  xxh3 %016" PRIx64 "  %.2f s, %.2f GB/s\n", c->m->f[file].file, xxh3, s,
+               (double)c->m->f[file].bytes / SL_MAX(s, 1e-6) / 1e9);
 }
 
 static void check_usage(FILE *f)
@@ -75,6 +79,7 @@ int prep_check_main(int argc, char **argv)
     int rc = dataset_meta_read(c.dir, &m, true, err, sizeof err);
     if (rc == 0) {
         c.m = &m;
+        c.t_file = sl_now();
         if (!c.quiet)
             printf("checking %s: %" PRIu64 " nodes, %" PRIu64 " edges, %" PRIu64 " features (%s), %u classes\n", c.dir,
                    m.nodes, m.edges, m.feat_dim, dtype_name(m.f[DATASET_FEATURES].dtype), m.classes);
