@@ -100,7 +100,8 @@ void dataset_verify_stamp_explain(const struct dataset_verify_stamp *was, const 
     }
 }
 
-int dataset_verify_stamp_write(const char *path, const struct dataset_verify_stamp *s, char *err, size_t errlen)
+int dataset_verify_stamp_write(const char *path, const struct dataset_verify_stamp *s, mode_t mode, char *err,
+                               size_t errlen)
 {
     char text[RECORD_MAX], tmp[PATH_MAX + 32];
     int n = snprintf(text, sizeof text,
@@ -116,7 +117,7 @@ int dataset_verify_stamp_write(const char *path, const struct dataset_verify_sta
     if (n < 0 || (size_t)n >= sizeof text)
         return sl_errf(err, errlen, -EOVERFLOW, "%s: record too long", path);
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
     int rc = sl_write_all(fd, text, (size_t)n);
@@ -226,7 +227,7 @@ static void record_write(struct dataset_verify *v, const char *dir, const struct
 {
     char beside[PATH_MAX], cache[PATH_MAX], msg[1024], msg2[1024];
     int rc = sl_path_join(beside, sizeof beside, dir, DATASET_VERIFY_RECORD);
-    if (rc == 0 && (rc = dataset_verify_stamp_write(beside, s, msg, sizeof msg)) == 0) {
+    if (rc == 0 && (rc = dataset_verify_stamp_write(beside, s, 0644, msg, sizeof msg)) == 0) {
         snprintf(v->record, sizeof v->record, "%s", beside);
         v->recorded = true;
         return;
@@ -243,7 +244,7 @@ static void record_write(struct dataset_verify *v, const char *dir, const struct
         if (rc2)
             snprintf(msg2, sizeof msg2, "%.900s: cannot create: %s", base, strerror(-rc2));
         else
-            rc2 = dataset_verify_stamp_write(cache, s, msg2, sizeof msg2);
+            rc2 = dataset_verify_stamp_write(cache, s, 0600, msg2, sizeof msg2);
     }
     if (rc2 == 0) {
         snprintf(v->record, sizeof v->record, "%s", cache);

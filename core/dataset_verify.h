@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/dataset.h"
 
@@ -72,8 +73,11 @@ int dataset_verify_stamp_diff(const struct dataset_verify_stamp *a, const struct
 void dataset_verify_stamp_explain(const struct dataset_verify_stamp *was, const struct dataset_verify_stamp *now,
                                   int i, char *out, size_t len);
 /* Writes / reads a stamp as a small text file (atomically: temporary file
- * and rename). Reading: 0, -ENOENT, or -EINVAL when it does not parse. */
-int dataset_verify_stamp_write(const char *path, const struct dataset_verify_stamp *s, char *err, size_t errlen);
+ * and rename; a new file gets `mode` less the umask: 0644 for records,
+ * 0600 in a run directory). Reading: 0, -ENOENT, or -EINVAL when it does
+ * not parse. */
+int dataset_verify_stamp_write(const char *path, const struct dataset_verify_stamp *s, mode_t mode, char *err,
+                               size_t errlen);
 int dataset_verify_stamp_read(const char *path, struct dataset_verify_stamp *s, char *err, size_t errlen);
 
 /* The cache record's path for dataset dir (its real path hashed). 0,

@@ -92,5 +92,5 @@ int launch_write_stamp(const struct launch *l, char *err, size_t errlen)
     char path[PATH_MAX];
     if (rundir_file(&l->dir, DATASET_VERIFY_RUN_STAMP, path, sizeof path) != 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", l->dir.path);
-    return dataset_verify_stamp_write(path, &l->data_stamp, err, errlen);
+    return dataset_verify_stamp_write(path, &l->data_stamp, 0600, err, errlen); /* the run directory is private */
 }

@@ -173,7 +173,7 @@ static void test_stamp(void **state)
     assert_int_equal(dataset_meta_read(g_ds, &m, true, err, sizeof err), 0);
     assert_int_equal(dataset_verify_stamp_take(g_ds, &m, &a, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/stamp", g_dir);
-    assert_int_equal(dataset_verify_stamp_write(path, &a, err, sizeof err), 0);
+    assert_int_equal(dataset_verify_stamp_write(path, &a, 0644, err, sizeof err), 0);
     assert_int_equal(dataset_verify_stamp_read(path, &b, err, sizeof err), 0);
     assert_memory_equal(&a, &b, sizeof a);
     assert_int_equal(dataset_verify_stamp_diff(&a, &b), -1);
