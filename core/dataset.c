@@ -679,35 +679,6 @@ uint64_t dataset_meta_identity(const struct dataset_meta *m)
     return XXH3_64bits(text, SL_MIN(n, sizeof text - 1));
 }
 
-int dataset_meta_verify_small(const char *dir, const struct dataset_meta *m, uint64_t max_bytes, char *err,
-                              size_t errlen)
-{
-    static const int small[] = {DATASET_LABELS, DATASET_TRAIN, DATASET_VAL, DATASET_TEST};
-    uint64_t total = 0;
-    for (size_t i = 0; i < SL_ARRAY_LEN(small); i++)
-        if (sl_add_ovf(total, m->f[small[i]].bytes, &total))
-            return 0;
-    if (total > max_bytes)
-        return 0;
-    for (size_t i = 0; i < SL_ARRAY_LEN(small); i++) {
-        const struct dataset_file *f = &m->f[small[i]];
-        char fp[4096];
-        uint64_t hash, bytes;
-        if (sl_path_join(fp, sizeof fp, dir, f->file) < 0)
-            return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-        int rc = file_xxh3(fp, &hash, &bytes, err, errlen);
-        if (rc < 0)
-            return rc;
-        if (hash != f->xxh3 || bytes != f->bytes)
-            return sl_errf(err, errlen, -EINVAL,
-                           "%s: its XXH3 is %016" PRIx64 " but dataset.toml records %016" PRIx64
-                           " (%s.xxh3): the file was rewritten since gnnprep made the dataset; regenerate the "
-                           "dataset (gnnprep check %s shows what else changed)",
-                           fp, hash, f->xxh3, dataset_file_key[small[i]], dir);
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* staged dataset directory */
 

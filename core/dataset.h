@@ -100,7 +100,9 @@ int dataset_meta_write(const char *dir, const struct dataset_meta *m, char *err,
 /* Reads dir/dataset.toml, checks it is complete and self-consistent (shapes
  * agree with nodes/edges/feat_dim, strides and byte sizes add up without
  * overflow) and, when check_files, that every file exists with exactly the
- * recorded size (a cheap stat; checksums are gnnprep check's job).
+ * recorded size (a cheap stat; the contents and checksums are
+ * core/dataset_check.h's job, once per state of the files through
+ * core/dataset_verify.h).
  * Errors name the file and field. 0, -EINVAL (bad metadata), -ENOENT,
  * or another -errno. */
 int dataset_meta_read(const char *dir, struct dataset_meta *m, bool check_files, char *err, size_t errlen);
@@ -115,18 +117,6 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
  * a moved copy is the same dataset, and any file whose recorded contents
  * differ makes another one. Checkpoints record it (docs/checkpoints.md). */
 uint64_t dataset_meta_identity(const struct dataset_meta *m);
-
-/* Most bytes of small files dataset_meta_verify_small hashes at every launch. */
-#define DATASET_VERIFY_SMALL_MAX (64ull << 20)
-
-/* Verifies the XXH3 of the small files (labels and the three splits)
- * against dataset.toml, reading each once, when their sizes add up to at
- * most max_bytes; above that nothing is read. The graph and the features
- * are never hashed here (gnnprep check does). 0; -EINVAL naming the file
- * whose bytes differ from what dataset.toml records; or the -errno of a
- * read. Blocks on the reads (a few ms for millions of nodes). */
-int dataset_meta_verify_small(const char *dir, const struct dataset_meta *m, uint64_t max_bytes, char *err,
-                              size_t errlen);
 
 /* ---- buffered, hashing file writer ---- */
 struct file_writer {

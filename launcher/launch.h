@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "core/config.h"
+#include "core/dataset_verify.h"
 #include "gpu/device.h"
 #include "ipc/shm.h"
 #include "launcher/cluster.h"
@@ -54,6 +55,7 @@ struct launch {
     int gpus;                           /* --gpus N (0: the CPU) */
     struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */
     struct device_plan gpu_plan;        /* which GPU each rank uses (--gpus) */
+    struct dataset_verify_stamp data_stamp; /* the dataset's files as verified at launch (verify.c) */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];
@@ -92,6 +94,17 @@ int supervise(struct launch *l);
  * records outcome and cause. Before supervise() runs (a stage could not
  * start) or from within it. */
 void launch_stop(struct launch *l, enum launch_outcome outcome, const char *cause);
+
+/* Verifies the dataset m describes in dir before the run (verify.c): a
+ * recorded earlier check of the same files, else a full pass with its
+ * duration announced and progress on stderr; skip (--skip-verify) reads
+ * nothing and warns. Sets l->data_stamp. 0, or -errno with the message
+ * naming the file and the offending elements. Blocks for the pass. */
+int launch_verify_dataset(struct launch *l, const char *dir, const struct dataset_meta *m, bool skip, char *err,
+                          size_t errlen);
+/* Writes l->data_stamp into the run directory (DATASET_VERIFY_RUN_STAMP),
+ * where gnn-trainer reads it. 0 or -errno with a message. */
+int launch_write_stamp(const struct launch *l, char *err, size_t errlen);
 
 /* --trace: merges the stages' span files into the Chrome trace (trace.c).
  * 0 or -errno with a message. */

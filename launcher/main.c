@@ -45,6 +45,7 @@ _Static_assert(DEVICE_NCCL_ID_BYTES == RUN_NCCL_ID_BYTES && RUN_NCCL_ID_BYTES ==
 static const char usage_text[] =
     "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
     "                 [--metrics FILE.jsonl] [--trace FILE.json] [--resume] [--run-name NAME]\n"
+    "                 [--skip-verify]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
@@ -67,6 +68,16 @@ static const char usage_text[] =
     "                     written once the trainer exists)\n"
     "  --resume           continue from the last complete epoch's checkpoint\n"
     "                     (passed to gnn-trainer)\n"
+    "  --skip-verify      do not verify the dataset's contents before the run (a warning\n"
+    "                     says so). By default every file is checked against the XXH3\n"
+    "                     that dataset.toml records, and its contents (finite features,\n"
+    "                     ids, labels, splits), once per state of the files: a check\n"
+    "                     that passed is recorded with the files' identities (device,\n"
+    "                     inode, size, times) in DATASET/verified or ~/.cache/sluice,\n"
+    "                     so that an unchanged dataset costs a few stat calls\n"
+    "                     (docs/format.md, \"Verification\"). A file of the dataset that\n"
+    "                     changes during the run stops it (exit 3) before its epoch\n"
+    "                     is checkpointed\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
     "  --nodes K          train on K machines, one gnnlaunch on each (docs/multinode.md);\n"
@@ -94,6 +105,7 @@ struct opts {
     int nowned;
     const char *metrics, *trace, *run_name;
     bool resume;
+    bool skip_verify; /* --skip-verify */
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
 };
 
@@ -175,6 +187,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->cpu = true;
         } else if (!strcmp(arg, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(arg, "--skip-verify")) {
+            o->skip_verify = true;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
@@ -346,8 +360,6 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
     struct dataset_meta meta;
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
-    if (rc == 0) /* and the small files' checksums: a same-size rewrite of the labels */
-        rc = dataset_meta_verify_small(l->cfg.dataset.path, &meta, DATASET_VERIFY_SMALL_MAX, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     char real[PATH_MAX];
@@ -382,6 +394,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
     l->resume = o->resume;
+    /* the dataset's contents, after the cheap checks (unless a check of
+     * the same files was recorded, verify.c) and before the checkpoint
+     * to resume from is chosen */
+    if ((rc = launch_verify_dataset(l, l->cfg.dataset.path, &meta, o->skip_verify, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     if ((rc = check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen)) != 0)
         return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
@@ -531,6 +548,8 @@ static int create_run(struct launch *l, char *err, size_t errlen)
         .resume = l->resume,
     };
     if ((rc = rundir_create(&l->dir, base, st.name, &st, &l->cfg, err, errlen)) != 0)
+        return rc;
+    if ((rc = launch_write_stamp(l, err, errlen)) != 0) /* what gnn-trainer compares the dataset with */
         return rc;
     if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks,
                             &(struct layout_objects){.arena = &l->arena.params,

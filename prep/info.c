@@ -14,7 +14,7 @@
 #include "core/dataset.h"
 #include "core/util.h"
 #include "prep.h"
-#include "scan.h"
+#include "core/dataset_scan.h"
 
 #define HIST_MAX (1u << 20)
 
@@ -49,12 +49,12 @@ static int read_degrees(const char *path, uint64_t nodes, deg_stats *d, char *er
     d->hist = calloc(HIST_MAX, sizeof *d->hist);
     if (!d->hist)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
-    struct prep_scan s;
-    int rc = prep_scan_open(&s, path, 0, err, errlen);
+    struct dataset_scan s;
+    int rc = dataset_scan_open(&s, path, false, err, errlen);
     uint64_t prev = 0;
     for (uint64_t i = 0; rc == 0 && i <= nodes; i++) {
         uint64_t x;
-        if ((rc = prep_scan_read(&s, &x, 8, err, errlen)) < 0)
+        if ((rc = dataset_scan_read(&s, &x, 8, err, errlen)) < 0)
             break;
         if (i == 0) {
             prev = x;
@@ -85,7 +85,7 @@ static int read_degrees(const char *path, uint64_t nodes, deg_stats *d, char *er
             d->big[d->nbig++] = deg;
         }
     }
-    prep_scan_free(&s);
+    dataset_scan_free(&s);
     if (d->nbig)
         qsort(d->big, d->nbig, sizeof *d->big, cmp_u64);
     return rc;
@@ -160,12 +160,12 @@ int prep_info_main(int argc, char **argv)
         fprintf(stderr, "gnnprep info: out of memory\n");
         return PREP_EXIT_FAIL;
     }
-    struct prep_scan s;
+    struct dataset_scan s;
     sl_path_join(p, sizeof p, dir, f[DATASET_LABELS].file);
-    rc = prep_scan_open(&s, p, 0, err, sizeof err);
+    rc = dataset_scan_open(&s, p, false, err, sizeof err);
     for (uint64_t i = 0; rc == 0 && i < m.nodes; i++) {
         int32_t l;
-        if ((rc = prep_scan_read(&s, &l, 4, err, sizeof err)) < 0)
+        if ((rc = dataset_scan_read(&s, &l, 4, err, sizeof err)) < 0)
             break;
         if (l < -1 || l >= (int32_t)m.classes) {
             rc = sl_errf(err, sizeof err, -EBADMSG, "%s: node %" PRIu64 " has label %d outside [-1, %u); run gnnprep check",
@@ -174,7 +174,7 @@ int prep_info_main(int argc, char **argv)
         }
         cls[l + 1]++;
     }
-    prep_scan_free(&s);
+    dataset_scan_free(&s);
     if (rc == 0) {
         uint64_t lo = UINT64_MAX, hi = 0;
         for (uint32_t k = 0; k < m.classes; k++) {

@@ -42,9 +42,17 @@
  * Randomness needs no saved state: dropout masks derive from (seed, epoch,
  * rank, batch number) and the sampler's streams from the same numbers.
  *
+ * The dataset. At every epoch boundary (its training pass complete, and
+ * before it is published) every rank compares the dataset's files with
+ * the stamp gnnlaunch verified them with (core/dataset_verify.h; the run
+ * directory's copy): a file written, replaced or resized during the run
+ * fails the stage before the epoch's checkpoint is written, so no
+ * checkpoint holds training on bytes that changed.
+ *
  * Exit: 0 at the end of the stream with every epoch published; 3 with a
  * message on failure (a damaged batch, a checkpoint that cannot be
- * written or does not match the model, a stream that ended early). */
+ * written or does not match the model, a stream that ended early, a
+ * dataset file changed during the run). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -55,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dataset_verify.h"
 #include "stages/trainer_reduce.h"
 #include "ipc/results.h"
 #include "ops/ckpt.h"
@@ -97,6 +106,7 @@ struct trainer {
     uint32_t epochs, start_epoch, published;
     size_t nparams;
     double t_epoch; /* when the previous epoch was published */
+    struct dataset_verify_stamp data_stamp; /* the dataset's files at launch */
 };
 
 static double now_s(void)
@@ -130,6 +140,44 @@ static void host_state(struct trainer *t, struct trainer_state *hs)
         stage_fail(&t->st, "%s", msg);
     if (hs->n != t->nparams)
         stage_fail(&t->st, "the %s backend holds %zu parameters, the model has %zu", t->be->name, hs->n, t->nparams);
+}
+
+/* ---- the dataset under the run ---------------------------------------------------------- */
+
+/* The dataset's files as gnnlaunch verified them (the run directory's
+ * copy), or as they are now when the run directory has none (a stage
+ * started by a test, not by gnnlaunch). */
+static void dataset_stamp_load(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    char path[PATH_MAX], msg[1024];
+    if (sl_path_join(path, sizeof path, st->args.run_dir, DATASET_VERIFY_RUN_STAMP) != 0)
+        stage_fail(st, "%s: path too long", st->args.run_dir);
+    int rc = dataset_verify_stamp_read(path, &t->data_stamp, msg, sizeof msg);
+    if (rc == -ENOENT)
+        rc = dataset_verify_stamp_take(st->cfg.dataset.path, &st->meta, &t->data_stamp, msg, sizeof msg);
+    if (rc)
+        stage_fail(st, "%s", msg);
+}
+
+/* Fails the stage (exit 3) when a file of the dataset is not the one the
+ * run was launched with. A few stat calls; at every epoch boundary. */
+static void dataset_unchanged(struct trainer *t, uint32_t epoch)
+{
+    struct stage *st = &t->st;
+    struct dataset_verify_stamp now;
+    char msg[1024], what[512];
+    if (dataset_verify_stamp_take(st->cfg.dataset.path, &st->meta, &now, msg, sizeof msg) != 0)
+        stage_fail(st, "epoch %" PRIu32 ": the dataset changed during the run: %s; no checkpoint is written from this "
+                   "epoch", epoch, msg);
+    int d = dataset_verify_stamp_diff(&t->data_stamp, &now);
+    if (d < 0)
+        return;
+    dataset_verify_stamp_explain(&t->data_stamp, &now, d, what, sizeof what);
+    stage_fail(st, "epoch %" PRIu32 ": %s/%s changed during the run: %s; the epoch may have read the changed bytes, so "
+               "no checkpoint is written from it (the earlier ones are from the dataset as verified). Put the dataset "
+               "back or make it again; the next gnnlaunch verifies it again", epoch, st->cfg.dataset.path,
+               d < DATASET_FILES ? st->meta.f[d].file : DATASET_META_FILE, what);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -310,6 +358,7 @@ static void maybe_publish(struct trainer *t, uint32_t e)
         return;
     if (ep->batches[BATCH_TEST] != schedule_pass_batches(s, e, BATCH_TEST))
         return;
+    dataset_unchanged(t, e); /* what the epoch evaluated on too */
     struct results_rec *rec;
     while (!(rec = results_slot(&t->res, (uint32_t)t->st.args.rank, e))) {
         stage_heartbeat(&t->st);
@@ -381,6 +430,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
             for (uint64_t k = schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN); k < t->steps_per_epoch; k++)
                 step(t, false, e);
             e->trained = true;
+            dataset_unchanged(t, pos.epoch); /* before the epoch is checkpointed */
             if (run_global_rank(&st->args) == 0) /* one writer for all nodes */
                 save_checkpoint(t, pos.epoch + 1);
         }
@@ -450,6 +500,7 @@ int main(int argc, char **argv)
     t.ep = calloc(t.epochs, sizeof *t.ep);
     if (!t.ep)
         stage_fail(st, "out of memory for %" PRIu32 " epochs", t.epochs);
+    dataset_stamp_load(&t);
     t.start_epoch = st->args.start_epoch;
     if (st->args.resume || t.start_epoch > 0)
         load_checkpoint(&t);

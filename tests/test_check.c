@@ -266,22 +266,64 @@ static void c_nometa(void)
     assert_int_equal(t_run(o, sizeof o, "rm %s/dataset.toml", ds), 0);
 }
 
+/* Several labels at or above `classes`: the message lists the first few. */
+static void c_labels_many(void)
+{
+    for (int v = 1; v <= 8; v++) {
+        int32_t x = CLASSES + v;
+        poke("labels.bin", 4 * (off_t)(10 * v + 1), &x, 4, v == 8);
+    }
+}
+/* classes lowered in dataset.toml below labels in use (an edited classes). */
+static void c_classes_edited(void)
+{
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
+    m.classes = 2;
+    assert_int_equal(dataset_meta_write(ds, &m, err, sizeof err), 0);
+}
+/* The validation split made of training nodes. */
+static void c_val_is_train(void)
+{
+    uint32_t x[7];
+    char p[4400];
+    snprintf(p, sizeof p, "%s/train.bin", ds);
+    int fd = open(p, O_RDONLY);
+    assert_int_equal(pread(fd, x, sizeof x, 0), (ssize_t)sizeof x);
+    close(fd);
+    poke("val.bin", 0, x, sizeof x, true);
+}
+/* Two in-range neighbour ids and one out of range in several lists. */
+static void c_ids_many(void)
+{
+    uint32_t big[3] = {N, N + 7, 0xffffffffu};
+    for (int k = 0; k < 3; k++)
+        poke("indices.bin", 4 * (off_t)(nedges / 4 * (uint64_t)(k + 1)), &big[k], 4, k == 2);
+}
+
 static const corruption cases[] = {
     {"checksum", c_checksum, "features.bin: checksum mismatch"},
-    {"nan", c_nan, "features.bin: node 5 feature 2 is NaN"},
-    {"inf", c_inf, "features.bin: node 7 feature 0 is NaN or infinite"},
-    {"row padding", c_pad, "features.bin: padding byte 13 of row 9"},
-    {"tail padding", c_tailpad, "features.bin: tail padding"},
-    {"id range", c_id_range, "indices.bin: edge"},
-    {"order", c_order, "indices.bin: in-neighbours of node"},
+    {"nan", c_nan, "features.bin: 1 rows hold NaN or infinite values: node 5 (feature 2)"},
+    {"inf", c_inf, "features.bin: 1 rows hold NaN or infinite values: node 7 (feature 0)"},
+    {"row padding", c_pad, "features.bin: 1 rows have non-zero padding bytes: row 9"},
+    {"tail padding", c_tailpad, "features.bin: tail padding at byte 16003 is not zero"},
+    {"id range", c_id_range, "indices.bin: 1 in-neighbour ids outside [0, 1000): edge"},
+    {"ids many", c_ids_many, "indices.bin: 3 in-neighbour ids outside [0, 1000): edge"},
+    {"order", c_order, "indices.bin: 1 in-neighbour lists not ascending: edge"},
     {"indptr", c_indptr, "indptr.bin: indptr decreases"},
     {"indptr0", c_indptr0, "indptr.bin: indptr[0] = 1"},
-    {"label", c_label, "labels.bin: node 3 has label 5"},
-    {"label neg", c_label_neg, "labels.bin: node 3 has label -2"},
-    {"dup", c_dup, "train.bin: node"},
-    {"overlap", c_overlap, "also in train.bin"},
-    {"split range", c_split_range, "val.bin: entry 0 is node 1005"},
-    {"unlabelled", c_unlabelled, "has no label (-1)"},
+    {"label", c_label, "labels.bin: 1 labels outside [-1, 5): node 3 (label 5)"},
+    {"label neg", c_label_neg, "labels.bin: 1 labels outside [-1, 5): node 3 (label -2)"},
+    {"labels many", c_labels_many,
+     "labels.bin: 8 labels outside [-1, 5): node 11 (label 6), node 21 (label 7), node 31 (label 8), node 41 (label "
+     "9), node 51 (label 10) and 3 more"},
+    {"classes edited", c_classes_edited, "labels outside [-1, 2): node "},
+    {"dup", c_dup, "train.bin: 1 nodes appear more than once: node"},
+    {"overlap", c_overlap, "test.bin: 1 nodes are also in train.bin (splits must be disjoint): node"},
+    {"val is train", c_val_is_train, "val.bin: 7 nodes are also in train.bin (splits must be disjoint): node 1, node 2, "
+                                     "node 3, node 4, node 5 and 2 more"},
+    {"split range", c_split_range, "val.bin: 1 ids outside [0, 1000): entry 0 (node 1005)"},
+    {"unlabelled", c_unlabelled, "nodes have no label (-1 in labels.bin): node"},
     {"truncated", c_truncate, "labels.bin: 3996 bytes but dataset.toml records 4000"},
     {"no dataset.toml", c_nometa, "no dataset.toml"},
 };
