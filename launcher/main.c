@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/dataset.h"
+#include "core/dataset_labelled.h"
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
@@ -93,7 +94,8 @@ struct opts {
     char **owned; /* (nowned) strings made for --epochs */
     int nowned;
     const char *metrics, *trace, *run_name;
-    bool resume;
+    const char *resume_from; /* --resume-from FILE, or NULL */
+    bool resume, strict_outputs;
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
 };
 
@@ -175,6 +177,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->cpu = true;
         } else if (!strcmp(arg, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(arg, "--strict-outputs")) {
+            o->strict_outputs = true;
+        } else if ((v = opt_value(argc, argv, &i, "--resume-from", &missing))) {
+            o->resume_from = v;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
@@ -270,13 +276,21 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
 
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
  * the config file's name without .toml); relative paths are made absolute
- * (stages need not share our cwd). With --resume, the newest complete
- * checkpoint there, if trained on the dataset of identity dataset_id
- * (ckpt_check_dataset), sets the first epoch to run; without, existing
- * checkpoints are noted (this run will overwrite them). */
+ * (stages need not share our cwd). Then, under the directory's lock
+ * (launcher/ckptdir.h; node 0 only: one writer for all nodes), which the
+ * launcher holds until it exits:
+ *   --resume: the newest complete checkpoint there must be of this run
+ *     (its `run` identity: the configuration's keys that decide what is
+ *     computed, and the dataset) and sets the first epoch to run;
+ *   --resume-from FILE: FILE, of whatever run, becomes the directory's
+ *     only checkpoint (the others are moved aside) and is continued;
+ *   neither: a fresh start moves every checkpoint there aside, into
+ *     old-<time>/, so no file of the old run is left to mix with this one.
+ * Last of the checks: nothing is moved unless the run is otherwise
+ * valid. */
 static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t dataset_id, char *err, size_t errlen)
 {
-    char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[1024];
+    char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[2048];
     size_t cap = sizeof l->cfg.train.checkpoint_dir;
     if (!dir[0]) {
         const char *base = strrchr(o->config, '/');
@@ -296,9 +310,22 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     } else {
         snprintf(dir, cap, "%s", rel);
     }
-    char path[PATH_MAX];
+    if (o->cluster.nodes > 1 && o->cluster.node != 0)
+        return 0; /* node 0's launcher keeps the directory */
+    int rc = ckptdir_lock(&l->ckd, dir, err, errlen);
+    if (rc)
+        return rc;
+    char path[PATH_MAX], moved[128], run_text[2048];
+    uint64_t run = config_run_identity(&l->cfg, dataset_id);
+    config_run_text(&l->cfg, run_text, sizeof run_text);
     uint32_t epoch = 0;
-    int rc = ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg);
+    if (o->resume_from) {
+        if ((rc = ckptdir_adopt(&l->ckd, o->resume_from, &epoch, moved, sizeof moved, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "--resume-from %s: %s", o->resume_from, msg);
+        if (moved[0])
+            fprintf(stderr, "gnnlaunch: moved the checkpoints that were in %s to %s/%s\n", dir, dir, moved);
+    }
+    rc = ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg);
     if (rc != 0 && rc != -ENOENT)
         return sl_errf(err, errlen, rc, "train.checkpoint_dir = \"%s\": %s", dir, msg);
     if (l->resume) {
@@ -314,15 +341,21 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
                            path, epoch, l->cfg.train.epochs);
         if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
             return rc; /* trained on another dataset */
+        if (!o->resume_from && (rc = ckptdir_check_run(path, run, run_text, err, errlen)) != 0)
+            return rc; /* another run's */
         l->start_epoch = epoch;
         fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
                 l->cfg.train.epochs);
-    } else if (rc == 0) {
-        fprintf(stderr,
-                "gnnlaunch: note: %s holds checkpoints up to epoch %" PRIu32
-                "; this run starts afresh and replaces them (--resume continues instead)\n",
-                dir, epoch);
+        return 0;
     }
+    int n = ckptdir_move_aside(&l->ckd, moved, sizeof moved, msg, sizeof msg);
+    if (n < 0)
+        return sl_errf(err, errlen, n, "train.checkpoint_dir = \"%s\": %s", dir, msg);
+    if (n > 0)
+        fprintf(stderr,
+                "gnnlaunch: note: this run starts afresh: the %d checkpoint%s of the previous run in %s moved to "
+                "%s/%s (--resume continues a run instead)\n",
+                n, n == 1 ? "" : "s", dir, dir, moved);
     return 0;
 }
 
@@ -348,6 +381,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* and the small files' checksums: a same-size rewrite of the labels */
         rc = dataset_meta_verify_small(l->cfg.dataset.path, &meta, DATASET_VERIFY_SMALL_MAX, msg, sizeof msg);
+    if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
+        rc = dataset_check_labelled(l->cfg.dataset.path, &meta, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     char real[PATH_MAX];
@@ -381,12 +416,12 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
             return rc;
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
-    l->resume = o->resume;
-    if ((rc = check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen)) != 0)
-        return rc;
+    l->resume = o->resume || o->resume_from;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
         return rc;
-    return spawn_check_programs(l->stage_dir, err, errlen);
+    if ((rc = spawn_check_programs(l->stage_dir, err, errlen)) != 0)
+        return rc;
+    return check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen); /* last: it moves files */
 }
 
 /* --gpus N: which GPU each rank uses, found by a child process (the
@@ -466,6 +501,7 @@ static void teardown(void)
     free(l->children);
     l->children = NULL;
     l->nchildren = 0;
+    ckptdir_free(&l->ckd); /* every stage is gone: no checkpoint is being written */
 }
 
 /* Blocks the signals the supervisor reads through a signalfd. Must run
@@ -635,6 +671,8 @@ int main(int argc, char **argv)
     }
     struct launch *l = &g_run;
     l->sigfd = l->devnull = -1;
+    ckptdir_init(&l->ckd);
+    l->strict_outputs = o.strict_outputs;
     char err[4096];
     l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
     int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
