@@ -100,3 +100,34 @@ out:
     close(lfd);
     return rc;
 }
+
+int dataset_labels_used(const char *dir, const struct dataset_meta *m, uint64_t max_bytes, uint32_t *used, char *err,
+                        size_t errlen)
+{
+    const struct dataset_file *lf = &m->f[DATASET_LABELS];
+    if (lf->bytes > max_bytes)
+        return 0;
+    char path[4096];
+    int fd = open_file(dir, lf, path, sizeof path, err, errlen);
+    if (fd < 0)
+        return fd;
+    int32_t buf[CHUNK_IDS];
+    int64_t top = -1;
+    int rc = 1;
+    for (uint64_t at = 0; at < lf->bytes;) {
+        size_t n = (size_t)SL_MIN((uint64_t)sizeof buf, lf->bytes - at), got = 0;
+        int r = sl_pread_full(fd, buf, n, (off_t)at, &got);
+        if (r < 0 || got != n) {
+            rc = sl_errf(err, errlen, r < 0 ? r : -EIO, "%s: cannot read: %s", path, strerror(r < 0 ? -r : EIO));
+            break;
+        }
+        for (size_t i = 0; i < n / sizeof buf[0]; i++)
+            if (buf[i] >= 0 && (uint32_t)buf[i] < m->classes && buf[i] > top)
+                top = buf[i];
+        at += n;
+    }
+    close(fd);
+    if (rc == 1)
+        *used = (uint32_t)(top + 1);
+    return rc;
+}

@@ -17,4 +17,12 @@
  * cannot be read. */
 int dataset_check_labelled(const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
 
+/* The classes labels.bin uses: 1 + its largest label in 0 .. classes-1
+ * into *used (0 when none is), read whole when the file is at most
+ * max_bytes (else 0 is returned and *used left alone: not looked at). 1
+ * when read, 0 when too large, -errno with a message. gnnlaunch warns when
+ * dataset.toml's classes is larger than used: outputs that never train. */
+int dataset_labels_used(const char *dir, const struct dataset_meta *m, uint64_t max_bytes, uint32_t *used, char *err,
+                        size_t errlen);
+
 #endif

@@ -45,7 +45,8 @@ _Static_assert(DEVICE_NCCL_ID_BYTES == RUN_NCCL_ID_BYTES && RUN_NCCL_ID_BYTES ==
 
 static const char usage_text[] =
     "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
-    "                 [--metrics FILE.jsonl] [--trace FILE.json] [--resume] [--run-name NAME]\n"
+    "                 [--metrics FILE.jsonl] [--trace FILE.json] [--strict-outputs]\n"
+    "                 [--resume | --resume-from CKPT] [--run-name NAME]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
@@ -66,8 +67,17 @@ static const char usage_text[] =
     "  --trace FILE       Chrome trace events (open in Perfetto)\n"
     "                     (both paths are checked before start; their contents are\n"
     "                     written once the trainer exists)\n"
-    "  --resume           continue from the last complete epoch's checkpoint\n"
-    "                     (passed to gnn-trainer)\n"
+    "  --resume           continue from the newest checkpoint in train.checkpoint_dir;\n"
+    "                     only a checkpoint of this run (same model, batch size, lr,\n"
+    "                     seed, ranks and dataset: its run identity) is continued, and\n"
+    "                     the keys that differ are listed otherwise\n"
+    "  --resume-from FILE continue from checkpoint FILE, whatever run made it (the\n"
+    "                     directory's checkpoints are moved aside into old-<time>/)\n"
+    "                     Without either, a run starts afresh and moves the previous\n"
+    "                     run's checkpoints aside into old-<time>/. The directory is\n"
+    "                     locked while a run lives: a second run there is refused\n"
+    "  --strict-outputs   a failed write of --metrics or --trace fails the run (exit 3)\n"
+    "                     instead of a warning\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
     "  --nodes K          train on K machines, one gnnlaunch on each (docs/multinode.md);\n"
@@ -78,8 +88,11 @@ static const char usage_text[] =
     "  --rendezvous-timeout S  how long the nodes wait for each other (default 120)\n"
     "  --help, --version\n"
     "\n"
-    "Exit status: 0 done; 2 bad input (nothing was started); 3 a stage (or another\n"
-    "node) failed; 130 interrupted or stopped. Stage programs are taken from the\n"
+    "Exit status: 0 done; 2 bad input (nothing was started), a split without a\n"
+    "labelled node, or a checkpoint directory in use or of another run; 3 a stage\n"
+    "(or another node) failed, a stage stalled (pipeline.stall_timeout_s), the loss\n"
+    "or gradient was not finite (train.on_nonfinite), or --strict-outputs and an\n"
+    "output was not written; 130 interrupted or stopped. Stage programs are taken from the\n"
     "directory of gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
     "$XDG_RUNTIME_DIR/sluice (or /tmp/sluice-UID) and holds the ZeroMQ control\n"
     "(ipc://RUNDIR/control: status, stop) and metrics (ipc://RUNDIR/metrics)\n"
@@ -385,6 +398,13 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         rc = dataset_check_labelled(l->cfg.dataset.path, &meta, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    uint32_t used = 0; /* classes = 1000 with 8 labels used: a model with 992 outputs that never train */
+    if (dataset_labels_used(l->cfg.dataset.path, &meta, DATASET_VERIFY_SMALL_MAX, &used, msg, sizeof msg) == 1 &&
+        used < meta.classes)
+        fprintf(stderr,
+                "gnnlaunch: warning: %s/dataset.toml says classes = %" PRIu32 " but labels.bin uses only %" PRIu32
+                " (0..%" PRId64 "): the model gets %" PRIu32 " outputs that never train; check classes\n",
+                l->cfg.dataset.path, meta.classes, used, (int64_t)used - 1, meta.classes - used);
     char real[PATH_MAX];
     if (!realpath(l->cfg.dataset.path, real))
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
@@ -661,6 +681,23 @@ static void report_end(const struct launch *l, int nchildren)
     }
 }
 
+/* --metrics and --trace alike: a failed write was warned about when it
+ * happened and training went on; at the end it is said once more, and with
+ * --strict-outputs a run that otherwise succeeded exits 3. */
+static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
+{
+    bool metrics_failed = l->prog.metrics_failed;
+    if (!metrics_failed && !trace_failed)
+        return code;
+    fprintf(stderr, "gnnlaunch: %s: %s%s%s could not be written in full (see the warnings above)%s\n",
+            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics " : "",
+            metrics_failed && trace_failed ? "and " : "", trace_failed ? "--trace " : "",
+            code != 0                ? ""
+            : l->strict_outputs ? "; exit 3 (--strict-outputs)"
+                                : "; the training itself completed (--strict-outputs makes this an error)");
+    return code == 0 && l->strict_outputs ? 3 : code;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -720,12 +757,15 @@ int main(int argc, char **argv)
     }
     code = supervise(l); /* several nodes: until the others finish too */
     int nchildren = l->nchildren;
+    bool trace_failed = false;
     if (l->trace_file[0] && l->nchildren > 0) {
         char msg[1024];
-        if (trace_write(l, msg, sizeof msg) != 0)
+        if (trace_write(l, msg, sizeof msg) != 0) {
             fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
+            trace_failed = true;
+        }
     }
     teardown();
     report_end(l, nchildren);
-    return code;
+    return outputs_verdict(l, code, trace_failed);
 }
