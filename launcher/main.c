@@ -690,8 +690,8 @@ static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
     if (!metrics_failed && !trace_failed)
         return code;
     fprintf(stderr, "gnnlaunch: %s: %s%s%s could not be written in full (see the warnings above)%s\n",
-            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics " : "",
-            metrics_failed && trace_failed ? "and " : "", trace_failed ? "--trace " : "",
+            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics" : "",
+            metrics_failed && trace_failed ? " and " : "", trace_failed ? "--trace" : "",
             code != 0                ? ""
             : l->strict_outputs ? "; exit 3 (--strict-outputs)"
                                 : "; the training itself completed (--strict-outputs makes this an error)");
