@@ -577,8 +577,6 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
         rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, DATASET_FORMAT);
         goto out;
     }
-    if ((rc = unknown_keys(path, root, err, errlen)) < 0)
-        goto out;
     if ((rc = need_uint(path, root, NULL, "version", &version, err, errlen)) < 0)
         goto out;
     if (version != DATASET_VERSION) {
@@ -622,6 +620,8 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
     for (int i = 0; i < DATASET_FILES; i++)
         if ((rc = read_dsfile(path, root, i, &m->f[i], err, errlen)) < 0)
             goto out;
+    if ((rc = unknown_keys(path, root, err, errlen)) < 0) /* after what is missing or mistyped */
+        goto out;
     rc = -EINVAL;
     enum dtype idt = dtype_for_ids(m->nodes);
     const struct dataset_file *f = m->f;
