@@ -94,7 +94,9 @@ static const char usage_text[] =
     "or gradient was not finite (train.on_nonfinite), or --strict-outputs and an\n"
     "output was not written; 130 interrupted or stopped. Stage programs are taken from the\n"
     "directory of gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
-    "$XDG_RUNTIME_DIR/sluice (or /tmp/sluice-UID) and holds the ZeroMQ control\n"
+    "$XDG_RUNTIME_DIR/sluice (or ${TMPDIR:-/tmp}/sluice-UID, or a private\n"
+    "sluice-UID-XXXXXX beside it when another user holds that name, recorded in\n"
+    "$HOME/.cache/sluice/run-base) and holds the ZeroMQ control\n"
     "(ipc://RUNDIR/control: status, stop) and metrics (ipc://RUNDIR/metrics)\n"
     "sockets. See docs/architecture.md.\n";
 
