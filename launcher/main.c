@@ -334,7 +334,18 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     uint64_t run = config_run_identity(&l->cfg, dataset_id);
     config_run_text(&l->cfg, run_text, sizeof run_text);
     uint32_t epoch = 0;
-    if (o->resume_from) {
+    if (o->resume_from) { /* checked before anything is moved */
+        struct ckpt k;
+        if ((rc = ckpt_read(&k, o->resume_from, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "--resume-from: %s", msg);
+        const char *ep = ckpt_meta(&k, "epoch");
+        unsigned long e = ep ? strtoul(ep, NULL, 10) : 0;
+        ckpt_free(&k);
+        if (e >= (unsigned long)l->cfg.train.epochs)
+            return sl_errf(err, errlen, -EINVAL,
+                           "--resume-from %s holds %lu epochs, not fewer than train.epochs = %" PRId64
+                           "; pass a larger --epochs to train on",
+                           o->resume_from, e, l->cfg.train.epochs);
         if ((rc = ckptdir_adopt(&l->ckd, o->resume_from, &epoch, moved, sizeof moved, msg, sizeof msg)) != 0)
             return sl_errf(err, errlen, rc, "--resume-from %s: %s", o->resume_from, msg);
         if (moved[0])
@@ -354,10 +365,15 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
                            "--resume: %s already holds %" PRIu32 " of train.epochs = %" PRId64
                            " epochs; pass a larger --epochs to train on",
                            path, epoch, l->cfg.train.epochs);
-        if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
-            return rc; /* trained on another dataset */
-        if (!o->resume_from && (rc = ckptdir_check_run(path, run, run_text, err, errlen)) != 0)
-            return rc; /* another run's */
+        if (o->resume_from) { /* named explicitly: another run's, even another dataset's, is the user's choice */
+            if (ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, msg, sizeof msg) != 0)
+                fprintf(stderr, "gnnlaunch: note: %s\n", msg);
+        } else {
+            if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
+                return rc; /* trained on another dataset */
+            if ((rc = ckptdir_check_run(path, run, run_text, err, errlen)) != 0)
+                return rc; /* another run's */
+        }
         l->start_epoch = epoch;
         fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
                 l->cfg.train.epochs);

@@ -245,7 +245,8 @@ void t_gpu_plain(void **state)
         same_f32("scale", x, dx, n);
         /* any_nonfinite against the CPU twin's count: none, then one
          * infinity at the end (the last element a grid covers) */
-        float *flag = dev_of(y, sizeof *y);
+        float zero = 0.0f;
+        float *flag = dev_of(&zero, sizeof zero);
         bool any = true;
         T_OK(gk_any_nonfinite(&g_gk, dx, n, flag, &any));
         assert_int_equal(any, ops_count_nonfinite(x, n) != 0);

@@ -25,12 +25,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
 #include "core/dataset.h"
 #include "core/util.h"
+#include "ipc/metrics.h"
+#include "ipc/run.h"
 #include "launcher/layout.h"
 #include "ops/ckpt.h"
 #include "t_launch.h"
@@ -163,7 +166,7 @@ static void test_unlabelled_split(void **state)
     assert_int_equal(run(&r, NULL, cfg, ck, NULL), 2);
     t_expect_log(&r, "val.bin: none of its");
     t_expect_log(&r, "val_acc would be nan");
-    assert_int_equal(t_shm_count("sluice."), 0);
+    t_expect_clean(&r);
     assert_false(exists(ck, "epoch-000001.safetensors"));
     t_rmrf(ds);
     t_rmrf(ck);
@@ -171,16 +174,32 @@ static void test_unlabelled_split(void **state)
 
 /* ---- item 5: stalls -------------------------------------------------------------------- */
 
-/* pid of rank 0's stage s once it has handled a batch. */
+/* pid of rank 0's stage s once it has handled a batch (its metrics block
+ * counts an item: before that, start-up, no stall is judged). */
 static pid_t wait_busy_stage(struct t_proc *r, enum run_stage s)
 {
     struct t_kid k[T_MAX_KIDS];
     int n = t_wait_flowing(r, RUN_STAGES, k, 1);
+    pid_t pid = -1;
     for (int i = 0; i < n; i++)
         if (k[i].stage == (int)s && k[i].rank == 0)
-            return k[i].pid;
-    fail_msg("stage %d of rank 0 not found", (int)s);
-    return -1;
+            pid = k[i].pid;
+    if (pid < 0)
+        fail_msg("stage %d of rank 0 not found", (int)s);
+    char name[SHM_NAME_MAX];
+    struct metrics_page page = {0};
+    assert_int_equal(run_metrics_segname(name, sizeof name, k[0].run, NULL, 0), 0);
+    assert_int_equal(metrics_attach(&page, name, SHM_RDONLY, NULL, 0), 0);
+    const struct metrics_block *b = metrics_block(&page, run_block(0, s));
+    assert_non_null(b);
+    double t0 = t_now();
+    while (atomic_load(&b->items) == 0) {
+        if (t_now() - t0 > 60)
+            fail_msg("stage %d of rank 0 never handled a batch", (int)s);
+        t_sleep_ms(1);
+    }
+    metrics_free(&page);
+    return pid;
 }
 
 static void stall_case(enum run_stage s, const char *name)
@@ -359,7 +378,18 @@ static void test_rundir_taken(void **state)
     /* a second run takes the recorded directory without a word */
     assert_int_equal(run(&r, env, g_cfg, ck, NULL), 0);
     t_expect_no_log(&r, "is not a private directory of yours");
-    assert_int_equal(t_shm_count("sluice."), 0);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, SHM_PREFIX "%ld-", (long)r.pid);
+    assert_int_equal(t_shm_count(prefix), 0);
+    char runs[1400];
+    snprintf(runs, sizeof runs, "%s", base); /* its run directory was removed */
+    DIR *d = opendir(runs);
+    assert_non_null(d);
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        left += e->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(left, 0);
     t_rmrf(tmp);
     t_rmrf(home);
     t_rmrf(ck);
