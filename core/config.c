@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "core/toml.h"
 #include "core/util.h"
 
@@ -20,6 +22,7 @@ static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
+static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -78,6 +81,11 @@ static const key keys[] = {
     {"train.checkpoint_dir", K_STR, OFF(train.checkpoint_dir), "\"\"", 0, 0, NULL,
      "Where checkpoints go (epoch-NNNNNN.safetensors, one per epoch; relative to the current directory). "
      "Empty: checkpoints/<run name>, the run name being --run-name or the config file's name without .toml."},
+    {"train.on_nonfinite", K_ENUM, OFF(train.on_nonfinite), "\"fail\"", 0, 0, nonfinite_modes,
+     "A training batch whose loss or gradient is NaN or infinite: \"fail\" stops the run (exit 3) naming the epoch, "
+     "the batch and any input rows that are not finite, before a checkpoint is written from it; \"skip-batch\" "
+     "leaves the parameters as they were, counts the batch as skipped (a warning, and the epoch line) and trains "
+     "on."},
 
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
      "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
@@ -99,12 +107,24 @@ static const key keys[] = {
      "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
+    {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
+     "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
+     "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "
+     "its first batch is not counted. 0: never."},
 };
+
+/* The keys that decide what a run computes: its identity (config_run_text). */
+static const char *const run_keys[] = {
+    "model.kind",        "model.layers",      "model.hidden",     "model.fanouts",  "model.dropout",
+    "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.heads",
+    "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
+    "train.seed",        "pipeline.ranks"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
+const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
 
 int extract_io_parse(const char *s)
@@ -510,13 +530,13 @@ void config_write_toml(const struct config *c, FILE *f)
             c->train.weight_decay, c->train.seed, c->train.eval_every);
     fprintf(f, "checkpoint_dir = ");
     write_str(f, c->train.checkpoint_dir);
-    fputc('\n', f);
+    fprintf(f, "\non_nonfinite = \"%s\"\n", config_nonfinite_name(c->train.on_nonfinite));
     fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
                "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
-               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\n",
+               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\nstall_timeout_s = %.17g\n",
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
-            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false");
+            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false", c->pipeline.stall_timeout_s);
 }
 
 const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
@@ -530,4 +550,120 @@ const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t le
     if (used + 1 < len)
         snprintf(buf + used, len - used, "]");
     return buf;
+}
+
+/* ---- run identity ---- */
+
+/* Key k's value in c as TOML text. */
+static void value_text(const struct config *c, const key *k, char *buf, size_t len)
+{
+    const char *field = (const char *)c + k->off;
+    switch (k->type) {
+    case K_STR:
+        snprintf(buf, len, "\"%s\"", field);
+        return;
+    case K_INT:
+        snprintf(buf, len, "%" PRId64, *(const int64_t *)field);
+        return;
+    case K_FLOAT: { /* the shortest text that reads back as the same double */
+        double x = *(const double *)field;
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, len, "%.*g", prec, x);
+            if (strtod(buf, NULL) == x)
+                break;
+        }
+        return;
+    }
+    case K_BOOL:
+        snprintf(buf, len, "%s", *(const bool *)field ? "true" : "false");
+        return;
+    case K_ENUM: {
+        int i = *(const int *)field, n = 0;
+        while (k->choices[n])
+            n++;
+        snprintf(buf, len, "\"%s\"", i >= 0 && i < n ? k->choices[i] : "?");
+        return;
+    }
+    case K_INTLIST:
+        config_fanouts_str((const int64_t *)field, c->model.n_fanouts, buf, len);
+        return;
+    }
+    snprintf(buf, len, "?");
+}
+
+size_t config_run_text(const struct config *c, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < SL_ARRAY_LEN(run_keys); i++) {
+        const key *k = find_key(run_keys[i]);
+        char v[256];
+        value_text(c, k, v, sizeof v);
+        int w = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s = %s\n", k->name, v);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return used;
+}
+
+uint64_t config_run_identity(const struct config *c, uint64_t dataset_id)
+{
+    char text[4096];
+    size_t n = config_run_text(c, text, sizeof text);
+    uint8_t id[8];
+    for (int i = 0; i < 8; i++)
+        id[i] = (uint8_t)(dataset_id >> (8 * i)); /* little endian, whatever the host */
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, text, SL_MIN(n, sizeof text - 1));
+    XXH3_64bits_update(st, id, sizeof id);
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+/* The value of `name` in a run text (a line "name = VALUE"), into v; false
+ * when absent. */
+static bool run_text_value(const char *text, const char *name, char *v, size_t len)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, n) || strncmp(p + n, " = ", 3))
+            continue;
+        const char *s = p + n + 3, *e = strchr(s, '\n');
+        size_t m = e ? (size_t)(e - s) : strlen(s);
+        snprintf(v, len, "%.*s", (int)SL_MIN(m, len - 1), s);
+        return true;
+    }
+    return false;
+}
+
+int config_run_diff(const char *a, const char *b, char *out, size_t len)
+{
+    int ndiff = 0;
+    size_t used = 0;
+    if (len)
+        out[0] = '\0';
+    /* every key named in either text, in a's order then b's new ones */
+    const char *texts[2] = {a, b};
+    for (int t = 0; t < 2; t++)
+        for (const char *p = texts[t]; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+            const char *eq = strstr(p, " = "), *nl = strchr(p, '\n');
+            if (!eq || (nl && eq > nl))
+                continue;
+            char name[128], va[256], vb[256];
+            snprintf(name, sizeof name, "%.*s", (int)SL_MIN((size_t)(eq - p), sizeof name - 1), p);
+            if (t == 1 && run_text_value(a, name, va, sizeof va))
+                continue; /* compared in the first pass */
+            bool ha = run_text_value(a, name, va, sizeof va), hb = run_text_value(b, name, vb, sizeof vb);
+            if (ha && hb && !strcmp(va, vb))
+                continue;
+            ndiff++;
+            int w = snprintf(used < len ? out + used : NULL, used < len ? len - used : 0, "%s%s: %s -> %s",
+                             ndiff > 1 ? "; " : "", name, ha ? va : "(absent)", hb ? vb : "(absent)");
+            used += w > 0 ? (size_t)w : 0;
+        }
+    return ndiff;
 }

@@ -32,6 +32,10 @@ enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMA
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
+/* train.on_nonfinite: what the trainer does with a batch whose loss or
+ * gradient is NaN or infinite (docs/training.md). */
+enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
+
 struct config {
     struct {
         char path[4096];
@@ -59,6 +63,7 @@ struct config {
         int64_t seed;
         int64_t eval_every;
         char checkpoint_dir[4096]; /* "" until gnnlaunch resolves it */
+        enum config_nonfinite on_nonfinite;
     } train;
     struct {
         int64_t ranks;
@@ -71,6 +76,7 @@ struct config {
         int64_t io_depth;
         enum extract_io io;
         bool ordered;
+        double stall_timeout_s; /* 0: never */
     } pipeline;
 };
 
@@ -88,6 +94,27 @@ void config_write_reference(FILE *f);
 
 /* Writes the effective configuration as TOML (for logs and checkpoints). */
 void config_write_toml(const struct config *c, FILE *f);
+
+/* The run identity's text: one line `section.key = VALUE` (VALUE as TOML)
+ * for every key that decides what a run computes (the model, batch size,
+ * learning rate, seed, ranks; the schema marks them), in schema order.
+ * Keys that only say how fast, where or how long (epochs, paths, queue
+ * sizes, timeouts) are not in it, so a run resumed with more epochs or
+ * other queue sizes is the same run. Truncated to len (always ends in a
+ * NUL); returns the length it needs. */
+size_t config_run_text(const struct config *c, char *buf, size_t len);
+
+/* A run's identity: XXH3-64 of config_run_text and the dataset's identity
+ * (dataset_meta_identity). Checkpoints record it (docs/checkpoints.md). */
+uint64_t config_run_identity(const struct config *c, uint64_t dataset_id);
+
+/* Compares two run texts key by key: writes "key: A -> B" for every key
+ * whose value differs (or is only in one), separated by "; ", into out;
+ * returns how many keys differ. */
+int config_run_diff(const char *a, const char *b, char *out, size_t len);
+
+/* "fail", "skip-batch"; "?" when out of range. */
+const char *config_nonfinite_name(enum config_nonfinite v);
 
 /* "sage", "gcn", "gat", "mlp"; "?" when out of range. */
 const char *model_kind_name(enum model_kind k);

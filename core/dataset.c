@@ -513,6 +513,54 @@ static int read_dsfile(const char *path, const struct toml_value *root, int idx,
     return 0;
 }
 
+/* Keys dataset.toml may hold (dataset_meta_write writes them all); any
+ * other is refused, naming it: a misspelt key would otherwise be ignored
+ * while the value meant was not there. Extend these lists with the
+ * writer. */
+static const char *const top_keys[] = {"format", "version", "nodes", "edges", "feat_dim", "classes", "feat_align",
+                                       "source"};
+static const char *const file_keys[] = {"file", "dtype", "shape", "row_stride", "bytes", "xxh3"};
+
+static bool key_in(const char *k, const char *const *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(k, keys[i]))
+            return true;
+    return false;
+}
+
+static int unknown_keys(const char *path, const struct toml_value *root, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < root->u.tab.n; i++) {
+        const char *k = root->u.tab.kv[i].key;
+        const struct toml_value *v = root->u.tab.kv[i].val;
+        int table = -1;
+        for (int f = 0; f < DATASET_FILES; f++)
+            if (!strcmp(k, dataset_file_key[f]))
+                table = f;
+        if (table < 0) {
+            if (!key_in(k, top_keys, SL_ARRAY_LEN(top_keys)))
+                return sl_errf(err, errlen, -EINVAL,
+                               "%s:%d:%d: unknown key %s (docs/format.md lists every key of dataset.toml); remove "
+                               "it, or check its spelling",
+                               path, v->line, v->col, k);
+            continue;
+        }
+        if (v->type != TOML_TABLE)
+            continue; /* read_dsfile says what is wrong */
+        for (size_t j = 0; j < v->u.tab.n; j++) {
+            const char *fk = v->u.tab.kv[j].key;
+            const struct toml_value *fv = v->u.tab.kv[j].val;
+            if (!key_in(fk, file_keys, SL_ARRAY_LEN(file_keys)) || (!strcmp(fk, "row_stride") && table != DATASET_FEATURES))
+                return sl_errf(err, errlen, -EINVAL,
+                               "%s:%d:%d: unknown key %s.%s (docs/format.md lists every key of dataset.toml); "
+                               "remove it, or check its spelling",
+                               path, fv->line, fv->col, k, fk);
+        }
+    }
+    return 0;
+}
+
 int dataset_meta_parse(const char *text, size_t len, const char *path, struct dataset_meta *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -572,6 +620,8 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
     for (int i = 0; i < DATASET_FILES; i++)
         if ((rc = read_dsfile(path, root, i, &m->f[i], err, errlen)) < 0)
             goto out;
+    if ((rc = unknown_keys(path, root, err, errlen)) < 0) /* after what is missing or mistyped */
+        goto out;
     rc = -EINVAL;
     enum dtype idt = dtype_for_ids(m->nodes);
     const struct dataset_file *f = m->f;
@@ -682,30 +732,78 @@ uint64_t dataset_meta_identity(const struct dataset_meta *m)
 /* ------------------------------------------------------------------ */
 /* staged dataset directory */
 
-/* Removes `.NAME.partial-PID` siblings whose process is gone. */
-static void reap_stale(const char *parent, const char *base)
+#define OWNER_FILE ".owner" /* in a staging directory: "PID START" of the gnnprep writing it */
+
+/* The start time of process pid (field 22 of /proc/PID/stat, clock ticks
+ * since boot): 0 when it is gone or cannot be read. */
+static uint64_t pid_start_time(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Whether the staging directory `name` (".X.partial-PID") in parent is
+ * stale: ours, and its writer gone - no process PID, or a process PID
+ * that started at another time than the one recorded in its .owner (the
+ * pid was reused). */
+static bool staging_stale(const char *parent, const char *name)
+{
+    const char *mark = strstr(name, ".partial-");
+    if (name[0] != '.' || !mark)
+        return false;
+    char *end;
+    long pid = strtol(mark + 9, &end, 10);
+    if (*end || pid <= 0)
+        return false;
+    char p[4096], owner[4200];
+    struct stat st;
+    if (sl_path_join(p, sizeof p, parent, name) != 0 || lstat(p, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid())
+        return false;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return true;
+    snprintf(owner, sizeof owner, "%s/" OWNER_FILE, p);
+    FILE *f = fopen(owner, "re");
+    long opid = 0;
+    unsigned long long ostart = 0;
+    bool read = f && fscanf(f, "%ld %llu", &opid, &ostart) == 2;
+    if (f)
+        fclose(f);
+    uint64_t now = pid_start_time(pid);
+    return read && opid == pid && now != 0 && now != ostart;
+}
+
+/* Removes the staging directories of gnnprep runs that are gone, of any
+ * output name, in parent (a killed gnnprep leaves its `.NAME.partial-PID`;
+ * nothing else removes it); says so on stderr. */
+static void reap_stale(const char *parent)
 {
     DIR *d = opendir(parent);
     if (!d)
         return;
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, ".%s.partial-", base);
-    size_t pl = strlen(prefix);
+    int n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, pl))
-            continue;
-        char *end;
-        long pid = strtol(e->d_name + pl, &end, 10);
-        if (*end || pid <= 0)
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
         char p[4096];
-        if (sl_path_join(p, sizeof p, parent, e->d_name) == 0)
-            sl_rmtree(p);
+        if (!staging_stale(parent, e->d_name) || sl_path_join(p, sizeof p, parent, e->d_name) != 0)
+            continue;
+        if (sl_rmtree(p) == 0)
+            n++;
     }
     closedir(d);
+    if (n)
+        fprintf(stderr, "gnnprep: removed %d staging director%s left in %s by gnnprep runs that were killed\n", n,
+                n == 1 ? "y" : "ies", parent);
 }
 
 int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t errlen)
@@ -727,11 +825,18 @@ int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t 
     const char *parent = dirname(a), *base = basename(b);
     if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode))
         return sl_errf(err, errlen, -ENOENT, "%s: parent directory %s does not exist; create it first", d->out, parent);
-    reap_stale(parent, base);
+    reap_stale(parent);
     snprintf(d->tmp, sizeof d->tmp, "%s/.%s.partial-%ld", parent, base, (long)getpid());
     sl_rmtree(d->tmp);
     if (mkdir(d->tmp, 0755) < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot create staging directory: %s", d->tmp, strerror(errno));
+    char owner[4200]; /* who writes it, for reap_stale of a later gnnprep */
+    snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
+    FILE *f = sl_fopen_write(owner, 0644);
+    if (f) {
+        fprintf(f, "%ld %llu\n", (long)getpid(), (unsigned long long)pid_start_time(getpid()));
+        fclose(f);
+    }
     return 0;
 }
 
@@ -745,6 +850,9 @@ int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char
     int rc = dataset_meta_write(d->tmp, m, err, errlen);
     if (rc < 0)
         return rc;
+    char owner[4200];
+    snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
+    unlink(owner); /* not part of the dataset */
     int fd = open(d->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);

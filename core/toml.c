@@ -14,6 +14,7 @@
 #include "toml.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ typedef struct parser {
     char *err;
     size_t errlen;
     bool failed;
+    bool too_large; /* the error is a number out of range (toml_parse_value keeps it) */
     int depth;
 } parser;
 
@@ -509,7 +511,9 @@ static struct toml_value *parse_number(parser *p, int line, int col)
             int d = (*q >= '0' && *q <= '9') ? *q - '0' : (*q | 0x20) - 'a' + 10;
             if (x > (uint64_t)INT64_MAX / (uint64_t)base ||
                 x * (uint64_t)base > (uint64_t)INT64_MAX - (uint64_t)d) {
-                numerr(p, line, col, "integer '%s' does not fit in 64 bits", tok);
+                numerr(p, line, col, "integer '%s' is too large: it does not fit in 64 bits (at most %" PRId64 ")",
+                       tok, INT64_MAX);
+                p->too_large = true;
                 return NULL;
             }
             x = x * (uint64_t)base + (uint64_t)d;
@@ -564,7 +568,8 @@ static struct toml_value *parse_number(parser *p, int line, int col)
     if (is_float) {
         double d = strtod(clean, NULL);
         if (errno == ERANGE && isinf(d)) {
-            numerr(p, line, col, "float '%s' is out of range", tok);
+            numerr(p, line, col, "float '%s' is too large: out of the range of a double", tok);
+            p->too_large = true;
             return NULL;
         }
         struct toml_value *v = val_new(p, TOML_FLOAT, line, col);
@@ -574,7 +579,9 @@ static struct toml_value *parse_number(parser *p, int line, int col)
     }
     long long x = strtoll(clean, NULL, 10);
     if (errno == ERANGE) {
-        numerr(p, line, col, "integer '%s' does not fit in 64 bits", tok);
+        numerr(p, line, col, "integer '%s' is too large%s: it does not fit in 64 bits (%" PRId64 " .. %" PRId64 ")",
+               tok, neg ? " in magnitude" : "", INT64_MIN, INT64_MAX);
+        p->too_large = true;
         return NULL;
     }
     struct toml_value *v = val_new(p, TOML_INT, line, col);
@@ -903,6 +910,10 @@ static bool parse_header(parser *p, struct toml_value *root, struct toml_value *
 
 struct toml_value *toml_parse(const char *text, size_t len, const char *name, char *err, size_t errlen)
 {
+    if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) { /* a UTF-8 byte order mark, as some editors write */
+        text += 3;
+        len -= 3;
+    }
     parser p = {.s = text, .len = len, .line = 1, .col = 1, .name = name ? name : "<string>", .err = err,
                 .errlen = errlen};
     if (err && errlen)
@@ -984,6 +995,8 @@ struct toml_value *toml_parse_value(const char *text, char *err, size_t errlen)
         v = NULL;
         p.failed = false;
         perr(&p, "unexpected text after the value");
+    } else if (p.too_large) {
+        return NULL; /* a number out of range is no bare word: say so, not "a string" */
     }
     /* A bare word that is no TOML value is a string; text that starts like a
      * structured or quoted value keeps its error. */

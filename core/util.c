@@ -82,7 +82,9 @@ int sl_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got)
 int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+     * anything but a regular file is then refused */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -93,7 +95,8 @@ int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, ch
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return sl_errf(err, errlen, -EINVAL, "%s: not a regular file", path);
+        return sl_errf(err, errlen, -EINVAL, "%s: not a regular file (%s); give the path of a file", path,
+                       S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket");
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);

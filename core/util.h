@@ -37,7 +37,8 @@ int sl_pwrite_all(int fd, const void *buf, size_t n, off_t off);
 int sl_pread_full(int fd, void *buf, size_t n, off_t off, size_t *got);
 
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer.
- * Fails with -EFBIG beyond max_bytes. */
+ * Fails with -EFBIG beyond max_bytes; anything but a regular file (a FIFO,
+ * a device, a directory) with -EINVAL, without blocking on it. */
 int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
 
 /* Opens path for writing like fopen(path, "we"), but a file it creates gets

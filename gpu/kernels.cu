@@ -39,6 +39,19 @@ static __global__ void k_scale(float *x, size_t n, float alpha)
         x[i] *= alpha;
 }
 
+/* *flag = 1 when some x[i] is NaN or infinite (exponent bits all ones, as
+ * ops_count_nonfinite). Every writer stores the same value, so the race
+ * between threads is benign; the flag is zeroed before the launch. */
+static __global__ void k_any_nonfinite(const float *x, size_t n, float *flag)
+{
+    for (size_t i = gk_first(); i < n; i += gk_stride()) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            *flag = 1.0f;
+    }
+}
+
 /* C = beta C over an (m, n) matrix with row stride ldc; beta = 0 writes +0. */
 static __global__ void k_gemm_k0(float *c, size_t m, size_t n, size_t ldc, float beta)
 {
@@ -462,6 +475,18 @@ int gk_copy(struct gk_ctx *g, float *y, const float *x, size_t n)
 int gk_scale(struct gk_ctx *g, float *x, size_t n, float alpha)
 {
     return GK_RUN(g, n, k_scale, x, n, alpha);
+}
+
+int gk_any_nonfinite(struct gk_ctx *g, const float *x, size_t n, float *flag, bool *any)
+{
+    float h = 0.0f;
+    int rc = gk_zero(g, flag, 1);
+    if (rc == 0 && n)
+        rc = GK_RUN(g, n, k_any_nonfinite, x, n, flag);
+    if (rc == 0)
+        rc = gk_download(g, &h, flag, sizeof h); /* waits */
+    *any = h != 0.0f;
+    return rc;
 }
 
 int gk_linear_fwd(struct gk_ctx *g, float *y, const float *x, const float *w, uint32_t n, uint32_t in, uint32_t out,

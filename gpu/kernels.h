@@ -197,6 +197,10 @@ int gk_gemm(struct gk_ctx *g, bool ta, bool tb, size_t m, size_t n, size_t k, fl
 int gk_zero(struct gk_ctx *g, float *x, size_t n);
 int gk_copy(struct gk_ctx *g, float *y, const float *x, size_t n);
 int gk_scale(struct gk_ctx *g, float *x, size_t n, float alpha);
+/* *any = some of x (n, device) is NaN or infinite (ops_count_nonfinite's
+ * test), reduced on the device into flag (one device float, scratch) and
+ * downloaded: blocks until the answer is on the host. */
+int gk_any_nonfinite(struct gk_ctx *g, const float *x, size_t n, float *flag, bool *any);
 
 int gk_linear_fwd(struct gk_ctx *g, float *y, const float *x, const float *w, uint32_t n, uint32_t in, uint32_t out,
                   bool acc);

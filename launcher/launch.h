@@ -15,6 +15,7 @@
 #include "core/dataset_verify.h"
 #include "gpu/device.h"
 #include "ipc/shm.h"
+#include "launcher/ckptdir.h"
 #include "launcher/cluster.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
@@ -46,7 +47,9 @@ struct launch {
     char metrics_file[PATH_MAX];    /* --metrics, absolute, or "" */
     char trace_file[PATH_MAX];      /* --trace, absolute, or "" */
     char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
-    bool resume;
+    bool resume;          /* --resume or --resume-from */
+    bool strict_outputs;  /* --strict-outputs: a failed --metrics or --trace write fails the run */
+    struct ckptdir ckd;   /* train.checkpoint_dir, locked for the run's life (node 0) */
     uint32_t start_epoch; /* with --resume: epochs the checkpoint already holds */
     int ranks;
     struct run_arena_plan arena; /* each rank's batch arena */

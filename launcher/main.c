@@ -29,12 +29,16 @@
 #include <unistd.h>
 
 #include "core/dataset.h"
+#include "core/dataset_labelled.h"
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
 #include "stages/trainer_reduce.h"
+
+/* Most bytes of labels.bin the classes warning reads (dataset_labels_used). */
+#define LABELS_SCAN_MAX ((uint64_t)64 << 20)
 
 #define EXIT_USAGE 2
 
@@ -44,8 +48,8 @@ _Static_assert(DEVICE_NCCL_ID_BYTES == RUN_NCCL_ID_BYTES && RUN_NCCL_ID_BYTES ==
 
 static const char usage_text[] =
     "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
-    "                 [--metrics FILE.jsonl] [--trace FILE.json] [--resume] [--run-name NAME]\n"
-    "                 [--skip-verify]\n"
+    "                 [--metrics FILE.jsonl] [--trace FILE.json] [--strict-outputs]\n"
+    "                 [--resume | --resume-from CKPT] [--run-name NAME] [--skip-verify]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
@@ -66,8 +70,17 @@ static const char usage_text[] =
     "  --trace FILE       Chrome trace events (open in Perfetto)\n"
     "                     (both paths are checked before start; their contents are\n"
     "                     written once the trainer exists)\n"
-    "  --resume           continue from the last complete epoch's checkpoint\n"
-    "                     (passed to gnn-trainer)\n"
+    "  --resume           continue from the newest checkpoint in train.checkpoint_dir;\n"
+    "                     only a checkpoint of this run (same model, batch size, lr,\n"
+    "                     seed, ranks and dataset: its run identity) is continued, and\n"
+    "                     the keys that differ are listed otherwise\n"
+    "  --resume-from FILE continue from checkpoint FILE, whatever run made it (the\n"
+    "                     directory's checkpoints are moved aside into old-<time>/)\n"
+    "                     Without either, a run starts afresh and moves the previous\n"
+    "                     run's checkpoints aside into old-<time>/. The directory is\n"
+    "                     locked while a run lives: a second run there is refused\n"
+    "  --strict-outputs   a failed write of --metrics or --trace fails the run (exit 3)\n"
+    "                     instead of a warning\n"
     "  --skip-verify      do not verify the dataset's contents before the run (a warning\n"
     "                     says so). By default every file is checked against the XXH3\n"
     "                     that dataset.toml records, and its contents (finite features,\n"
@@ -88,10 +101,15 @@ static const char usage_text[] =
     "  --rendezvous-timeout S  how long the nodes wait for each other (default 120)\n"
     "  --help, --version\n"
     "\n"
-    "Exit status: 0 done; 2 bad input (nothing was started); 3 a stage (or another\n"
-    "node) failed; 130 interrupted or stopped. Stage programs are taken from the\n"
+    "Exit status: 0 done; 2 bad input (nothing was started), a split without a\n"
+    "labelled node, or a checkpoint directory in use or of another run; 3 a stage\n"
+    "(or another node) failed, a stage stalled (pipeline.stall_timeout_s), the loss\n"
+    "or gradient was not finite (train.on_nonfinite), or --strict-outputs and an\n"
+    "output was not written; 130 interrupted or stopped. Stage programs are taken from the\n"
     "directory of gnnlaunch, or from $SLUICE_STAGE_DIR. The run directory is under\n"
-    "$XDG_RUNTIME_DIR/sluice (or /tmp/sluice-UID) and holds the ZeroMQ control\n"
+    "$XDG_RUNTIME_DIR/sluice (or ${TMPDIR:-/tmp}/sluice-UID, or a private\n"
+    "sluice-UID-XXXXXX beside it when another user holds that name, recorded in\n"
+    "$HOME/.cache/sluice/run-base) and holds the ZeroMQ control\n"
     "(ipc://RUNDIR/control: status, stop) and metrics (ipc://RUNDIR/metrics)\n"
     "sockets. See docs/architecture.md.\n";
 
@@ -104,7 +122,8 @@ struct opts {
     char **owned; /* (nowned) strings made for --epochs */
     int nowned;
     const char *metrics, *trace, *run_name;
-    bool resume;
+    const char *resume_from; /* --resume-from FILE, or NULL */
+    bool resume, strict_outputs;
     bool skip_verify; /* --skip-verify */
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
 };
@@ -189,6 +208,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->resume = true;
         } else if (!strcmp(arg, "--skip-verify")) {
             o->skip_verify = true;
+        } else if (!strcmp(arg, "--strict-outputs")) {
+            o->strict_outputs = true;
+        } else if ((v = opt_value(argc, argv, &i, "--resume-from", &missing))) {
+            o->resume_from = v;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
@@ -284,13 +307,21 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
 
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
  * the config file's name without .toml); relative paths are made absolute
- * (stages need not share our cwd). With --resume, the newest complete
- * checkpoint there, if trained on the dataset of identity dataset_id
- * (ckpt_check_dataset), sets the first epoch to run; without, existing
- * checkpoints are noted (this run will overwrite them). */
+ * (stages need not share our cwd). Then, under the directory's lock
+ * (launcher/ckptdir.h; node 0 only: one writer for all nodes), which the
+ * launcher holds until it exits:
+ *   --resume: the newest complete checkpoint there must be of this run
+ *     (its `run` identity: the configuration's keys that decide what is
+ *     computed, and the dataset) and sets the first epoch to run;
+ *   --resume-from FILE: FILE, of whatever run, becomes the directory's
+ *     only checkpoint (the others are moved aside) and is continued;
+ *   neither: a fresh start moves every checkpoint there aside, into
+ *     old-<time>/, so no file of the old run is left to mix with this one.
+ * Last of the checks: nothing is moved unless the run is otherwise
+ * valid. */
 static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t dataset_id, char *err, size_t errlen)
 {
-    char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[1024];
+    char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[2048];
     size_t cap = sizeof l->cfg.train.checkpoint_dir;
     if (!dir[0]) {
         const char *base = strrchr(o->config, '/');
@@ -310,9 +341,33 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     } else {
         snprintf(dir, cap, "%s", rel);
     }
-    char path[PATH_MAX];
+    if (o->cluster.nodes > 1 && o->cluster.node != 0)
+        return 0; /* node 0's launcher keeps the directory */
+    int rc = ckptdir_lock(&l->ckd, dir, err, errlen);
+    if (rc)
+        return rc;
+    char path[PATH_MAX], moved[128], run_text[2048];
+    uint64_t run = config_run_identity(&l->cfg, dataset_id);
+    config_run_text(&l->cfg, run_text, sizeof run_text);
     uint32_t epoch = 0;
-    int rc = ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg);
+    if (o->resume_from) { /* checked before anything is moved */
+        struct ckpt k;
+        if ((rc = ckpt_read(&k, o->resume_from, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "--resume-from: %s", msg);
+        const char *ep = ckpt_meta(&k, "epoch");
+        unsigned long e = ep ? strtoul(ep, NULL, 10) : 0;
+        ckpt_free(&k);
+        if (e >= (unsigned long)l->cfg.train.epochs)
+            return sl_errf(err, errlen, -EINVAL,
+                           "--resume-from %s holds %lu epochs, not fewer than train.epochs = %" PRId64
+                           "; pass a larger --epochs to train on",
+                           o->resume_from, e, l->cfg.train.epochs);
+        if ((rc = ckptdir_adopt(&l->ckd, o->resume_from, &epoch, moved, sizeof moved, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "--resume-from %s: %s", o->resume_from, msg);
+        if (moved[0])
+            fprintf(stderr, "gnnlaunch: moved the checkpoints that were in %s to %s/%s\n", dir, dir, moved);
+    }
+    rc = ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg);
     if (rc != 0 && rc != -ENOENT)
         return sl_errf(err, errlen, rc, "train.checkpoint_dir = \"%s\": %s", dir, msg);
     if (l->resume) {
@@ -326,17 +381,28 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
                            "--resume: %s already holds %" PRIu32 " of train.epochs = %" PRId64
                            " epochs; pass a larger --epochs to train on",
                            path, epoch, l->cfg.train.epochs);
-        if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
-            return rc; /* trained on another dataset */
+        if (o->resume_from) { /* named explicitly: another run's, even another dataset's, is the user's choice */
+            if (ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, msg, sizeof msg) != 0)
+                fprintf(stderr, "gnnlaunch: note: %s\n", msg);
+        } else {
+            if ((rc = ckpt_check_dataset(dir, epoch, dataset_id, l->cfg.dataset.path, err, errlen)) != 0)
+                return rc; /* trained on another dataset */
+            if ((rc = ckptdir_check_run(path, run, run_text, err, errlen)) != 0)
+                return rc; /* another run's */
+        }
         l->start_epoch = epoch;
         fprintf(stderr, "gnnlaunch: resuming from %s: epochs %" PRIu32 "..%" PRId64 " to go\n", path, epoch + 1,
                 l->cfg.train.epochs);
-    } else if (rc == 0) {
-        fprintf(stderr,
-                "gnnlaunch: note: %s holds checkpoints up to epoch %" PRIu32
-                "; this run starts afresh and replaces them (--resume continues instead)\n",
-                dir, epoch);
+        return 0;
     }
+    int n = ckptdir_move_aside(&l->ckd, moved, sizeof moved, msg, sizeof msg);
+    if (n < 0)
+        return sl_errf(err, errlen, n, "train.checkpoint_dir = \"%s\": %s", dir, msg);
+    if (n > 0)
+        fprintf(stderr,
+                "gnnlaunch: note: this run starts afresh: the %d checkpoint%s of the previous run in %s moved to "
+                "%s/%s (--resume continues a run instead)\n",
+                n, n == 1 ? "" : "s", dir, dir, moved);
     return 0;
 }
 
@@ -360,8 +426,17 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
     struct dataset_meta meta;
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
+    if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
+        rc = dataset_check_labelled(l->cfg.dataset.path, &meta, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    uint32_t used = 0; /* classes = 1000 with 8 labels used: a model with 992 outputs that never train */
+    if (dataset_labels_used(l->cfg.dataset.path, &meta, LABELS_SCAN_MAX, &used, msg, sizeof msg) == 1 &&
+        used < meta.classes)
+        fprintf(stderr,
+                "gnnlaunch: warning: %s/dataset.toml says classes = %" PRIu32 " but labels.bin uses only %" PRIu32
+                " (0..%" PRId64 "): the model gets %" PRIu32 " outputs that never train; check classes\n",
+                l->cfg.dataset.path, meta.classes, used, (int64_t)used - 1, meta.classes - used);
     char real[PATH_MAX];
     if (!realpath(l->cfg.dataset.path, real))
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
@@ -393,17 +468,17 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
             return rc;
         snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
     }
-    l->resume = o->resume;
+    l->resume = o->resume || o->resume_from;
     /* the dataset's contents, after the cheap checks (unless a check of
      * the same files was recorded, verify.c) and before the checkpoint
      * to resume from is chosen */
     if ((rc = launch_verify_dataset(l, l->cfg.dataset.path, &meta, o->skip_verify, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
-    if ((rc = check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen)) != 0)
-        return rc;
     if ((rc = spawn_stage_dir(l->stage_dir, sizeof l->stage_dir, err, errlen)) != 0)
         return rc;
-    return spawn_check_programs(l->stage_dir, err, errlen);
+    if ((rc = spawn_check_programs(l->stage_dir, err, errlen)) != 0)
+        return rc;
+    return check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen); /* last: it moves files */
 }
 
 /* --gpus N: which GPU each rank uses, found by a child process (the
@@ -483,6 +558,7 @@ static void teardown(void)
     free(l->children);
     l->children = NULL;
     l->nchildren = 0;
+    ckptdir_free(&l->ckd); /* every stage is gone: no checkpoint is being written */
 }
 
 /* Blocks the signals the supervisor reads through a signalfd. Must run
@@ -644,6 +720,23 @@ static void report_end(const struct launch *l, int nchildren)
     }
 }
 
+/* --metrics and --trace alike: a failed write was warned about when it
+ * happened and training went on; at the end it is said once more, and with
+ * --strict-outputs a run that otherwise succeeded exits 3. */
+static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
+{
+    bool metrics_failed = l->prog.metrics_failed;
+    if (!metrics_failed && !trace_failed)
+        return code;
+    fprintf(stderr, "gnnlaunch: %s: %s%s%s could not be written in full (see the warnings above)%s\n",
+            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics" : "",
+            metrics_failed && trace_failed ? " and " : "", trace_failed ? "--trace" : "",
+            code != 0                ? ""
+            : l->strict_outputs ? "; exit 3 (--strict-outputs)"
+                                : "; the training itself completed (--strict-outputs makes this an error)");
+    return code == 0 && l->strict_outputs ? 3 : code;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -654,6 +747,8 @@ int main(int argc, char **argv)
     }
     struct launch *l = &g_run;
     l->sigfd = l->devnull = -1;
+    ckptdir_init(&l->ckd);
+    l->strict_outputs = o.strict_outputs;
     char err[4096];
     l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
     int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
@@ -701,12 +796,15 @@ int main(int argc, char **argv)
     }
     code = supervise(l); /* several nodes: until the others finish too */
     int nchildren = l->nchildren;
+    bool trace_failed = false;
     if (l->trace_file[0] && l->nchildren > 0) {
         char msg[1024];
-        if (trace_write(l, msg, sizeof msg) != 0)
+        if (trace_write(l, msg, sizeof msg) != 0) {
             fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
+            trace_failed = true;
+        }
     }
     teardown();
     report_end(l, nchildren);
-    return code;
+    return outputs_verdict(l, code, trace_failed);
 }

@@ -134,10 +134,31 @@ void progress_start(struct progress *p, const struct progress_run *run)
     p->fb_loaded0 = calloc((size_t)p->run.ranks, sizeof *p->fb_loaded0);
     if (p->run.metrics_file[0]) {
         p->metrics_out = sl_fopen_write(p->run.metrics_file, 0644); /* no group/other write, whatever the umask */
-        if (!p->metrics_out)
+        if (!p->metrics_out) {
             fprintf(stderr, "gnnlaunch: warning: cannot write --metrics %s: %s; continuing without it\n",
                     p->run.metrics_file, strerror(errno));
+            p->metrics_failed = true;
+        }
     }
+}
+
+/* After a record: flushes --metrics; on the first failed write (disk
+ * full, /dev/full, an I/O error) warns once, closes the file and goes on
+ * without it, as a failed --trace does; progress_final says so again. */
+static void metrics_flush(struct progress *p)
+{
+    FILE *f = p->metrics_out;
+    if (!f)
+        return;
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f))
+        return;
+    int e = errno ? errno : EIO;
+    fprintf(stderr, "gnnlaunch: warning: --metrics %s: write failed: %s; training goes on without it\n",
+            p->run.metrics_file, strerror(e));
+    fclose(f);
+    p->metrics_out = NULL;
+    p->metrics_failed = true;
 }
 
 /* One {"type":"process"} object per stage process. */
@@ -169,7 +190,7 @@ static void metrics_processes(struct progress *p, double t)
             jnum(f, "heartbeat_age_s", hb && now > hb ? (double)(now - hb) / 1e9 : NAN, false);
             fputs("}\n", f);
         }
-    fflush(f);
+    metrics_flush(p);
 }
 
 /* The progress line: batches done / total, rate, ETA, MB/s read, queues. */
@@ -302,7 +323,7 @@ void progress_poll(struct progress *p, bool running)
                 fprintf(f, "%s\"%s\":{\"busy_s\":%.6f,\"wait_s\":%.6f}", k ? "," : "",
                         run_stage_name((enum run_stage)k), busy[k], wait[k]);
             fputs("}}\n", f);
-            fflush(f);
+            metrics_flush(p);
         }
         for (int k = 0; k < RUN_STAGES; k++) {
             p->busy0[k] += busy[k];
@@ -345,9 +366,17 @@ void progress_final(struct progress *p, bool ok, double seconds)
         jnum(f, "test_acc", test, true);
         jnum(f, "val_acc", p->val_acc, true);
         fprintf(f, "\"epochs\":%" PRIu64 ",\"seconds\":%.3f}\n", p->epochs_done, secs);
-        fclose(f);
+        metrics_flush(p);
+        if (p->metrics_out && fclose(p->metrics_out) != 0) {
+            fprintf(stderr, "gnnlaunch: warning: --metrics %s: closing failed: %s\n", p->run.metrics_file,
+                    strerror(errno));
+            p->metrics_failed = true;
+        }
         p->metrics_out = NULL;
     }
+    if (p->metrics_failed)
+        fprintf(stderr, "gnnlaunch: warning: --metrics %s is incomplete: a write failed during the run (above)\n",
+                p->run.metrics_file);
     free(p->fb_found0);
     free(p->fb_loaded0);
     p->fb_found0 = p->fb_loaded0 = NULL;

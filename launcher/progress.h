@@ -48,6 +48,7 @@ struct progress {
     double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;
     FILE *metrics_out;                    /* --metrics, while open */
+    bool metrics_failed;                  /* --metrics could not be (fully) written: warned once, then closed */
     uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
     uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
 };

@@ -21,31 +21,106 @@
 
 /* ---- the base directory ------------------------------------------------------- */
 
-/* The base directory's path into out (nothing made or checked). */
-static int base_path(char *out, size_t len, char *err, size_t errlen)
+/* Without XDG_RUNTIME_DIR the base is ${TMPDIR:-/tmp}/sluice-<uid> - a
+ * name any local user can take first (a directory of their own, or a
+ * link). Then the launcher makes a private directory with a random suffix
+ * (mkdtemp: ${TMPDIR:-/tmp}/sluice-<uid>-XXXXXX, 0700) and records its
+ * path in $HOME/.cache/sluice/run-base, where gnnstat (rundir_base_find)
+ * and later launches find it; a recorded directory is used while it is
+ * still a private directory of the user's. */
+#define RECORD_DIR ".cache/sluice"
+#define RECORD_FILE "run-base"
+
+/* 0 when path is a directory (not a link) owned by us; with private, also
+ * of mode 0700 (a directory of ours of another mode is made 0700). */
+static int owned_dir(const char *path, bool fix_mode)
 {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    int n;
-    if (xdg && xdg[0] == '/')
-        n = snprintf(out, len, "%s/sluice", xdg);
-    else
-        n = snprintf(out, len, "/tmp/sluice-%lu", (unsigned long)geteuid());
-    if (n < 0 || (size_t)n >= len)
-        return sl_errf(err, errlen, -ENAMETOOLONG, "XDG_RUNTIME_DIR is too long; set it to a shorter directory");
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return -EPERM;
+    if ((st.st_mode & 0777) != 0700 && (!fix_mode || chmod(path, 0700) != 0))
+        return -EPERM;
+    return 0;
+}
+
+static int tmp_path(char *out, size_t len, const char *suffix)
+{
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(out, len, "%s/sluice-%lu%s", tmp && tmp[0] == '/' ? tmp : "/tmp", (unsigned long)geteuid(),
+                     suffix);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The record's path ($HOME/.cache/sluice/run-base); -ENOENT without HOME. */
+static int record_path(char *out, size_t len)
+{
+    const char *home = getenv("HOME");
+    if (!home || home[0] != '/')
+        return -ENOENT;
+    int n = snprintf(out, len, "%s/" RECORD_DIR "/" RECORD_FILE, home);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The recorded base, when it is still a private directory of ours. */
+static int recorded_base(char *out, size_t len)
+{
+    char rec[PATH_MAX], *text = NULL;
+    size_t n = 0;
+    if (record_path(rec, sizeof rec) != 0 || sl_read_file(rec, PATH_MAX, &text, &n, NULL, 0) != 0)
+        return -ENOENT;
+    text[strcspn(text, "\n")] = '\0';
+    int rc = text[0] == '/' && strlen(text) < len && owned_dir(text, false) == 0 ? 0 : -ENOENT;
+    if (rc == 0)
+        snprintf(out, len, "%s", text);
+    free(text);
+    return rc;
+}
+
+/* Records base for later launches and gnnstat (temp file + rename). */
+static int record_base(const char *base)
+{
+    char rec[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX + 32];
+    if (record_path(rec, sizeof rec) != 0)
+        return -ENOENT;
+    snprintf(dir, sizeof dir, "%s", rec);
+    *strrchr(dir, '/') = '\0';
+    *strrchr(dir, '/') = '\0'; /* $HOME/.cache */
+    mkdir(dir, 0700);
+    snprintf(dir, sizeof dir, "%s", rec);
+    *strrchr(dir, '/') = '\0'; /* $HOME/.cache/sluice */
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    snprintf(tmp, sizeof tmp, "%s.partial-%ld", rec, (long)getpid());
+    FILE *f = sl_fopen_write(tmp, 0600);
+    if (!f)
+        return -errno;
+    fprintf(f, "%s\n", base);
+    if (fclose(f) != 0 || rename(tmp, rec) != 0) {
+        int rc = -errno;
+        unlink(tmp);
+        return rc;
+    }
     return 0;
 }
 
 int rundir_base_find(char *out, size_t len, char *err, size_t errlen)
 {
-    int rc = base_path(out, len, err, errlen);
-    if (rc)
-        return rc;
-    struct stat st;
-    if (lstat(out, &st) != 0) {
-        rc = -errno;
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n = 0;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(out, len, "%s/sluice", xdg);
+    else if (recorded_base(out, len) == 0)
+        return 0;
+    else
+        n = tmp_path(out, len, "") ? -1 : 0;
+    if (n < 0 || (size_t)n >= len)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "XDG_RUNTIME_DIR or TMPDIR is too long; set a shorter one");
+    int rc = owned_dir(out, false);
+    if (rc == -ENOENT)
         return sl_errf(err, errlen, rc, "cannot open the run directory base %s: %s", out, strerror(-rc));
-    }
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+    if (rc)
         return sl_errf(err, errlen, -EPERM,
                        "%s is not a private directory owned by you (uid %lu); remove it or set "
                        "XDG_RUNTIME_DIR to a private directory",
@@ -55,30 +130,44 @@ int rundir_base_find(char *out, size_t len, char *err, size_t errlen)
 
 int rundir_base(char *out, size_t len, char *err, size_t errlen)
 {
-    int n = base_path(out, len, err, errlen);
-    if (n)
-        return n;
-    if (mkdir(out, 0700) != 0 && errno != EEXIST) {
-        int rc = -errno;
-        return sl_errf(err, errlen, rc,
-                       "cannot create the run directory base %s: %s; set XDG_RUNTIME_DIR to a "
-                       "writable directory",
-                       out, strerror(-rc));
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/') {
+        int n = snprintf(out, len, "%s/sluice", xdg);
+        if (n < 0 || (size_t)n >= len)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "XDG_RUNTIME_DIR is too long; set it to a shorter directory");
+        if (mkdir(out, 0700) != 0 && errno != EEXIST)
+            return sl_errf(err, errlen, -errno,
+                           "cannot create the run directory base %s: %s; set XDG_RUNTIME_DIR to a writable directory",
+                           out, strerror(errno));
+        if (owned_dir(out, true) != 0)
+            return sl_errf(err, errlen, -EPERM,
+                           "%s is not a private directory owned by you (uid %lu); remove it or set "
+                           "XDG_RUNTIME_DIR to a private directory",
+                           out, (unsigned long)geteuid());
+        return 0;
     }
-    struct stat st;
-    if (lstat(out, &st) != 0) {
-        int rc = -errno;
-        return sl_errf(err, errlen, rc, "cannot stat %s: %s", out, strerror(-rc));
-    }
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-        return sl_errf(err, errlen, -EPERM,
-                       "%s is not a directory owned by you (uid %lu); remove it or set "
+    if (recorded_base(out, len) == 0)
+        return 0;
+    if (tmp_path(out, len, "") != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "TMPDIR is too long; set a shorter one");
+    if ((mkdir(out, 0700) == 0 || errno == EEXIST) && owned_dir(out, true) == 0)
+        return 0;
+    /* taken by someone else (or not a directory): a private one of our own */
+    char taken[PATH_MAX];
+    snprintf(taken, sizeof taken, "%s", out);
+    if (tmp_path(out, len, "-XXXXXX") != 0 || !mkdtemp(out))
+        return sl_errf(err, errlen, -errno,
+                       "%s is not a private directory of yours and no other could be made (%s); set "
                        "XDG_RUNTIME_DIR to a private directory",
-                       out, (unsigned long)geteuid());
-    if ((st.st_mode & 0777) != 0700 && chmod(out, 0700) != 0) {
-        int rc = -errno;
-        return sl_errf(err, errlen, rc, "cannot make %s private (chmod 0700): %s", out, strerror(-rc));
-    }
+                       taken, strerror(errno));
+    int rc = record_base(out);
+    fprintf(stderr,
+            "gnnlaunch: note: %s is not a private directory of yours (another user may have made it); run "
+            "directories go to %s instead%s\n",
+            taken, out,
+            rc == 0 ? " (recorded in $HOME/" RECORD_DIR "/" RECORD_FILE " for gnnstat and later runs)"
+                    : "; it could not be recorded (no writable $HOME), so gnnstat will not find it: set "
+                      "XDG_RUNTIME_DIR");
     return 0;
 }
 

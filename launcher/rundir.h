@@ -1,9 +1,13 @@
 /* rundir.h - the private run directory of one gnnlaunch run.
  *
  * Where. Under a base directory private to the user: $XDG_RUNTIME_DIR/sluice
- * when XDG_RUNTIME_DIR is set (an absolute path), else /tmp/sluice-<uid>;
- * created with mode 0700 and refused unless it is a directory (not a
- * symlink) owned by the user. The run directory is base/<name>, where name
+ * when XDG_RUNTIME_DIR is set (an absolute path), else ${TMPDIR:-/tmp}/
+ * sluice-<uid>; created with mode 0700 and used only if it is a directory
+ * (not a symlink) owned by the user. Without XDG_RUNTIME_DIR, when that
+ * name is taken by someone else (any local user can make it first),
+ * rundir_base makes ${TMPDIR:-/tmp}/sluice-<uid>-XXXXXX (mkdtemp) instead
+ * and records it in $HOME/.cache/sluice/run-base, which rundir_base_find
+ * and later launches read first. The run directory is base/<name>, where name
  * is --run-name or the run id; mode 0700.
  *
  * What it holds:

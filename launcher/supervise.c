@@ -8,7 +8,7 @@
  *   - a 1 s timer, on the grid of the run's start: publish the snapshot on
  *     the PUB socket, exchange results with the other nodes, print progress
  *     and the --metrics records (progress.h; the process records carry
- *     every stage's heartbeat age);
+ *     every stage's heartbeat age), and look for stalled stages (below);
  *   - on a multi-node run, the mesh's pipe: results and failures of the
  *     other nodes. cluster_poll() only reports why another node stops this
  *     one (struct cluster_stop); what that does is decided here: while the
@@ -29,6 +29,18 @@
  * reap them all. A second interrupt while stopping SIGKILLs at once. How
  * stages end after the stop began does not change the outcome.
  *
+ * Stalls (pipeline.stall_timeout_s, T). Every stage heartbeats at least
+ * every STAGE_POLL_MS while it waits on a queue, an arena slot, a turn or
+ * the all-reduce (stages/stage.h), and between batches. A stage that is
+ * running, has finished its first batch (its metrics block counts an
+ * item: start-up, however long, is not judged) and has work waiting for
+ * it (its input queue is not empty; the sampler, which has no input queue,
+ * always has) but whose heartbeat is older than T is stalled: stopped by
+ * SIGSTOP or a debugger, or stuck. It fails the run like a failing stage,
+ * naming stage, rank, pid, the silence and, from /proc, whether the
+ * process is stopped. The check runs on the 1 s timer, so the stop comes
+ * between T and T + 1 s of silence; T = 0 turns it off.
+ *
  * Then, on a multi-node run whose stages all finished well, this node
  * sends END and waits, with a second loop over the mesh, the signalfd and
  * the 1 s timer (no control socket), for every other node's END (the
@@ -37,6 +49,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -280,11 +293,74 @@ static void on_mesh(struct loop *lp, int id, short revents, void *ctx)
     poll_cluster(ctx);
 }
 
+/* "stopped (state T)" when /proc says the process is stopped or traced,
+ * else "stuck" (alive, not stopped, but silent). */
+static const char *proc_state(pid_t pid, char *buf, size_t len)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[n] = '\0';
+    const char *p = strrchr(stat, ')'); /* the name may hold spaces and parentheses */
+    char st = p && p[1] == ' ' ? p[2] : '?';
+    if (st == 'T' || st == 't')
+        snprintf(buf, len, "it is stopped (state %c: SIGSTOP, Ctrl-Z or a debugger)", st);
+    else
+        snprintf(buf, len, "it is alive (state %c) but makes no progress", st);
+    return buf;
+}
+
+/* Fails the run when a stage is stalled (the rule above). */
+static void check_stalls(struct supervisor *s)
+{
+    struct launch *l = s->l;
+    double limit = l->cfg.pipeline.stall_timeout_s;
+    if (l->phase != LAUNCH_RUNNING || !(limit > 0))
+        return;
+    uint64_t now = sl_now_ns();
+    for (int i = 0; i < l->nchildren; i++) {
+        const struct spawn_child *c = &l->children[i];
+        struct metrics_block *b = metrics_block(&l->layout.metrics, run_block(c->rank, c->stage));
+        if (!c->running || !b)
+            continue;
+        if (atomic_load_explicit(&b->state, memory_order_acquire) != METRICS_RUNNING ||
+            atomic_load_explicit(&b->pid, memory_order_relaxed) != (int32_t)c->pid ||
+            atomic_load_explicit(&b->items, memory_order_relaxed) == 0)
+            continue; /* not started, finished, or still before its first batch */
+        uint64_t hb = atomic_load_explicit(&b->heartbeat_ns, memory_order_relaxed);
+        double age = hb && now > hb ? (double)(now - hb) / 1e9 : 0.0;
+        if (age <= limit)
+            continue;
+        int q = run_stage_input(c->stage);
+        const struct ring *r = q >= 0 ? layout_queue(&l->layout, c->rank, (enum run_queue)q) : NULL;
+        uint64_t waiting = r ? ring_count(r) : 1;
+        if (waiting == 0)
+            continue; /* nothing to do: silence is not a stall */
+        char who[128], what[160], how[128], cause[768];
+        spawn_describe_child(c, who, sizeof who);
+        if (r)
+            snprintf(what, sizeof what, "while %llu batch%s waited in its input queue r%d.%s",
+                     (unsigned long long)waiting, waiting == 1 ? "" : "es", c->rank, run_queue_name((enum run_queue)q));
+        else
+            snprintf(what, sizeof what, "while it had batches to sample");
+        snprintf(cause, sizeof cause,
+                 "%s stalled: no heartbeat for %.1f s %s (pipeline.stall_timeout_s = %g); %s. Look at it with "
+                 "gdb -p %ld or perf top -p %ld, or raise pipeline.stall_timeout_s",
+                 who, age, what, limit, proc_state(c->pid, how, sizeof how), (long)c->pid, (long)c->pid);
+        stop_run(s, LAUNCH_FAILED, cause);
+        return;
+    }
+}
+
 static void on_tick(struct loop *lp, int id, short revents, void *ctx)
 {
     (void)lp, (void)id, (void)revents;
     struct supervisor *s = ctx;
     struct launch *l = s->l;
+    check_stalls(s);
     control_publish(&l->ctl, l);
     poll_cluster(s);
     progress_poll(&l->prog, l->phase == LAUNCH_RUNNING);

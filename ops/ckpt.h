@@ -124,6 +124,11 @@ int ckpt_latest(const char *dir, char *path, size_t len, uint32_t *epoch, char *
  * messages. Checkpoints written before these keys existed have neither. */
 #define CKPT_META_DATASET "dataset"
 #define CKPT_META_DATASET_PATH "dataset_path"
+/* The run a checkpoint belongs to (launcher/ckptdir.h): 16 hex digits of
+ * config_run_identity, and the keys it was computed from
+ * (config_run_text), for listing differences. */
+#define CKPT_META_RUN "run"
+#define CKPT_META_RUN_CONFIG "run_config"
 
 /* --resume's dataset check: reads the checkpoint of `epoch` in dir and
  * compares its CKPT_META_DATASET with id. 0 when they agree or when the

@@ -649,6 +649,17 @@ void ops_scale(float *x, size_t n, float alpha)
         x[i] *= alpha;
 }
 
+size_t ops_count_nonfinite(const float *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad += (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad;
+}
+
 void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state)
 {
     double a = sqrt(6.0 / (fan_in + fan_out));

@@ -93,6 +93,10 @@ void ops_copy(float *restrict y, const float *restrict x, size_t n);
 /* x (n) *= alpha in place, one float multiply per element. Linear: its
  * backward is the same call on the gradient (dx = alpha dy). */
 void ops_scale(float *x, size_t n, float alpha);
+/* How many of x (n) are NaN or infinite (exponent bits all ones: the
+ * answer does not depend on floating-point compiler flags). The CPU twin
+ * of gpu/kernels.h's gk_any_nonfinite. */
+size_t ops_count_nonfinite(const float *x, size_t n);
 
 /* Glorot/Xavier uniform into p (n): U(-a, a), a = sqrt(6 / (fan_in +
  * fan_out)), value i = (2u - 1) a in double rounded to float, with u the

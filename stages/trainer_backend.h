@@ -13,6 +13,7 @@
  *     forward(v, train, seed, &loss)  logits, loss; dlogits when training
  *   training batches only:
  *     backward(r)                     when loss.labelled > 0 (r: the reducer, or NULL)
+ *     grads_finite(false, &ok)        after backward (train.on_nonfinite)
  *     reduce(r, real, &w) and, when w > 0, step(true, 1 / w)   more ranks
  *     step(false, 1)                  one rank, real batches only
  * and a padding step (a rank with one batch fewer than the others in an
@@ -48,6 +49,14 @@
  * model_param_count floats each plus Adam's step count; after writing
  * into them (resume) the loop calls state_loaded() so a device backend
  * uploads them.
+ *
+ * Non-finite values (train.on_nonfinite). forward reports the loss on
+ * the host, so the loop sees a NaN or infinite loss itself; after each
+ * backward it asks grads_finite (the CPU scans the gradients, a device
+ * backend reduces them to one flag on the device and downloads it). Only
+ * once something was found not finite does it ask nonfinite_rows which
+ * input rows of the batch were to blame (a slow path: a device backend
+ * may copy the rows down to scan them).
  *
  * Errors: 0 or -errno with a message in err; the loop fails the stage on
  * any (reduce: the reducer's codes, -EPIPE meaning the run is being torn
@@ -125,6 +134,17 @@ struct trainer_backend_ops {
      * finishing the sum. Every rank's sequence of reducer calls stays the
      * same whatever it started where (trainer_cuda.c). */
     int (*backward)(struct trainer_backend *b, struct reducer *r, char *err, size_t errlen);
+    /* *finite = every value is finite (no NaN, no infinity) of the last
+     * backward's gradients (reduced = false), or of the sum the last
+     * reduce left in the reduce buffer (reduced = true). Waits for the
+     * answer. */
+    int (*grads_finite)(struct trainer_backend *b, bool reduced, bool *finite, char *err, size_t errlen);
+    /* The input rows of the last gathered batch holding a value that is
+     * not finite: their positions in the batch's node list (batch_view's
+     * nodes), ascending, the first max of them into rows; how many in
+     * all into *n. A slow path, for messages once something was found. */
+    int (*nonfinite_rows)(struct trainer_backend *b, uint32_t *rows, uint32_t max, uint32_t *n, char *err,
+                          size_t errlen);
     /* Sums [gradients (real) or zeros (not real), weight = real ? 1 : 0]
      * over all ranks with r (r->ops->device must match where the backend
      * keeps its buffers); the sum stays in the backend's reduce buffer,

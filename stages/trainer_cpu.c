@@ -19,6 +19,7 @@ struct trainer_backend {
     float *x;              /* input rows */
     float *logits, *dlogits;
     size_t x_cap, logits_cap; /* floats */
+    uint32_t x_rows;          /* rows gathered into x */
 };
 
 /* Grows *p to hold need floats (contents not kept). */
@@ -83,6 +84,7 @@ static int cpu_gather(struct trainer_backend *b, const struct batch_view *v, cha
         return sl_errf(err, errlen, -ENOMEM, "out of memory for %u input rows", n);
     const struct featbuf *fb = b->c.fb;
     ops_gather_rows(b->x, featbuf_row(fb, 0), fb->stride, v->alias, n, dim, b->c.f16);
+    b->x_rows = n;
     return 0;
 }
 
@@ -108,6 +110,29 @@ static int cpu_backward(struct trainer_backend *b, struct reducer *r, char *err,
 {
     (void)r; /* sums at reduce: the CPU computes the pass in one call */
     return model_backward(b->m, b->dlogits, err, errlen);
+}
+
+static int cpu_grads_finite(struct trainer_backend *b, bool *finite, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    *finite = ops_count_nonfinite(model_grads(b->m), b->nparams) == 0;
+    return 0;
+}
+
+static int cpu_nonfinite_rows(struct trainer_backend *b, uint32_t *rows, uint32_t max, uint32_t *n, char *err,
+                              size_t errlen)
+{
+    (void)err, (void)errlen;
+    size_t dim = b->c.model.in_dim;
+    uint32_t found = 0;
+    for (uint32_t r = 0; r < b->x_rows; r++)
+        if (ops_count_nonfinite(b->x + (size_t)r * dim, dim)) {
+            if (found < max)
+                rows[found] = r;
+            found++;
+        }
+    *n = found;
+    return 0;
 }
 
 static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, float *weight)
@@ -160,6 +185,8 @@ const struct trainer_backend_ops trainer_cpu_backend = {
     .gather = cpu_gather,
     .forward = cpu_forward,
     .backward = cpu_backward,
+    .grads_finite = cpu_grads_finite,
+    .nonfinite_rows = cpu_nonfinite_rows,
     .reduce = cpu_reduce,
     .step = cpu_step,
     .state = cpu_state,

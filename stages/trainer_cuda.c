@@ -113,6 +113,9 @@ struct trainer_backend {
     struct dbuf dlogits;       /* (targets, classes) */
     struct dbuf red;           /* (nparams + 1) reduce buffer: gradients, then the weight */
     struct dbuf one;           /* (1) the weight of a real batch, 1.0 */
+    struct dbuf flag;          /* one float: gk_any_nonfinite's answer */
+    float *h_x;                /* host copy of x for nonfinite_rows */
+    size_t h_x_cap;            /* floats */
     struct dbuf up[2];         /* a batch's upload (below), alternating */
     unsigned cur;              /* up[cur] holds the gathered batch */
     uint32_t *pack[2];         /* host: the upload packed for up[i] */
@@ -242,10 +245,11 @@ static void cuda_free(struct trainer_backend *b)
     gk_event_free(&b->bucket_ready);
     model_destroy(b->m);
     adam_free(&b->adam);
-    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->one, &b->up[0], &b->up[1]};
+    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->one, &b->flag, &b->up[0], &b->up[1]};
     for (size_t i = 0; i < SL_ARRAY_LEN(bufs); i++)
         dbuf_free(bufs[i]);
     gk_ctx_free(&b->g); /* accepts the zeroed context of a failed create */
+    free(b->h_x);
     free(b->h_params);
     free(b->h_m);
     free(b->h_v);
@@ -463,6 +467,49 @@ static int cuda_backward(struct trainer_backend *b, struct reducer *r, char *err
     return model_backward_progress(b->m, b->dlogits.p, bucket_done, b, err, errlen);
 }
 
+static int cuda_grads_finite(struct trainer_backend *b, bool reduced, bool *finite, char *err, size_t errlen)
+{
+    if (reduced && !b->summed)
+        return sl_errf(err, errlen, -EINVAL, "grads_finite of a sum without a reduce before");
+    bool any = false;
+    int rc = dbuf_need(&b->g, &b->flag, sizeof(float));
+    if (rc == 0)
+        rc = gk_any_nonfinite(&b->g, reduced ? b->red.p : model_grads(b->m), b->nparams, b->flag.p, &any);
+    if (rc)
+        return sl_errf(err, errlen, rc, "checking the gradients: %s", gk_ctx_error(&b->g));
+    *finite = !any;
+    return 0;
+}
+
+/* The slow path: the gathered rows copied down and scanned on the host. */
+static int cuda_nonfinite_rows(struct trainer_backend *b, uint32_t *rows, uint32_t max, uint32_t *n, char *err,
+                               size_t errlen)
+{
+    *n = 0;
+    if (!b->gathered)
+        return 0;
+    size_t dim = b->c.model.in_dim, total = (size_t)b->nodes * dim;
+    if (total > b->h_x_cap) {
+        float *p = realloc(b->h_x, total * sizeof *p);
+        if (!p)
+            return sl_errf(err, errlen, -ENOMEM, "out of memory for a host copy of %u input rows", b->nodes);
+        b->h_x = p;
+        b->h_x_cap = total;
+    }
+    int rc = total ? gk_download(&b->g, b->h_x, b->x.p, total * sizeof(float)) : 0;
+    if (rc)
+        return sl_errf(err, errlen, rc, "copying the input rows to the host: %s", gk_ctx_error(&b->g));
+    uint32_t found = 0;
+    for (uint32_t r = 0; r < b->nodes; r++)
+        if (ops_count_nonfinite(b->h_x + (size_t)r * dim, dim)) {
+            if (found < max)
+                rows[found] = r;
+            found++;
+        }
+    *n = found;
+    return 0;
+}
+
 static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, float *weight)
 {
     *weight = 0.0f;
@@ -548,6 +595,8 @@ const struct trainer_backend_ops trainer_cuda_backend = {
     .gather = cuda_gather,
     .forward = cuda_forward,
     .backward = cuda_backward,
+    .grads_finite = cuda_grads_finite,
+    .nonfinite_rows = cuda_nonfinite_rows,
     .reduce = cuda_reduce,
     .step = cuda_step,
     .state = cuda_state,

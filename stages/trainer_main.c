@@ -49,10 +49,20 @@
  * fails the stage before the epoch's checkpoint is written, so no
  * checkpoint holds training on bytes that changed.
  *
+ * Non-finite values (train.on_nonfinite). A batch whose loss (any split)
+ * or, for a training batch, whose gradient holds a NaN or an infinity is
+ * never stepped on. "fail" (the default) stops the stage at once, naming
+ * the epoch, the batch and the nodes whose input rows are not finite (or
+ * saying that none is: the model diverged), so no checkpoint is written
+ * from that epoch; "skip-batch" leaves the parameters as they were (on
+ * several ranks this rank contributes nothing to the step), keeps the
+ * batch out of the epoch's counts and says so on stderr.
+ *
  * Exit: 0 at the end of the stream with every epoch published; 3 with a
  * message on failure (a damaged batch, a checkpoint that cannot be
  * written or does not match the model, a stream that ended early, a
- * dataset file changed during the run). */
+ * dataset file changed during the run, a non-finite loss or gradient
+ * under train.on_nonfinite = "fail"). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -107,6 +117,8 @@ struct trainer {
     size_t nparams;
     double t_epoch; /* when the previous epoch was published */
     struct dataset_verify_stamp data_stamp; /* the dataset's files at launch */
+    uint64_t skipped;     /* batches skipped for non-finite values (on_nonfinite = "skip-batch") */
+    int64_t nan_node;     /* SLUICE_FAULT_NAN_NODE: the node whose input row is poisoned; -1: none */
 };
 
 static double now_s(void)
@@ -249,10 +261,15 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);
     char dataset_s[24]; /* what --resume checks the dataset against (ckpt_check_dataset) */
-    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, dataset_meta_identity(&st->meta));
+    uint64_t dataset_id = dataset_meta_identity(&st->meta);
+    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, dataset_id);
+    char run_s[24], run_text[2048]; /* the run it belongs to (launcher/ckptdir.h) */
+    snprintf(run_s, sizeof run_s, "%016" PRIx64, config_run_identity(&st->cfg, dataset_id));
+    config_run_text(&st->cfg, run_text, sizeof run_text);
     const char *meta[] = {"format", "sluice-checkpoint", "version", "1",   "epoch", epoch_s, "step",   step_s,
                           "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text,
-                          CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path};
+                          CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path,
+                          CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text};
     rc = ckpt_write(path, ts, nt * 3, meta, (uint32_t)(SL_ARRAY_LEN(meta) / 2), msg, sizeof msg);
     if (rc) /* ckpt_write removed its partial file; earlier checkpoints are as they were */
         stage_fail(st, "epoch %" PRIu32 ": %s; %s", epochs_done, msg,
@@ -342,6 +359,13 @@ static void step(struct trainer *t, bool real, struct epoch *e)
     double dt = now_s() - t0;
     e->reduce_s += dt;
     metrics_add(&t->st.block->wait_ns, (uint64_t)(dt * 1e9));
+    bool finite = true;
+    char msg[512];
+    if (w > 0 && t->be->grads_finite(t->b, true, &finite, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "checking the gradient sum: %s", msg);
+    if (!finite)
+        stage_fail(&t->st, "the gradient summed over the ranks holds NaN or infinity: another rank's batch had a "
+                   "non-finite gradient (that rank names it); stopped before this step");
     if (w > 0 && t->be->step(t->b, true, 1.0f / w) != 0)
         stage_fail(&t->st, "optimizer step failed");
 }
@@ -382,6 +406,71 @@ static void maybe_publish(struct trainer *t, uint32_t e)
     t->published++;
 }
 
+/* ---- non-finite values ------------------------------------------------------------------ */
+
+#define NONFINITE_NODES_SHOWN 8
+
+/* SLUICE_FAULT_NAN_NODE=N (tests, docs/reliability.md "Test hooks"):
+ * node N's feature row in the feature buffer becomes NaN whenever a batch
+ * holding it reaches the trainer, as if features.bin held NaN there.
+ * Host rows only (a GPU rank's rows are on the device: ignored). */
+static void fault_poison(struct trainer *t, const struct batch_view *v)
+{
+    const struct featbuf *fb = &t->st.fb;
+    if (t->nan_node < 0 || !fb->rows)
+        return;
+    for (uint32_t i = 0; i < batch_nodes(v); i++)
+        if (v->nodes[i] == (uint64_t)t->nan_node) {
+            unsigned char *row = (unsigned char *)featbuf_row(fb, v->alias[i]);
+            const struct dataset_file *ff = &t->st.meta.f[DATASET_FEATURES];
+            if (ff->dtype == DTYPE_F16)
+                memset(row, 0xff, ff->cols * 2); /* 0xffff: a half NaN */
+            else
+                for (uint64_t k = 0; k < ff->cols; k++)
+                    memcpy(row + k * sizeof(float), &(float){NAN}, sizeof(float));
+        }
+}
+
+/* A batch found holding a value that is not finite (what: "the loss is
+ * nan", "the gradient holds NaN or infinity"): under "fail" the stage
+ * stops naming the epoch, the batch and the nodes whose input rows are not
+ * finite; under "skip-batch" a note and a return (the caller skips it). */
+static void nonfinite(struct trainer *t, const struct run_desc *d, const struct batch_view *v,
+                      const struct schedule_pos *pos, const char *what)
+{
+    struct stage *st = &t->st;
+    char msg[1024], nodes[1536] = "";
+    uint32_t rows[NONFINITE_NODES_SHOWN], n = 0;
+    if (t->be->nonfinite_rows(t->b, rows, NONFINITE_NODES_SHOWN, &n, msg, sizeof msg) != 0)
+        snprintf(nodes, sizeof nodes, "; the input rows could not be checked: %.1000s", msg);
+    else if (n == 0)
+        snprintf(nodes, sizeof nodes,
+                 "; every input row is finite, so the model diverged: lower train.lr or check the data");
+    else {
+        size_t used = (size_t)snprintf(nodes, sizeof nodes, "; %" PRIu32 " input row%s not finite, of node%s ", n,
+                                       n == 1 ? " is" : "s are", n == 1 ? "" : "s");
+        for (uint32_t i = 0; i < SL_MIN(n, NONFINITE_NODES_SHOWN) && used < sizeof nodes; i++)
+            used += (size_t)snprintf(nodes + used, sizeof nodes - used, "%s%" PRIu64, i ? ", " : "",
+                                     v->nodes[rows[i]]);
+        if (used < sizeof nodes)
+            snprintf(nodes + used, sizeof nodes - used, "%s (rows of features.bin; gnnprep check %.900s finds them)",
+                     n > NONFINITE_NODES_SHOWN ? ", ..." : "", st->cfg.dataset.path);
+    }
+    static const char *const splits[BATCH_SPLITS] = {"training", "validation", "test"};
+    const char *split = pos->split < BATCH_SPLITS ? splits[pos->split] : "?";
+    if (st->cfg.train.on_nonfinite == CONFIG_NONFINITE_FAIL)
+        stage_fail(st,
+                   "epoch %" PRIu32 ", %s batch %" PRIu64 " of the epoch (from 0; batch %" PRIu64
+                   " of this rank's stream): %s%s; "
+                   "stopped before any checkpoint of this epoch (train.on_nonfinite = \"fail\"; \"skip-batch\" "
+                   "trains on without such batches)",
+                   pos->epoch + 1, split, pos->k, d->batch, what, nodes);
+    t->skipped++;
+    stage_note(st, "warning: epoch %" PRIu32 ", %s batch %" PRIu64 " (batch %" PRIu64 "): %s%s; skipped "
+               "(train.on_nonfinite = \"skip-batch\")",
+               pos->epoch + 1, split, pos->k, d->batch, what, nodes);
+}
+
 /* One batch: forward (and for training batches backward and a step). */
 static void handle(struct trainer *t, const struct run_desc *d)
 {
@@ -404,6 +493,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
                    ", %" PRIu32 " targets)",
                    d->batch, pos.epoch, pos.split, pos.targets);
     uint64_t t0 = sl_now_ns();
+    fault_poison(t, &v);
     if (t->be->gather(t->b, &v, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": gather: %s", d->batch, msg);
     bool train = pos.split == BATCH_TRAIN;
@@ -415,12 +505,31 @@ static void handle(struct trainer *t, const struct run_desc *d)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
     uint32_t labelled = out.labelled, correct = out.correct;
     float loss = out.loss;
+    bool finite = isfinite(loss);
+    if (!finite) {
+        char what[64];
+        snprintf(what, sizeof what, "the loss is %s", isnan(loss) ? "nan" : "infinite");
+        nonfinite(t, d, &v, &pos, what); /* returns only to skip the batch */
+    }
+    if (train && finite && labelled) {
+        /* the gradient sums may start during the pass (buckets beside it)
+         * unless a non-finite batch is to be skipped, which must then
+         * contribute nothing; under "fail" a rank that finds one stops,
+         * and the others find the sum not finite (step) */
+        struct reducer *early = st->cfg.train.on_nonfinite == CONFIG_NONFINITE_FAIL ? t->coll : NULL;
+        if (t->be->backward(t->b, early, msg, sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
+        if (t->be->grads_finite(t->b, false, &finite, msg, sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 ": %s", d->batch, msg);
+        if (!finite)
+            nonfinite(t, d, &v, &pos, "the gradient holds NaN or infinity");
+    }
+    if (!finite)
+        labelled = correct = 0; /* a skipped batch counts, but adds nothing */
     e->batches[pos.split]++;
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
-        if (labelled && t->be->backward(t->b, t->coll, msg, sizeof msg) != 0)
-            stage_fail(st, "batch %" PRIu64 ": backward: %s", d->batch, msg);
         if (labelled)
             e->loss_sum += (double)loss * labelled;
         double busy = (double)(sl_now_ns() - t0) / 1e9;
@@ -515,6 +624,14 @@ int main(int argc, char **argv)
     stage_note(st, "%s model, %zu parameters, %s backend, %s; %" PRIu64 " steps per epoch",
                model_kind_name(st->cfg.model.kind), t.nparams, t.be->name, where, t.steps_per_epoch);
     t.t_epoch = now_s();
+    t.nan_node = -1;
+    const char *nan_env = getenv("SLUICE_FAULT_NAN_NODE");
+    if (nan_env && *nan_env) {
+        t.nan_node = strtoll(nan_env, NULL, 10);
+        stage_note(st, "warning: SLUICE_FAULT_NAN_NODE=%" PRId64 " is set: that node's feature row becomes NaN "
+                   "(a setting for tests)",
+                   t.nan_node);
+    }
     struct run_desc d;
     while (stage_pop(st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
@@ -524,6 +641,10 @@ int main(int argc, char **argv)
             break;
     }
     stage_end_output(st);
+    if (t.skipped)
+        stage_note(st, "warning: %" PRIu64 " batch%s skipped for values that are not finite "
+                   "(train.on_nonfinite = \"skip-batch\")",
+                   t.skipped, t.skipped == 1 ? " was" : "es were");
     if (t.published != t.epochs)
         stage_fail(st, "the batch stream ended after %" PRIu32 " of %" PRIu32 " epochs", t.published, t.epochs);
     free(t.ep);

@@ -243,6 +243,20 @@ void t_gpu_plain(void **state)
         ops_scale(x, n, alpha);
         T_OK(gk_scale(&g_gk, dx, n, alpha));
         same_f32("scale", x, dx, n);
+        /* any_nonfinite against the CPU twin's count: none, then one
+         * infinity at the end (the last element a grid covers) */
+        float zero = 0.0f;
+        float *flag = dev_of(&zero, sizeof zero);
+        bool any = true;
+        T_OK(gk_any_nonfinite(&g_gk, dx, n, flag, &any));
+        assert_int_equal(any, ops_count_nonfinite(x, n) != 0);
+        if (n) {
+            x[n - 1] = INFINITY;
+            float *dxi = dev_of(x, n * sizeof *x);
+            T_OK(gk_any_nonfinite(&g_gk, dxi, n, flag, &any));
+            assert_true(any);
+            assert_int_equal(ops_count_nonfinite(x, n), 1);
+        }
         free(x), free(y);
         dev_release();
     }

@@ -23,7 +23,7 @@ int t_gpu_teardown(void **state);
 /* Each compares gk_ with ops_ over several shapes (odd sizes, empty
  * blocks and rows, destinations without edges, repeated sources):
  * memcmp-exact except the GEMMs. */
-void t_gpu_plain(void **state);     /* zero, copy, scale */
+void t_gpu_plain(void **state);     /* zero, copy, scale, any_nonfinite */
 void t_gpu_gemm(void **state);      /* gemm (4 transposes, strides, beta 0 over NaN, k = 0), linear_* */
 void t_gpu_bias(void **state);      /* bias fwd/bwd */
 void t_gpu_act(void **state);       /* relu and elu fwd/bwd, dropout fwd/bwd and mask */

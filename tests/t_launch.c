@@ -107,11 +107,19 @@ void t_slurp(const char *path, char *buf, size_t len)
 
 /* ---- launching ------------------------------------------------------------------------- */
 
-static bool overridden(const char *entry)
+/* Whether environment entry `entry` gives way to the defaults or to an
+ * entry of env (the caller's "K=V" list) setting the same name: a test's
+ * HOME or TMPDIR must not lose to the one the test runs under. */
+static bool overridden(const char *entry, const char *const *env)
 {
     static const char *const keys[] = {"SLUICE_STAGE_DIR=", "XDG_RUNTIME_DIR=", "SLUICE_TEST_"};
     for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++)
         if (!strncmp(entry, keys[i], strlen(keys[i])))
+            return true;
+    const char *eq = strchr(entry, '=');
+    size_t n = eq ? (size_t)(eq - entry) + 1 : strlen(entry);
+    for (int i = 0; env && env[i]; i++)
+        if (!strncmp(entry, env[i], n))
             return true;
     return false;
 }
@@ -164,7 +172,7 @@ void t_launch_start(struct t_proc *r, const char *const *env, const char *const 
     const char *envp[512];
     int ne = 0;
     for (char **e = environ; *e && ne < 480; e++)
-        if (!overridden(*e))
+        if (!overridden(*e, env))
             envp[ne++] = *e;
     for (int i = 0; env && env[i] && ne < 500; i++)
         envp[ne++] = env[i]; /* before the defaults: getenv() takes the first */

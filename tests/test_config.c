@@ -177,6 +177,55 @@ static void test_reference(void **state)
     free(have);
 }
 
+/* train.on_nonfinite and pipeline.stall_timeout_s: defaults, values,
+ * refusals (issue 17, items 3 and 5). */
+static void test_runtime_keys(void **state)
+{
+    (void)state;
+    struct config c;
+    const char *p = write_cfg("rt.toml", "[dataset]\npath = \"d\"\n");
+    assert_int_equal(config_load(&c, p, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(c.train.on_nonfinite, CONFIG_NONFINITE_FAIL);
+    assert_true(c.pipeline.stall_timeout_s == 120.0);
+    const char *sets[] = {"train.on_nonfinite=skip-batch", "pipeline.stall_timeout_s=2.5"};
+    assert_int_equal(config_load(&c, p, sets, 2, err, sizeof err), 0);
+    assert_int_equal(c.train.on_nonfinite, CONFIG_NONFINITE_SKIP);
+    assert_true(c.pipeline.stall_timeout_s == 2.5);
+    const char *bad1[] = {"train.on_nonfinite=skip_batch"};
+    assert_int_equal(config_load(&c, p, bad1, 1, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "did you mean \"skip-batch\"?"));
+    const char *bad2[] = {"pipeline.stall_timeout_s=-1"};
+    assert_int_equal(config_load(&c, p, bad2, 1, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "outside its range"));
+}
+
+/* The run identity covers what a run computes and nothing else; a
+ * difference is listed key by key (issue 17, item 6). */
+static void test_run_identity(void **state)
+{
+    (void)state;
+    struct config a, b;
+    const char *p = write_cfg("id.toml", "[dataset]\npath = \"d\"\n[model]\nhidden = 32\n");
+    assert_int_equal(config_load(&a, p, NULL, 0, err, sizeof err), 0);
+    const char *how[] = {"train.epochs=99", "pipeline.extract_queue=64", "train.checkpoint_dir=\"x\"",
+                         "pipeline.stall_timeout_s=5", "dataset.path=\"elsewhere\""};
+    assert_int_equal(config_load(&b, p, how, 5, err, sizeof err), 0);
+    assert_true(config_run_identity(&a, 7) == config_run_identity(&b, 7));
+    assert_true(config_run_identity(&a, 7) != config_run_identity(&a, 8)); /* another dataset */
+    const char *what[] = {"model.hidden=64", "train.lr=0.02"};
+    assert_int_equal(config_load(&b, p, what, 2, err, sizeof err), 0);
+    assert_true(config_run_identity(&a, 7) != config_run_identity(&b, 7));
+    char ta[2048], tb[2048], diff[1024];
+    config_run_text(&a, ta, sizeof ta);
+    config_run_text(&b, tb, sizeof tb);
+    assert_non_null(strstr(ta, "train.lr = 0.003\n"));
+    assert_int_equal(config_run_diff(ta, tb, diff, sizeof diff), 2);
+    assert_string_equal(diff, "model.hidden: 32 -> 64; train.lr: 0.003 -> 0.02");
+    assert_int_equal(config_run_diff(ta, ta, diff, sizeof diff), 0);
+    assert_int_equal(config_run_diff("a = 1\n", "b = 2\n", diff, sizeof diff), 2);
+    assert_string_equal(diff, "a: 1 -> (absent); b: (absent) -> 2");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--write-reference")) {
@@ -191,6 +240,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_defaults_and_sets),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_runtime_keys),
+        cmocka_unit_test(test_run_identity),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

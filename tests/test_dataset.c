@@ -262,12 +262,60 @@ static void test_staging(void **state)
     t_rmrf(dir);
 }
 
+/* Unknown keys of dataset.toml are refused, at the top and in a file's
+ * table, naming the key and its line (issue 17, item 7). */
+static void test_meta_unknown_keys(void **state)
+{
+    (void)state;
+    char text[8192], bad[8400];
+    struct dataset_meta m;
+    meta_text(text, sizeof text, 2, 3968, 15872, 32768);
+    assert_int_equal(dataset_meta_parse(text, strlen(text), "dataset.toml", &m, err, sizeof err), 0);
+    snprintf(bad, sizeof bad, "colour = 3\n%s", text);
+    assert_int_equal(dataset_meta_parse(bad, strlen(bad), "dataset.toml", &m, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "dataset.toml:1:10: unknown key colour"));
+    snprintf(bad, sizeof bad, "%s\nrow_strid = 512\n", text); /* into the last table, which is not features */
+    assert_int_equal(dataset_meta_parse(bad, strlen(bad), "dataset.toml", &m, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "unknown key "));
+    assert_non_null(strstr(err, ".row_strid"));
+}
+
+/* A killed gnnprep's staging directory is removed by the next gnnprep
+ * whatever its output name, also when its pid now names another process
+ * (its .owner records another start time); a live writer's is kept. */
+static void test_staging_reclaim(void **state)
+{
+    (void)state;
+    char dir[4096], out[4200], o[8192];
+    t_scratch(dir, sizeof dir, "reclaim");
+    snprintf(out, sizeof out, "%s/new", dir);
+    long me = (long)getpid();
+    assert_int_equal(t_run(o, sizeof o,
+                           "mkdir %s/.old.partial-999999999 %s/.reused.partial-%ld %s/.live.partial-%ld && "
+                           "echo '%ld 1' > %s/.reused.partial-%ld/.owner",
+                           dir, dir, me, dir, me, me, dir, me),
+                     0);
+    struct dataset_dir d;
+    assert_int_equal(dataset_dir_begin(&d, out, err, sizeof err), 0);
+    snprintf(o, sizeof o, "%s/.old.partial-999999999", dir);
+    assert_false(t_exists(o));
+    snprintf(o, sizeof o, "%s/.reused.partial-%ld", dir, me);
+    assert_false(t_exists(o));
+    snprintf(o, sizeof o, "%s/.live.partial-%ld", dir, me);
+    assert_true(t_exists(o)); /* no .owner: a live pid is believed */
+    snprintf(o, sizeof o, "%s/.owner", d.tmp);
+    assert_true(t_exists(o));
+    dataset_dir_abort(&d);
+    t_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_hash),     cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_meta_validation), cmocka_unit_test(test_meta_size_wrap),
-        cmocka_unit_test(test_staging),
+        cmocka_unit_test(test_staging),         cmocka_unit_test(test_meta_unknown_keys),
+        cmocka_unit_test(test_staging_reclaim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -468,9 +468,15 @@ static void test_control_status(void **state)
     zmq_close(sub);
     zmq_ctx_term(ctx);
 
-    /* the name is taken while the run lives */
+    /* the name is taken while the run lives, and so is its checkpoint
+     * directory (checkpoints/watched: locked for the run's life) */
     struct t_proc twin;
     t_launch_run(&twin, NULL, (const char *[]){g_cfg, "--run-name", "watched", NULL}, 30);
+    t_expect_code(&twin, 2);
+    t_expect_log(&twin, "checkpoints/watched is in use by another run (gnnlaunch pid");
+    char own[1400];
+    snprintf(own, sizeof own, "train.checkpoint_dir=\"%s/ck-twin\"", t_ldir);
+    t_launch_run(&twin, NULL, (const char *[]){g_cfg, "--run-name", "watched", "--set", own, NULL}, 30);
     t_expect_code(&twin, 2);
     t_expect_log(&twin, "run name 'watched' is in use by a running gnnlaunch");
 

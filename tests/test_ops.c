@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <float.h>
 #include <math.h>
 #include <time.h>
 
@@ -891,6 +892,18 @@ static int report(void **state)
     return 0;
 }
 
+/* ops_count_nonfinite: NaN, both infinities, and nothing else (the
+ * largest finite float, denormals, -0 are finite). */
+static void test_count_nonfinite(void **state)
+{
+    (void)state;
+    float x[9] = {0.0f, -0.0f, 1e-45f, FLT_MAX, -FLT_MAX, 1.0f, NAN, INFINITY, -INFINITY};
+    assert_int_equal(ops_count_nonfinite(x, 6), 0);
+    assert_int_equal(ops_count_nonfinite(x, 9), 3);
+    assert_int_equal(ops_count_nonfinite(x + 6, 1), 1);
+    assert_int_equal(ops_count_nonfinite(x, 0), 0);
+}
+
 int main(void)
 {
     const char *seed = getenv("SLUICE_TEST_SEED");
@@ -898,6 +911,7 @@ int main(void)
     g_rng = g_seed;
     fprintf(stderr, "test_ops: seed %#" PRIx64 " (SLUICE_TEST_SEED to repeat)\n", g_seed);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_count_nonfinite),
         cmocka_unit_test(test_gemm_vs_naive),
         cmocka_unit_test(test_gemm_threads_bitwise),
         cmocka_unit_test(test_linear_bias_grad),

@@ -187,7 +187,7 @@ static void test_training_files_private(void **state)
     t_expect_clean(&r);
 
     expect_no_go_write(ck);
-    assert_int_equal(each_entry(ck, expect_no_go_write), 2); /* epoch-000001, epoch-000002 */
+    assert_int_equal(each_entry(ck, expect_no_go_write), 3); /* epoch-000001, epoch-000002, .lock */
     snprintf(path, sizeof path, "%s/epoch-000002.safetensors", ck);
     assert_true(t_exists(path));
     expect_no_go_write(mfile);

@@ -163,11 +163,41 @@ static void test_parse_value(void **state)
     toml_free(v);
 }
 
+/* A UTF-8 byte order mark is accepted; a number out of range is "too
+ * large", also where a bare word would become a string (issue 17). */
+static void test_bom_and_overflow(void **state)
+{
+    (void)state;
+    char err[512];
+    const char doc[] = "\xef\xbb\xbf[train]\nseed = 5\n";
+    struct toml_value *root = toml_parse(doc, sizeof doc - 1, "bom.toml", err, sizeof err);
+    if (!root)
+        fail_msg("a BOM: %s", err);
+    const struct toml_value *t = toml_get(root, "train");
+    assert_non_null(t);
+    assert_int_equal(toml_get(t, "seed")->u.i, 5);
+    toml_free(root);
+    const char big[] = "seed = 99999999999999999999\n";
+    assert_null(toml_parse(big, sizeof big - 1, "big.toml", err, sizeof err));
+    assert_non_null(strstr(err, "big.toml:1:8: integer '99999999999999999999' is too large"));
+    assert_null(toml_parse_value("99999999999999999999", err, sizeof err));
+    assert_non_null(strstr(err, "is too large"));
+    assert_null(toml_parse_value("-99999999999999999999", err, sizeof err));
+    assert_non_null(strstr(err, "is too large in magnitude"));
+    assert_null(toml_parse_value("1e999", err, sizeof err));
+    assert_non_null(strstr(err, "is too large"));
+    struct toml_value *v = toml_parse_value("2runs", err, sizeof err); /* still a bare word */
+    assert_non_null(v);
+    assert_int_equal(v->type, TOML_STRING);
+    toml_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalars),     cmocka_unit_test(test_tables_arrays), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_parse_value),
+        cmocka_unit_test(test_bom_and_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

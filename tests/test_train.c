@@ -457,10 +457,20 @@ static void test_resume_refused(void **state)
     struct t_proc r;
     run(&r, (const char *[]){g_cfg, "--set", set, "--resume", NULL}, 2);
     t_expect_log(&r, "--resume: no checkpoint in ");
-    /* a checkpoint of another model: the trainer refuses it, naming both */
+    /* a checkpoint of another run: the launcher refuses it, naming the key */
     snprintf(ck, sizeof ck, "%s/ck-learn", t_ldir); /* 3 epochs of hidden = 32 */
     snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
-    run(&r, (const char *[]){g_cfg, "--set", set, "--set", "model.hidden=16", "--epochs", "5", "--resume", NULL}, 3);
+    run(&r, (const char *[]){g_cfg, "--set", set, "--set", "model.hidden=16", "--epochs", "5", "--resume", NULL}, 2);
+    t_expect_log(&r, "belongs to another run");
+    t_expect_log(&r, "model.hidden: 32 -> 16");
+    /* named explicitly (--resume-from), the trainer still refuses another
+     * model, naming both */
+    char file[1400], other[1400];
+    snprintf(file, sizeof file, "%s/epoch-000003.safetensors", ck);
+    snprintf(other, sizeof other, "train.checkpoint_dir=\"%s/ck-other\"", t_ldir);
+    run(&r, (const char *[]){g_cfg, "--set", other, "--set", "model.hidden=16", "--epochs", "5", "--resume-from", file,
+                             NULL},
+        3);
     t_expect_log(&r, "holds a model with kind=sage layers=2");
 }
 

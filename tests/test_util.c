@@ -3,6 +3,8 @@
 #include <math.h>
 
 #include "t_util.h"
+
+#include <sys/stat.h>
 #include "core/dataset.h"
 #include "core/util.h"
 
@@ -126,6 +128,23 @@ static void test_path_rmtree(void **state)
     assert_true(t_exists("/usr")); /* the symlink was not followed */
 }
 
+/* A FIFO (or a directory) is refused at once, not waited on (issue 17). */
+static void test_read_file_fifo(void **state)
+{
+    (void)state;
+    char dir[4096], fifo[4200], err[512], *buf = NULL;
+    t_scratch(dir, sizeof dir, "fifo");
+    snprintf(fifo, sizeof fifo, "%s/cfg.toml", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(10); /* a blocking open fails the test by SIGALRM */
+    assert_int_equal(sl_read_file(fifo, 1 << 20, &buf, NULL, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "not a regular file (a FIFO)"));
+    assert_int_equal(sl_read_file(dir, 1 << 20, &buf, NULL, err, sizeof err), -EINVAL);
+    alarm(0);
+    assert_null(buf);
+    t_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_f16),
         cmocka_unit_test(test_row_stride),
         cmocka_unit_test(test_path_rmtree),
+        cmocka_unit_test(test_read_file_fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

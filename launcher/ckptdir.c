@@ -1,0 +1,267 @@
+/* ckptdir.c - a run's checkpoint directory: lock, move aside, resume
+ * checks (ckptdir.h). */
+#include "launcher/ckptdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/util.h"
+#include "ops/ckpt.h"
+
+#define LOCK_FILE ".lock"
+
+void ckptdir_init(struct ckptdir *c)
+{
+    c->dir[0] = '\0';
+    c->lock_fd = -1;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s", dir) >= sizeof tmp)
+        return -ENAMETOOLONG;
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int ckptdir_lock(struct ckptdir *c, const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(c->dir, sizeof c->dir, "%s", dir) >= sizeof c->dir ||
+        sl_path_join(path, sizeof path, dir, LOCK_FILE) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "train.checkpoint_dir %s: path too long", dir);
+    int rc = mkdir_p(dir);
+    if (rc)
+        return sl_errf(err, errlen, rc, "cannot create train.checkpoint_dir %s: %s", dir, strerror(-rc));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "cannot open the lock %s of train.checkpoint_dir: %s", path,
+                       strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        rc = -errno;
+        char who[64] = "";
+        ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        who[n > 0 ? n : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        close(fd);
+        if (rc == -EWOULDBLOCK)
+            return sl_errf(err, errlen, rc,
+                           "train.checkpoint_dir %s is in use by another run (gnnlaunch pid %s holds %s); two runs "
+                           "would mix their checkpoints: wait for it to end, or give this run its own directory "
+                           "(--run-name NAME, or --set train.checkpoint_dir=DIR)",
+                           dir, who[0] ? who : "unknown", path);
+        return sl_errf(err, errlen, rc, "cannot lock %s: %s", path, strerror(-rc));
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        rc = -errno;
+        close(fd);
+        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+    }
+    c->lock_fd = fd;
+    return 0;
+}
+
+/* A checkpoint's file name (epoch-*.safetensors, or its .partial-PID of a
+ * writer that is gone). A partial file of a live writer is not ours to
+ * move: with the lock held there is none but a stray one. */
+static bool is_ckpt_name(const char *name)
+{
+    if (strncmp(name, "epoch-", 6) != 0)
+        return false;
+    const char *ext = strstr(name, ".safetensors");
+    if (!ext)
+        return false;
+    if (!strcmp(ext, ".safetensors"))
+        return true;
+    if (strncmp(ext, ".safetensors.partial-", 21) != 0)
+        return false;
+    long pid = strtol(ext + 21, NULL, 10);
+    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, size_t errlen)
+{
+    if (moved && len)
+        moved[0] = '\0';
+    int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : sl_errf(err, errlen, -errno, "%s: %s", c->dir, strerror(errno));
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return sl_errf(err, errlen, -errno, "%s: %s", c->dir, strerror(errno));
+    }
+    char tmp[96] = "", final[96] = "";
+    int n = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!is_ckpt_name(de->d_name))
+            continue;
+        if (!tmp[0]) { /* the first one: make the subdirectory */
+            time_t now = time(NULL);
+            struct tm tm;
+            char stamp[32];
+            localtime_r(&now, &tm);
+            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+            for (int k = 1; k < 1000; k++) {
+                if (k == 1)
+                    snprintf(final, sizeof final, "old-%s", stamp);
+                else
+                    snprintf(final, sizeof final, "old-%s-%d", stamp, k);
+                struct stat st;
+                if (fstatat(dfd, final, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                    continue; /* taken */
+                snprintf(tmp, sizeof tmp, ".%s.partial", final);
+                if (mkdirat(dfd, tmp, 0755) == 0)
+                    break;
+                if (errno != EEXIST) {
+                    rc = sl_errf(err, errlen, -errno, "cannot create %s/%s: %s", c->dir, tmp, strerror(errno));
+                    goto out;
+                }
+                tmp[0] = '\0';
+            }
+            if (!tmp[0]) {
+                rc = sl_errf(err, errlen, -EEXIST, "%s: no free old-%s-K name", c->dir, stamp);
+                goto out;
+            }
+        }
+        char to[PATH_MAX];
+        snprintf(to, sizeof to, "%s/%s", tmp, de->d_name);
+        if (renameat(dfd, de->d_name, dfd, to) != 0) {
+            rc = sl_errf(err, errlen, -errno, "cannot move %s/%s into %s: %s", c->dir, de->d_name, tmp,
+                         strerror(errno));
+            goto out;
+        }
+        n++;
+    }
+    if (tmp[0] && renameat(dfd, tmp, dfd, final) != 0) {
+        rc = sl_errf(err, errlen, -errno, "cannot rename %s/%s to %s: %s", c->dir, tmp, final, strerror(errno));
+        goto out;
+    }
+    if (tmp[0])
+        fsync(dfd);
+    if (moved && len)
+        snprintf(moved, len, "%s", final);
+    rc = n;
+out:
+    closedir(d); /* closes dfd */
+    return rc;
+}
+
+int ckptdir_check_run(const char *path, uint64_t run, const char *run_text, char *err, size_t errlen)
+{
+    struct ckpt k;
+    int rc = ckpt_read(&k, path, err, errlen);
+    if (rc)
+        return rc;
+    char want[24], diff[1536];
+    snprintf(want, sizeof want, "%016" PRIx64, run);
+    const char *got = ckpt_meta(&k, CKPT_META_RUN), *text = ckpt_meta(&k, CKPT_META_RUN_CONFIG);
+    if (!got) {
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "--resume: %s records no run identity (it was written before checkpoints had one), so it "
+                     "cannot be told to be this run's; continue from it explicitly with --resume-from %s, or start "
+                     "afresh without --resume",
+                     path, path);
+    } else if (strcmp(got, want) != 0) {
+        int nd = text ? config_run_diff(text, run_text, diff, sizeof diff) : 0;
+        if (nd == 0) /* the keys agree: the dataset differs */
+            snprintf(diff, sizeof diff, "the same keys, so the dataset differs");
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "--resume: %s belongs to another run (identity %s, this configuration's is %s): %s; resume "
+                     "with the configuration it was made with, continue from it explicitly with --resume-from "
+                     "FILE, or start afresh without --resume (its checkpoints are then moved aside)",
+                     path, got, want, diff);
+    }
+    ckpt_free(&k);
+    return rc;
+}
+
+int ckptdir_adopt(struct ckptdir *c, const char *file, uint32_t *epoch, char *moved, size_t len, char *err,
+                  size_t errlen)
+{
+    char *buf = NULL, tmp[PATH_MAX + 32], dst[PATH_MAX];
+    size_t n = 0;
+    struct ckpt k;
+    int rc = ckpt_read(&k, file, err, errlen);
+    if (rc)
+        return rc;
+    const char *fmt = ckpt_meta(&k, "format"), *ep = ckpt_meta(&k, "epoch");
+    char *end = NULL;
+    unsigned long e = ep ? strtoul(ep, &end, 10) : 0;
+    bool ok = fmt && !strcmp(fmt, "sluice-checkpoint") && ep && end && !*end && e > 0 && e < UINT32_MAX;
+    ckpt_free(&k);
+    if (!ok)
+        return sl_errf(err, errlen, -EINVAL, "--resume-from %s: not a Sluice checkpoint with an epoch", file);
+    /* read it before moving anything: it may be one of the files moved */
+    if ((rc = sl_read_file(file, (size_t)1 << 40, &buf, &n, err, errlen)) != 0)
+        return rc;
+    rc = ckptdir_move_aside(c, moved, len, err, errlen);
+    if (rc < 0)
+        goto out;
+    if (ckpt_path(dst, sizeof dst, c->dir, (uint32_t)e) != 0) {
+        rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", c->dir);
+        goto out;
+    }
+    snprintf(tmp, sizeof tmp, "%s.partial-%ld", dst, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = sl_errf(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, buf + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    if (off != n || fsync(fd) != 0) {
+        rc = sl_errf(err, errlen, -(errno ? errno : EIO), "cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
+        close(fd);
+        unlink(tmp);
+        goto out;
+    }
+    close(fd);
+    if (rename(tmp, dst) != 0) {
+        rc = sl_errf(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, dst, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    *epoch = (uint32_t)e;
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+void ckptdir_free(struct ckptdir *c)
+{
+    if (c->lock_fd >= 0)
+        close(c->lock_fd); /* drops the flock */
+    c->lock_fd = -1;
+}
