@@ -112,10 +112,11 @@ static int cpu_backward(struct trainer_backend *b, struct reducer *r, char *err,
     return model_backward(b->m, b->dlogits, err, errlen);
 }
 
-static int cpu_grads_finite(struct trainer_backend *b, bool *finite, char *err, size_t errlen)
+static int cpu_grads_finite(struct trainer_backend *b, bool reduced, bool *finite, char *err, size_t errlen)
 {
-    (void)err, (void)errlen;
-    *finite = ops_count_nonfinite(model_grads(b->m), b->nparams) == 0;
+    if (reduced && !b->red)
+        return sl_errf(err, errlen, -EINVAL, "grads_finite of a sum without a reduce before");
+    *finite = ops_count_nonfinite(reduced ? b->red : model_grads(b->m), b->nparams) == 0;
     return 0;
 }
 

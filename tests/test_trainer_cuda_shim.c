@@ -167,8 +167,13 @@ static void reduced_step(const struct trainer_backend_ops *ops, struct trainer_b
     assert_int_equal(ops->reduce(b, r, real, &w), 0);
     if (w != want_weight)
         fail_msg("%s backend: reduce gave weight %g, want %g", ops->name, (double)w, (double)want_weight);
-    if (w > 0)
+    if (w > 0) { /* the sum is checked before the step, as the loop does */
+        bool finite = false;
+        char err[256];
+        assert_int_equal(ops->grads_finite(b, true, &finite, err, sizeof err), 0);
+        assert_true(finite);
         assert_int_equal(ops->step(b, true, 1.0f / w), 0);
+    }
 }
 
 static void test_reduced_and_padding_steps(void **state)
@@ -615,8 +620,10 @@ static void test_errors(void **state)
     assert_int_equal(DEV->forward(b, &e.v[0], true, 1, &l, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "gathered"));
     assert_int_equal(DEV->forward(b, &d.v[0], true, 1, &l, err, sizeof err), 0);
-    /* a reduced step without a reduce */
+    /* a reduced step, or a check of the sum, without a reduce */
     assert_int_equal(DEV->step(b, true, 1.0f), -EINVAL);
+    bool finite;
+    assert_int_equal(DEV->grads_finite(b, true, &finite, err, sizeof err), -EINVAL);
     DEV->free(b);
     DEV->free(NULL);
     /* the device table takes its own blocks, never ops_block arrays */
