@@ -113,7 +113,7 @@ int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, si
         close(dfd);
         return sl_errf(err, errlen, -errno, "%s: %s", c->dir, strerror(errno));
     }
-    char tmp[96] = "", final[96] = "";
+    char final[96] = "", tmp[sizeof final + 16] = ""; /* tmp: "." final ".partial" */
     int n = 0, rc = 0;
     struct dirent *de;
     while ((de = readdir(d))) {

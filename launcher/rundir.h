@@ -17,6 +17,10 @@
  *                  one file every stage reads
  *     control      ZeroMQ REP socket (ipc://), bound by the launcher
  *     metrics      ZeroMQ PUB socket (ipc://), bound by the launcher
+ *     dataset.stamp the identities of the dataset's files as gnnlaunch
+ *                  verified them (core/dataset_verify.h; mode 0600), which
+ *                  every trainer compares the files with at each epoch
+ *                  boundary
  *
  * Creation is atomic: the files are written into base/.new-<run-id> which
  * is then renamed to base/<name>, so a run directory that has its name
