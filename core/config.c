@@ -15,7 +15,8 @@
 #include "core/toml.h"
 #include "core/util.h"
 
-typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST } ktype;
+/* K_AUTOINT: an integer in [min, max], or the string "auto", stored as 0. */
+typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT } ktype;
 
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
@@ -91,6 +92,9 @@ static const key keys[] = {
      "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
      "different value is noted and ignored)."},
     {"pipeline.samplers", K_INT, OFF(pipeline.samplers), "2", 1, 256, NULL, "Sampler threads per rank."},
+    {"pipeline.trainer_threads", K_AUTOINT, OFF(pipeline.trainer_threads), "\"auto\"", 1, 256, NULL,
+     "Compute threads of each rank's trainer (BLAS and the CPU operators). auto: the rank's share of the online "
+     "CPUs (all of them for one rank). Any count gives the same bits."},
     {"pipeline.extractors", K_INT, OFF(pipeline.extractors), "2", 1, 256, NULL,
      "Extractor threads per rank, each with its own io_uring."},
     {"pipeline.extract_queue", K_INT, OFF(pipeline.extract_queue), "8", 1, 4096, NULL,
@@ -256,6 +260,18 @@ static int set_key(struct config *c, const key *k, const struct toml_value *v, c
         if (strlen(v->u.s) >= sizeof c->dataset.path)
             return fail_at(w, v, err, errlen, "%s is longer than %zu bytes", k->name, sizeof c->dataset.path - 1);
         strcpy(field, v->u.s);
+        return 0;
+    case K_AUTOINT:
+        if (v->type == TOML_STRING && !strcmp(v->u.s, "auto")) {
+            *(int64_t *)field = 0;
+            return 0;
+        }
+        if (v->type != TOML_INT)
+            return fail_at(w, v, err, errlen, "%s must be \"auto\" or an integer, not %s", k->name,
+                           toml_type_name(v->type));
+        if ((rc = set_number(k, v, w, &x, err, errlen)) < 0)
+            return rc;
+        *(int64_t *)field = (int64_t)x;
         return 0;
     case K_INT:
         if ((rc = set_number(k, v, w, &x, err, errlen)) < 0)
@@ -451,6 +467,7 @@ static const char *type_doc(const key *k)
     switch (k->type) {
     case K_STR: return "string";
     case K_INT: return "integer";
+    case K_AUTOINT: return "integer or \"auto\"";
     case K_FLOAT: return "float";
     case K_BOOL: return "boolean";
     case K_ENUM: return "string";
@@ -483,6 +500,8 @@ void config_write_reference(FILE *f)
                 choices_list(k->choices, allowed, sizeof allowed);
             else if (k->type == K_INT || k->type == K_FLOAT || k->type == K_INTLIST)
                 snprintf(allowed, sizeof allowed, k->max >= BIG ? "%g .. " : "%g .. %g", k->min, k->max);
+            else if (k->type == K_AUTOINT)
+                snprintf(allowed, sizeof allowed, "\"auto\", %g .. %g", k->min, k->max);
             else if (k->type == K_BOOL)
                 snprintf(allowed, sizeof allowed, "true, false");
             if (k->type == K_INTLIST)
@@ -537,6 +556,10 @@ void config_write_toml(const struct config *c, FILE *f)
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
             extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false", c->pipeline.stall_timeout_s);
+    if (c->pipeline.trainer_threads)
+        fprintf(f, "trainer_threads = %" PRId64 "\n", c->pipeline.trainer_threads);
+    else
+        fprintf(f, "trainer_threads = \"auto\"\n");
 }
 
 const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
@@ -564,6 +587,12 @@ static void value_text(const struct config *c, const key *k, char *buf, size_t l
         return;
     case K_INT:
         snprintf(buf, len, "%" PRId64, *(const int64_t *)field);
+        return;
+    case K_AUTOINT:
+        if (*(const int64_t *)field == 0)
+            snprintf(buf, len, "\"auto\"");
+        else
+            snprintf(buf, len, "%" PRId64, *(const int64_t *)field);
         return;
     case K_FLOAT: { /* the shortest text that reads back as the same double */
         double x = *(const double *)field;

@@ -68,6 +68,7 @@ struct config {
     struct {
         int64_t ranks;
         int64_t samplers;
+        int64_t trainer_threads; /* 0: auto */
         int64_t extractors;
         int64_t extract_queue;
         int64_t train_queue;

@@ -290,22 +290,31 @@ size_t model_param_count(const struct model_config *c)
  * matrix (rows, cols) with fan_in = cols, fan_out = rows; the attention
  * vectors with fan_in = head dim, fan_out = 1; biases 0, taking no
  * draws. */
+/* PyG's defaults (docs/training.md, "Initialisation"): sage and mlp as
+ * torch's Linear (weights and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+ * Kaiming uniform with a = sqrt(5)); gcn and gat Glorot weights (gat's
+ * attention tensors as one [heads, d] matrix) and zero biases. One
+ * stream, tensors in layout order. */
 static void init_params(const struct model *m, float *host)
 {
     ops_zero(host, m->nparams);
     uint64_t st = m->c.seed;
+    bool linear = m->c.kind == MODEL_SAGE || m->c.kind == MODEL_MLP;
+    double fan_in = 1.0; /* of the layer's last weight: its bias's */
     for (uint32_t i = 0; i < m->ntensors; i++) {
         const struct model_tensor *t = &m->t[i];
         float *p = host + t->offset;
         const char *what = strrchr(t->name, '.') + 1;
-        if (!strcmp(what, "bias"))
+        if (!strcmp(what, "bias")) {
+            if (linear)
+                ops_uniform(p, t->count, 1.0 / sqrt(fan_in), &st);
             continue;
-        if (!strncmp(what, "attn_", 5)) {
-            for (uint64_t k = 0; k < t->shape[0]; k++)
-                ops_glorot_uniform(p + k * t->shape[1], t->shape[1], (double)t->shape[1], 1.0, &st);
-        } else {
-            ops_glorot_uniform(p, t->count, (double)t->shape[1], (double)t->shape[0], &st);
         }
+        fan_in = (double)t->shape[1];
+        if (linear)
+            ops_uniform(p, t->count, 1.0 / sqrt(fan_in), &st);
+        else
+            ops_glorot_uniform(p, t->count, (double)t->shape[1], (double)t->shape[0], &st);
     }
 }
 

@@ -662,7 +662,11 @@ size_t ops_count_nonfinite(const float *x, size_t n)
 
 void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state)
 {
-    double a = sqrt(6.0 / (fan_in + fan_out));
+    ops_uniform(p, n, sqrt(6.0 / (fan_in + fan_out)), state);
+}
+
+void ops_uniform(float *p, size_t n, double a, uint64_t *state)
+{
     for (size_t i = 0; i < n; i++) {
         double u = (double)(sl_splitmix64(state) >> 40) * 0x1p-24; /* [0, 1) */
         p[i] = (float)((2.0 * u - 1.0) * a);

@@ -103,6 +103,8 @@ size_t ops_count_nonfinite(const float *x, size_t n);
  * top 24 bits of the next SplitMix64 output of *state over 2^24 (so in
  * [0, 1)); *state advances by n outputs. No backward (initialisation). */
 void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state);
+/* U(-bound, bound) into p (n), drawn as ops_glorot_uniform draws. */
+void ops_uniform(float *p, size_t n, double bound, uint64_t *state);
 
 /* ---- dense layers ----------------------------------------------------------------------- */
 

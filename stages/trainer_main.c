@@ -569,8 +569,14 @@ int main(int argc, char **argv)
     char msg[1024], name[SHM_NAME_MAX];
     stage_open(st, argc, argv, STAGE_NEED_FEATBUF);
     const struct dataset_file *ff = &st->meta.f[DATASET_FEATURES];
+    /* pipeline.trainer_threads, or auto: the rank's share of the CPUs. The
+     * sampler and extractor mostly wait on the trainer when the rows are
+     * in memory, and sleep (not spin) when they do; any count gives the
+     * same bits (docs/training.md, "Determinism") */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = (int)SL_MAX(1, SL_MIN(16, (cpus > 0 ? cpus : 1) / st->args.ranks - 1));
+    int threads = st->cfg.pipeline.trainer_threads > 0
+                      ? (int)st->cfg.pipeline.trainer_threads
+                      : (int)SL_MAX(1, SL_MIN(64, (cpus > 0 ? cpus : 1) / st->args.ranks));
     trainer_model_config(&st->cfg, &st->meta, &t.mc);
     if (model_layout(&t.mc, t.tensors, &t.ntensors, msg, sizeof msg) != 0)
         stage_fail(st, "%s", msg);

@@ -438,6 +438,7 @@ static void test_layout_and_init(void **state)
     for (size_t w = 0; w < SL_ARRAY_LEN(want); w++) {
         struct model *m = create(want[w].kind, 2, in, hid, cls, H, 0.5f, g_seed);
         size_t off = 0;
+        double fan_in = 1.0; /* the layer's last weight's, which its bias shares */
         uint32_t nt = model_ntensors(m);
         for (uint32_t t = 0; t < nt; t++) {
             const struct model_tensor *mt = model_tensor(m, t);
@@ -449,16 +450,19 @@ static void test_layout_and_init(void **state)
             assert_int_equal(mt->offset, off);
             assert_int_equal(mt->count, mt->shape[0] * mt->shape[1]);
             off += mt->count;
-            /* Glorot: U(-a, a); biases 0 */
+            /* PyG's defaults: sage and mlp as torch's Linear, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
+             * weights and bias; gcn and gat Glorot U(-a, a) over each tensor, biases 0 */
             const float *p = model_params(m) + mt->offset;
-            double a = strstr(mt->name, "attn_") ? sqrt(6.0 / (double)(mt->shape[1] + 1))
-                                                 : sqrt(6.0 / (double)(mt->shape[0] + mt->shape[1]));
+            bool linear = want[w].kind == MODEL_SAGE || want[w].kind == MODEL_MLP, bias = strstr(mt->name, "bias");
+            if (!bias)
+                fan_in = (double)mt->shape[1];
+            double a = linear ? 1.0 / sqrt(fan_in) : sqrt(6.0 / (double)(mt->shape[0] + mt->shape[1]));
             double mx = 0, sum = 0;
             for (size_t i = 0; i < mt->count; i++) {
                 mx = fmax(mx, fabs(p[i]));
                 sum += p[i];
             }
-            if (strstr(mt->name, "bias")) {
+            if (bias && !linear) {
                 assert_true(mx == 0.0);
                 continue;
             }

@@ -141,15 +141,21 @@ static void expect_same_tensors(const char *a, const char *b)
     ckpt_free(&y);
 }
 
+/* Two runs of one seed write the same checkpoint, byte for byte, whatever
+ * the trainer's thread count (1, then 3: more than this machine may have). */
 static void test_deterministic(void **state)
 {
     (void)state;
     char ck[2][1300], set[2][1400], path[2][1400];
+    const char *threads[2] = {"pipeline.trainer_threads=1", "pipeline.trainer_threads=3"};
     for (int i = 0; i < 2; i++) {
         struct t_proc r;
         snprintf(ck[i], sizeof ck[i], "%s/ck-det%d", t_ldir, i);
         snprintf(set[i], sizeof set[i], "train.checkpoint_dir=\"%s\"", ck[i]);
-        run(&r, (const char *[]){g_cfg, "--set", set[i], "--epochs", "2", NULL}, 0);
+        run(&r, (const char *[]){g_cfg, "--set", set[i], "--set", threads[i], "--epochs", "2", NULL}, 0);
+        char want[64];
+        snprintf(want, sizeof want, "%d BLAS thread", i ? 3 : 1);
+        t_expect_log(&r, want);
         assert_int_equal(ckpt_path(path[i], sizeof path[i], ck[i], 2), 0);
     }
     expect_same_tensors(path[0], path[1]);
