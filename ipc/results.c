@@ -104,6 +104,8 @@ void results_rec_add(struct results_rec *sum, const struct results_rec *rec)
     sum->seconds = SL_MAX(sum->seconds, rec->seconds);
     sum->busy_s = SL_MAX(sum->busy_s, rec->busy_s);
     sum->reduce_s = SL_MAX(sum->reduce_s, rec->reduce_s);
+    sum->train_s = SL_MAX(sum->train_s, rec->train_s);
+    sum->eval_s = SL_MAX(sum->eval_s, rec->eval_s);
 }
 
 bool results_get(const struct results *r, uint32_t rank, uint64_t epoch, struct results_rec *out)

@@ -45,7 +45,9 @@ struct results_rec {
     double seconds;  /* wall time of the epoch at this rank */
     double busy_s;   /* of which computing (forward, backward, step) */
     double reduce_s; /* of which in the gradient all-reduce */
-    uint64_t reserved[4];
+    double train_s;  /* of seconds, until the epoch's last training step */
+    double eval_s;   /* the rest: its validation (and, last, the test) batches */
+    uint64_t reserved[2];
 };
 _Static_assert(sizeof(struct results_rec) == 128, "two cache lines per record");
 

@@ -300,11 +300,11 @@ void progress_poll(struct progress *p, bool running)
         if (!isnan(hit))
             snprintf(hit_s, sizeof hit_s, "%.3f", hit);
         clear_live(p);
-        printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f | busy s: sampler %.1f "
-               "extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f trainer %.1f "
-               "(all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %s\n",
-               e + 1, p->run.cfg->train.epochs, loss, train_acc, val, sum.seconds, busy[0], busy[1], busy[2], busy[3],
-               wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit_s);
+        printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f train_s=%.2f eval_s=%.2f | "
+               "busy s: sampler %.1f extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f "
+               "trainer %.1f (all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %s\n",
+               e + 1, p->run.cfg->train.epochs, loss, train_acc, val, sum.seconds, sum.train_s, sum.eval_s, busy[0],
+               busy[1], busy[2], busy[3], wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit_s);
         fflush(stdout);
         if (p->metrics_out) {
             FILE *f = p->metrics_out;
@@ -316,9 +316,10 @@ void progress_poll(struct progress *p, bool running)
             if (sum.test_labelled)
                 jnum(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
             jnum(f, "hit_rate", hit, true);
-            fprintf(f, "\"seconds\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64 ",\"read_ops\":%" PRIu64
-                       ",\"stages\":{",
-                    sum.seconds, sum.reduce_s, read, ios);
+            fprintf(f,
+                    "\"seconds\":%.6f,\"train_s\":%.6f,\"eval_s\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64
+                    ",\"read_ops\":%" PRIu64 ",\"stages\":{",
+                    sum.seconds, sum.train_s, sum.eval_s, sum.reduce_s, read, ios);
             for (int k = 0; k < RUN_STAGES; k++)
                 fprintf(f, "%s\"%s\":{\"busy_s\":%.6f,\"wait_s\":%.6f}", k ? "," : "",
                         run_stage_name((enum run_stage)k), busy[k], wait[k]);

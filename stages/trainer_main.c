@@ -95,6 +95,7 @@ struct epoch {
     double loss_sum;
     uint64_t labelled[BATCH_SPLITS], correct[BATCH_SPLITS];
     double busy_s, reduce_s;
+    double t_trained; /* now_s() after the epoch's last training step (0: not yet) */
     bool trained, published;
 };
 
@@ -398,6 +399,9 @@ static void maybe_publish(struct trainer *t, uint32_t e)
     rec->test_correct = ep->correct[BATCH_TEST];
     double now = now_s();
     rec->seconds = now - t->t_epoch;
+    /* training until the last step; the rest is evaluation (and the checkpoint) */
+    rec->train_s = ep->t_trained > t->t_epoch ? SL_MIN(ep->t_trained - t->t_epoch, rec->seconds) : 0.0;
+    rec->eval_s = rec->seconds - rec->train_s;
     rec->busy_s = ep->busy_s;
     rec->reduce_s = ep->reduce_s;
     results_publish(rec, e);
@@ -539,6 +543,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
             for (uint64_t k = schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN); k < t->steps_per_epoch; k++)
                 step(t, false, e);
             e->trained = true;
+            e->t_trained = now_s();
             dataset_unchanged(t, pos.epoch); /* before the epoch is checkpointed */
             if (run_global_rank(&st->args) == 0) /* one writer for all nodes */
                 save_checkpoint(t, pos.epoch + 1);

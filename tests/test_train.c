@@ -101,6 +101,12 @@ static void test_sage_learns(void **state)
         snprintf(want, sizeof want, "epoch %d/3 loss=", e);
         if (!last_line(&r, want, line, sizeof line))
             fail_msg("no '%s' line in %s", want, r.log);
+        /* seconds, then its training and evaluation parts, which add up (to the printed rounding) */
+        double secs, tr, ev;
+        const char *at = strstr(line, " seconds=");
+        if (!at || sscanf(at, " seconds=%lf train_s=%lf eval_s=%lf |", &secs, &tr, &ev) != 3 ||
+            fabs(tr + ev - secs) > 0.011 || tr < 0 || ev < 0)
+            fail_msg("epoch line without seconds= train_s= eval_s= that add up: %s", line);
     }
     double acc = final_test_acc(&r, 3);
     if (acc < 0.6) /* 4 classes: chance is 0.25 */
@@ -240,7 +246,8 @@ static void test_metrics_file(void **state)
     bool final_last = false;
     static const char *const stages[] = {"sampler", "extractor", "trainer", "releaser"};
     static const char *const epoch_keys[] = {"\"t\":",        "\"loss\":",     "\"train_acc\":", "\"val_acc\":",
-                                             "\"seconds\":",  "\"read_bytes\":", "\"stages\":{",  "\"busy_s\":", "\"hit_rate\":"};
+                                             "\"seconds\":",  "\"read_bytes\":", "\"stages\":{",  "\"busy_s\":", "\"hit_rate\":",
+                                             "\"train_s\":",  "\"eval_s\":"};
     static const char *const proc_keys[] = {"\"t\":",     "\"rank\":0", "\"pid\":",    "\"state\":",
                                             "\"busy_s\":", "\"wait_s\":", "\"items\":", "\"heartbeat_age_s\":"};
     while (fgets(line, sizeof line, f)) {
@@ -256,6 +263,12 @@ static void test_metrics_file(void **state)
             for (size_t i = 0; i < SL_ARRAY_LEN(epoch_keys); i++)
                 if (!strstr(line, epoch_keys[i]))
                     fail_msg("epoch object lacks %s: %s", epoch_keys[i], line);
+            /* the epoch's seconds are its training and its evaluation */
+            double secs, tr, ev;
+            if (sscanf(strstr(line, "\"seconds\":"), "\"seconds\":%lf,\"train_s\":%lf,\"eval_s\":%lf", &secs, &tr,
+                       &ev) != 3 ||
+                !(tr > 0 && ev >= 0 && fabs(tr + ev - secs) < 1e-5))
+                fail_msg("epoch %d: seconds, train_s and eval_s do not add up: %s", epochs, line);
         } else if (strstr(line, "{\"type\":\"process\",") == line) {
             for (size_t i = 0; i < SL_ARRAY_LEN(proc_keys); i++)
                 if (!strstr(line, proc_keys[i]))
