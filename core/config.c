@@ -351,8 +351,33 @@ static void note_seen(seen *s, const key *k)
         s->fanouts = true;
 }
 
+/* Names that PyTorch Geometric, DGL and OGB scripts use (matched on the
+ * part after the section, so any section), and what does the job here. */
+static const struct {
+    const char *name, *say;
+} pyg_names[] = {
+    {"hidden_channels", "model.hidden"},
+    {"hidden_dim", "model.hidden"},
+    {"num_layers", "model.layers (or model.fanouts, one entry per layer)"},
+    {"num_neighbors", "model.fanouts"},
+    {"num_heads", "model.heads (model.out_heads for the last layer)"},
+    {"aggr", "model.kind = \"sage\" (mean aggregation)"},
+    {"learning_rate", "train.lr"},
+    {"num_epochs", "train.epochs"},
+    {"runs", "train.seed, one run per seed (--set train.seed=N)"},
+    {"num_workers", "pipeline.samplers and pipeline.extractors (the loader's workers are stages here)"},
+    {"batchsize", "train.batch_size"},
+    {"wd", "train.weight_decay"},
+    {"device", "gnnlaunch --gpus N or --cpu (not a config key)"},
+};
+
 static int unknown_key(const where *w, const struct toml_value *v, const char *name, char *err, size_t errlen)
 {
+    const char *dot = strchr(name, '.'), *tail = dot ? dot + 1 : name;
+    for (size_t i = 0; i < SL_ARRAY_LEN(pyg_names); i++)
+        if (!strcmp(tail, pyg_names[i].name))
+            return fail_at(w, v, err, errlen, "unknown key %s; PyG's %s is %s here", name, pyg_names[i].name,
+                           pyg_names[i].say);
     const char *near = closest_key(name);
     if (near)
         return fail_at(w, v, err, errlen, "unknown key %s; did you mean %s?", name, near);
@@ -486,8 +511,10 @@ void config_write_reference(FILE *f)
                "`--set train.lr=0.01`; a bare word is a string: `--set model.kind=gat`).\n"
                "Overrides apply in order after the file. Unknown keys, wrong types and values\n"
                "out of range are errors naming the file, line and column (or the `--set`\n"
-               "argument) and suggesting the closest valid key. Relative paths are relative\n"
-               "to the current directory.\n");
+               "argument) and suggesting the closest valid key; the names PyTorch Geometric\n"
+               "scripts use (`hidden_channels`, `num_layers`, `num_neighbors`, `learning_rate`,\n"
+               "`num_workers`, ...) are answered with the key that does the job here.\n"
+               "Relative paths are relative to the current directory.\n");
     for (size_t s = 0; s < SL_ARRAY_LEN(sections); s++) {
         fprintf(f, "\n## [%s]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n", sections[s]);
         for (size_t i = 0; i < NKEYS; i++) {

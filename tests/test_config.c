@@ -109,6 +109,12 @@ static const struct {
     const char *want;
 } bad[] = {
     {"[dataset]\npath = \"d\"\n[model]\nfanout = [10]\n", NULL, "c.toml:4:10: unknown key model.fanout; did you mean model.fanouts?"},
+    /* what a PyG script calls it */
+    {"[dataset]\npath = \"d\"\n[model]\nhidden_channels = 64\n", NULL,
+     "c.toml:4:19: unknown key model.hidden_channels; PyG's hidden_channels is model.hidden here"},
+    {"[dataset]\npath = \"d\"\n", "train.num_workers=4",
+     "unknown key train.num_workers; PyG's num_workers is pipeline.samplers and pipeline.extractors"},
+    {"[dataset]\npath = \"d\"\n", "train.learning_rate=0.01", "PyG's learning_rate is train.lr here"},
     {"[modle]\nlayers = 2\n[dataset]\npath=\"d\"\n", NULL, "c.toml:1:1: unknown section [modle]; did you mean [model]?"},
     {"[dataset]\npath = \"d\"\n[model]\nlayers = \"3\"\n", NULL, "c.toml:4:10: model.layers must be an integer, not string"},
     {"[dataset]\npath = \"d\"\n[model]\nlayers = 2.5\n", NULL, "c.toml:4:10: model.layers must be an integer, not float"},
