@@ -23,6 +23,7 @@ static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
+static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 
 typedef struct key {
@@ -58,6 +59,9 @@ static const key keys[] = {
      "GAT: dropout probability on the attention coefficients after the softmax (PyG: GATConv's dropout)."},
     {"model.activation", K_ENUM, OFF(model.activation), "\"relu\"", 0, 0, activations,
      "Activation after every layer but the last: relu, or elu (alpha 1; PyG's GAT example)."},
+    {"model.aggr", K_ENUM, OFF(model.aggr), "\"mean\"", 0, 0, aggrs,
+     "GraphSAGE's neighbour aggregation, as SAGEConv's aggr: mean, sum or max (per feature; tied sources share "
+     "the gradient). Only sage."},
     {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"block\"", 0, 0, gcn_norms,
      "GCN: degrees of the sampled block (as DGL's GraphConv on a block), or of the whole graph (as PyG's GCNConv "
      "on the full graph: the sampler sends each node's in-degree)."},
@@ -120,7 +124,7 @@ static const key keys[] = {
 /* The keys that decide what a run computes: its identity (config_run_text). */
 static const char *const run_keys[] = {
     "model.kind",        "model.layers",      "model.hidden",     "model.fanouts",  "model.dropout",
-    "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.heads",
+    "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.aggr", "model.heads",
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
     "train.seed",        "pipeline.ranks"};
 
@@ -566,10 +570,10 @@ void config_write_toml(const struct config *c, FILE *f)
         fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
     fprintf(f,
             "]\ndropout = %.17g\ninput_dropout = %.17g\nattention_dropout = %.17g\nactivation = \"%s\"\n"
-            "gcn_norm = \"%s\"\nheads = %" PRId64 "\nout_heads = %" PRId64 "\n",
+            "gcn_norm = \"%s\"\naggr = \"%s\"\nheads = %" PRId64 "\nout_heads = %" PRId64 "\n",
             c->model.dropout, c->model.input_dropout, c->model.attention_dropout,
             activations[c->model.activation == MODEL_ACT_ELU], gcn_norms[c->model.gcn_norm == GCN_NORM_GRAPH],
-            c->model.heads, c->model.out_heads);
+            (unsigned)c->model.aggr < 3 ? aggrs[c->model.aggr] : "?", c->model.heads, c->model.out_heads);
     fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\noptimizer = \"%s\"\n"
                "weight_decay = %.17g\nseed = %" PRId64 "\neval_every = %" PRId64 "\n",
             c->train.epochs, c->train.batch_size, c->train.lr, optimizers[c->train.optimizer == OPTIMIZER_ADAMW],

@@ -24,6 +24,8 @@
 enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
 /* model.activation: after every layer but the last. */
 enum model_activation { MODEL_ACT_RELU = 0, MODEL_ACT_ELU = 1 };
+/* model.aggr: GraphSAGE's neighbour aggregation. */
+enum model_aggr { MODEL_AGGR_MEAN = 0, MODEL_AGGR_SUM = 1, MODEL_AGGR_MAX = 2 };
 /* model.gcn_norm: whose degrees GCN's normalisation uses. */
 enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
@@ -51,6 +53,7 @@ struct config {
         double attention_dropout;
         enum model_activation activation;
         enum gcn_norm gcn_norm;
+        enum model_aggr aggr;
         int64_t heads;
         int64_t out_heads;
     } model;

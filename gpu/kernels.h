@@ -232,6 +232,9 @@ int gk_agg_sum_fwd(struct gk_ctx *g, float *out, const struct gk_block *b, const
 int gk_agg_sum_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const float *dout, uint32_t dim);
 int gk_agg_mean_fwd(struct gk_ctx *g, float *out, const struct gk_block *b, const float *h, uint32_t dim);
 int gk_agg_mean_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const float *dout, uint32_t dim);
+int gk_agg_max_fwd(struct gk_ctx *g, float *out, float *ties, const struct gk_block *b, const float *h, uint32_t dim);
+int gk_agg_max_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const float *h, const float *out,
+                   const float *ties, const float *dout, uint32_t dim);
 
 /* deg (n_src) gets the out-degrees, as ops_gcn_norm leaves them. Needs
  * the transpose, unless b->deg gives the graph's degrees (then deg is not

@@ -32,6 +32,49 @@ static __global__ void k_agg_fwd(float *out, struct gk_block b, const float *h, 
     }
 }
 
+/* ops_agg_max_fwd, one thread per (d, c), the CPU's comparisons in edge order. */
+static __global__ void k_agg_max_fwd(float *out, float *ties, struct gk_block b, const float *h, uint32_t dim)
+{
+    for (size_t i = gk_first(); i < (size_t)b.n_dst * dim; i += gk_stride()) {
+        size_t d = i / dim, c = i % dim;
+        uint32_t j0 = b.indptr[d], j1 = b.indptr[d + 1];
+        if (j0 == j1) {
+            out[i] = 0.0f;
+            ties[i] = 0.0f;
+            continue;
+        }
+        float o = h[(size_t)b.src[j0] * dim + c], t = 1.0f;
+        for (uint32_t j = j0 + 1; j < j1; j++) {
+            float x = h[(size_t)b.src[j] * dim + c];
+            if (x > o) {
+                o = x;
+                t = 1.0f;
+            } else if (x == o) {
+                t += 1.0f;
+            }
+        }
+        out[i] = o;
+        ties[i] = t;
+    }
+}
+
+/* ops_agg_max_bwd over the transpose: one thread per (s, c), s's
+ * out-edges in edge order. */
+static __global__ void k_agg_max_bwd(float *dh, struct gk_block b, const float *h, const float *out,
+                                     const float *ties, const float *dout, uint32_t dim)
+{
+    for (size_t i = gk_first(); i < (size_t)b.n_src * dim; i += gk_stride()) {
+        size_t s = i / dim, c = i % dim;
+        float acc = dh[i], x = h[i];
+        for (uint32_t p = b.t_indptr[s]; p < b.t_indptr[s + 1]; p++) {
+            size_t k = (size_t)b.t_dst[p] * dim + c;
+            if (x == out[k])
+                acc += dout[k] / ties[k];
+        }
+        dh[i] = acc;
+    }
+}
+
 /* dh[s, c] += dout[d, c] (times 1 / deg(d) for the mean) over s's
  * out-edges in edge order. */
 static __global__ void k_agg_bwd(float *dh, struct gk_block b, const float *dout, uint32_t dim, bool mean)
@@ -380,6 +423,18 @@ int gk_agg_mean_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const
 {
     int rc = need_transpose(g, b, __func__);
     return rc ? rc : GK_RUN(g, (size_t)b->n_src * dim, k_agg_bwd, dh, *b, dout, dim, true);
+}
+
+int gk_agg_max_fwd(struct gk_ctx *g, float *out, float *ties, const struct gk_block *b, const float *h, uint32_t dim)
+{
+    return GK_RUN(g, (size_t)b->n_dst * dim, k_agg_max_fwd, out, ties, *b, h, dim);
+}
+
+int gk_agg_max_bwd(struct gk_ctx *g, float *dh, const struct gk_block *b, const float *h, const float *out,
+                   const float *ties, const float *dout, uint32_t dim)
+{
+    int rc = need_transpose(g, b, __func__);
+    return rc ? rc : GK_RUN(g, (size_t)b->n_src * dim, k_agg_max_bwd, dh, *b, h, out, ties, dout, dim);
 }
 
 int gk_gcn_norm(struct gk_ctx *g, float *norm_src, float *norm_dst, uint32_t *deg, const struct gk_block *b)

@@ -108,6 +108,7 @@ struct layer {
     struct buf ad, asd;     /* gat with attention dropout: ae, as after it */
     struct buf amask;       /* their masks: (edges * heads) then (n_dst * heads) */
     struct buf pre;         /* elu with dropout: (n_dst, out) the activation before dropout */
+    struct buf ties;        /* sage with max: (n_dst, in) sources holding each maximum */
 };
 
 struct model {
@@ -178,6 +179,13 @@ static int check_config(const struct model_config *c, char *err, size_t errlen)
     }
     if (!(c->dropout >= 0.0f && c->dropout <= 0.95f))
         return sl_errf(err, errlen, -EINVAL, "model.dropout = %g: must be 0 .. 0.95", (double)c->dropout);
+    if ((unsigned)c->aggr > MODEL_AGGR_MAX)
+        return sl_errf(err, errlen, -EINVAL, "model.aggr: unknown (%d): mean, sum or max", (int)c->aggr);
+    if (c->aggr != MODEL_AGGR_MEAN && c->kind != MODEL_SAGE)
+        return sl_errf(err, errlen, -EINVAL,
+                       "model.aggr = \"%s\" is GraphSAGE's: model.kind = \"%s\" aggregates its own way; remove the "
+                       "key or use sage",
+                       c->aggr == MODEL_AGGR_SUM ? "sum" : "max", kind_name(c->kind));
     if (c->activation != MODEL_ACT_RELU && c->activation != MODEL_ACT_ELU)
         return sl_errf(err, errlen, -EINVAL, "model.activation: unknown (%d): relu or elu", (int)c->activation);
     if (!(c->input_dropout >= 0.0f && c->input_dropout <= 0.95f))
@@ -380,7 +388,7 @@ void model_destroy(struct model *m)
     for (uint32_t i = 0; i < MODEL_LAYERS_MAX; i++) {
         struct layer *l = &m->l[i];
         struct buf *bs[] = {&l->act, &l->mask, &l->agg, &l->nsrc, &l->ndst, &l->z,     &l->el,
-                            &l->er,  &l->ae,   &l->as,  &l->ad,   &l->asd,  &l->amask, &l->pre};
+                            &l->er,  &l->ae,   &l->as,  &l->ad,   &l->asd,  &l->amask, &l->pre, &l->ties};
         for (size_t k = 0; k < SL_ARRAY_LEN(bs); k++)
             buf_free(m->ops, m->ctx, bs[k]);
     }
@@ -438,6 +446,8 @@ static int layer_buffers(struct model *m, struct layer *l, bool train)
     switch (m->c.kind) {
     case MODEL_SAGE:
         TRY(buf_need(&l->agg, FLOATS(nd, l->in)));
+        if (m->c.aggr == MODEL_AGGR_MAX)
+            TRY(buf_need(&l->ties, FLOATS(nd, l->in)));
         break;
     case MODEL_GCN:
         TRY(buf_need(&l->agg, FLOATS(nd, l->in)));
@@ -473,7 +483,12 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
     uint32_t nd = b->n_dst;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        TRY(OP(m, agg_mean_fwd, F(l->agg), b, l->hin, l->in));
+        if (m->c.aggr == MODEL_AGGR_MAX)
+            TRY(OP(m, agg_max_fwd, F(l->agg), F(l->ties), b, l->hin, l->in));
+        else if (m->c.aggr == MODEL_AGGR_SUM)
+            TRY(OP(m, agg_sum_fwd, F(l->agg), b, l->hin, l->in));
+        else
+            TRY(OP(m, agg_mean_fwd, F(l->agg), b, l->hin, l->in));
         TRY(OP(m, linear_fwd, out, l->hin, P + l->w, nd, l->in, l->out, false)); /* self: the first n_dst rows */
         TRY(OP(m, linear_fwd, out, F(l->agg), P + l->w2, nd, l->in, l->out, true));
         break;
@@ -692,7 +707,12 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
             TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
             TRY(OP(m, zero, dx + (size_t)nd * l->in, COUNT(ns - nd, l->in)));
             TRY(OP(m, linear_bwd_x, F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false));
-            TRY(OP(m, agg_mean_bwd, dx, b, F(m->tmp), l->in));
+            if (m->c.aggr == MODEL_AGGR_MAX)
+                TRY(OP(m, agg_max_bwd, dx, b, l->hin, F(l->agg), F(l->ties), F(m->tmp), l->in));
+            else if (m->c.aggr == MODEL_AGGR_SUM)
+                TRY(OP(m, agg_sum_bwd, dx, b, F(m->tmp), l->in));
+            else
+                TRY(OP(m, agg_mean_bwd, dx, b, F(m->tmp), l->in));
         }
         return 0;
     case MODEL_GCN:

@@ -86,6 +86,7 @@ struct model_config {
     float input_dropout; /* 0 .. 0.95, on the input rows before layer 0 */
     float attention_dropout; /* gat: 0 .. 0.95, on the attention coefficients */
     enum model_activation activation; /* after every layer but the last */
+    enum model_aggr aggr;             /* sage: mean, sum or max */
     uint64_t seed;    /* initialisation */
 };
 

@@ -154,6 +154,36 @@ static int cpu_agg_mean_fwd(void *ctx, float *out, const struct model_block *b, 
     return 0;
 }
 
+static int cpu_agg_sum_fwd(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim)
+{
+    (void)ctx;
+    ops_agg_sum_fwd(out, OB(b), h, dim);
+    return 0;
+}
+
+static int cpu_agg_sum_bwd(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim)
+{
+    (void)ctx;
+    ops_agg_sum_bwd(dh, OB(b), dout, dim);
+    return 0;
+}
+
+static int cpu_agg_max_fwd(void *ctx, float *out, float *ties, const struct model_block *b, const float *h,
+                           uint32_t dim)
+{
+    (void)ctx;
+    ops_agg_max_fwd(out, ties, OB(b), h, dim);
+    return 0;
+}
+
+static int cpu_agg_max_bwd(void *ctx, float *dh, const struct model_block *b, const float *h, const float *out,
+                           const float *ties, const float *dout, uint32_t dim)
+{
+    (void)ctx;
+    ops_agg_max_bwd(dh, OB(b), h, out, ties, dout, dim);
+    return 0;
+}
+
 static int cpu_agg_mean_bwd(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim)
 {
     (void)ctx;
@@ -311,6 +341,10 @@ const struct model_ops model_ops_cpu = {
     .dropout_bwd = cpu_dropout_bwd,
     .agg_mean_fwd = cpu_agg_mean_fwd,
     .agg_mean_bwd = cpu_agg_mean_bwd,
+    .agg_sum_fwd = cpu_agg_sum_fwd,
+    .agg_sum_bwd = cpu_agg_sum_bwd,
+    .agg_max_fwd = cpu_agg_max_fwd,
+    .agg_max_bwd = cpu_agg_max_bwd,
     .gcn_norm = cpu_gcn_norm,
     .agg_gcn_fwd = cpu_agg_gcn_fwd,
     .agg_gcn_bwd = cpu_agg_gcn_bwd,

@@ -83,6 +83,11 @@ struct model_ops {
     int (*dropout_bwd)(void *ctx, float *dx, const uint8_t *mask, size_t n, float p);
     int (*agg_mean_fwd)(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim);
     int (*agg_mean_bwd)(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim);
+    int (*agg_sum_fwd)(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim);
+    int (*agg_sum_bwd)(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim);
+    int (*agg_max_fwd)(void *ctx, float *out, float *ties, const struct model_block *b, const float *h, uint32_t dim);
+    int (*agg_max_bwd)(void *ctx, float *dh, const struct model_block *b, const float *h, const float *out,
+                       const float *ties, const float *dout, uint32_t dim);
     int (*gcn_norm)(void *ctx, float *norm_src, float *norm_dst, uint32_t *deg, const struct model_block *b);
     int (*agg_gcn_fwd)(void *ctx, float *out, const struct model_block *b, const float *norm_src, const float *norm_dst,
                        const float *h, uint32_t dim);

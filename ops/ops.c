@@ -372,6 +372,50 @@ void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float 
     }
 }
 
+void ops_agg_max_fwd(float *restrict out, float *restrict ties, const struct ops_block *b, const float *restrict h,
+                     uint32_t dim)
+{
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        float *o = out + (size_t)d * dim, *t = ties + (size_t)d * dim;
+        uint32_t j0 = b->indptr[d], j1 = b->indptr[d + 1];
+        if (j0 == j1) {
+            memset(o, 0, (size_t)dim * sizeof *o);
+            memset(t, 0, (size_t)dim * sizeof *t);
+            continue;
+        }
+        memcpy(o, h + (size_t)b->src[j0] * dim, (size_t)dim * sizeof *o);
+        for (uint32_t c = 0; c < dim; c++)
+            t[c] = 1.0f;
+        for (uint32_t j = j0 + 1; j < j1; j++) {
+            const float *x = h + (size_t)b->src[j] * dim;
+            for (uint32_t c = 0; c < dim; c++) {
+                if (x[c] > o[c]) {
+                    o[c] = x[c];
+                    t[c] = 1.0f;
+                } else if (x[c] == o[c]) {
+                    t[c] += 1.0f;
+                }
+            }
+        }
+    }
+}
+
+void ops_agg_max_bwd(float *restrict dh, const struct ops_block *b, const float *restrict h, const float *out,
+                     const float *ties, const float *restrict dout, uint32_t dim)
+{
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        const float *o = out + (size_t)d * dim, *t = ties + (size_t)d * dim, *g = dout + (size_t)d * dim;
+        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++) {
+            uint32_t s = b->src[j];
+            const float *x = h + (size_t)s * dim;
+            float *y = dh + (size_t)s * dim;
+            for (uint32_t c = 0; c < dim; c++)
+                if (x[c] == o[c])
+                    y[c] += g[c] / t[c];
+        }
+    }
+}
+
 void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
 {
     ops_agg_sum_fwd(out, b, h, dim);

@@ -160,6 +160,18 @@ void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n);
 void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim);
 /* dh (n_src, dim)[s] += dout[d] for every edge s -> d. */
 void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
+/* out (n_dst, dim)[d, c] = the largest h[s, c] over d's sources s (0 for a
+ * destination without sources; NaN only when the first source's is), and
+ * ties (n_dst, dim)[d, c] = how many of d's edges hold that value (0
+ * without sources), as a float. */
+void ops_agg_max_fwd(float *restrict out, float *restrict ties, const struct ops_block *b, const float *restrict h,
+                     uint32_t dim);
+/* dh (n_src, dim)[s, c] += dout[d, c] / ties[d, c] for every edge s -> d
+ * where h[s, c] == out[d, c] (ties share the gradient equally, as torch's
+ * scatter_reduce "amax"), out and ties from ops_agg_max_fwd over h. Each
+ * source's terms in edge order. */
+void ops_agg_max_bwd(float *restrict dh, const struct ops_block *b, const float *restrict h, const float *out,
+                     const float *ties, const float *restrict dout, uint32_t dim);
 
 /* The same, divided by d's source count (0 for a destination without). */
 void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim);

@@ -15,6 +15,7 @@ void trainer_model_config(const struct config *c, const struct dataset_meta *m, 
         .input_dropout = (float)c->model.input_dropout,
         .attention_dropout = (float)c->model.attention_dropout,
         .activation = c->model.activation,
+        .aggr = c->model.aggr,
         .seed = (uint64_t)c->train.seed,
     };
 }

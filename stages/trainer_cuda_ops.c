@@ -127,6 +127,28 @@ static int dev_agg_mean_fwd(void *ctx, float *out, const struct model_block *b, 
     return gk_agg_mean_fwd(G(ctx), out, GB(b), h, dim);
 }
 
+static int dev_agg_sum_fwd(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim)
+{
+    return gk_agg_sum_fwd(G(ctx), out, GB(b), h, dim);
+}
+
+static int dev_agg_sum_bwd(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim)
+{
+    return gk_agg_sum_bwd(G(ctx), dh, GB(b), dout, dim);
+}
+
+static int dev_agg_max_fwd(void *ctx, float *out, float *ties, const struct model_block *b, const float *h,
+                           uint32_t dim)
+{
+    return gk_agg_max_fwd(G(ctx), out, ties, GB(b), h, dim);
+}
+
+static int dev_agg_max_bwd(void *ctx, float *dh, const struct model_block *b, const float *h, const float *out,
+                           const float *ties, const float *dout, uint32_t dim)
+{
+    return gk_agg_max_bwd(G(ctx), dh, GB(b), h, out, ties, dout, dim);
+}
+
 static int dev_agg_mean_bwd(void *ctx, float *dh, const struct model_block *b, const float *dout, uint32_t dim)
 {
     return gk_agg_mean_bwd(G(ctx), dh, GB(b), dout, dim);
@@ -248,6 +270,10 @@ const struct model_ops trainer_cuda_model_ops = {
     .dropout_bwd = dev_dropout_bwd,
     .agg_mean_fwd = dev_agg_mean_fwd,
     .agg_mean_bwd = dev_agg_mean_bwd,
+    .agg_sum_fwd = dev_agg_sum_fwd,
+    .agg_sum_bwd = dev_agg_sum_bwd,
+    .agg_max_fwd = dev_agg_max_fwd,
+    .agg_max_bwd = dev_agg_max_bwd,
     .gcn_norm = dev_gcn_norm,
     .agg_gcn_fwd = dev_agg_gcn_fwd,
     .agg_gcn_bwd = dev_agg_gcn_bwd,

@@ -482,16 +482,28 @@ void t_gpu_agg(void **state)
 {
     for (size_t si = 0; si < SL_ARRAY_LEN(SHAPES); si++)
         for (size_t di = 0; di < SL_ARRAY_LEN(DIMS); di++)
-            for (int mean = 0; mean < 2; mean++) {
+            for (int mean = 0; mean < 3; mean++) { /* sum, mean, max */
                 struct tblk t;
                 tblk_make(&t, SHAPES[si].n_dst, SHAPES[si].n_src, SHAPES[si].maxdeg);
                 uint32_t dim = DIMS[di], nd = t.b.n_dst, ns = t.b.n_src;
-                set_case("agg %s n_dst %u n_src %u edges %u dim %u", mean ? "mean" : "sum", nd, ns, t.d.n_edges, dim);
+                set_case("agg %s n_dst %u n_src %u edges %u dim %u", mean == 2 ? "max" : mean ? "mean" : "sum", nd, ns,
+                         t.d.n_edges, dim);
                 float *h = hrand((size_t)ns * dim), *out = hrand((size_t)nd * dim);
                 float *dout = hrand((size_t)nd * dim), *dh = hrand((size_t)ns * dim);
                 float *dH = dev_of(h, (size_t)ns * dim * 4), *dO = dev_of(out, (size_t)nd * dim * 4);
                 float *dDO = dev_of(dout, (size_t)nd * dim * 4), *dDH = dev_of(dh, (size_t)ns * dim * 4);
-                if (mean) {
+                if (mean == 2) {
+                    for (size_t i = 0; i < (size_t)ns * dim; i += 7)
+                        h[i] = h[i / 7 % ns * dim]; /* some equal values: ties */
+                    T_OK(gk_upload(&g_gk, dH, h, (size_t)ns * dim * 4));
+                    float *ties = hmem((size_t)nd * dim * 4), *dT = dev_alloc((size_t)nd * dim * 4);
+                    ops_agg_max_fwd(out, ties, &t.b, h, dim);
+                    T_OK(gk_agg_max_fwd(&g_gk, dO, dT, &t.d_fwd, dH, dim));
+                    same_f32("agg max ties", ties, dT, (size_t)nd * dim);
+                    ops_agg_max_bwd(dh, &t.b, h, out, ties, dout, dim);
+                    T_OK(gk_agg_max_bwd(&g_gk, dDH, &t.d, dH, dO, dT, dDO, dim));
+                    free(ties);
+                } else if (mean) {
                     ops_agg_mean_fwd(out, &t.b, h, dim);
                     T_OK(gk_agg_mean_fwd(&g_gk, dO, &t.d_fwd, dH, dim));
                     ops_agg_mean_bwd(dh, &t.b, dout, dim);

@@ -102,6 +102,7 @@ static void tb_free(struct tb *b)
  * the models create makes */
 static float g_input_dropout, g_att_dropout;
 static enum model_activation g_act;
+static enum model_aggr g_aggr;
 static uint32_t g_out_heads;
 
 static struct model *create(enum model_kind kind, uint32_t layers, uint32_t in, uint32_t hidden, uint32_t classes,
@@ -109,7 +110,7 @@ static struct model *create(enum model_kind kind, uint32_t layers, uint32_t in, 
 {
     struct model_config c = {.kind = kind, .layers = layers, .in_dim = in, .hidden = hidden, .classes = classes,
                              .heads = heads, .dropout = dropout, .input_dropout = g_input_dropout,
-                             .attention_dropout = g_att_dropout, .activation = g_act, .out_heads = g_out_heads,
+                             .attention_dropout = g_att_dropout, .activation = g_act, .aggr = g_aggr, .out_heads = g_out_heads,
                              .seed = seed};
     struct model *m;
     char err[256] = "";
@@ -366,6 +367,19 @@ static void test_elu_and_gat_options(void **state)
     g_act = MODEL_ACT_ELU;
     for (int k = MODEL_SAGE; k <= MODEL_MLP; k++)
         check_model_grads(k, 0.3f, true, g_seed + 60 + (uint64_t)k);
+    g_act = MODEL_ACT_RELU;
+    for (g_aggr = MODEL_AGGR_SUM; g_aggr <= MODEL_AGGR_MAX; g_aggr++) /* GraphSAGE's other aggregations */
+        check_model_grads(MODEL_SAGE, 0.2f, true, g_seed + 80 + (uint64_t)g_aggr);
+    g_aggr = MODEL_AGGR_MEAN;
+    {
+        struct model_config bad = {.kind = MODEL_GCN, .layers = 2, .in_dim = 4, .hidden = 4, .classes = 2,
+                                   .aggr = MODEL_AGGR_MAX};
+        struct model *bm = NULL;
+        char berr[256];
+        assert_int_equal(model_create(&bm, &bad, berr, sizeof berr), -EINVAL);
+        assert_non_null(strstr(berr, "model.aggr"));
+    }
+    g_act = MODEL_ACT_ELU;
     g_att_dropout = 0.4f;
     g_out_heads = 1;
     check_model_grads(MODEL_GAT, 0.3f, true, g_seed + 70);

@@ -496,13 +496,13 @@ static void test_gather_f16_vs_f32(void **state)
 
 /* ---- aggregation --------------------------------------------------------------------------------------- */
 
-enum agg { AGG_SUM, AGG_MEAN, AGG_GCN };
+enum agg { AGG_SUM, AGG_MEAN, AGG_GCN, AGG_MAX };
 
 struct agg_ctx {
     enum agg kind;
     struct tblock t;
     uint32_t dim;
-    float *h, *out, *r, *ns, *nd;
+    float *h, *out, *r, *ns, *nd, *ties;
 };
 
 static double agg_J(void *p)
@@ -512,6 +512,8 @@ static double agg_J(void *p)
         ops_agg_sum_fwd(c->out, &c->t.b, c->h, c->dim);
     else if (c->kind == AGG_MEAN)
         ops_agg_mean_fwd(c->out, &c->t.b, c->h, c->dim);
+    else if (c->kind == AGG_MAX)
+        ops_agg_max_fwd(c->out, c->ties, &c->t.b, c->h, c->dim);
     else
         ops_agg_gcn_fwd(c->out, &c->t.b, c->ns, c->nd, c->h, c->dim);
     return dotd(c->out, c->r, (size_t)c->t.b.n_dst * c->dim);
@@ -519,8 +521,8 @@ static double agg_J(void *p)
 
 static void test_aggregation_grad(void **state)
 {
-    static const char *names[] = {"agg_sum", "agg_mean", "agg_gcn"};
-    for (int kind = AGG_SUM; kind <= AGG_GCN; kind++) {
+    static const char *names[] = {"agg_sum", "agg_mean", "agg_gcn", "agg_max"};
+    for (int kind = AGG_SUM; kind <= AGG_MAX; kind++) {
         struct agg_ctx c = {.kind = kind, .dim = 5};
         tblock_make(&c.t, 7, 15, 5);
         c.h = frand((size_t)15 * c.dim, -1, 1);
@@ -528,6 +530,7 @@ static void test_aggregation_grad(void **state)
         c.r = frand((size_t)7 * c.dim, -1, 1);
         c.ns = fvec(15);
         c.nd = fvec(7);
+        c.ties = fvec((size_t)7 * c.dim);
         uint32_t deg[15];
         ops_gcn_norm(c.ns, c.nd, deg, &c.t.b);
         float *g = fvec((size_t)15 * c.dim);
@@ -535,10 +538,13 @@ static void test_aggregation_grad(void **state)
             ops_agg_sum_bwd(g, &c.t.b, c.r, c.dim);
         else if (kind == AGG_MEAN)
             ops_agg_mean_bwd(g, &c.t.b, c.r, c.dim);
-        else
+        else if (kind == AGG_MAX) {
+            agg_J(&c); /* the maxima and ties at h */
+            ops_agg_max_bwd(g, &c.t.b, c.h, c.out, c.ties, c.r, c.dim);
+        } else
             ops_agg_gcn_bwd(g, &c.t.b, c.ns, c.nd, c.r, c.dim);
         fd_check(names[kind], agg_J, &c, &(struct fd_var){"h", c.h, (size_t)15 * c.dim, g}, 1);
-        /* destination 0 has no sources: sum and mean give 0, gcn its own row */
+        /* destination 0 has no sources: sum, mean and max give 0, gcn its own row */
         agg_J(&c);
         for (uint32_t j = 0; j < c.dim; j++)
             if (kind == AGG_GCN)
@@ -546,7 +552,7 @@ static void test_aggregation_grad(void **state)
             else
                 assert_true(c.out[j] == 0.0f);
         tblock_free(&c.t);
-        free(c.h), free(c.out), free(c.r), free(c.ns), free(c.nd), free(g);
+        free(c.h), free(c.out), free(c.r), free(c.ns), free(c.nd), free(c.ties), free(g);
     }
 }
 
@@ -562,6 +568,12 @@ static void test_aggregation_by_hand(void **state)
     assert_true(out[0] == 110 && out[1] == 200);
     ops_agg_mean_fwd(out, &b, h, 1);
     assert_true(out[0] == 55 && out[1] == 100);
+    /* max: dst 1's two edges both hold 100 (one source twice): they share its gradient */
+    float ties[2], dh[3] = {0, 0, 0}, dout[2] = {1, 8};
+    ops_agg_max_fwd(out, ties, &b, h, 1);
+    assert_true(out[0] == 100 && out[1] == 100 && ties[0] == 1 && ties[1] == 2);
+    ops_agg_max_bwd(dh, &b, h, out, ties, dout, 1);
+    assert_true(dh[0] == 0 && dh[1] == 0 && dh[2] == 1 + 8);
     ops_gcn_norm(ns, nd, deg, &b);
     /* out-degrees 0, 1, 3 (+1 each); in-degrees 2, 2 (+1 each) */
     assert_float_equal(ns[0], 1.0, 1e-7);
