@@ -365,7 +365,7 @@ static const struct {
     {"num_layers", "model.layers (or model.fanouts, one entry per layer)"},
     {"num_neighbors", "model.fanouts"},
     {"num_heads", "model.heads (model.out_heads for the last layer)"},
-    {"aggr", "model.kind = \"sage\" (mean aggregation)"},
+    {"aggr", "model.aggr (GraphSAGE: mean, sum or max)"},
     {"learning_rate", "train.lr"},
     {"num_epochs", "train.epochs"},
     {"runs", "train.seed, one run per seed (--set train.seed=N)"},
