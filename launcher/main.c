@@ -460,8 +460,12 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     if (cgroup_mem_read(&cg, msg, sizeof msg) != 0)
         fprintf(stderr, "gnnlaunch: warning: %s; the memory limit is MemAvailable alone\n", msg);
     if ((rc = memfit_plan_make(&l->mem, &l->cfg, &meta, &l->arena, &l->featbuf, &cg, l->ranks, l->gpus > 0, mem,
-                               shm_free, msg, sizeof msg)) != 0)
+                               shm_free, msg, sizeof msg)) != 0) {
+        /* keys beyond half of MemAvailable or /dev/shm: the older rule's message, which names that */
+        if (rc == -ENOMEM)
+            layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg);
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    }
     memfit_plan_describe(&l->mem, &l->cfg, msg, sizeof msg);
     fprintf(stderr, "gnnlaunch: %s\n", msg);
     if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
