@@ -129,6 +129,7 @@ static const char *const run_keys[] = {
     "train.seed",        "pipeline.ranks"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
+_Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
 static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
@@ -202,6 +203,21 @@ static const key *find_key(const char *name)
         if (!strcmp(keys[i].name, name))
             return &keys[i];
     return NULL;
+}
+
+bool config_given(const struct config *c, const char *name)
+{
+    const key *k = find_key(name);
+    return k && c->given[k - keys];
+}
+
+int config_set_given(struct config *c, const char *name, bool given)
+{
+    const key *k = find_key(name);
+    if (!k)
+        return -EINVAL;
+    c->given[k - keys] = given;
+    return 0;
 }
 
 /* ---- setting values ---- */
@@ -347,8 +363,10 @@ typedef struct seen {
     bool layers, fanouts;
 } seen;
 
-static void note_seen(seen *s, const key *k)
+/* Records that k was given (config_given) and notes layers/fanouts. */
+static void note_seen(struct config *c, seen *s, const key *k)
 {
+    c->given[k - keys] = true;
     if (k == find_key("model.layers"))
         s->layers = true;
     if (k == find_key("model.fanouts"))
@@ -421,7 +439,7 @@ static int load_file(struct config *c, const char *path, seen *s, char *err, siz
                 break;
             }
             rc = set_key(c, k, v, &w, err, errlen);
-            note_seen(s, k);
+            note_seen(c, s, k);
         }
     }
     toml_free(root);
@@ -449,7 +467,7 @@ static int apply_set(struct config *c, const char *arg, seen *s, char *err, size
         return fail_at(&w, NULL, err, errlen, "bad value: %s", perr[0] ? perr : "empty");
     int rc = set_key(c, k, v, &w, err, errlen);
     toml_free(v);
-    note_seen(s, k);
+    note_seen(c, s, k);
     return rc;
 }
 

@@ -38,6 +38,9 @@ enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
  * gradient is NaN or infinite (docs/training.md). */
 enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
 
+/* Room for a "given" flag per schema key (config.c checks the table fits). */
+#define CONFIG_KEYS_MAX 128
+
 struct config {
     struct {
         char path[4096];
@@ -82,6 +85,10 @@ struct config {
         bool ordered;
         double stall_timeout_s; /* 0: never */
     } pipeline;
+    /* given[i]: schema key i was set by the file or a --set, whatever its
+     * value (a default written out explicitly counts as given); read it
+     * through config_given(). */
+    bool given[CONFIG_KEYS_MAX];
 };
 
 /* Fills every key with its default (dataset.path empty). */
@@ -92,6 +99,16 @@ void config_defaults(struct config *c);
  * fanouts). 0, or -EINVAL with one message in err; -ENOENT etc. when the
  * file cannot be read. */
 int config_load(struct config *c, const char *path, const char *const *sets, int nsets, char *err, size_t errlen);
+
+/* Whether key `name` ("pipeline.feature_buffer_mb") was given by the
+ * config file or a --set in the last config_load, even with its default
+ * value; false for a default and for an unknown name. gnnlaunch sizes
+ * the memory keys a user left unset (docs/architecture.md, "Memory"). */
+bool config_given(const struct config *c, const char *name);
+
+/* Marks key `name` given (or not): what a caller that chooses a value on
+ * the user's behalf records. -EINVAL for an unknown name. */
+int config_set_given(struct config *c, const char *name, bool given);
 
 /* Writes the key reference as markdown (docs/config.md). */
 void config_write_reference(FILE *f);

@@ -19,6 +19,7 @@
 #include "launcher/cluster.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
+#include "launcher/memfit.h"
 #include "launcher/progress.h"
 #include "launcher/rundir.h"
 #include "launcher/spawn.h"
@@ -54,6 +55,7 @@ struct launch {
     int ranks;
     struct run_arena_plan arena; /* each rank's batch arena */
     struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
+    struct memfit_plan mem;             /* the memory limit and what the run takes of it (memfit.h) */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
     int gpus;                           /* --gpus N (0: the CPU) */
     struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */

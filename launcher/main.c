@@ -456,6 +456,18 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     if ((rc = layout_featbuf_plan(&l->cfg, &meta, &l->arena, &l->featbuf, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     layout_featbuf_use_device(&l->featbuf, l->gpus > 0); /* GPU ranks: rows on the device, metadata here */
+    struct cgroup_mem cg; /* the limit: sizes what the configuration leaves unset, refuses what it sets too large */
+    if (cgroup_mem_read(&cg, msg, sizeof msg) != 0)
+        fprintf(stderr, "gnnlaunch: warning: %s; the memory limit is MemAvailable alone\n", msg);
+    if ((rc = memfit_plan_make(&l->mem, &l->cfg, &meta, &l->arena, &l->featbuf, &cg, l->ranks, l->gpus > 0, mem,
+                               shm_free, msg, sizeof msg)) != 0) {
+        /* keys beyond half of MemAvailable or /dev/shm: the older rule's message, which names that */
+        if (rc == -ENOMEM)
+            layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg);
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    }
+    memfit_plan_describe(&l->mem, &l->cfg, msg, sizeof msg);
+    fprintf(stderr, "gnnlaunch: %s\n", msg);
     if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     if (o->metrics &&

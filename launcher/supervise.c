@@ -188,7 +188,7 @@ static void note_endings(struct supervisor *s)
         if (c->running || c->pid <= 0 || c->noted)
             continue;
         c->noted = true;
-        char who[128], how[160], msg[640];
+        char who[128], how[160], msg[1000];
         spawn_describe_child(c, who, sizeof who);
         spawn_describe_status(c->status, how, sizeof how);
         if (l->phase == LAUNCH_RUNNING) {
@@ -197,7 +197,8 @@ static void note_endings(struct supervisor *s)
                 if (drained_input(l, c, why, sizeof why))
                     continue;
                 snprintf(msg, sizeof msg, "%s %s %s", who, how, why);
-            } else {
+            } else if (!(WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGKILL &&
+                         memfit_oom_explain(&l->mem, &l->cfg, who, msg, sizeof msg))) {
                 snprintf(msg, sizeof msg, "%s %s", who, how);
             }
             stop_run(s, LAUNCH_FAILED, msg);

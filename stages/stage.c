@@ -79,6 +79,24 @@ bool stage_bench_mode(int argc, char **argv)
     return argc < 2;
 }
 
+/* SLUICE_FAULT_ALLOC_MB=STAGE:MB (docs/reliability.md, "Test hooks"):
+ * the stage named STAGE ("extractor") allocates MB MiB and writes every
+ * page, then keeps it, as a stage whose memory outgrows the plan would;
+ * for tests of the OOM report. */
+static void fault_alloc(struct stage *s)
+{
+    const char *v = getenv("SLUICE_FAULT_ALLOC_MB"), *colon = v ? strchr(v, ':') : NULL;
+    const char *name = run_stage_name(s->args.stage);
+    if (!colon || strncmp(v, name, (size_t)(colon - v)) || name[colon - v] != '\0')
+        return;
+    unsigned long mb = strtoul(colon + 1, NULL, 10);
+    stage_note(s, "SLUICE_FAULT_ALLOC_MB: allocating and touching %lu MiB (a test setting)", mb);
+    char *p = malloc(mb << 20);
+    for (size_t i = 0; p && i < (mb << 20); i += 4096)
+        p[i] = 1;
+    s->fault_mem = p; /* kept until exit */
+}
+
 void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
 {
     char err[2048], name[SHM_NAME_MAX];
@@ -139,6 +157,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
         if (s->trace_fd < 0)
             stage_note(s, "warning: --trace: cannot open %s: %s; tracing off", path, strerror(errno));
     }
+    fault_alloc(s);
     metrics_heartbeat(s->block);
 }
 
@@ -168,6 +187,8 @@ void stage_close(struct stage *s)
         ring_free(&s->out);
     arena_free(&s->arena);
     metrics_free(&s->page);
+    free(s->fault_mem);
+    s->fault_mem = NULL;
     s->block = NULL;
 }
 

@@ -52,6 +52,7 @@ struct stage {
     struct featbuf fb; /* when STAGE_NEED_FEATBUF */
     bool has_fb;
     int trace_fd; /* --trace: the span file, else -1 */
+    void *fault_mem; /* SLUICE_FAULT_ALLOC_MB: memory held on purpose (a test setting) */
 };
 
 /* Whether a stage program's command line asks for its stage-only mode

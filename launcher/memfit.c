@@ -1,0 +1,234 @@
+/* memfit.c - the memory plan of a run and the explanation of an OOM kill
+ * (the rules are in memfit.h). */
+#include "launcher/memfit.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+/* a + b, saturating at UINT64_MAX. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    uint64_t s;
+    return sl_add_ovf(a, b, &s) ? UINT64_MAX : s;
+}
+
+/* a x b, saturating at UINT64_MAX. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    uint64_t s;
+    return sl_mul_ovf(a, b, &s) ? UINT64_MAX : s;
+}
+
+uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a)
+{
+    uint64_t feat = m->f[DATASET_FEATURES].cols, hidden = (uint64_t)c->model.hidden;
+    uint64_t wide = SL_MAX(feat, hidden);
+    uint32_t layers = a->shape.layers;
+    uint64_t floats = mul_sat(2, mul_sat(a->batch.n_max[layers], feat));
+    for (uint32_t h = 0; h < layers; h++)
+        floats = add_sat(floats, mul_sat(4, mul_sat(a->batch.n_max[h], wide)));
+    return mul_sat(floats, sizeof(float));
+}
+
+static uint64_t plan_total(const struct memfit_plan *p)
+{
+    return add_sat(add_sat(add_sat(p->featbuf, p->staging), add_sat(p->arenas, p->topology)), p->margin);
+}
+
+/* The staging segment's bytes for pipeline.staging_mb = mb, from f's row
+ * geometry (layout_staging_params); 0 when mb gives a thread no block. */
+static uint64_t staging_for(const struct config *c, const struct layout_featbuf_plan *f, int64_t mb)
+{
+    struct config t = *c;
+    t.pipeline.staging_mb = mb;
+    struct staging_params sp;
+    if (layout_staging_params(&t, (int)c->pipeline.ranks, f->params.row_bytes, &sp, NULL, 0) != 0)
+        return 0;
+    return staging_mem_size(&sp);
+}
+
+/* Lowers an unset pipeline.staging_mb until the segment is at most cap
+ * bytes, keeping one block per thread. */
+static void size_staging(struct config *c, const struct layout_featbuf_plan *f, uint64_t cap)
+{
+    if (f->staging_bytes <= cap)
+        return;
+    uint64_t threads = (uint64_t)c->pipeline.ranks * (uint64_t)c->pipeline.extractors;
+    int64_t least = (int64_t)((mul_sat(threads, f->staging.block_bytes) + MIB - 1) / MIB);
+    int64_t mb = SL_MAX((int64_t)(cap / MIB), least);
+    while (mb > least && staging_for(c, f, mb) > cap)
+        mb--;
+    if (mb < c->pipeline.staging_mb)
+        c->pipeline.staging_mb = mb;
+}
+
+/* "pipeline.feature_buffer_mb = 512 (512.0 MiB x 2 ranks)" and the like,
+ * for every memory key the configuration gives; "" when none. */
+static void given_keys(const struct config *c, const struct memfit_plan *p, int ranks, bool gpu, char *buf,
+                       size_t len)
+{
+    char a[32], b[32];
+    buf[0] = '\0';
+    if (config_given(c, "pipeline.feature_buffer_mb") && !gpu)
+        snprintf(buf, len, "pipeline.feature_buffer_mb = %" PRId64 " (%s of feature buffer%s%s)",
+                 c->pipeline.feature_buffer_mb, sl_fmt_bytes(p->featbuf, a, sizeof a), ranks > 1 ? " over " : "",
+                 ranks > 1 ? "the ranks" : "");
+    if (config_given(c, "pipeline.staging_mb"))
+        snprintf(buf + strlen(buf), len - strlen(buf), "%spipeline.staging_mb = %" PRId64 " (%s of staging)",
+                 buf[0] ? ", " : "", c->pipeline.staging_mb, sl_fmt_bytes(p->staging, b, sizeof b));
+}
+
+int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
+                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct cgroup_mem *cg,
+                     int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    p->cg = *cg;
+    uint64_t nr = (uint64_t)(ranks > 0 ? ranks : 1);
+    p->limit = cg->limit;
+    if (cg->limit != CGROUP_NONE)
+        snprintf(p->limit_what, sizeof p->limit_what, "cgroup %s %s", cg->limit_name, cgroup_mem_limit_file(cg));
+    if (mem_available != UINT64_MAX && mem_available < p->limit) {
+        p->limit = mem_available;
+        snprintf(p->limit_what, sizeof p->limit_what, "MemAvailable");
+    }
+    p->topology = mul_sat(add_sat(m->f[DATASET_INDPTR].bytes, m->f[DATASET_INDICES].bytes), nr);
+    p->arenas = mul_sat(a->rank_bytes, nr);
+    p->workspace = gpu ? 0 : mul_sat(memfit_workspace(c, m, a), nr); /* a GPU trainer's is on its device */
+    p->processes = mul_sat(MEMFIT_PROCESS_BYTES, mul_sat(RUN_STAGES, nr));
+    p->cache = p->limit == CGROUP_NONE ? MEMFIT_CACHE_MIN : SL_MAX(MEMFIT_CACHE_MIN, p->limit / MEMFIT_CACHE_DIV);
+    p->margin = add_sat(add_sat(p->workspace, p->processes), p->cache);
+
+    /* what the limit leaves for the feature buffers and staging, also
+     * within layout.h's rules: half of MemAvailable, /dev/shm's space */
+    uint64_t fixed = add_sat(add_sat(p->topology, p->arenas), p->margin), room = UINT64_MAX;
+    if (p->limit != CGROUP_NONE)
+        room = p->limit > fixed ? p->limit - fixed : 0;
+    if (mem_available != UINT64_MAX)
+        room = SL_MIN(room, mem_available / 2 > p->arenas ? mem_available / 2 - p->arenas : 0);
+    if (shm_free != UINT64_MAX)
+        room = SL_MIN(room, shm_free > p->arenas ? shm_free - p->arenas : 0);
+    int rc;
+    if (room != UINT64_MAX && !config_given(c, "pipeline.staging_mb")) {
+        int64_t before = c->pipeline.staging_mb;
+        size_staging(c, f, room / 8);
+        if (c->pipeline.staging_mb != before) {
+            p->staging_sized = true;
+            if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
+                return rc;
+            layout_featbuf_use_device(f, gpu);
+        }
+    }
+    if (room != UINT64_MAX && !gpu && !config_given(c, "pipeline.feature_buffer_mb")) {
+        uint64_t left = room > f->staging_bytes ? room - f->staging_bytes : 0, per = left / nr;
+        if (f->rank_bytes > per) {
+            uint64_t rows = (uint64_t)f->params.nslots * f->stride;
+            uint64_t fixed_part = f->rank_bytes > rows ? f->rank_bytes - rows : 0; /* header, node map, links */
+            uint64_t mb = per > fixed_part ? (per - fixed_part) / MIB : 0;
+            uint64_t least = (f->reserve * f->stride + MIB - 1) / MIB;
+            c->pipeline.feature_buffer_mb = (int64_t)SL_MAX(mb, SL_MAX(least, 1));
+            p->featbuf_sized = true;
+            if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
+                return rc;
+            layout_featbuf_use_device(f, gpu);
+        }
+    }
+    p->featbuf = mul_sat(f->rank_bytes, nr);
+    p->staging = f->staging_bytes;
+    uint64_t total = plan_total(p);
+    if (p->limit == CGROUP_NONE || total <= p->limit)
+        return 0;
+
+    char keys[512], lim[32], tot[32], fb[32], ar[32], top[32], mar[32], st[32];
+    given_keys(c, p, ranks, gpu, keys, sizeof keys);
+    sl_fmt_bytes(p->limit, lim, sizeof lim);
+    sl_fmt_bytes(total, tot, sizeof tot);
+    sl_fmt_bytes(p->featbuf, fb, sizeof fb);
+    sl_fmt_bytes(p->arenas, ar, sizeof ar);
+    sl_fmt_bytes(p->topology, top, sizeof top);
+    sl_fmt_bytes(p->margin, mar, sizeof mar);
+    sl_fmt_bytes(p->staging, st, sizeof st);
+    if (keys[0])
+        return sl_errf(err, errlen, -ENOMEM,
+                       "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
+                       "topology %s (indptr.bin and indices.bin per rank) and a margin of %s (trainer, processes, "
+                       "page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
+                       "so that gnnlaunch sizes them to the limit",
+                       keys, ar, top, mar, tot, lim, p->limit_what);
+    return sl_errf(err, errlen, -ENOMEM,
+                   "the run needs at least %s (feature buffer %s at its extraction reserve or below the default, "
+                   "staging %s, batch arenas %s, topology %s, margin %s for the trainer, processes and page cache), "
+                   "more than the limit of %s (%s); lower train.batch_size, model.fanouts, pipeline.extractors or "
+                   "pipeline.ranks, or give the run more memory",
+                   tot, fb, st, ar, top, mar, lim, p->limit_what);
+}
+
+void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
+{
+    char lim[32], fb[32], st[32], ar[32], top[32], mar[32], ws[32], pr[32], ca[32], tot[32];
+    char limit[PATH_MAX + 256];
+    if (p->limit == CGROUP_NONE)
+        snprintf(limit, sizeof limit, "no limit found (no memory cgroup limit, MemAvailable unreadable)");
+    else
+        snprintf(limit, sizeof limit, "limit %s (%s)", sl_fmt_bytes(p->limit, lim, sizeof lim), p->limit_what);
+    snprintf(buf, len,
+             "memory: %s, plan: feature buffer %s (pipeline.feature_buffer_mb = %" PRId64 "%s), staging %s "
+             "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s, margin %s (trainer %s, processes %s, "
+             "page cache %s); %s in all",
+             limit, sl_fmt_bytes(p->featbuf, fb, sizeof fb), c->pipeline.feature_buffer_mb,
+             p->featbuf_sized                                  ? ", sized to fit"
+             : config_given(c, "pipeline.feature_buffer_mb") ? ", as given"
+                                                               : "",
+             sl_fmt_bytes(p->staging, st, sizeof st), c->pipeline.staging_mb,
+             p->staging_sized                           ? ", sized to fit"
+             : config_given(c, "pipeline.staging_mb") ? ", as given"
+                                                        : "",
+             sl_fmt_bytes(p->arenas, ar, sizeof ar), sl_fmt_bytes(p->topology, top, sizeof top),
+             sl_fmt_bytes(p->margin, mar, sizeof mar), sl_fmt_bytes(p->workspace, ws, sizeof ws),
+             sl_fmt_bytes(p->processes, pr, sizeof pr), sl_fmt_bytes(p->cache, ca, sizeof ca),
+             sl_fmt_bytes(plan_total(p), tot, sizeof tot));
+}
+
+bool memfit_oom_explain(const struct memfit_plan *p, const struct config *c, const char *who, char *buf, size_t len)
+{
+    uint64_t now = cgroup_mem_oom_kills(&p->cg), start = p->cg.oom_kills_start;
+    if (p->cg.version == 0 || now == CGROUP_NONE || start == CGROUP_NONE || now <= start)
+        return false;
+    const char *what = "";
+    uint64_t used = cgroup_mem_usage(&p->cg, &what);
+    char u[64] = "an unknown amount", lim[64], mar[32], ws[32], key[512];
+    if (used != CGROUP_NONE)
+        snprintf(u, sizeof u, "%s (%s)", sl_fmt_bytes(used, lim, sizeof lim), what);
+    char limit[PATH_MAX + 256];
+    if (p->cg.limit != CGROUP_NONE)
+        snprintf(limit, sizeof limit, "the limit of %s (cgroup %s %s)", sl_fmt_bytes(p->cg.limit, lim, sizeof lim),
+                 p->cg.limit_name, cgroup_mem_limit_file(&p->cg));
+    else if (p->limit != CGROUP_NONE)
+        snprintf(limit, sizeof limit, "%s of %s (no cgroup limit: the machine's memory ran out)",
+                 sl_fmt_bytes(p->limit, lim, sizeof lim), p->limit_what);
+    else
+        snprintf(limit, sizeof limit, "no known limit");
+    if (config_given(c, "pipeline.feature_buffer_mb"))
+        snprintf(key, sizeof key,
+                 "lower pipeline.feature_buffer_mb (%" PRId64 ", as the configuration gives it), or leave it unset so "
+                 "that gnnlaunch sizes it to the limit",
+                 c->pipeline.feature_buffer_mb);
+    else
+        snprintf(key, sizeof key,
+                 "the plan left a margin of %s (trainer %s) beside the buffers; lower train.batch_size or "
+                 "model.fanouts (they size the batches and the trainer's memory), or set pipeline.feature_buffer_mb "
+                 "below the %" PRId64 " planned",
+                 sl_fmt_bytes(p->margin, mar, sizeof mar), sl_fmt_bytes(p->workspace, ws, sizeof ws),
+                 c->pipeline.feature_buffer_mb);
+    snprintf(buf, len,
+             "%s was killed by the out-of-memory killer (SIGKILL; %" PRIu64 " OOM kill%s in cgroup %s since the "
+             "start): the run used %s against %s; %s",
+             who, now - start, now - start == 1 ? "" : "s", p->cg.name, u, limit, key);
+    return true;
+}

@@ -1,0 +1,92 @@
+/* memfit.h - fitting a run into the memory it is given (issue 24;
+ * docs/architecture.md, "Memory"): the plan that sizes what the
+ * configuration leaves unset, the refusal of what it sets too large, and
+ * the explanation of a stage killed by the out-of-memory killer.
+ *
+ * The limit is the smallest of the launcher's memory cgroup limit
+ * (cgroup.h) and MemAvailable. What the run needs of it:
+ *   feature buffers  every rank's segment (rows and node map; metadata
+ *                    only on a GPU rank), layout_featbuf_plan;
+ *   staging          the node's staging segment;
+ *   arenas           every rank's batch arena (run_arena_plan);
+ *   topology         indptr.bin and indices.bin, once per rank: each
+ *                    rank's sampler holds both;
+ *   margin           what is not a shared object: each trainer's working
+ *                    memory for the largest batch (MEMFIT_WORKSPACE), each
+ *                    stage process's own (MEMFIT_PROCESS_BYTES) and page
+ *                    cache for reading (limit / MEMFIT_CACHE_DIV, at least
+ *                    MEMFIT_CACHE_MIN).
+ * A key left unset (config_given false) is sized to fit:
+ * pipeline.feature_buffer_mb to what the limit leaves after the rest (never
+ * above its default, never below the extraction reserve),
+ * pipeline.staging_mb to at most an eighth of that. The arenas follow from
+ * train.batch_size, model.fanouts and the queue keys, which decide what is
+ * computed or how deep the pipeline is, so they are counted, never
+ * shrunk. The sized buffers also keep the older rules of layout.h (half
+ * of MemAvailable, the space free in /dev/shm). */
+#ifndef SLUICE_LAUNCHER_MEMFIT_H
+#define SLUICE_LAUNCHER_MEMFIT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/dataset.h"
+#include "ipc/run.h"
+#include "launcher/cgroup.h"
+#include "launcher/layout.h"
+
+#define MEMFIT_PROCESS_BYTES ((uint64_t)16 << 20) /* one stage process's own memory: code, heap, libraries */
+#define MEMFIT_CACHE_MIN ((uint64_t)32 << 20)     /* page cache allowance, at least */
+#define MEMFIT_CACHE_DIV 32                       /* ... and a 32nd of the limit */
+
+struct memfit_plan {
+    struct cgroup_mem cg;          /* the launcher's memory cgroup (version 0: none) */
+    uint64_t limit;                /* the effective limit, bytes; CGROUP_NONE when nothing could be read */
+    char limit_what[PATH_MAX + 64]; /* "cgroup /a memory.max", "MemAvailable" */
+    uint64_t featbuf;              /* all ranks' feature buffer segments */
+    uint64_t staging;              /* the staging segment */
+    uint64_t arenas;               /* all ranks' batch arenas */
+    uint64_t topology;             /* indptr.bin + indices.bin x ranks */
+    uint64_t workspace;            /* the trainers' working memory, all ranks (an estimate) */
+    uint64_t processes;            /* the stage processes' own memory, all ranks */
+    uint64_t cache;                /* page cache allowance */
+    uint64_t margin;               /* workspace + processes + cache */
+    bool featbuf_sized;            /* pipeline.feature_buffer_mb was unset and chosen here */
+    bool staging_sized;            /* pipeline.staging_mb likewise */
+};
+
+/* One trainer's working memory for the largest batch of plan a, in bytes:
+ * 4-byte floats for the gathered input rows twice (rows, their
+ * aggregation) and four arrays per hop of max(feat_dim, model.hidden)
+ * columns (outputs, activations, gradients, masks). An upper bound of
+ * what a batch of a->batch.n_max nodes can need, not a measurement. */
+uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a);
+
+/* Makes the plan: reads nothing but c, m, a, f and cg; sets the unset
+ * memory keys of c (recording them as not given), replanning *f to
+ * match. gpu: the ranks keep their feature rows on their devices (f's
+ * segments hold metadata only), so pipeline.feature_buffer_mb is device
+ * memory and not sized here. 0; -ENOMEM naming the keys, their sizes and
+ * the limit when the keys the configuration gives, or the least the run
+ * can do with, exceed the limit (exit 2); -EINVAL or -EOVERFLOW from
+ * layout_featbuf_plan. */
+int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
+                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct cgroup_mem *cg,
+                     int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen);
+
+/* The plan in one line, without a newline: "memory: limit X (cgroup /a
+ * memory.max), plan: feature buffer A (sized to fit), staging B, arenas
+ * C, topology D, margin E (...)". */
+void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len);
+
+/* A stage died of SIGKILL that the launcher did not send: when the
+ * cgroup's OOM count rose since the plan was made, writes into buf that
+ * `who` was killed by the out-of-memory killer, the cgroup's peak usage
+ * against the limit, and which key to lower, and returns true; else
+ * false (buf untouched). Reads the cgroup's counters. */
+bool memfit_oom_explain(const struct memfit_plan *p, const struct config *c, const char *who, char *buf, size_t len);
+
+#endif
