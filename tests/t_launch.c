@@ -105,6 +105,43 @@ void t_slurp(const char *path, char *buf, size_t len)
     fclose(f);
 }
 
+void t_real_stages(char *out, size_t len)
+{
+    const char *bin = getenv("SLUICE_BIN");
+    snprintf(out, len, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+}
+
+bool t_last_line(const struct t_proc *r, const char *prefix, char *out, size_t len)
+{
+    static char buf[1 << 22]; /* the whole log: long runs print many progress lines */
+    t_slurp(r->log, buf, sizeof buf);
+    bool found = false;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (!strncmp(line, prefix, strlen(prefix))) {
+            snprintf(out, len, "%s", line);
+            found = true;
+        }
+    return found;
+}
+
+double t_final_test_acc(const struct t_proc *r, unsigned epochs)
+{
+    char line[512];
+    if (!t_last_line(r, "test_acc=", line, sizeof line))
+        fail_msg("no final line in %s", r->log);
+    double test, val, secs;
+    unsigned e;
+    char tail;
+    if (sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf%c", &test, &val, &e, &secs, &tail) != 4)
+        fail_msg("final line '%s' is not test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>", line);
+    assert_int_equal(e, epochs);
+    /* seconds is printed to 10 ms (it was to 100 ms, and a 4000-node run
+     * of 50 ms printed 0.0) */
+    if (!(test >= 0 && test <= 1 && val >= 0 && val <= 1 && secs > 0))
+        fail_msg("final line '%s' in %s has a value out of range", line, r->log);
+    return test;
+}
+
 /* ---- launching ------------------------------------------------------------------------- */
 
 /* Whether environment entry `entry` gives way to the defaults or to an

@@ -69,6 +69,17 @@ void t_launch_start(struct t_proc *r, const char *const *env, const char *const 
 int t_launch_wait(struct t_proc *r, double timeout_s);
 int t_launch_run(struct t_proc *r, const char *const *env, const char *const *args, double timeout_s);
 
+/* "SLUICE_STAGE_DIR=<the build's bin>" (SLUICE_BIN, else build/bin): the
+ * environment entry that runs the real stages. */
+void t_real_stages(char *out, size_t len);
+
+/* The last line of r's log that starts with prefix, into out; false when
+ * none does (stdout and stderr share the log). */
+bool t_last_line(const struct t_proc *r, const char *prefix, char *out, size_t len);
+/* The final line `test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>` of a
+ * finished run, checked (epochs as given, values in range): test_acc. */
+double t_final_test_acc(const struct t_proc *r, unsigned epochs);
+
 void t_expect_log(const struct t_proc *r, const char *what);
 void t_expect_no_log(const struct t_proc *r, const char *what);
 void t_expect_code(const struct t_proc *r, int want);

@@ -21,20 +21,6 @@
 
 static char g_ds[1200], g_stages[1200];
 
-static double final_test_acc(const struct t_proc *r)
-{
-    static char buf[1 << 20];
-    t_slurp(r->log, buf, sizeof buf);
-    const char *p = NULL;
-    for (const char *q = buf; (q = strstr(q, "test_acc=")); q++)
-        if (q == buf || q[-1] == '\n')
-            p = q;
-    double acc;
-    if (!p || sscanf(p, "test_acc=%lf", &acc) != 1)
-        fail_msg("no final test_acc= line in %s", r->log);
-    return acc;
-}
-
 /* One seed of configs/cora-<model>.toml on the imported copy. */
 static void train_config(const char *model, double floor)
 {
@@ -48,7 +34,7 @@ static void train_config(const char *model, double floor)
                  (const char *[]){"--cpu", cfg, "--set", path, "--set", ck, "--set", "train.seed=0", NULL}, 240);
     t_expect_code(&r, 0);
     t_expect_clean(&r);
-    double acc = final_test_acc(&r);
+    double acc = t_final_test_acc(&r, 200);
     printf("test_cora: %s, seed 0: test_acc %.4f (floor %.2f)\n", model, acc, floor);
     if (acc < floor)
         fail_msg("%s on Cora reached test_acc=%.4f, below the floor %.2f (bench/cora.sh has the ten-seed figures)",
@@ -78,8 +64,8 @@ static int group_setup(void **state)
     (void)state;
     if (t_launch_setup("cora") != 0)
         return -1;
-    const char *src = getenv("SLUICE_SRC"), *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    const char *src = getenv("SLUICE_SRC");
+    t_real_stages(g_stages, sizeof g_stages);
     snprintf(g_ds, sizeof g_ds, "%s/cora", t_ldir);
     char prep[1200], out[8192];
     t_bin(prep, sizeof prep, "gnnprep");

@@ -760,8 +760,7 @@ static int group_setup(void **state)
     (void)state;
     if (t_launch_setup("faults") != 0)
         return -1;
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_stages, sizeof g_stages);
     snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
     snprintf(g_ds_io, sizeof g_ds_io, "%s/ds-io", t_ldir);
     snprintf(g_ds_other, sizeof g_ds_other, "%s/ds-other", t_ldir);

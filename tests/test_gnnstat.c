@@ -475,8 +475,7 @@ static int group_setup(void **state)
         return -1;
     snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_stages, sizeof g_stages);
     t_bin(g_stat, sizeof g_stat, "gnnstat");
     char prep[1200], out[4096];
     t_bin(prep, sizeof prep, "gnnprep");

@@ -119,31 +119,6 @@ static void test_launch_too_many(void **state)
     t_expect_clean(&r);
 }
 
-/* The last line of r's log starting with prefix. */
-static bool last_line(const struct t_proc *r, const char *prefix, char *out, size_t len)
-{
-    static char buf[1 << 22];
-    t_slurp(r->log, buf, sizeof buf);
-    bool found = false;
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-        if (!strncmp(line, prefix, strlen(prefix))) {
-            snprintf(out, len, "%s", line);
-            found = true;
-        }
-    return found;
-}
-
-static double final_test_acc(const struct t_proc *r)
-{
-    char line[512];
-    double test, val, secs;
-    unsigned e;
-    if (!last_line(r, "test_acc=", line, sizeof line) ||
-        sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf", &test, &val, &e, &secs) != 4)
-        fail_msg("no final test_acc= line in %s", r->log);
-    return test;
-}
-
 /* Names, dtypes and shapes of every tensor of a are b's (values differ). */
 static void same_layout(const char *a, const char *b)
 {
@@ -202,7 +177,7 @@ static void test_train_one_gpu(void **state)
             } else {
                 t_expect_log(&r, "parameters, cpu backend, ");
             }
-            acc[gpu] = final_test_acc(&r);
+            acc[gpu] = t_final_test_acc(&r, 2);
         }
         printf("test_gpu_launch: %s: test_acc %.4f on the CPU, %.4f on the GPU\n", kinds[k], acc[0], acc[1]);
         if (fabs(acc[1] - acc[0]) > 0.02)
@@ -250,8 +225,7 @@ static int group_setup(void **state)
         fprintf(stderr, "gnnprep synth failed: %s\n", out);
         return -1;
     }
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_stages, sizeof g_stages);
     return 0;
 }
 

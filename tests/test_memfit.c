@@ -361,8 +361,7 @@ static int group_setup(void **state)
     (void)state;
     if (t_launch_setup("memfit") != 0)
         return -1;
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_stages, sizeof g_stages);
     snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
     char prep[1200], log[4096];

@@ -1118,8 +1118,7 @@ static int group_setup(void **state)
     snprintf(g_acc_ds, sizeof g_acc_ds, "%s/ds-acc", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
     snprintf(g_acc_cfg, sizeof g_acc_cfg, "%s/acc.toml", t_ldir);
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_real, sizeof g_real, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_real, sizeof g_real);
     char prep[1200], out[4096];
     t_bin(prep, sizeof prep, "gnnprep");
     if (t_run(out, sizeof out,

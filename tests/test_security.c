@@ -320,8 +320,7 @@ static int group_setup(void **state)
     snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
     snprintf(g_train_cfg, sizeof g_train_cfg, "%s/train.toml", t_ldir);
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_real_stages, sizeof g_real_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_real_stages, sizeof g_real_stages);
     char prep[1200], out[4096];
     t_bin(prep, sizeof prep, "gnnprep");
     if (t_run(out, sizeof out, "%s synth %s --nodes 300 --avg-degree 4 --feat-dim 8 --classes 3", prep, g_ds) != 0) {

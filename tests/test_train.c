@@ -44,39 +44,6 @@ static void write_config(const char *path, const char *ds, const char *extra)
     fclose(f);
 }
 
-/* The last line of the log that starts with prefix (stdout and stderr share
- * the log; the final line is the last one starting with "test_acc="). */
-static bool last_line(const struct t_proc *r, const char *prefix, char *out, size_t len)
-{
-    static char buf[1 << 22]; /* the whole log: long runs print many progress lines */
-    t_slurp(r->log, buf, sizeof buf);
-    bool found = false;
-    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-        if (!strncmp(line, prefix, strlen(prefix))) {
-            snprintf(out, len, "%s", line);
-            found = true;
-        }
-    return found;
-}
-
-static double final_test_acc(const struct t_proc *r, unsigned epochs)
-{
-    char line[512];
-    if (!last_line(r, "test_acc=", line, sizeof line))
-        fail_msg("no final line in %s", r->log);
-    double test, val, secs;
-    unsigned e;
-    char tail;
-    if (sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u seconds=%lf%c", &test, &val, &e, &secs, &tail) != 4)
-        fail_msg("final line '%s' is not test_acc=<f> val_acc=<f> epochs=<n> seconds=<f>", line);
-    assert_int_equal(e, epochs);
-    /* seconds is printed to 10 ms (it was to 100 ms, and a 4000-node run
-     * of 50 ms printed 0.0) */
-    if (!(test >= 0 && test <= 1 && val >= 0 && val <= 1 && secs > 0))
-        fail_msg("final line '%s' in %s has a value out of range", line, r->log);
-    return test;
-}
-
 static void run(struct t_proc *r, const char *const *args, int want)
 {
     const char *argv[24] = {"--cpu"};
@@ -99,7 +66,7 @@ static void test_sage_learns(void **state)
     for (int e = 1; e <= 3; e++) {
         char want[64], line[512];
         snprintf(want, sizeof want, "epoch %d/3 loss=", e);
-        if (!last_line(&r, want, line, sizeof line))
+        if (!t_last_line(&r, want, line, sizeof line))
             fail_msg("no '%s' line in %s", want, r.log);
         /* seconds, then its training and evaluation parts, which add up (to the printed rounding) */
         double secs, tr, ev;
@@ -108,7 +75,7 @@ static void test_sage_learns(void **state)
             fabs(tr + ev - secs) > 0.011 || tr < 0 || ev < 0)
             fail_msg("epoch line without seconds= train_s= eval_s= that add up: %s", line);
     }
-    double acc = final_test_acc(&r, 3);
+    double acc = t_final_test_acc(&r, 3);
     if (acc < 0.6) /* 4 classes: chance is 0.25 */
         fail_msg("GraphSAGE reached only test_acc=%.3f", acc);
     /* one checkpoint per epoch */
@@ -180,7 +147,7 @@ static void test_resume_after_kill(void **state)
     snprintf(ck2, sizeof ck2, "%s/ck-whole", t_ldir);
     snprintf(set2, sizeof set2, "train.checkpoint_dir=\"%s\"", ck2);
     run(&whole, (const char *[]){g_cfg, "--set", set2, "--epochs", "4", NULL}, 0);
-    double want = final_test_acc(&whole, 4);
+    double want = t_final_test_acc(&whole, 4);
     /* killed once epoch 1's checkpoint exists (slowed so that happens mid-run) */
     struct t_proc r;
     t_launch_start(&r, (const char *[]){g_stages, NULL},
@@ -194,7 +161,7 @@ static void test_resume_after_kill(void **state)
     struct t_proc again;
     run(&again, (const char *[]){g_cfg, "--set", set, "--epochs", "4", "--resume", NULL}, 0);
     t_expect_log(&again, "gnnlaunch: resuming from ");
-    double got = final_test_acc(&again, 4);
+    double got = t_final_test_acc(&again, 4);
     if (fabs(got - want) > 1e-9)
         fail_msg("resumed run ended at test_acc=%.4f, the uninterrupted one at %.4f", got, want);
 }
@@ -209,7 +176,7 @@ static void test_permuted_labels_chance(void **state)
     write_config(cfg, g_perm, NULL);
     struct t_proc r;
     run(&r, (const char *[]){cfg, "--set", set, "--epochs", "4", NULL}, 0);
-    double acc = final_test_acc(&r, 4);
+    double acc = t_final_test_acc(&r, 4);
     if (fabs(acc - 0.25) > 0.08)
         fail_msg("with permuted labels test_acc=%.3f; chance is 0.25", acc);
 }
@@ -223,7 +190,7 @@ static void test_two_ranks(void **state)
     struct t_proc r;
     run(&r, (const char *[]){g_cfg, "--set", set, "--set", "pipeline.ranks=2", "--set", "pipeline.ordered=false", NULL},
         0);
-    double acc = final_test_acc(&r, 3);
+    double acc = t_final_test_acc(&r, 3);
     if (acc < 0.6)
         fail_msg("two ranks reached only test_acc=%.3f", acc);
 }
@@ -389,7 +356,7 @@ static void test_progress_lines(void **state)
                  (const char *[]){"--cpu", g_cfg, "--set", set, "--epochs", "600", NULL}, 240);
     t_expect_code(&r, 0);
     t_expect_clean(&r);
-    if (!last_line(&r, "epoch ", line, sizeof line) || !strstr(line, "loss="))
+    if (!t_last_line(&r, "epoch ", line, sizeof line) || !strstr(line, "loss="))
         fail_msg("no epoch line in %s", r.log);
     static char buf[1 << 20];
     t_slurp(r.log, buf, sizeof buf);
@@ -501,8 +468,7 @@ static int group_setup(void **state)
     snprintf(g_ds, sizeof g_ds, "%s/ds", t_ldir);
     snprintf(g_perm, sizeof g_perm, "%s/ds-perm", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/run.toml", t_ldir);
-    const char *bin = getenv("SLUICE_BIN");
-    snprintf(g_stages, sizeof g_stages, "SLUICE_STAGE_DIR=%s", bin ? bin : "build/bin");
+    t_real_stages(g_stages, sizeof g_stages);
     char prep[1200], out[4096];
     t_bin(prep, sizeof prep, "gnnprep");
     if (t_run(out, sizeof out,
