@@ -216,6 +216,18 @@ static size_t bucket_hi(const struct trainer_backend *b, uint32_t k)
     return k ? b->bucket_lo[k - 1] : b->nparams + 1;
 }
 
+/* Queues bucket k of the reduce buffer: the gradients (real) or zeros,
+ * and in bucket 0 also the weight, 1 or 0. */
+static int fill_bucket(struct trainer_backend *b, uint32_t k, bool real)
+{
+    size_t lo = b->bucket_lo[k], hi = bucket_hi(b, k), grads = k ? hi : b->nparams; /* bucket 0: + the weight */
+    float *red = b->red.p;
+    if (!real)
+        return gk_zero(&b->g, red + lo, hi - lo);
+    int rc = gk_copy(&b->g, red + lo, model_grads(b->m) + lo, grads - lo);
+    return rc == 0 && k == 0 ? gk_copy(&b->g, red + b->nparams, b->one.p, 1) : rc;
+}
+
 /* Starts the sum of bucket k of the reduce buffer, behind the work queued
  * so far (which completes it). A reducer that cannot wait for an event
  * (no start in its table) sums at once, so the host waits for the work
@@ -443,14 +455,8 @@ static int bucket_done(void *arg, size_t from)
         uint32_t k = b->bwd_next++;
         if (b->bwd_rc)
             continue;
-        size_t lo = b->bucket_lo[k], hi = k ? bucket_hi(b, k) : b->nparams;
-        float *red = b->red.p;
-        int rc = gk_copy(&b->g, red + lo, model_grads(b->m) + lo, hi - lo);
-        if (rc == 0 && k == 0)
-            rc = gk_copy(&b->g, red + b->nparams, b->one.p, 1); /* weight 1 */
-        if (rc == 0)
-            rc = start_bucket(b, b->bwd_r, k);
-        b->bwd_rc = rc;
+        int rc = fill_bucket(b, k, true);
+        b->bwd_rc = rc ? rc : start_bucket(b, b->bwd_r, k);
     }
     return 0;
 }
@@ -525,12 +531,10 @@ static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, 
         b->bwd_r = NULL;
         if (rc == 0 && !same)
             rc = -EINVAL; /* not the reduce of that backward */
-    } else {
-        rc = real ? gk_copy(&b->g, red, model_grads(b->m), n) : gk_zero(&b->g, red, n + 1);
-        if (rc == 0 && real)
-            rc = gk_copy(&b->g, red + n, b->one.p, 1);
+    } else { /* the same buckets, in the same order */
         for (uint32_t k = 0; rc == 0 && k < b->nbuckets; k++)
-            rc = start_bucket(b, r, k);
+            if ((rc = fill_bucket(b, k, real)) == 0)
+                rc = start_bucket(b, r, k);
         if (rc == 0)
             rc = reducer_finish(r);
     }
