@@ -376,44 +376,48 @@ void t_gpu_bias(void **state)
         }
 }
 
+/* The activations, each a CPU and a device forward and backward. */
+static const struct act {
+    const char *name;
+    void (*ops_fwd)(float *x, size_t n);
+    void (*ops_bwd)(float *restrict dx, const float *restrict y, size_t n);
+    int (*gk_fwd)(struct gk_ctx *g, float *x, size_t n);
+    int (*gk_bwd)(struct gk_ctx *g, float *dx, const float *y, size_t n);
+} ACTS[] = {
+    {"relu", ops_relu_fwd, ops_relu_bwd, gk_relu_fwd, gk_relu_bwd},
+    {"elu", ops_elu_fwd, ops_elu_bwd, gk_elu_fwd, gk_elu_bwd},
+};
+
 void t_gpu_act(void **state)
 {
     static const float ps[] = {0.0f, 0.1f, 0.5f, 0.95f};
     for (size_t si = 0; si < SL_ARRAY_LEN(SIZES); si++) {
         size_t n = SIZES[si];
-        set_case("relu n %zu", n);
-        float *x = hrand(n), *dx = hrand(n);
-        if (n > 3)
-            x[1] = -0.0f, x[2] = 0.0f, x[3] = NAN;
-        float *dX = dev_of(x, n * 4), *dDX = dev_of(dx, n * 4);
-        ops_relu_fwd(x, n);
-        T_OK(gk_relu_fwd(&g_gk, dX, n));
-        same_f32("relu_fwd", x, dX, n);
-        ops_relu_bwd(dx, x, n);
-        T_OK(gk_relu_bwd(&g_gk, dDX, dX, n));
-        same_f32("relu_bwd", dx, dDX, n);
-        free(x), free(dx);
-        dev_release();
-        set_case("elu n %zu", n);
-        x = hrand(n), dx = hrand(n);
-        if (n > 4)
-            x[1] = -0.0f, x[2] = 0.0f, x[3] = NAN, x[4] = -100.0f;
-        dX = dev_of(x, n * 4), dDX = dev_of(dx, n * 4);
-        ops_elu_fwd(x, n);
-        T_OK(gk_elu_fwd(&g_gk, dX, n));
-        same_f32("elu_fwd", x, dX, n);
-        ops_elu_bwd(dx, x, n);
-        T_OK(gk_elu_bwd(&g_gk, dDX, dX, n));
-        same_f32("elu_bwd", dx, dDX, n);
-        free(x), free(dx);
-        dev_release();
+        for (size_t ai = 0; ai < SL_ARRAY_LEN(ACTS); ai++) {
+            const struct act *a = &ACTS[ai];
+            set_case("%s n %zu", a->name, n);
+            float *x = hrand(n), *dx = hrand(n);
+            if (n > 3) /* signed zeros, NaN */
+                x[1] = -0.0f, x[2] = 0.0f, x[3] = NAN;
+            if (n > 4) /* and a value whose exp underflows */
+                x[4] = -100.0f;
+            float *dX = dev_of(x, n * 4), *dDX = dev_of(dx, n * 4);
+            a->ops_fwd(x, n);
+            T_OK(a->gk_fwd(&g_gk, dX, n));
+            same_f32("activation forward", x, dX, n);
+            a->ops_bwd(dx, x, n);
+            T_OK(a->gk_bwd(&g_gk, dDX, dX, n));
+            same_f32("activation backward", dx, dDX, n);
+            free(x), free(dx);
+            dev_release();
+        }
         for (size_t pi = 0; pi < SL_ARRAY_LEN(ps); pi++) {
             float p = ps[pi];
             uint64_t seed = sl_splitmix64(&g_rng);
             set_case("dropout n %zu p %g seed %#" PRIx64, n, (double)p, seed);
-            x = hrand(n), dx = hrand(n);
+            float *x = hrand(n), *dx = hrand(n);
             uint8_t *mask = hmem(n);
-            dX = dev_of(x, n * 4), dDX = dev_of(dx, n * 4);
+            float *dX = dev_of(x, n * 4), *dDX = dev_of(dx, n * 4);
             uint8_t *dM = dev_alloc(n);
             ops_dropout_fwd(x, mask, n, p, seed);
             T_OK(gk_dropout_fwd(&g_gk, dX, dM, n, p, seed));
