@@ -383,8 +383,10 @@ static void test_elu_and_gat_options(void **state)
     g_att_dropout = 0.4f;
     g_out_heads = 1;
     check_model_grads(MODEL_GAT, 0.3f, true, g_seed + 70);
-    g_act = MODEL_ACT_RELU;
+    /* without dropout, on a sum of the logits; still ELU: ReLU's kink within a finite-difference step made
+     * this fail for 1 seed in 300 (test_grads covers GAT with ReLU) */
     check_model_grads(MODEL_GAT, 0.0f, false, g_seed + 71);
+    g_act = MODEL_ACT_RELU;
     struct model_config c = {.kind = MODEL_GAT, .layers = 2, .in_dim = 5, .hidden = 8, .classes = 3, .heads = 4,
                              .out_heads = 1};
     /* layer 0: 4 heads of 2 (w 8x5, two 4x2 attention tensors, bias 8); layer 1: one head of 3 classes */
