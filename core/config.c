@@ -578,37 +578,32 @@ static void write_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static void value_text(const struct config *c, const key *k, char *buf, size_t len);
+
+/* Every key of the table, in its order, one [section] per prefix: a new
+ * key is written (and so reaches the stages) without a line here. */
 void config_write_toml(const struct config *c, FILE *f)
 {
-    fprintf(f, "[dataset]\npath = ");
-    write_str(f, c->dataset.path);
-    fprintf(f, "\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
-            model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
-    for (int64_t i = 0; i < c->model.n_fanouts; i++)
-        fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
-    fprintf(f,
-            "]\ndropout = %.17g\ninput_dropout = %.17g\nattention_dropout = %.17g\nactivation = \"%s\"\n"
-            "gcn_norm = \"%s\"\naggr = \"%s\"\nheads = %" PRId64 "\nout_heads = %" PRId64 "\n",
-            c->model.dropout, c->model.input_dropout, c->model.attention_dropout,
-            activations[c->model.activation == MODEL_ACT_ELU], gcn_norms[c->model.gcn_norm == GCN_NORM_GRAPH],
-            (unsigned)c->model.aggr < 3 ? aggrs[c->model.aggr] : "?", c->model.heads, c->model.out_heads);
-    fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\noptimizer = \"%s\"\n"
-               "weight_decay = %.17g\nseed = %" PRId64 "\neval_every = %" PRId64 "\n",
-            c->train.epochs, c->train.batch_size, c->train.lr, optimizers[c->train.optimizer == OPTIMIZER_ADAMW],
-            c->train.weight_decay, c->train.seed, c->train.eval_every);
-    fprintf(f, "checkpoint_dir = ");
-    write_str(f, c->train.checkpoint_dir);
-    fprintf(f, "\non_nonfinite = \"%s\"\n", config_nonfinite_name(c->train.on_nonfinite));
-    fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
-               "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
-               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\nstall_timeout_s = %.17g\n",
-            c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
-            c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
-            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false", c->pipeline.stall_timeout_s);
-    if (c->pipeline.trainer_threads)
-        fprintf(f, "trainer_threads = %" PRId64 "\n", c->pipeline.trainer_threads);
-    else
-        fprintf(f, "trainer_threads = \"auto\"\n");
+    const char *section = "";
+    size_t section_len = 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++) {
+        const key *k = &keys[i];
+        const char *dot = strchr(k->name, '.');
+        size_t n = (size_t)(dot - k->name);
+        if (n != section_len || strncmp(k->name, section, n)) {
+            fprintf(f, "%s[%.*s]\n", i ? "\n" : "", (int)n, k->name);
+            section = k->name, section_len = n;
+        }
+        fprintf(f, "%s = ", dot + 1);
+        if (k->type == K_STR) {
+            write_str(f, (const char *)c + k->off);
+        } else {
+            char v[512];
+            value_text(c, k, v, sizeof v);
+            fputs(v, f);
+        }
+        fputc('\n', f);
+    }
 }
 
 const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
