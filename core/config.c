@@ -25,6 +25,8 @@ static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
+static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
+static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -92,6 +94,33 @@ static const key keys[] = {
      "leaves the parameters as they were, counts the batch as skipped (a warning, and the epoch line) and trains "
      "on."},
 
+    {"train.lr_schedule", K_ENUM, OFF(train.lr_schedule), "\"constant\"", 0, 0, lr_schedules,
+     "Learning rate per step after the warm-up: constant (train.lr); step (train.lr x lr_gamma every "
+     "lr_step_epochs epochs, as torch's StepLR); cosine (from train.lr down to lr_min over the remaining steps of "
+     "the run, as CosineAnnealingLR stepped per batch)."},
+    {"train.warmup_steps", K_INT, OFF(train.warmup_steps), "0", 0, 1e9, NULL,
+     "Steps whose learning rate rises linearly to the schedule's: step i (from 0) uses (i + 1) / warmup_steps "
+     "of it. 0: none."},
+    {"train.lr_step_epochs", K_INT, OFF(train.lr_step_epochs), "30", 1, 1e6, NULL,
+     "lr_schedule = \"step\": epochs between two decays (StepLR's step_size)."},
+    {"train.lr_gamma", K_FLOAT, OFF(train.lr_gamma), "0.1", 0, 1, NULL,
+     "lr_schedule = \"step\": the factor of each decay (StepLR's gamma)."},
+    {"train.lr_min", K_FLOAT, OFF(train.lr_min), "0", 0, 10, NULL,
+     "lr_schedule = \"cosine\": the learning rate of the run's last step (CosineAnnealingLR's eta_min); at most "
+     "train.lr."},
+    {"train.grad_clip", K_FLOAT, OFF(train.grad_clip), "0", 0, 1e12, NULL,
+     "Largest L2 norm of the gradient a step applies (over every parameter, after the sum over ranks), as "
+     "torch.nn.utils.clip_grad_norm_: a larger one is scaled down to it. 0: no clipping."},
+    {"train.early_stop_patience", K_INT, OFF(train.early_stop_patience), "0", 0, 1e6, NULL,
+     "Stop after this many evaluations in a row without a better early_stop_metric; the final line then gives "
+     "the test accuracy of the best epoch (the test split is evaluated with every validation) and "
+     "best.safetensors is that epoch's checkpoint. 0: train every epoch."},
+    {"train.early_stop_metric", K_ENUM, OFF(train.early_stop_metric), "\"val_acc\"", 0, 0, early_stop_metrics,
+     "What early stopping and best.safetensors follow: val_acc (higher is better) or val_loss (lower is better)."},
+    {"train.keep_last", K_INT, OFF(train.keep_last), "0", 0, 1e6, NULL,
+     "Checkpoints kept: the newest this many epoch-N files (best.safetensors and latest.safetensors stay valid "
+     "whatever is removed). 0: keep every epoch's."},
+
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
      "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
      "different value is noted and ignored)."},
@@ -126,7 +155,8 @@ static const char *const run_keys[] = {
     "model.kind",        "model.layers",      "model.hidden",     "model.fanouts",  "model.dropout",
     "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.aggr", "model.heads",
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
-    "train.seed",        "pipeline.ranks"};
+    "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
+    "train.lr_min",      "train.grad_clip",   "pipeline.ranks"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
@@ -490,6 +520,9 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_GAT && c->model.hidden % c->model.heads)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is not a multiple of model.heads = %" PRId64
                        " (GAT concatenates the heads)", src, c->model.hidden, c->model.heads);
+    if (c->train.lr_schedule == LR_COSINE && c->train.lr_min > c->train.lr)
+        return sl_errf(err, errlen, -EINVAL, "%s: train.lr_min = %g is above train.lr = %g; the cosine schedule falls "
+                       "from train.lr to train.lr_min", src, c->train.lr_min, c->train.lr);
     return 0;
 }
 

@@ -37,6 +37,8 @@ enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 /* train.on_nonfinite: what the trainer does with a batch whose loss or
  * gradient is NaN or infinite (docs/training.md). */
 enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
+enum lr_schedule { LR_CONSTANT = 0, LR_STEP = 1, LR_COSINE = 2 };
+enum early_stop_metric { EARLY_STOP_VAL_ACC = 0, EARLY_STOP_VAL_LOSS = 1 };
 
 /* Room for a "given" flag per schema key (config.c checks the table fits). */
 #define CONFIG_KEYS_MAX 128
@@ -70,6 +72,15 @@ struct config {
         int64_t eval_every;
         char checkpoint_dir[4096]; /* "" until gnnlaunch resolves it */
         enum config_nonfinite on_nonfinite;
+        enum lr_schedule lr_schedule;
+        int64_t warmup_steps;
+        int64_t lr_step_epochs;
+        double lr_gamma;
+        double lr_min;
+        double grad_clip;               /* 0: off */
+        int64_t early_stop_patience;    /* 0: off */
+        enum early_stop_metric early_stop_metric;
+        int64_t keep_last;              /* 0: every epoch's checkpoint */
     } train;
     struct {
         int64_t ranks;

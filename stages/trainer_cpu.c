@@ -153,10 +153,26 @@ static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, f
     return rc;
 }
 
+static int cpu_grad_sqnorm(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen)
+{
+    if (reduced && !b->red)
+        return sl_errf(err, errlen, -EINVAL, "grad_sqnorm of a sum without a reduce before");
+    *sumsq = ops_sumsq(reduced ? b->red : model_grads(b->m), b->nparams);
+    return 0;
+}
+
+static void cpu_set_lr(struct trainer_backend *b, float lr)
+{
+    b->adam.lr = lr;
+}
+
 static int cpu_step(struct trainer_backend *b, bool reduced, float scale)
 {
-    if (!reduced)
+    if (!reduced) {
+        if (scale != 1.0f)
+            ops_scale(model_grads(b->m), b->nparams, scale);
         return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+    }
     if (!b->red)
         return -EINVAL; /* no reduce before */
     ops_scale(b->red, b->nparams, scale);
@@ -189,6 +205,8 @@ const struct trainer_backend_ops trainer_cpu_backend = {
     .grads_finite = cpu_grads_finite,
     .nonfinite_rows = cpu_nonfinite_rows,
     .reduce = cpu_reduce,
+    .grad_sqnorm = cpu_grad_sqnorm,
+    .set_lr = cpu_set_lr,
     .step = cpu_step,
     .state = cpu_state,
     .state_loaded = cpu_state_loaded,

@@ -113,6 +113,8 @@ struct trainer {
     struct results res;
     struct schedule sched;
     uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
+    uint64_t steps_done;      /* steps taken in the run (resumed ones included): the learning rate's clock */
+    float lr;                 /* the learning rate of the last step */
     struct epoch *ep;         /* (epochs) */
     uint32_t epochs, start_epoch, published;
     size_t nparams;
@@ -340,12 +342,29 @@ static int reduce_tick(void *arg)
     return 0;
 }
 
+/* The clipping factor of a gradient whose sum of squares (reduced: over
+ * the ranks) is sumsq and whose step scale is scale (train.grad_clip; 1
+ * when off: nothing is computed then). */
+static double clip_factor(struct trainer *t, bool reduced, double scale)
+{
+    if (!(t->st.cfg.train.grad_clip > 0))
+        return 1.0;
+    double sumsq;
+    char msg[512];
+    if (t->be->grad_sqnorm(t->b, reduced, &sumsq, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "train.grad_clip: %s", msg);
+    return trainer_clip_factor(&t->st.cfg, sqrt(sumsq) * scale);
+}
+
 /* One optimizer step, identical on every rank: real = this rank has a
- * batch's gradients in the backend, else it contributes nothing. */
+ * batch's gradients in the backend, else it contributes nothing. Every
+ * call is one step of the learning rate's clock, on every rank alike. */
 static void step(struct trainer *t, bool real, struct epoch *e)
 {
+    t->lr = (float)trainer_lr_at(&t->st.cfg, t->steps_done++, t->steps_per_epoch);
+    t->be->set_lr(t->b, t->lr);
     if (!t->coll) {
-        if (real && t->be->step(t->b, false, 1.0f) != 0)
+        if (real && t->be->step(t->b, false, (float)clip_factor(t, false, 1.0)) != 0)
             stage_fail(&t->st, "optimizer step failed");
         return;
     }
@@ -367,8 +386,12 @@ static void step(struct trainer *t, bool real, struct epoch *e)
     if (!finite)
         stage_fail(&t->st, "the gradient summed over the ranks holds NaN or infinity: another rank's batch had a "
                    "non-finite gradient (that rank names it); stopped before this step");
-    if (w > 0 && t->be->step(t->b, true, 1.0f / w) != 0)
-        stage_fail(&t->st, "optimizer step failed");
+    if (w > 0) {
+        double clip = clip_factor(t, true, 1.0 / w);
+        float scale = clip == 1.0 ? 1.0f / w : (float)(clip / w); /* unclipped: the bits of 1 / w as ever */
+        if (t->be->step(t->b, true, scale) != 0)
+            stage_fail(&t->st, "optimizer step failed");
+    }
 }
 
 /* Publishes epoch e once all of it is in (waiting, briefly, for the
@@ -625,6 +648,7 @@ int main(int argc, char **argv)
     if (st->args.resume || t.start_epoch > 0)
         load_checkpoint(&t);
     t.published = t.start_epoch;
+    t.steps_done = (uint64_t)t.start_epoch * t.steps_per_epoch;
     for (uint32_t e = 0; e < t.start_epoch; e++)
         t.ep[e].published = true;
     char where[64];

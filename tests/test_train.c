@@ -114,6 +114,87 @@ static void expect_same_tensors(const char *a, const char *b)
     ckpt_free(&y);
 }
 
+/* Whether the parameters (not Adam's moments) of two checkpoints are the
+ * same bytes. */
+static bool same_params(const char *a, const char *b)
+{
+    struct ckpt x, y;
+    char err[512];
+    assert_int_equal(ckpt_read(&x, a, err, sizeof err), 0);
+    assert_int_equal(ckpt_read(&y, b, err, sizeof err), 0);
+    bool same = true;
+    uint32_t params = 0;
+    for (uint32_t i = 0; i < ckpt_count(&x); i++) {
+        const char *name = ckpt_name(&x, i);
+        if (!strncmp(name, "adam.", 5))
+            continue;
+        const struct ckpt_entry *e = ckpt_entry_at(&x, i);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *p = ckpt_find(&x, name, e->dtype, &nd, shape);
+        const void *q = ckpt_find(&y, name, e->dtype, NULL, NULL);
+        assert_non_null(p);
+        assert_non_null(q);
+        size_t bytes = ckpt_dtype_size(e->dtype);
+        for (uint32_t d = 0; d < nd; d++)
+            bytes *= shape[d];
+        same = same && !memcmp(p, q, bytes);
+        params++;
+    }
+    assert_true(params > 0);
+    ckpt_free(&x);
+    ckpt_free(&y);
+    return same;
+}
+
+/* A run called `name` with --set SETS (NULL-terminated, at most 4) for
+ * `epochs` epochs; its checkpoint directory into dir. */
+static void run_ck(const char *name, const char *const *sets, const char *epochs, char *dir, size_t len)
+{
+    char set[1400];
+    snprintf(dir, len, "%s/ck-%s", t_ldir, name);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", dir);
+    const char *args[16] = {g_cfg, "--set", set, "--epochs", epochs};
+    int a = 5;
+    for (int i = 0; sets[i] && a < 14; i++) {
+        args[a++] = "--set";
+        args[a++] = sets[i];
+    }
+    struct t_proc r;
+    run(&r, args, 0);
+}
+
+/* Checkpoint `epoch` of directory dir (a static buffer per slot 0..3). */
+static const char *ck_at(int slot, const char *dir, uint32_t epoch)
+{
+    static char path[4][1400];
+    assert_int_equal(ckpt_path(path[slot], sizeof path[slot], dir, epoch), 0);
+    return path[slot];
+}
+
+/* The learning rate schedule and gradient clipping reach the steps: a
+ * step schedule with gamma 0 freezes the parameters after epoch 1; a clip
+ * far above any gradient's norm changes no bit, a tight one changes the
+ * result; so does a warm-up. */
+static void test_lr_schedule_and_clip(void **state)
+{
+    (void)state;
+    char plain[1300], frozen[1300], other[1300];
+    run_ck("plain", (const char *[]){NULL}, "3", plain, sizeof plain);
+    run_ck("frozen",
+           (const char *[]){"train.lr_schedule=\"step\"", "train.lr_step_epochs=1", "train.lr_gamma=0", NULL}, "3",
+           frozen, sizeof frozen);
+    assert_true(same_params(ck_at(0, frozen, 1), ck_at(1, frozen, 3)));
+    assert_false(same_params(ck_at(0, frozen, 3), ck_at(1, plain, 3)));
+    run_ck("loose", (const char *[]){"train.grad_clip=1e9", NULL}, "3", other, sizeof other);
+    assert_true(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+    run_ck("tight", (const char *[]){"train.grad_clip=0.001", NULL}, "3", other, sizeof other);
+    assert_false(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+    run_ck("warm", (const char *[]){"train.warmup_steps=20", "train.lr_schedule=\"cosine\"", NULL}, "3", other,
+           sizeof other);
+    assert_false(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+}
+
 /* Two runs of one seed write the same checkpoint, byte for byte, whatever
  * the trainer's thread count (1, then 3: more than this machine may have). */
 static void test_deterministic(void **state)
@@ -518,6 +599,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sage_learns, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_lr_schedule_and_clip, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
