@@ -38,6 +38,7 @@ enum launch_outcome {
     LAUNCH_FAILED,         /* a stage failed or could not start: exit 3 */
     LAUNCH_INTERRUPTED,    /* SIGINT, SIGTERM or SIGHUP: exit 130 */
     LAUNCH_STOP_REQUESTED, /* "stop" on the control socket: exit 130 */
+    LAUNCH_STOPPED_EARLY,  /* train.early_stop_patience ran out: exit 0 */
 };
 
 struct launch {

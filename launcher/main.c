@@ -424,6 +424,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    if (l->cfg.train.early_stop_patience > 0 && o->cluster.nodes > 1)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.early_stop_patience = %" PRId64 " works on one node only (each node's launcher "
+                       "would stop on its own); set it to 0 for --nodes %ld, or train on one node",
+                       o->config, l->cfg.train.early_stop_patience, o->cluster.nodes);
     struct dataset_meta meta;
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
@@ -723,6 +728,9 @@ static void report_end(const struct launch *l, int nchildren)
         break;
     case LAUNCH_FAILED:
         fprintf(stderr, "gnnlaunch: run %s failed after %.1f s: %s\n", l->run_id, secs, l->cause);
+        break;
+    case LAUNCH_STOPPED_EARLY:
+        fprintf(stderr, "gnnlaunch: run %s stopped early after %.1f s: %s\n", l->run_id, secs, l->cause);
         break;
     case LAUNCH_INTERRUPTED:
     case LAUNCH_STOP_REQUESTED:

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "launcher/ckptdir.h"
 #include "launcher/progress.h"
 #include "stages/schedule.h"
 
@@ -108,6 +109,7 @@ void progress_start(struct progress *p, const struct progress_run *run)
     if (every && *every && (sl_parse_double(every, &p->plain_every) != 0 || !(p->plain_every >= 0)))
         p->plain_every = PLAIN_EVERY_S;
     p->val_acc = NAN;
+    p->best = NAN;
     p->t_plain = sl_now();
     /* batches the trainers will handle in this run, over all ranks */
     struct dataset_meta m;
@@ -117,6 +119,7 @@ void progress_start(struct progress *p, const struct progress_run *run)
         struct schedule_params sp = {.batch_size = (uint64_t)cfg->train.batch_size,
                                      .epochs = (uint32_t)cfg->train.epochs,
                                      .eval_every = (uint32_t)cfg->train.eval_every,
+                                     .test_with_val = cfg->train.early_stop_patience > 0,
                                      .seed = (uint64_t)cfg->train.seed};
         schedule_split_sizes(&m, sp.split_n);
         for (int r = 0; r < p->run.ranks; r++) {
@@ -245,6 +248,62 @@ static void clear_live(struct progress *p)
     }
 }
 
+/* A failure to keep best/latest/keep_last is a warning (training goes on,
+ * the epoch files are all there), said once. */
+static void ckpt_warn(struct progress *p, const char *msg)
+{
+    if (!p->ckpt_warned)
+        fprintf(stderr, "gnnlaunch: warning: %s (the epoch-N checkpoints are unaffected; said once)\n", msg);
+    p->ckpt_warned = true;
+}
+
+/* After epoch e's line: the best epoch and early stopping by
+ * train.early_stop_metric, then best.safetensors, latest.safetensors and
+ * train.keep_last in the checkpoint directory (node 0, whose rank 0 wrote
+ * epoch e's checkpoint before publishing the epoch). */
+static void after_epoch(struct progress *p, uint64_t e, const struct results_rec *sum)
+{
+    const struct config *cfg = p->run.cfg;
+    const char *dir = cfg->train.checkpoint_dir;
+    char msg[PATH_MAX + 256];
+    bool better = false;
+    if (sum->val_labelled) {
+        bool by_loss = cfg->train.early_stop_metric == EARLY_STOP_VAL_LOSS;
+        double m = by_loss ? sum->val_loss_sum / (double)sum->val_labelled
+                           : (double)sum->val_correct / (double)sum->val_labelled;
+        better = isnan(p->best) || (by_loss ? m < p->best : m > p->best);
+        if (better) {
+            p->best = m;
+            p->best_epoch = e + 1;
+            p->best_val_acc = (double)sum->val_correct / (double)sum->val_labelled;
+            p->best_has_test = sum->test_labelled > 0;
+            p->best_test_acc = p->best_has_test ? (double)sum->test_correct / (double)sum->test_labelled : NAN;
+            p->evals_since_best = 0;
+        } else {
+            p->evals_since_best++;
+        }
+        int64_t patience = cfg->train.early_stop_patience;
+        if (patience > 0 && p->evals_since_best >= (uint64_t)patience && e + 1 < (uint64_t)cfg->train.epochs &&
+            !p->stop_early) {
+            p->stop_early = true;
+            snprintf(p->stop_why, sizeof p->stop_why,
+                     "early stop after epoch %" PRIu64 ": %s has not improved for %" PRId64 " evaluation%s "
+                     "(train.early_stop_patience); the best was epoch %" PRIu64 " with %s %.4f",
+                     e + 1, by_loss ? "val_loss" : "val_acc", patience, patience == 1 ? "" : "s", p->best_epoch,
+                     by_loss ? "val_loss" : "val_acc", p->best);
+        }
+    }
+    if (p->run.node != 0 || !dir[0])
+        return;
+    if (better && ckptdir_point(dir, CKPTDIR_BEST, (uint32_t)(e + 1), msg, sizeof msg) != 0)
+        ckpt_warn(p, msg);
+    if (ckptdir_point(dir, CKPTDIR_LATEST, (uint32_t)(e + 1), msg, sizeof msg) != 0)
+        ckpt_warn(p, msg);
+    if (cfg->train.keep_last > 0 && ckptdir_prune(dir, (uint32_t)(e + 1), (uint32_t)cfg->train.keep_last,
+                                                  (uint32_t)p->best_epoch, msg, sizeof msg) < 0)
+        ckpt_warn(p, msg);
+}
+
 void progress_poll(struct progress *p, bool running)
 {
     struct results *res = &p->run.layout->results;
@@ -261,7 +320,7 @@ void progress_poll(struct progress *p, bool running)
     while (p->next_epoch + ready < (uint64_t)p->run.cfg->train.epochs && epoch_ready(p, p->next_epoch + ready, &sum))
         ready++;
     uint64_t share = ready;
-    while (ready-- > 0 && epoch_ready(p, p->next_epoch, &sum)) {
+    while (ready-- > 0 && !p->stop_early && epoch_ready(p, p->next_epoch, &sum)) { /* none past an early stop */
         uint64_t e = p->next_epoch;
         struct stage_sums s;
         sums(p, &s);
@@ -273,10 +332,11 @@ void progress_poll(struct progress *p, bool running)
         double loss = sum.train_labelled ? sum.loss_sum / (double)sum.train_labelled : NAN;
         double train_acc = ratio(sum.train_correct, sum.train_labelled);
         double val_acc = sum.val_labelled ? ratio(sum.val_correct, sum.val_labelled) : NAN;
-        char val[32] = "";
+        char val[64] = "";
+        double val_loss = sum.val_labelled ? sum.val_loss_sum / (double)sum.val_labelled : NAN;
         if (sum.val_labelled) {
             p->val_acc = val_acc;
-            snprintf(val, sizeof val, " val_acc=%.4f", val_acc);
+            snprintf(val, sizeof val, " val_acc=%.4f val_loss=%.4f", val_acc, val_loss);
         }
         /* feature-buffer counts, shared out like the stage seconds */
         uint64_t found[RUN_RANKS_MAX], loaded[RUN_RANKS_MAX], fnd = 0, ld = 0;
@@ -313,6 +373,8 @@ void progress_poll(struct progress *p, bool running)
             jnum(f, "loss", loss, true);
             jnum(f, "train_acc", train_acc, true);
             jnum(f, "val_acc", val_acc, true);
+            jnum(f, "val_loss", val_loss, true);
+            jnum(f, "lr", sum.lr, true);
             if (sum.test_labelled)
                 jnum(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
             jnum(f, "hit_rate", hit, true);
@@ -338,6 +400,7 @@ void progress_poll(struct progress *p, bool running)
             p->have_test = true;
         }
         p->epochs_done = e + 1;
+        after_epoch(p, e, &sum);
         results_consume(res, e);
         p->next_epoch++;
     }
@@ -354,7 +417,11 @@ void progress_final(struct progress *p, bool ok, double seconds)
     clear_live(p);
     fflush(stdout);
     bool complete = ok && p->run.layout->results.hdr;
-    if (complete && p->epochs_done != (uint64_t)p->run.cfg->train.epochs) {
+    if (complete && p->stop_early) { /* the best epoch's accuracies, with its test pass */
+        p->test_acc = p->best_test_acc;
+        p->have_test = p->best_has_test;
+        p->val_acc = p->best_val_acc;
+    } else if (complete && p->epochs_done != (uint64_t)p->run.cfg->train.epochs) {
         fprintf(stderr, "gnnlaunch: warning: the trainers published %" PRIu64 " of %" PRId64 " epochs\n",
                 p->epochs_done - p->run.start_epoch, p->run.cfg->train.epochs - p->run.start_epoch);
         complete = false;
@@ -366,7 +433,8 @@ void progress_final(struct progress *p, bool ok, double seconds)
         fprintf(f, "{\"type\":\"final\",\"t\":%.3f,\"complete\":%s,", secs, complete ? "true" : "false");
         jnum(f, "test_acc", test, true);
         jnum(f, "val_acc", p->val_acc, true);
-        fprintf(f, "\"epochs\":%" PRIu64 ",\"seconds\":%.3f}\n", p->epochs_done, secs);
+        fprintf(f, "\"epochs\":%" PRIu64 ",\"best_epoch\":%" PRIu64 ",\"stopped_early\":%s,\"seconds\":%.3f}\n",
+                p->epochs_done, p->best_epoch, p->stop_early ? "true" : "false", secs);
         metrics_flush(p);
         if (p->metrics_out && fclose(p->metrics_out) != 0) {
             fprintf(stderr, "gnnlaunch: warning: --metrics %s: closing failed: %s\n", p->run.metrics_file,

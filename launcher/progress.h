@@ -51,6 +51,15 @@ struct progress {
     bool metrics_failed;                  /* --metrics could not be (fully) written: warned once, then closed */
     uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
     uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
+    /* the best epoch by train.early_stop_metric, and early stopping */
+    double best;               /* its metric (NAN: no evaluation yet) */
+    uint64_t best_epoch;       /* 1-based; 0: none */
+    double best_val_acc, best_test_acc;
+    bool best_has_test;
+    uint64_t evals_since_best; /* evaluations in a row without a better metric */
+    bool stop_early;           /* the patience ran out: the supervisor stops the run */
+    char stop_why[256];
+    bool ckpt_warned;          /* a best/latest/keep_last failure was reported */
 };
 
 /* Before the supervision loop: counts the run's batches, opens --metrics
@@ -63,8 +72,9 @@ void progress_start(struct progress *p, const struct progress_run *run);
 void progress_poll(struct progress *p, bool running);
 
 /* At the end: the remaining epoch lines and, for a run that completed
- * (ok: every stage and node finished well), the final test_acc=... line
- * with `seconds` as the run's time. Closes --metrics. */
+ * (ok: every stage and node finished well, or early stopping ended it),
+ * the final test_acc=... line with `seconds` as the run's time (stopped
+ * early: the best epoch's accuracies). Closes --metrics. */
 void progress_final(struct progress *p, bool ok, double seconds);
 
 #endif

@@ -71,6 +71,7 @@ struct schedule_params {
     uint32_t rank, ranks;           /* global rank and world (layout.h) */
     uint64_t batch_size;            /* targets per batch, at most */
     uint32_t epochs, eval_every;    /* train.epochs, train.eval_every */
+    bool test_with_val;             /* a test pass after every validation pass (early stopping), not only the last epoch */
     uint64_t seed;                  /* train.seed */
     const char *arg;                /* the variant's own argument (a file, ...), NULL for none */
 };

@@ -254,6 +254,7 @@ void stage_schedule(struct stage *s, struct schedule *out)
         .batch_size = s->plan.shape.batch_size,
         .epochs = (uint32_t)s->cfg.train.epochs,
         .eval_every = (uint32_t)s->cfg.train.eval_every,
+        .test_with_val = s->cfg.train.early_stop_patience > 0,
         .seed = (uint64_t)s->cfg.train.seed,
     };
     schedule_split_sizes(&s->meta, p.split_n);

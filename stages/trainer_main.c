@@ -92,7 +92,7 @@
 /* One epoch's tallies at this rank. */
 struct epoch {
     uint64_t batches[BATCH_SPLITS];
-    double loss_sum;
+    double loss_sum, val_loss_sum;
     uint64_t labelled[BATCH_SPLITS], correct[BATCH_SPLITS];
     double busy_s, reduce_s;
     double t_trained; /* now_s() after the epoch's last training step (0: not yet) */
@@ -413,6 +413,8 @@ static void maybe_publish(struct trainer *t, uint32_t e)
         usleep(20000);
     }
     rec->loss_sum = ep->loss_sum;
+    rec->val_loss_sum = ep->val_loss_sum;
+    rec->lr = t->lr;
     rec->train_batches = ep->batches[BATCH_TRAIN];
     rec->train_labelled = ep->labelled[BATCH_TRAIN];
     rec->train_correct = ep->correct[BATCH_TRAIN];
@@ -554,6 +556,8 @@ static void handle(struct trainer *t, const struct run_desc *d)
     if (!finite)
         labelled = correct = 0; /* a skipped batch counts, but adds nothing */
     e->batches[pos.split]++;
+    if (pos.split == BATCH_VAL && labelled)
+        e->val_loss_sum += (double)loss * labelled;
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
@@ -649,6 +653,7 @@ int main(int argc, char **argv)
         load_checkpoint(&t);
     t.published = t.start_epoch;
     t.steps_done = (uint64_t)t.start_epoch * t.steps_per_epoch;
+    t.lr = (float)trainer_lr_at(&st->cfg, t.steps_done, t.steps_per_epoch);
     for (uint32_t e = 0; e < t.start_epoch; e++)
         t.ep[e].published = true;
     char where[64];

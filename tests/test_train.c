@@ -195,6 +195,95 @@ static void test_lr_schedule_and_clip(void **state)
     assert_false(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
 }
 
+/* The number after "key": in line, or NAN. */
+static double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(line, pat);
+    return at && strncmp(at + strlen(pat), "null", 4) ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+/* Early stopping on labels that carry no signal (the permuted dataset):
+ * validation accuracy stops improving within a few epochs, the run ends
+ * with exit 0 `patience` evaluations after its best epoch, the final line
+ * gives that epoch's accuracies, best.safetensors and latest.safetensors
+ * point at the right epochs and train.keep_last removed the others. */
+static void test_early_stop(void **state)
+{
+    (void)state;
+    char cfg[1300], ck[1300], set[1400], met[1300], buf[1 << 16];
+    snprintf(cfg, sizeof cfg, "%s/perm.toml", t_ldir);
+    write_config(cfg, g_perm, NULL);
+    snprintf(ck, sizeof ck, "%s/ck-early", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    snprintf(met, sizeof met, "%s/early.jsonl", t_ldir);
+    struct t_proc r;
+    /* 2000 epochs take many seconds: the launcher sees the stop long before they end */
+    run(&r, (const char *[]){cfg, "--set", set, "--epochs", "2000", "--set", "train.early_stop_patience=2", "--set",
+                             "train.keep_last=1", "--metrics", met, NULL},
+        0);
+    t_expect_log(&r, "stopped early");
+    /* the epochs printed, their validation accuracy, and the best (the first maximum) */
+    t_slurp(met, buf, sizeof buf);
+    double val[64] = {0}, test[64] = {0};
+    int n = 0, best = 0;
+    double final_test = NAN, final_best = NAN;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strstr(line, "\"type\":\"epoch\"") && n < 64) {
+            val[n] = json_num(line, "val_acc");
+            test[n] = json_num(line, "test_acc");
+            assert_false(isnan(val[n]) || isnan(test[n])); /* a test pass with every validation */
+            if (val[n] > val[best])
+                best = n;
+            n++;
+        } else if (strstr(line, "\"type\":\"final\"")) {
+            final_test = json_num(line, "test_acc");
+            final_best = json_num(line, "best_epoch");
+            assert_non_null(strstr(line, "\"stopped_early\":true"));
+        }
+    }
+    if (n != best + 3) /* patience 2: two more evaluations after the best */
+        fail_msg("%d epochs printed, the best being epoch %d: expected a stop 2 evaluations after it", n, best + 1);
+    assert_true(n < 60);
+    t_expect_log(&r, "stopping the run");
+    assert_true(final_best == best + 1);
+    assert_true(fabs(final_test - test[best]) < 1e-9);
+    char line[512];
+    double ftest, fval;
+    unsigned fe;
+    assert_true(t_last_line(&r, "test_acc=", line, sizeof line));
+    assert_int_equal(sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u", &ftest, &fval, &fe), 3);
+    assert_true(fe == (unsigned)n && fabs(fval - val[best]) < 1e-4 && fabs(ftest - test[best]) < 1e-4);
+    /* the pointers, and keep_last = 1: the newest printed epoch and the best remain */
+    char path[1400], target[256];
+    snprintf(path, sizeof path, "%s/best.safetensors", ck);
+    ssize_t k = readlink(path, target, sizeof target - 1);
+    assert_true(k > 0);
+    target[k] = '\0';
+    char want[64];
+    snprintf(want, sizeof want, "epoch-%06d.safetensors", best + 1);
+    assert_string_equal(target, want);
+    snprintf(path, sizeof path, "%s/latest.safetensors", ck);
+    k = readlink(path, target, sizeof target - 1);
+    assert_true(k > 0);
+    target[k] = '\0';
+    snprintf(want, sizeof want, "epoch-%06d.safetensors", n);
+    assert_string_equal(target, want);
+    for (int e = 1; e <= n; e++) {
+        assert_int_equal(ckpt_path(path, sizeof path, ck, (uint32_t)e), 0);
+        bool kept = access(path, F_OK) == 0;
+        if (kept != (e == best + 1 || e == n))
+            fail_msg("epoch %d's checkpoint is %s (best %d, newest %d, keep_last 1)", e, kept ? "there" : "gone",
+                     best + 1, n);
+    }
+    struct ckpt c;
+    char err[512];
+    snprintf(path, sizeof path, "%s/best.safetensors", ck);
+    assert_int_equal(ckpt_read(&c, path, err, sizeof err), 0);
+    ckpt_free(&c);
+}
+
 /* Two runs of one seed write the same checkpoint, byte for byte, whatever
  * the trainer's thread count (1, then 3: more than this machine may have). */
 static void test_deterministic(void **state)
@@ -600,6 +689,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sage_learns, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_lr_schedule_and_clip, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_early_stop, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
