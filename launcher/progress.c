@@ -59,14 +59,22 @@ static void sums(const struct progress *p, struct stage_sums *s)
 }
 
 /* Feature-buffer rows found (hits, and rows another extractor was
- * loading) and read, summed over ranks; a rank whose buffer lock is busy
- * right now is skipped (its counts show up in a later line). */
+ * loading) and read, per rank. The lock of a busy buffer is taken between
+ * two of the extractors' calls, trying for up to STATS_TRIES x 100 us (a
+ * single try found it held most of the time on a busy buffer, and the
+ * epoch line said "n/a"); a rank whose lock stays held (or whose buffer
+ * is broken) is skipped: its counts show up in a later line. */
+#define STATS_TRIES 100
 static void buffer_counts(struct progress *p, uint64_t *found, uint64_t *loaded)
 {
     for (int r = 0; r < p->run.ranks; r++) {
         struct featbuf *fb = layout_featbuf(p->run.layout, r);
         struct featbuf_stats st;
-        if (!fb || featbuf_stats_try(fb, &st) != 0) {
+        int rc = -EBUSY;
+        for (int k = 0; fb && rc == -EBUSY && k < STATS_TRIES; k++)
+            if ((rc = featbuf_stats_try(fb, &st)) == -EBUSY)
+                usleep(100);
+        if (rc != 0) {
             found[r] = loaded[r] = UINT64_MAX;
             continue;
         }
