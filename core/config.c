@@ -176,40 +176,17 @@ int extract_io_parse(const char *s)
 
 /* ---- suggestions ---- */
 
-/* Optimal string alignment distance: insertions, deletions, substitutions
- * and transpositions of neighbours ("gta" -> "gat") each cost one. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    size_t d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t v = SL_MIN(SL_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + cost);
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-                v = SL_MIN(v, d[i - 2][j - 2] + 1);
-            d[i][j] = v;
-        }
-    return d[la][lb];
-}
-
 /* Closest of names[0..n) to s, or NULL when nothing is close. */
 static const char *closest(const char *s, const char *const *names, size_t n)
 {
     const char *best = NULL;
     size_t bd = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(s, names[i]);
+        size_t d = sl_edit_distance(s, names[i]);
         /* also match the key part alone: "fanout" vs "model.fanouts" */
         const char *dot = strchr(names[i], '.');
         if (dot && !strchr(s, '.'))
-            d = SL_MIN(d, edit_distance(s, dot + 1));
+            d = SL_MIN(d, sl_edit_distance(s, dot + 1));
         if (d < bd) {
             bd = d;
             best = names[i];

@@ -33,6 +33,7 @@
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
+#include "launcher/clusterenv.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
 #include "stages/trainer_reduce.h"
@@ -98,6 +99,11 @@ static const char usage_text[] =
     "  --node-rank I      this machine's place, 0..K-1 (node 0 is the master)\n"
     "  --master HOST:PORT node 0's address and a TCP port, the same on every node;\n"
     "                     node I's trainers also use port PORT+1+I\n"
+    "  --nnodes K, --master-addr HOST, --master-port PORT  torchrun's names for them.\n"
+    "                     Without the flags, NNODES (or WORLD_SIZE, SLURM_NNODES),\n"
+    "                     NODE_RANK (or GROUP_RANK, SLURM_NODEID), MASTER_ADDR (or the\n"
+    "                     first host of SLURM_JOB_NODELIST) and MASTER_PORT (or 29500)\n"
+    "                     are read, and what was taken is printed\n"
     "  --rendezvous-timeout S  how long the nodes wait for each other (default 120)\n"
     "  --help, --version\n"
     "\n"
@@ -126,6 +132,8 @@ struct opts {
     bool resume, strict_outputs;
     bool skip_verify; /* --skip-verify */
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
+    struct clusterenv flags;     /* what the command line said of them (the environment fills the rest) */
+    char master[300];            /* HOST:PORT, from the flags or the environment */
 };
 
 static struct launch g_run; /* static: the exit handler runs after main returns */
@@ -175,6 +183,34 @@ static bool parse_long(const char *s, long *out)
     return true;
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
+/* An option gnnlaunch does not know: the nearest known one, if any is
+ * near ("--epoch" -> "--epochs"). Exit status 2. */
+static int unknown_option(const char *arg)
+{
+    static const char *const known[] = {
+        "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
+        "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
+        "--master", "--master-addr", "--master-port", "--rendezvous-timeout"};
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t k = 0; k < SL_ARRAY_LEN(known); k++) {
+        /* in half steps, a known name that starts with it a half step nearer ("--gpu": --gpus, not --cpu) */
+        size_t d = 2 * sl_edit_distance(name, known[k]) - !strncmp(known[k], name, strlen(name));
+        if (d < bd)
+            bd = d, best = known[k];
+    }
+    if (best && bd <= 2 * SL_MAX((size_t)2, strlen(name) / 4))
+        return usage_error("unknown option '%s'; did you mean %s?", arg, best);
+    return usage_error("unknown option '%s'", arg);
+}
+
 /* -1 to go on, else the exit status (help, version, usage error). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -182,6 +218,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     o->gpus = -1;
     o->cluster.nodes = 1;
     o->cluster.node = -1;
+    o->flags.node = -1;
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
     o->owned = calloc((size_t)argc + 1, sizeof *o->owned);
     if (!o->sets || !o->owned)
@@ -233,27 +270,45 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--run-name", &missing))) {
             o->run_name = v;
-        } else if ((v = opt_value(argc, argv, &i, "--nodes", &missing))) {
-            if (!parse_long(v, &o->cluster.nodes) || o->cluster.nodes < 1)
-                return usage_error("--nodes needs a number of nodes >= 1, not '%s'", v);
-        } else if ((v = opt_value(argc, argv, &i, "--node-rank", &missing))) {
-            if (!parse_long(v, &o->cluster.node) || o->cluster.node < 0)
+        } else if ((v = opt_value(argc, argv, &i, "--nodes", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--nnodes", &missing))) { /* torchrun's name */
+            if (!parse_long(v, &o->flags.nodes) || o->flags.nodes < 1)
+                return usage_error("%s needs a number of nodes >= 1, not '%s'", arg, v);
+        } else if ((v = opt_value(argc, argv, &i, "--node-rank", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--node_rank", &missing))) {
+            if (!parse_long(v, &o->flags.node) || o->flags.node < 0)
                 return usage_error("--node-rank needs a node rank >= 0, not '%s'", v);
         } else if ((v = opt_value(argc, argv, &i, "--master", &missing))) {
-            o->cluster.master = v;
+            o->flags.master = v;
+        } else if ((v = opt_value(argc, argv, &i, "--master-addr", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--master_addr", &missing))) {
+            o->flags.addr = v;
+        } else if ((v = opt_value(argc, argv, &i, "--master-port", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--master_port", &missing))) {
+            long port;
+            if (!parse_long(v, &port) || port < 1 || port > 65535)
+                return usage_error("--master-port needs a TCP port from 1 to 65535, not '%s'", v);
+            o->flags.port = v;
         } else if ((v = opt_value(argc, argv, &i, "--rendezvous-timeout", &missing))) {
             if (sl_parse_double(v, &o->cluster.timeout_s) != 0 || !(o->cluster.timeout_s > 0))
                 return usage_error("--rendezvous-timeout needs seconds > 0, not '%s'", v);
         } else if (missing) {
             return usage_error("%s needs a value", arg);
         } else {
-            return usage_error("unknown option '%s'", arg);
+            return unknown_option(arg);
         }
         if (missing)
             return usage_error("%s needs a value", arg);
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
+    char said[512], err[512];
+    if (clusterenv_resolve(&o->flags, env_get, &o->cluster.nodes, &o->cluster.node, o->master, sizeof o->master, said,
+                           sizeof said, err, sizeof err) != 0)
+        return usage_error("%s", err);
+    o->cluster.master = o->master[0] ? o->master : NULL;
+    if (said[0])
+        fprintf(stderr, "gnnlaunch: from the environment: %s (flags win over these)\n", said);
     o->cluster.gpus = o->gpus > 0 ? o->gpus : 0;
     if (!o->config)
         return usage_error("%s", "no CONFIG given");
