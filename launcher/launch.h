@@ -20,6 +20,7 @@
 #include "launcher/control.h"
 #include "launcher/layout.h"
 #include "launcher/memfit.h"
+#include "launcher/predict.h"
 #include "launcher/progress.h"
 #include "launcher/rundir.h"
 #include "launcher/spawn.h"
@@ -85,6 +86,8 @@ struct launch {
     double kill_at;   /* sl_now() deadline for SIGKILL while stopping */
 
     struct progress prog; /* epoch lines, progress line, --metrics (progress.h) */
+    struct launch_predict predict; /* --predict (predict.h); which = RUN_PREDICT_NONE when training */
+    struct dataset_meta meta;      /* the dataset's, as checked at the start */
 };
 
 /* Supervises a started launch (supervise.c describes the loop): reports

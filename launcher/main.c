@@ -34,6 +34,7 @@
 #include "ipc/shm.h"
 #include "launcher/launch.h"
 #include "launcher/clusterenv.h"
+#include "stages/predict.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
 #include "stages/trainer_reduce.h"
@@ -52,6 +53,8 @@ static const char usage_text[] =
     "                 [--metrics FILE.jsonl] [--trace FILE.json] [--strict-outputs]\n"
     "                 [--resume | --resume-from CKPT] [--run-name NAME] [--skip-verify]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
+    "       gnnlaunch [--cpu | --gpus N] --predict CHECKPOINT CONFIG [--split all|train|val|test]\n"
+    "                 [--out DIR] [--set section.key=value]...\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
     "dataset, creates the run's shared memory and private run directory, starts\n"
@@ -92,6 +95,13 @@ static const char usage_text[] =
     "                     (docs/format.md, \"Verification\"). A file of the dataset that\n"
     "                     changes during the run stops it (exit 3) before its epoch\n"
     "                     is checkpointed\n"
+    "  --predict CKPT     no training: evaluate checkpoint CKPT (of this CONFIG's model)\n"
+    "                     on the nodes of --split (default all) and write nodes.npy,\n"
+    "                     logits.npy, embeddings.npy, pred.npy and accuracy.json into\n"
+    "                     --out DIR (default predictions/<run name>; must not exist).\n"
+    "                     Sampled with model.fanouts; --set model.fanouts=[-1,-1] for\n"
+    "                     every neighbour (docs/inference.md). The last line is\n"
+    "                     [train_acc=F] [val_acc=F] [test_acc=F] nodes=N seconds=S out=DIR\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
     "  --nodes K          train on K machines, one gnnlaunch on each (docs/multinode.md);\n"
@@ -133,6 +143,9 @@ struct opts {
     bool skip_verify; /* --skip-verify */
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
     struct clusterenv flags;     /* what the command line said of them (the environment fills the rest) */
+    const char *predict;         /* --predict CKPT, or NULL */
+    const char *split, *out;     /* --split, --out (with --predict) */
+    bool epochs_given;
     char master[300];            /* HOST:PORT, from the flags or the environment */
 };
 
@@ -195,7 +208,7 @@ static int unknown_option(const char *arg)
     static const char *const known[] = {
         "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
         "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
-        "--master", "--master-addr", "--master-port", "--rendezvous-timeout"};
+        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out"};
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
     const char *best = NULL;
@@ -249,6 +262,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->strict_outputs = true;
         } else if ((v = opt_value(argc, argv, &i, "--resume-from", &missing))) {
             o->resume_from = v;
+        } else if ((v = opt_value(argc, argv, &i, "--predict", &missing))) {
+            o->predict = v;
+        } else if ((v = opt_value(argc, argv, &i, "--split", &missing))) {
+            if (run_predict_parse(v) < 0)
+                return usage_error("--split needs all, train, val or test, not '%s'", v);
+            o->split = v;
+        } else if ((v = opt_value(argc, argv, &i, "--out", &missing))) {
+            o->out = v;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
@@ -260,6 +281,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (!s)
                 return usage_error("%s", "out of memory");
             snprintf(s, 48, "train.epochs=%ld", e);
+            o->epochs_given = true;
             o->owned[o->nowned++] = s;
             o->sets[o->nsets++] = s;
         } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
@@ -302,6 +324,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
+    if ((o->split || o->out) && !o->predict)
+        return usage_error("%s needs --predict CHECKPOINT", o->split ? "--split" : "--out");
+    if (o->predict && (o->resume || o->resume_from || o->epochs_given))
+        return usage_error("--predict evaluates a checkpoint; %s belongs to training",
+                           o->resume ? "--resume" : o->resume_from ? "--resume-from" : "--epochs");
     char said[512], err[512];
     if (clusterenv_resolve(&o->flags, env_get, &o->cluster.nodes, &o->cluster.node, o->master, sizeof o->master, said,
                            sizeof said, err, sizeof err) != 0)
@@ -461,6 +488,40 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     return 0;
 }
 
+/* --predict: the checkpoint and --out made absolute (--out defaults to
+ * predictions/<run name>), then checked, and the outputs created in
+ * their partial directory (launcher/predict.h). */
+static int check_predict(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    struct launch_predict *p = &l->predict;
+    p->which = o->split ? (enum run_predict)run_predict_parse(o->split) : RUN_PREDICT_ALL;
+    if (!realpath(o->predict, p->ckpt))
+        return sl_errf(err, errlen, -errno, "--predict %s: %s", o->predict, strerror(errno));
+    char rel[PATH_MAX], cwd[PATH_MAX];
+    if (o->out) {
+        snprintf(rel, sizeof rel, "%s", o->out);
+    } else {
+        const char *base = strrchr(o->config, '/');
+        base = o->run_name ? o->run_name : base ? base + 1 : o->config;
+        size_t n = strlen(base);
+        if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
+            n -= 5;
+        snprintf(rel, sizeof rel, "predictions/%.*s", (int)SL_MIN(n, 200), base);
+        if (mkdir("predictions", 0755) != 0 && errno != EEXIST)
+            return sl_errf(err, errlen, -errno, "cannot create predictions/: %s", strerror(errno));
+    }
+    size_t n = strlen(rel);
+    while (n > 1 && rel[n - 1] == '/')
+        rel[--n] = '\0';
+    if (rel[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd) || sl_path_join(p->out, sizeof p->out, cwd, rel) != 0)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "--out %s: path too long", rel);
+    } else {
+        snprintf(p->out, sizeof p->out, "%s", rel);
+    }
+    return launch_predict_prepare(p, &l->cfg, &l->meta, err, errlen);
+}
+
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
@@ -479,6 +540,13 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    if (o->predict) { /* one pass over the nodes, nothing trained, nothing checkpointed */
+        if (o->cluster.nodes > 1)
+            return sl_errf(err, errlen, -EINVAL, "--predict runs on one node; drop --nodes (or its environment "
+                           "variables) for it");
+        l->cfg.train.epochs = 1;
+        l->cfg.train.early_stop_patience = 0;
+    }
     if (l->cfg.train.early_stop_patience > 0 && o->cluster.nodes > 1)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: train.early_stop_patience = %" PRId64 " works on one node only (each node's launcher "
@@ -550,6 +618,9 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return rc;
     if ((rc = spawn_check_programs(l->stage_dir, err, errlen)) != 0)
         return rc;
+    l->meta = meta;
+    if (o->predict)
+        return check_predict(l, o, err, errlen); /* last: it creates the partial output */
     return check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen); /* last: it moves files */
 }
 
@@ -623,6 +694,7 @@ static void teardown(void)
     if (l->run_id[0])
         shm_run_unlink(l->run_id);
     rundir_remove(&l->dir);
+    launch_predict_abandon(&l->predict); /* a prediction that did not finish leaves nothing */
     if (l->sigfd >= 0)
         close(l->sigfd);
     if (l->devnull >= 0)
@@ -699,6 +771,12 @@ static int create_run(struct launch *l, char *err, size_t errlen)
         return rc;
     if ((rc = launch_write_stamp(l, err, errlen)) != 0) /* what gnn-trainer compares the dataset with */
         return rc;
+    if (l->predict.which != RUN_PREDICT_NONE) { /* where the trainers find the checkpoint and the outputs */
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/" PREDICT_RUN_FILE, l->dir.path);
+        if ((rc = predict_write_run_file(path, l->predict.ckpt, l->predict.tmp, err, errlen)) != 0)
+            return rc;
+    }
     if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks,
                             &(struct layout_objects){.arena = &l->arena.params,
                                                      .featbuf = &l->featbuf.params,
@@ -747,6 +825,7 @@ static void start_stages(struct launch *l)
                                  .start_epoch = l->start_epoch,
                                  .resume = l->resume,
                                  .trace = l->trace_file[0] != '\0',
+                                 .predict = l->predict.which,
                                  .node = l->cl.on ? (int)l->cl.node : 0,
                                  .nodes = l->cl.on ? (int)l->cl.nodes : 1,
                                  .device = l->gpus ? device_of_rank(&l->gpu_plan, r) : -1,
@@ -870,6 +949,14 @@ int main(int argc, char **argv)
                 l->ranks, l->ranks == 1 ? "" : "s", RUN_STAGES, l->dir.path, l->ctl.rep_endpoint);
     }
     code = supervise(l); /* several nodes: until the others finish too */
+    if (l->predict.which != RUN_PREDICT_NONE) {
+        char msg[2048];
+        if (launch_predict_finish(&l->predict, &l->cfg, &l->meta, code == 0, sl_now() - l->t_start, msg,
+                                  sizeof msg) != 0) {
+            fprintf(stderr, "gnnlaunch: --predict: %s; nothing was written to %s\n", msg, l->predict.out);
+            code = 3;
+        }
+    }
     int nchildren = l->nchildren;
     bool trace_failed = false;
     if (l->trace_file[0] && l->nchildren > 0) {

@@ -130,6 +130,11 @@ void progress_start(struct progress *p, const struct progress_run *run)
                                      .test_with_val = cfg->train.early_stop_patience > 0,
                                      .seed = (uint64_t)cfg->train.seed};
         schedule_split_sizes(&m, sp.split_n);
+        if (p->run.predict != RUN_PREDICT_NONE) { /* as stage_schedule lays a prediction out */
+            schedule_predict_sizes(&m, p->run.predict, sp.split_n);
+            sp.epochs = 1;
+            sp.test_with_val = false;
+        }
         for (int r = 0; r < p->run.ranks; r++) {
             struct schedule s;
             uint32_t node = p->run.node, nodes = p->run.nodes; /* global ranks */
@@ -368,7 +373,8 @@ void progress_poll(struct progress *p, bool running)
         if (!isnan(hit))
             snprintf(hit_s, sizeof hit_s, "%.3f", hit);
         clear_live(p);
-        printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f train_s=%.2f eval_s=%.2f | "
+        if (p->run.predict == RUN_PREDICT_NONE)
+            printf("epoch %" PRIu64 "/%" PRId64 " loss=%.4f train_acc=%.4f%s seconds=%.2f train_s=%.2f eval_s=%.2f | "
                "busy s: sampler %.1f extractor %.1f trainer %.1f releaser %.1f | wait s: sampler %.1f extractor %.1f "
                "trainer %.1f (all-reduce %.1f) | read %.1f MB in %" PRIu64 " reads, buffer hit rate %s\n",
                e + 1, p->run.cfg->train.epochs, loss, train_acc, val, sum.seconds, sum.train_s, sum.eval_s, busy[0],
@@ -457,7 +463,7 @@ void progress_final(struct progress *p, bool ok, double seconds)
     free(p->fb_found0);
     free(p->fb_loaded0);
     p->fb_found0 = p->fb_loaded0 = NULL;
-    if (complete) {
+    if (complete && p->run.predict == RUN_PREDICT_NONE) { /* a prediction's last line is launcher/predict.c's */
         printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.2f\n", test, p->val_acc, p->epochs_done, secs);
         fflush(stdout);
     }

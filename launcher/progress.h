@@ -31,6 +31,7 @@ struct progress_run {
     double t_start;           /* sl_now() when the run was created */
     const char *metrics_file; /* --metrics, absolute, or "" */
     progress_epoch_fn epoch;  /* NULL: this node's results page (results_epoch) */
+    enum run_predict predict; /* a prediction run: its nodes (no epoch lines, no final line of its own) */
     void *epoch_ctx;
 };
 

@@ -498,7 +498,8 @@ int supervise(struct launch *l)
                                                     .t_start = l->t_start,
                                                     .metrics_file = l->metrics_file,
                                                     .epoch = run_epoch,
-                                                    .epoch_ctx = l});
+                                                    .epoch_ctx = l,
+                                                    .predict = l->predict.which});
     run_stages(&s);
     wait_for_nodes(&s);
     progress_final(&l->prog, l->outcome == LAUNCH_OK || l->outcome == LAUNCH_STOPPED_EARLY,

@@ -873,3 +873,13 @@ void sgd_step(float *params, const float *grads, size_t n, float lr)
 {
     model_ops_cpu.sgd(NULL, params, grads, n, lr);
 }
+
+const float *model_last_input(const struct model *m)
+{
+    return m->c.layers ? m->l[m->c.layers - 1].hin : NULL;
+}
+
+uint32_t model_embed_width(const struct model_config *c)
+{
+    return c->layers <= 1 ? c->in_dim : c->hidden;
+}

@@ -188,6 +188,15 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
  * model_layer_offset(m, i + 1)), and i = layers gives nparams. */
 size_t model_layer_offset(const struct model *m, uint32_t i);
 
+/* The final-layer embeddings of the last forward: its last layer's input
+ * rows, the targets' first (destinations come first in every block), of
+ * model_embed_width floats each, in the model's space (host memory for
+ * the CPU table); NULL before the first forward. Valid until the next
+ * forward. For a one-layer model they are the input rows themselves. */
+const float *model_last_input(const struct model *m);
+/* Their width: the input's for one layer, else model.hidden. */
+uint32_t model_embed_width(const struct model_config *c);
+
 /* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected;
  * weight decay as torch.optim.Adam, or decoupled as torch.optim.AdamW:
  * ops_adam) keeps m and v moments, one float each per parameter,

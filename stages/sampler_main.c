@@ -291,7 +291,8 @@ static int stage_main(int argc, char **argv)
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
     stage_schedule(&st, &r.sched); /* global rank and world (layout.h) */
-    if (schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg) != 0)
+    if ((st.args.predict ? schedule_load_predict(&r.sched, dir, &st.meta, st.args.predict, msg, sizeof msg)
+                         : schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg)) != 0)
         stage_fail(&st, "%s", msg);
     r.ordered = st.cfg.pipeline.ordered;
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */

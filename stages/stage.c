@@ -258,6 +258,11 @@ void stage_schedule(struct stage *s, struct schedule *out)
         .seed = (uint64_t)s->cfg.train.seed,
     };
     schedule_split_sizes(&s->meta, p.split_n);
+    if (s->args.predict != RUN_PREDICT_NONE) { /* one pass over the predicted nodes (schedule.h) */
+        schedule_predict_sizes(&s->meta, s->args.predict, p.split_n);
+        p.epochs = 1;
+        p.test_with_val = false;
+    }
     if (schedule_open(out, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
     if (s->args.start_epoch >= p.epochs)

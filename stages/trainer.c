@@ -1,7 +1,9 @@
 /* trainer.c - the model a run trains and its all-reduce size (trainer.h). */
 #include "stages/trainer.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include "core/util.h"
 
 void trainer_model_config(const struct config *c, const struct dataset_meta *m, struct model_config *out)
@@ -69,4 +71,13 @@ double trainer_clip_factor(const struct config *c, double norm)
     if (!(clip > 0) || !(norm > clip))
         return 1.0;
     return SL_MIN(1.0, clip / (norm + 1e-6));
+}
+
+void trainer_model_text(const struct model_config *mc, char *buf, size_t len)
+{
+    static const char *const kinds[] = {"sage", "gcn", "gat", "mlp"};
+    snprintf(buf, len, "kind=%s layers=%" PRIu32 " in_dim=%" PRIu32 " hidden=%" PRIu32 " classes=%" PRIu32
+                       " heads=%" PRIu32,
+             (unsigned)mc->kind < 4 ? kinds[mc->kind] : "?", mc->layers, mc->in_dim, mc->hidden, mc->classes,
+             mc->kind == MODEL_GAT ? mc->heads : 0);
 }

@@ -21,6 +21,10 @@ void trainer_model_config(const struct config *c, const struct dataset_meta *m, 
  * naming the key when the configuration is not a valid model. */
 size_t trainer_reduce_floats(const struct config *c, const struct dataset_meta *m, char *err, size_t errlen);
 
+/* The model's description a checkpoint records as `model` (kind, layers,
+ * widths, classes, heads): what must match to load it. */
+void trainer_model_text(const struct model_config *mc, char *buf, size_t len);
+
 /* The learning rate of step i (from 0, counted over the whole run: epoch
  * e's k-th step is e * steps_per_epoch + k, padding steps included) under
  * train.lr_schedule, train.warmup_steps and their keys (docs/training.md,

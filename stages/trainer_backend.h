@@ -167,6 +167,10 @@ struct trainer_backend_ops {
      * gradients: the clipping factor; a scale of 1 leaves the gradient's
      * bits as they are). */
     int (*step)(struct trainer_backend *b, bool reduced, float scale);
+    /* The last forward's outputs for its targets, copied into host arrays:
+     * logits (targets x classes) and the final-layer embeddings (targets x
+     * model_embed_width; model_last_input), for gnnlaunch --predict. */
+    int (*outputs)(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen);
     /* Host views of params and Adam's state (a device backend copies them
      * down first). */
     int (*state)(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen);

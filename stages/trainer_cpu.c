@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 
@@ -20,6 +21,7 @@ struct trainer_backend {
     float *logits, *dlogits;
     size_t x_cap, logits_cap; /* floats */
     uint32_t x_rows;          /* rows gathered into x */
+    uint32_t last_targets;    /* targets of the last forward */
 };
 
 /* Grows *p to hold need floats (contents not kept). */
@@ -101,6 +103,7 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
     int rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
     if (rc)
         return rc;
+    b->last_targets = nb;
     out->loss = model_loss(b->logits, v->labels, nb, classes, train ? b->dlogits : NULL, &out->labelled,
                            &out->correct);
     return 0;
@@ -151,6 +154,16 @@ static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, f
     int rc = reducer_allreduce(r, b->red, n + 1);
     *weight = rc ? 0.0f : b->red[n];
     return rc;
+}
+
+static int cpu_outputs(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen)
+{
+    const float *e = model_last_input(b->m);
+    if (!e || !b->logits)
+        return sl_errf(err, errlen, -EINVAL, "outputs before any forward");
+    memcpy(logits, b->logits, (size_t)b->last_targets * b->c.model.classes * sizeof(float));
+    memcpy(emb, e, (size_t)b->last_targets * model_embed_width(&b->c.model) * sizeof(float));
+    return 0;
 }
 
 static int cpu_grad_sqnorm(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen)
@@ -206,6 +219,7 @@ const struct trainer_backend_ops trainer_cpu_backend = {
     .nonfinite_rows = cpu_nonfinite_rows,
     .reduce = cpu_reduce,
     .grad_sqnorm = cpu_grad_sqnorm,
+    .outputs = cpu_outputs,
     .set_lr = cpu_set_lr,
     .step = cpu_step,
     .state = cpu_state,

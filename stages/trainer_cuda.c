@@ -545,6 +545,18 @@ static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, 
     return rc;
 }
 
+static int cuda_outputs(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen)
+{
+    const float *e = model_last_input(b->m);
+    if (!e || !b->logits.p)
+        return sl_errf(err, errlen, -EINVAL, "outputs before any forward");
+    int rc;
+    if ((rc = gk_download(&b->g, logits, b->logits.p, (size_t)b->targets * b->c.model.classes * sizeof(float))) ||
+        (rc = gk_download(&b->g, emb, e, (size_t)b->targets * model_embed_width(&b->c.model) * sizeof(float))))
+        return sl_errf(err, errlen, rc, "copying the outputs to the host: %s", gk_ctx_error(&b->g));
+    return 0;
+}
+
 static int cuda_grad_sqnorm(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen)
 {
     if (reduced && !b->summed)
@@ -623,6 +635,7 @@ const struct trainer_backend_ops trainer_cuda_backend = {
     .nonfinite_rows = cuda_nonfinite_rows,
     .reduce = cuda_reduce,
     .grad_sqnorm = cuda_grad_sqnorm,
+    .outputs = cuda_outputs,
     .set_lr = cuda_set_lr,
     .step = cuda_step,
     .state = cuda_state,

@@ -83,6 +83,7 @@
 #include "stages/stage.h"
 #include "stages/trainer.h"
 #include "stages/trainer_backend.h"
+#include "stages/predict.h"
 #ifdef SLUICE_TRAINER_CUDA
 #include "stages/featbuf_cuda.h"
 #endif
@@ -122,6 +123,11 @@ struct trainer {
     struct dataset_verify_stamp data_stamp; /* the dataset's files at launch */
     uint64_t skipped;     /* batches skipped for non-finite values (on_nonfinite = "skip-batch") */
     int64_t nan_node;     /* SLUICE_FAULT_NAN_NODE: the node whose input row is poisoned; -1: none */
+    struct predict_out {  /* --predict: where the outputs go */
+        struct predict_files files;
+        uint32_t classes, width;
+        float *hl, *he; /* one batch's logits and embeddings on the host */
+    } pr;
 };
 
 static double now_s(void)
@@ -197,14 +203,6 @@ static void dataset_unchanged(struct trainer *t, uint32_t epoch)
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-static void model_text(const struct model_config *mc, char *buf, size_t len)
-{
-    static const char *const kinds[] = {"sage", "gcn", "gat", "mlp"};
-    snprintf(buf, len, "kind=%s layers=%" PRIu32 " in_dim=%" PRIu32 " hidden=%" PRIu32 " classes=%" PRIu32
-                       " heads=%" PRIu32,
-             kinds[mc->kind], mc->layers, mc->in_dim, mc->hidden, mc->classes, mc->kind == MODEL_GAT ? mc->heads : 0);
-}
-
 static int mkdir_p(const char *dir)
 {
     char tmp[PATH_MAX];
@@ -258,7 +256,7 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     snprintf(seed_s, sizeof seed_s, "%" PRId64, st->cfg.train.seed);
     snprintf(rng_s, sizeof rng_s, "counter-based: splitmix64 of (seed %" PRId64 ", epoch, rank, batch)",
              st->cfg.train.seed);
-    model_text(&t->mc, model_s, sizeof model_s);
+    trainer_model_text(&t->mc, model_s, sizeof model_s);
     char *cfg_text = NULL;
     size_t cfg_len;
     if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
@@ -284,28 +282,24 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     free(ts);
 }
 
-static void load_checkpoint(struct trainer *t)
+/* Reads checkpoint `path` into the backend: the parameters, and with
+ * adam also Adam's moments and step count. what: the flag in messages
+ * ("--resume", "--predict"). Fails the stage on any mismatch. */
+static void load_tensors(struct trainer *t, const char *path, const char *what, bool adam)
 {
     struct stage *st = &t->st;
-    const char *dir = st->cfg.train.checkpoint_dir;
-    char path[PATH_MAX], msg[1024], want[256];
-    uint32_t epoch;
-    if (ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg) != 0)
-        stage_fail(st, "--resume: %s", msg);
-    if (epoch != t->start_epoch)
-        stage_fail(st, "--resume: the newest checkpoint in %s is epoch %" PRIu32 ", the launcher asked for %" PRIu32, dir,
-                   epoch, t->start_epoch);
+    char msg[1024], want[256];
     struct ckpt c;
     if (ckpt_read(&c, path, msg, sizeof msg) != 0)
-        stage_fail(st, "--resume: %s", msg);
-    model_text(&t->mc, want, sizeof want);
+        stage_fail(st, "%s: %s", what, msg);
+    trainer_model_text(&t->mc, want, sizeof want);
     const char *fmt = ckpt_meta(&c, "format"), *model = ckpt_meta(&c, "model"), *step = ckpt_meta(&c, "step");
     if (!fmt || strcmp(fmt, "sluice-checkpoint") || !model || !step)
-        stage_fail(st, "--resume: %s is not a Sluice checkpoint (no format, model or step metadata)", path);
+        stage_fail(st, "%s: %s is not a Sluice checkpoint (no format, model or step metadata)", what, path);
     if (strcmp(model, want))
-        stage_fail(st, "--resume: %s holds a model with %s, but this configuration asks for %s; resume with the "
-                   "configuration it was made with, or start afresh without --resume",
-                   path, model, want);
+        stage_fail(st, "%s: %s holds a model with %s, but this configuration asks for %s; use the configuration it "
+                   "was made with%s",
+                   what, path, model, want, adam ? ", or start afresh without --resume" : "");
     struct trainer_state hs;
     host_state(t, &hs);
     float *p = hs.params;
@@ -316,21 +310,96 @@ static void load_checkpoint(struct trainer *t)
         snprintf(name[1], sizeof name[1], "adam.m.%s", mt->name);
         snprintf(name[2], sizeof name[2], "adam.v.%s", mt->name);
         float *dst[3] = {p + mt->offset, hs.adam_m + mt->offset, hs.adam_v + mt->offset};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (adam ? 3 : 1); k++) {
             uint32_t ndim;
             uint64_t shape[CKPT_MAX_NDIM];
             const float *src = ckpt_find(&c, name[k], "F32", &ndim, shape);
             if (!src || ndim != mt->ndim || shape[0] != mt->shape[0] || (ndim == 2 && shape[1] != mt->shape[1]))
-                stage_fail(st, "--resume: %s has no F32 tensor %s of shape [%" PRIu64 ", %" PRIu64 "]", path, name[k],
-                           mt->shape[0], mt->shape[1]);
+                stage_fail(st, "%s: %s has no F32 tensor %s of shape [%" PRIu64 ", %" PRIu64 "]", what, path,
+                           name[k], mt->shape[0], mt->shape[1]);
             memcpy(dst[k], src, mt->count * sizeof(float));
         }
     }
-    *hs.step = strtoull(step, NULL, 10);
+    if (adam)
+        *hs.step = strtoull(step, NULL, 10);
     ckpt_free(&c);
     if (t->be->state_loaded(t->b, msg, sizeof msg) != 0)
+        stage_fail(st, "%s: %s", what, msg);
+}
+
+static void load_checkpoint(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    const char *dir = st->cfg.train.checkpoint_dir;
+    char path[PATH_MAX], msg[1024];
+    uint32_t epoch;
+    if (ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg) != 0)
         stage_fail(st, "--resume: %s", msg);
+    if (epoch != t->start_epoch)
+        stage_fail(st, "--resume: the newest checkpoint in %s is epoch %" PRIu32 ", the launcher asked for %" PRIu32, dir,
+                   epoch, t->start_epoch);
+    load_tensors(t, path, "--resume", true);
+    struct trainer_state hs;
+    host_state(t, &hs);
     stage_note(st, "resumed from %s (epoch %" PRIu32 ", step %" PRIu64 ")", path, epoch, *hs.step);
+}
+
+/* ---- prediction (gnnlaunch --predict; docs/inference.md) --------------------------------- */
+
+/* The launcher's files (launcher/predict.h): RUNDIR/predict names the
+ * checkpoint and the output directory, where logits.npy, embeddings.npy
+ * and pred.npy exist at their full size with their headers, and
+ * nodes.npy holds the predicted node ids in ascending order: a node's row
+ * in the outputs is its position there. Every rank writes the rows of
+ * its own targets into the shared mappings (disjoint rows). */
+static void predict_open(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    struct predict_out *o = &t->pr;
+    char path[PATH_MAX + 16], msg[1024], ckpt[PATH_MAX] = "", out[PATH_MAX] = "";
+    snprintf(path, sizeof path, "%s/" PREDICT_RUN_FILE, st->args.run_dir);
+    if (predict_read_run_file(path, ckpt, sizeof ckpt, out, sizeof out, msg, sizeof msg) != 0)
+        stage_fail(st, "--predict: %s", msg);
+    load_tensors(t, ckpt, "--predict", false);
+    o->classes = t->mc.classes;
+    o->width = model_embed_width(&t->mc);
+    if (predict_map(&o->files, out, msg, sizeof msg) != 0)
+        stage_fail(st, "--predict: %s", msg);
+    if (o->files.classes != o->classes || o->files.width != o->width)
+        stage_fail(st, "--predict: %s holds %" PRIu32 " classes and %" PRIu32 "-wide embeddings, the model %" PRIu32
+                   " and %" PRIu32, out, o->files.classes, o->files.width, o->classes, o->width);
+    size_t rows = t->sched.p.batch_size;
+    o->hl = malloc(rows * o->classes * sizeof(float));
+    o->he = malloc(rows * o->width * sizeof(float));
+    if (!o->hl || !o->he)
+        stage_fail(st, "--predict: out of memory for a batch's outputs");
+    stage_note(st, "predicting %" PRIu64 " nodes with %s into %s", o->files.n, ckpt, out);
+}
+
+/* The outputs of the batch just forwarded into its targets' rows. */
+static void predict_write(struct trainer *t, const struct batch_view *v)
+{
+    struct predict_out *o = &t->pr;
+    char msg[1024];
+    uint32_t b = batch_targets(v);
+    if (t->be->outputs(t->b, o->hl, o->he, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "--predict: %s", msg);
+    for (uint32_t i = 0; i < b; i++) {
+        int64_t row = predict_row(&o->files, v->nodes[i]);
+        if (row < 0)
+            stage_fail(&t->st, "--predict: node %" PRIu64 " of batch %" PRIu64 " is not among the predicted nodes",
+                       v->nodes[i], v->h.batch);
+        predict_put(&o->files, (uint64_t)row, o->hl + (size_t)i * o->classes, o->he + (size_t)i * o->width);
+    }
+}
+
+static void predict_close(struct trainer *t)
+{
+    char msg[512];
+    if (predict_unmap(&t->pr.files, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "--predict: %s", msg);
+    free(t->pr.hl);
+    free(t->pr.he);
 }
 
 /* ---- steps ------------------------------------------------------------------------------ */
@@ -532,6 +601,8 @@ static void handle(struct trainer *t, const struct run_desc *d)
     struct trainer_loss out;
     if (t->be->forward(t->b, &v, train, dseed, &out, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
+    if (st->args.predict)
+        predict_write(t, &v);
     uint32_t labelled = out.labelled, correct = out.correct;
     float loss = out.loss;
     bool finite = isfinite(loss);
@@ -649,7 +720,9 @@ int main(int argc, char **argv)
         stage_fail(st, "out of memory for %" PRIu32 " epochs", t.epochs);
     dataset_stamp_load(&t);
     t.start_epoch = st->args.start_epoch;
-    if (st->args.resume || t.start_epoch > 0)
+    if (st->args.predict)
+        predict_open(&t);
+    else if (st->args.resume || t.start_epoch > 0)
         load_checkpoint(&t);
     t.published = t.start_epoch;
     t.steps_done = (uint64_t)t.start_epoch * t.steps_per_epoch;
@@ -687,6 +760,8 @@ int main(int argc, char **argv)
                    t.skipped, t.skipped == 1 ? " was" : "es were");
     if (t.published != t.epochs)
         stage_fail(st, "the batch stream ended after %" PRIu32 " of %" PRIu32 " epochs", t.published, t.epochs);
+    if (st->args.predict)
+        predict_close(&t);
     free(t.ep);
     schedule_free(&t.sched);
     results_free(&t.res);
