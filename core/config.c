@@ -674,6 +674,36 @@ static void value_text(const struct config *c, const key *k, char *buf, size_t l
     snprintf(buf, len, "?");
 }
 
+size_t config_key_count(void)
+{
+    return NKEYS;
+}
+
+const char *config_key_name(size_t i)
+{
+    return i < NKEYS ? keys[i].name : NULL;
+}
+
+void config_key_text(const struct config *c, size_t i, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    if (i >= NKEYS)
+        return;
+    const key *k = &keys[i];
+    if (k->type == K_STR) {
+        snprintf(buf, len, "%s", (const char *)c + k->off);
+        return;
+    }
+    value_text(c, k, buf, len);
+    size_t n = strlen(buf);
+    if (n >= 2 && buf[0] == '"' && buf[n - 1] == '"') { /* a choice or "auto": the word alone */
+        memmove(buf, buf + 1, n - 2);
+        buf[n - 2] = '\0';
+    }
+}
+
 size_t config_run_text(const struct config *c, char *buf, size_t len)
 {
     size_t used = 0;

@@ -127,6 +127,14 @@ void config_write_reference(FILE *f);
 /* Writes the effective configuration as TOML (for logs and checkpoints). */
 void config_write_toml(const struct config *c, FILE *f);
 
+/* The schema's keys one by one (i < config_key_count()): its name
+ * ("model.hidden") and c's value as plain text (strings and choices
+ * unquoted, lists as "[10, 5]", "auto"); what checkpoints record as
+ * metadata fields. */
+size_t config_key_count(void);
+const char *config_key_name(size_t i);
+void config_key_text(const struct config *c, size_t i, char *buf, size_t len);
+
 /* The run identity's text: one line `section.key = VALUE` (VALUE as TOML)
  * for every key that decides what a run computes (the model, batch size,
  * learning rate, seed, ranks; the schema marks them), in schema order.

@@ -271,7 +271,30 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
                           "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text,
                           CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path,
                           CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text};
-    rc = ckpt_write(path, ts, nt * 3, meta, (uint32_t)(SL_ARRAY_LEN(meta) / 2), msg, sizeof msg);
+    /* every configuration key as a field of its own ("model.hidden": "32"),
+     * and the widths the dataset decides, so that a reader rebuilds the
+     * model without parsing `config` (docs/checkpoints.md) */
+    size_t nkeys = config_key_count(), nbase = SL_ARRAY_LEN(meta), nall = nbase + 2 * (nkeys + 2);
+    const char **kv = calloc(nall, sizeof *kv);
+    char *vals = calloc(nkeys + 2, 256);
+    if (!kv || !vals)
+        stage_fail(st, "out of memory writing a checkpoint");
+    memcpy(kv, meta, sizeof meta);
+    size_t m = nbase;
+    for (size_t i = 0; i < nkeys; i++) {
+        config_key_text(&st->cfg, i, vals + i * 256, 256);
+        kv[m++] = config_key_name(i);
+        kv[m++] = vals + i * 256;
+    }
+    snprintf(vals + nkeys * 256, 256, "%" PRIu32, t->mc.in_dim);
+    snprintf(vals + (nkeys + 1) * 256, 256, "%" PRIu32, t->mc.classes);
+    kv[m++] = "model.in_dim";
+    kv[m++] = vals + nkeys * 256;
+    kv[m++] = "model.classes";
+    kv[m++] = vals + (nkeys + 1) * 256;
+    rc = ckpt_write(path, ts, nt * 3, kv, (uint32_t)(m / 2), msg, sizeof msg);
+    free(kv);
+    free(vals);
     if (rc) /* ckpt_write removed its partial file; earlier checkpoints are as they were */
         stage_fail(st, "epoch %" PRIu32 ": %s; %s", epochs_done, msg,
                    epochs_done > 1 ? "the checkpoints before it are untouched: make room, then continue from the "
