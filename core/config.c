@@ -64,9 +64,10 @@ static const key keys[] = {
     {"model.aggr", K_ENUM, OFF(model.aggr), "\"mean\"", 0, 0, aggrs,
      "GraphSAGE's neighbour aggregation, as SAGEConv's aggr: mean, sum or max (per feature; tied sources share "
      "the gradient). Only sage."},
-    {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"block\"", 0, 0, gcn_norms,
-     "GCN: degrees of the sampled block (as DGL's GraphConv on a block), or of the whole graph (as PyG's GCNConv "
-     "on the full graph: the sampler sends each node's in-degree)."},
+    {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"graph\"", 0, 0, gcn_norms,
+     "GCN's degrees: of the whole graph (the default; as PyG's GCNConv on the full graph, so a checkpoint "
+     "reproduces it: the sampler sends each node's in-degree), or of the sampled block (as DGL's GraphConv on a "
+     "block; evaluation then depends on the fanouts and the batch size)."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
     {"model.out_heads", K_INT, OFF(model.out_heads), "0", 0, 64, NULL,
