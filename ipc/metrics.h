@@ -53,7 +53,8 @@ struct metrics_block {
 
     alignas(64) char name[METRICS_NAME_MAX]; /* e.g. "extractor" */
     int32_t rank;
-    uint32_t reserved[3];
+    _Atomic uint32_t loss_bits; /* trainer: the float bits of the running mean training loss of the epoch under way (0: none yet) */
+    uint32_t reserved[2];
 };
 
 _Static_assert(sizeof(struct metrics_block) == 128, "a block is two cache lines");

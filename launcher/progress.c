@@ -110,7 +110,7 @@ void progress_start(struct progress *p, const struct progress_run *run)
     memset(p, 0, sizeof *p);
     p->run = *run;
     p->next_epoch = p->epochs_done = run->start_epoch;
-    p->tty = isatty(STDOUT_FILENO) == 1;
+    p->tty = isatty(STDERR_FILENO) == 1;
     /* SLUICE_PROGRESS_EVERY=S: the plain line's period (logs, tests) */
     const char *every = getenv("SLUICE_PROGRESS_EVERY");
     p->plain_every = PLAIN_EVERY_S;
@@ -135,6 +135,7 @@ void progress_start(struct progress *p, const struct progress_run *run)
             sp.epochs = 1;
             sp.test_with_val = false;
         }
+        p->epoch_first = calloc((size_t)sp.epochs + 1, sizeof *p->epoch_first);
         for (int r = 0; r < p->run.ranks; r++) {
             struct schedule s;
             uint32_t node = p->run.node, nodes = p->run.nodes; /* global ranks */
@@ -142,7 +143,10 @@ void progress_start(struct progress *p, const struct progress_run *run)
             sp.ranks = nodes * (uint32_t)p->run.ranks;
             if (schedule_open(&s, schedule_find(SCHEDULE_DEFAULT), &sp, msg, sizeof msg) != 0)
                 continue;
-            p->batches_total += schedule_len(&s) - schedule_epoch_start(&s, p->run.start_epoch);
+            uint64_t base = schedule_epoch_start(&s, p->run.start_epoch);
+            p->batches_total += schedule_len(&s) - base;
+            for (uint32_t e = p->run.start_epoch; p->epoch_first && e <= sp.epochs; e++)
+                p->epoch_first[e] += schedule_epoch_start(&s, e) - base;
             schedule_free(&s);
         }
     }
@@ -209,7 +213,43 @@ static void metrics_processes(struct progress *p, double t)
     metrics_flush(p);
 }
 
-/* The progress line: batches done / total, rate, ETA, MB/s read, queues. */
+/* m:ss, or h:mm:ss from an hour on. */
+static void clock_text(char *buf, size_t len, double secs)
+{
+    if (!(secs >= 0) || secs > 1e7) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    unsigned long t = (unsigned long)secs;
+    if (t >= 3600)
+        snprintf(buf, len, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%lu:%02lu", t / 60, t % 60);
+}
+
+/* The running mean training loss of the epoch under way, over this node's
+ * trainers that have one (NAN: none yet). */
+static double running_loss(const struct progress *p)
+{
+    double sum = 0;
+    int n = 0;
+    for (int r = 0; r < p->run.ranks; r++) {
+        const struct metrics_block *b = metrics_block(&p->run.layout->metrics, run_block(r, RUN_TRAINER));
+        uint32_t bits = b ? atomic_load_explicit(&b->loss_bits, memory_order_relaxed) : 0;
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        if (bits && isfinite(v))
+            sum += v, n++;
+    }
+    return n ? sum / n : NAN;
+}
+
+/* The progress line, on stderr (stdout keeps only the lines for scripts),
+ * tqdm's way: the epoch under way, its share done with a bar, batches
+ * done of the epoch's, elapsed<remaining in the epoch, batches/s, the
+ * running training loss, the run's ETA, MB/s read and the queues. Live
+ * (rewritten in place) on a terminal, else a plain line every
+ * plain_every seconds. */
 static void progress_line(struct progress *p, const struct stage_sums *s, double now)
 {
     uint64_t done = s->items[RUN_TRAINER];
@@ -231,32 +271,55 @@ static void progress_line(struct progress *p, const struct stage_sums *s, double
                 cap[k] += ring->capacity;
             }
         }
-    char eta[32] = "?";
-    if (p->rate > 0 && p->batches_total >= done) {
-        double secs = (double)(p->batches_total - done) / p->rate;
-        snprintf(eta, sizeof eta, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
+    /* the epoch under way: the one whose batches `done` is inside */
+    uint64_t epochs = (uint64_t)p->run.cfg->train.epochs, e = SL_MIN(p->next_epoch, epochs - 1);
+    uint64_t in = done, of = p->batches_total;
+    if (p->epoch_first) {
+        e = p->run.start_epoch;
+        while (e + 1 < epochs && done >= p->epoch_first[e + 1])
+            e++;
+        in = SL_MIN(done - SL_MIN(done, p->epoch_first[e]), p->epoch_first[e + 1] - p->epoch_first[e]);
+        of = p->epoch_first[e + 1] - p->epoch_first[e];
     }
-    char line[256];
+    if (e != p->cur_epoch || p->cur_t0 == 0) {
+        p->cur_epoch = e;
+        p->cur_t0 = now;
+    }
+    double frac = of ? (double)in / (double)of : 0;
+    char bar[24];
+    int fill = (int)(frac * 20);
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[20] = '\0';
+    char el[32], rem[32], eta[32] = "?", loss[24] = "";
+    clock_text(el, sizeof el, now - p->cur_t0);
+    clock_text(rem, sizeof rem, p->rate > 0 ? (double)(of - in) / p->rate : -1);
+    if (p->rate > 0 && p->batches_total >= done)
+        clock_text(eta, sizeof eta, (double)(p->batches_total - done) / p->rate);
+    double l = running_loss(p);
+    if (!isnan(l))
+        snprintf(loss, sizeof loss, "  loss %.4f", l);
+    char line[320];
     snprintf(line, sizeof line,
-             "epoch %" PRIu64 "/%" PRId64 ": batch %" PRIu64 "/%" PRIu64 "  %.1f batches/s  ETA %s  read %.1f MB/s  "
-             "queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
-             SL_MIN(p->next_epoch + 1, (uint64_t)p->run.cfg->train.epochs), p->run.cfg->train.epochs, done,
-             p->batches_total, p->rate, eta, mbps, q[RUN_Q_EXTRACT], cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN],
-             cap[RUN_Q_TRAIN]);
+             "epoch %" PRIu64 "/%" PRIu64 " %3d%% [%s] %" PRIu64 "/%" PRIu64 " batches  %s<%s  %.1f batches/s%s  "
+             "run ETA %s  read %.1f MB/s  queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
+             e + 1, epochs, (int)(frac * 100), bar, in, of, el, rem, p->rate, loss, eta, mbps, q[RUN_Q_EXTRACT],
+             cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN], cap[RUN_Q_TRAIN]);
     if (p->tty) {
-        printf("\r\033[K%s", line);
+        fprintf(stderr, "\r\033[K%s", line);
         p->live = true;
     } else if (now - p->t_plain >= p->plain_every) {
-        printf("%s\n", line);
+        fprintf(stderr, "%s\n", line);
         p->t_plain = now;
     }
-    fflush(stdout);
+    fflush(stderr);
 }
 
 static void clear_live(struct progress *p)
 {
     if (p->live) {
-        printf("\r\033[K");
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
         p->live = false;
     }
 }
@@ -463,6 +526,8 @@ void progress_final(struct progress *p, bool ok, double seconds)
     free(p->fb_found0);
     free(p->fb_loaded0);
     p->fb_found0 = p->fb_loaded0 = NULL;
+    free(p->epoch_first);
+    p->epoch_first = NULL;
     if (complete && p->run.predict == RUN_PREDICT_NONE) { /* a prediction's last line is launcher/predict.c's */
         printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.2f\n", test, p->val_acc, p->epochs_done, secs);
         fflush(stdout);

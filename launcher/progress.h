@@ -44,7 +44,10 @@ struct progress {
     double busy0[RUN_STAGES], wait0[RUN_STAGES]; /* stage seconds at the last epoch line */
     uint64_t bytes0, io0;                              /* extractor bytes and reads at the last epoch line */
     uint64_t batches_total;                            /* batches the trainers handle in this run */
-    bool tty, live;                                    /* stdout is a terminal; a live line is showing */
+    uint64_t *epoch_first; /* (epochs + 1) trainer batches before epoch e, counted from start_epoch; NULL: unknown */
+    uint64_t cur_epoch;    /* the epoch the progress line last showed, and when it first did */
+    double cur_t0;
+    bool tty, live;                                    /* stderr is a terminal; a live line is showing */
     double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
     double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;

@@ -655,8 +655,13 @@ static void handle(struct trainer *t, const struct run_desc *d)
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
-        if (labelled)
+        if (labelled) {
             e->loss_sum += (double)loss * labelled;
+            float mean = (float)(e->loss_sum / (double)e->labelled[BATCH_TRAIN]); /* for the progress line */
+            uint32_t bits;
+            memcpy(&bits, &mean, sizeof bits);
+            atomic_store_explicit(&st->block->loss_bits, bits, memory_order_relaxed);
+        }
         double busy = (double)(sl_now_ns() - t0) / 1e9;
         step(t, labelled > 0, e);
         /* the rank's last training batch of the epoch: pad to the common step count */

@@ -530,14 +530,36 @@ static void test_progress_lines(void **state)
         fail_msg("no epoch line in %s", r.log);
     static char buf[1 << 20];
     t_slurp(r.log, buf, sizeof buf);
-    const char *p = strstr(buf, "/600: batch ");
+    const char *p = strstr(buf, "/600 ");
+    for (; p; p = strstr(p + 1, "/600 ")) { /* a progress line, not an epoch line */
+        const char *b = strstr(p, " batches  "), *nl = strchr(p, '\n');
+        if (b && (!nl || b < nl))
+            break;
+    }
     if (!p)
         fail_msg("no progress line in %s (the run took %.1f s)", r.log, r.t_end - r.t0);
     unsigned long long done, total;
-    assert_int_equal(sscanf(p, "/600: batch %llu/%llu", &done, &total), 2);
-    assert_true(done <= total && total == 600ull * 25 + 600 * 13 + 13); /* 25 train + 13 val batches an epoch, 13 test */
-    assert_non_null(strstr(p, "batches/s  ETA "));
+    int pct;
+    char bar[32];
+    assert_int_equal(sscanf(p, "/600 %d%% [%20[#.]] %llu/%llu batches", &pct, bar, &done, &total), 4);
+    /* within one epoch: 25 training and 13 validation batches (and 13 test batches in the last) */
+    assert_true(done <= total && (total == 25 + 13 || total == 25 + 13 + 13) && pct >= 0 && pct <= 100);
+    assert_int_equal(strlen(bar), 20);
+    assert_non_null(strstr(p, " batches/s"));
+    assert_non_null(strstr(p, "run ETA "));
     assert_non_null(strstr(p, "queues extract "));
+    /* stdout holds only the lines for scripts: epoch lines and the final line */
+    char cmd[4096], *out = malloc(1 << 20);
+    assert_non_null(out);
+    snprintf(cmd, sizeof cmd, "{ %s SLUICE_PROGRESS_EVERY=0 %s --cpu %s --set '%s' --epochs 200 2>/dev/null; }", g_stages,
+             t_launcher, g_cfg, set);
+    assert_int_equal(t_run(out, 1 << 20, "%s", cmd), 0);
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n"))
+        if (strncmp(l, "epoch ", 6) && strncmp(l, "test_acc=", 9))
+            fail_msg("stdout holds a line that is not an epoch line or the final line: '%s'", l);
+        else if (strstr(l, " batches/s"))
+            fail_msg("a progress line reached stdout: '%s'", l);
+    free(out);
 }
 
 /* On a terminal: the progress line is live (each refresh starts with
@@ -560,8 +582,8 @@ static void test_progress_live(void **state)
     static char buf[1 << 22];
     t_slurp(r.log, buf, sizeof buf);
     size_t live = 0, cleared_epochs = 0, epochs = 0;
-    for (const char *p = buf; (p = strstr(p, "/300: batch ")); p++) {
-        /* every progress line is a live one: "\r\033[Kepoch E/300: batch ..." */
+    for (const char *p = buf; (p = strstr(p, " batches  ")); p++) {
+        /* every progress line is a live one: "\r\033[Kepoch E/300  P% [...] D/T batches ..." */
         const char *start = p;
         while (start > buf && start[-1] != '\n' && start[-1] != '\r')
             start--;
@@ -570,7 +592,7 @@ static void test_progress_live(void **state)
         const char *end = p + strcspn(p, "\r\n");
         if (*end == '\n' || (end[0] == '\r' && end[1] == '\n'))
             fail_msg("progress line at byte %td ends with a newline; a live line never does", start - buf);
-        if (!strstr(p, "batches/s  ETA ") || !strstr(p, " MB/s  queues extract "))
+        if (!strstr(p, " batches/s") || !strstr(p, "run ETA ") || !strstr(p, " MB/s  queues extract "))
             fail_msg("progress line at byte %td lacks rate, ETA, MB/s or queues", start - buf);
         live++;
     }
