@@ -49,6 +49,8 @@ struct launch {
     char stage_dir[PATH_MAX];       /* where the stage programs are */
     char metrics_file[PATH_MAX];    /* --metrics, absolute, or "" */
     char trace_file[PATH_MAX];      /* --trace, absolute, or "" */
+    char csv_file[PATH_MAX];        /* --metrics-csv, absolute, or "" */
+    char tboard_dir[PATH_MAX];      /* --tensorboard, absolute, or "" */
     char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
     bool resume;          /* --resume or --resume-from */
     bool strict_outputs;  /* --strict-outputs: a failed --metrics or --trace write fails the run */

@@ -71,6 +71,9 @@ static const char usage_text[] =
     "  --epochs E         shorthand for --set train.epochs=E\n"
     "  --set K=V          override a config key; V is TOML (--set model.fanouts=[10,5])\n"
     "  --metrics FILE     per-epoch and per-second metrics as JSON lines\n"
+    "  --metrics-csv FILE one row per epoch (loss, accuracies, lr, seconds, hit rate,\n"
+    "                     reads, stage busy and wait) for spreadsheets\n"
+    "  --tensorboard DIR  the same per epoch as TensorBoard scalars (event files in DIR)\n"
     "  --trace FILE       Chrome trace events (open in Perfetto)\n"
     "                     (both paths are checked before start; their contents are\n"
     "                     written once the trainer exists)\n"
@@ -138,6 +141,7 @@ struct opts {
     char **owned; /* (nowned) strings made for --epochs */
     int nowned;
     const char *metrics, *trace, *run_name;
+    const char *metrics_csv, *tensorboard; /* --metrics-csv FILE, --tensorboard DIR */
     const char *resume_from; /* --resume-from FILE, or NULL */
     bool resume, strict_outputs;
     bool skip_verify; /* --skip-verify */
@@ -208,7 +212,7 @@ static int unknown_option(const char *arg)
     static const char *const known[] = {
         "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
         "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
-        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out"};
+        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out", "--metrics-csv", "--tensorboard"};
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
     const char *best = NULL;
@@ -286,6 +290,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->sets[o->nsets++] = s;
         } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
             o->sets[o->nsets++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "--metrics-csv", &missing))) {
+            o->metrics_csv = v;
+        } else if ((v = opt_value(argc, argv, &i, "--tensorboard", &missing))) {
+            o->tensorboard = v;
         } else if ((v = opt_value(argc, argv, &i, "--metrics", &missing))) {
             o->metrics = v;
         } else if ((v = opt_value(argc, argv, &i, "--trace", &missing))) {
@@ -385,6 +393,24 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
     if (n < 0 || (size_t)n >= len)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s %s: path too long", flag, path);
     return 0;
+}
+
+/* --tensorboard DIR: an existing writable directory, or one whose parent
+ * is (it is created when the run starts), made absolute into abs. */
+static int check_tensorboard(const char *dir, char *abs, size_t len, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return sl_errf(err, errlen, -ENOTDIR, "--tensorboard %s: not a directory", dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return sl_errf(err, errlen, -EACCES, "--tensorboard %s: not writable (%s)", dir, strerror(errno));
+        if (!realpath(dir, abs))
+            return sl_errf(err, errlen, -errno, "--tensorboard %s: %s", dir, strerror(errno));
+        return 0;
+    }
+    /* to be created: its parent checked as an output file's directory would be */
+    return check_output("--tensorboard", dir, abs, len, err, errlen);
 }
 
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
@@ -602,6 +628,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
         return rc;
     if (o->trace && (rc = check_output("--trace", o->trace, l->trace_file, sizeof l->trace_file, err, errlen)) != 0)
+        return rc;
+    if (o->metrics_csv &&
+        (rc = check_output("--metrics-csv", o->metrics_csv, l->csv_file, sizeof l->csv_file, err, errlen)) != 0)
+        return rc;
+    if (o->tensorboard && (rc = check_tensorboard(o->tensorboard, l->tboard_dir, sizeof l->tboard_dir, err, errlen)) != 0)
         return rc;
     if (o->run_name) {
         if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
@@ -879,12 +910,20 @@ static void report_end(const struct launch *l, int nchildren)
  * --strict-outputs a run that otherwise succeeded exits 3. */
 static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
 {
-    bool metrics_failed = l->prog.metrics_failed;
-    if (!metrics_failed && !trace_failed)
+    char failed[96] = "";
+    const struct {
+        bool bad;
+        const char *flag;
+    } outs[] = {{l->prog.metrics_failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
+                {l->prog.tboard_failed, "--tensorboard"}, {trace_failed, "--trace"}};
+    for (size_t i = 0; i < SL_ARRAY_LEN(outs); i++)
+        if (outs[i].bad)
+            snprintf(failed + strlen(failed), sizeof failed - strlen(failed), "%s%s", failed[0] ? ", " : "",
+                     outs[i].flag);
+    if (!failed[0])
         return code;
-    fprintf(stderr, "gnnlaunch: %s: %s%s%s could not be written in full (see the warnings above)%s\n",
-            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics" : "",
-            metrics_failed && trace_failed ? " and " : "", trace_failed ? "--trace" : "",
+    fprintf(stderr, "gnnlaunch: %s: %s could not be written in full (see the warnings above)%s\n",
+            l->strict_outputs && code == 0 ? "error" : "warning", failed,
             code != 0                ? ""
             : l->strict_outputs ? "; exit 3 (--strict-outputs)"
                                 : "; the training itself completed (--strict-outputs makes this an error)");

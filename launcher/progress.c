@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -148,6 +149,25 @@ void progress_start(struct progress *p, const struct progress_run *run)
             for (uint32_t e = p->run.start_epoch; p->epoch_first && e <= sp.epochs; e++)
                 p->epoch_first[e] += schedule_epoch_start(&s, e) - base;
             schedule_free(&s);
+        }
+    }
+    p->tb.fd = -1;
+    if (p->run.tboard_dir && p->run.tboard_dir[0] && tboard_open(&p->tb, p->run.tboard_dir, msg, sizeof msg) != 0) {
+        fprintf(stderr, "gnnlaunch: warning: %s; continuing without it\n", msg);
+        p->tboard_failed = true;
+    }
+    if (p->run.csv_file && p->run.csv_file[0]) {
+        p->csv_out = sl_fopen_write(p->run.csv_file, 0644);
+        if (!p->csv_out || fprintf(p->csv_out, "epoch,loss,train_acc,val_acc,val_loss,test_acc,lr,seconds,train_s,"
+                                              "eval_s,reduce_s,hit_rate,read_bytes,read_ops,busy_sampler,"
+                                              "busy_extractor,busy_trainer,busy_releaser,wait_sampler,"
+                                              "wait_extractor,wait_trainer,wait_releaser\n") < 0) {
+            fprintf(stderr, "gnnlaunch: warning: cannot write --metrics-csv %s: %s; continuing without it\n",
+                    p->run.csv_file, strerror(errno));
+            if (p->csv_out)
+                fclose(p->csv_out);
+            p->csv_out = NULL;
+            p->csv_failed = true;
         }
     }
     p->fb_found0 = calloc((size_t)p->run.ranks, sizeof *p->fb_found0);
@@ -324,6 +344,81 @@ static void clear_live(struct progress *p)
     }
 }
 
+/* A number for the CSV file: empty when not finite. */
+static void csv_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, ",%.6g", v);
+    else
+        fputc(',', f);
+}
+
+/* Epoch e's numbers into --metrics-csv and --tensorboard (a failed write
+ * is warned about once and closes that output, as for --metrics). */
+static void epoch_outputs(struct progress *p, uint64_t e, const struct results_rec *sum, double loss, double train_acc,
+                          double val_acc, double val_loss, double hit, uint64_t read, uint64_t ios, const double *busy,
+                          const double *wait)
+{
+    double test = sum->test_labelled ? ratio(sum->test_correct, sum->test_labelled) : NAN;
+    if (p->csv_out) {
+        FILE *f = p->csv_out;
+        fprintf(f, "%" PRIu64, e + 1);
+        double cols[] = {loss, train_acc, val_acc, val_loss, test, sum->lr, sum->seconds, sum->train_s, sum->eval_s,
+                         sum->reduce_s, hit};
+        for (size_t i = 0; i < SL_ARRAY_LEN(cols); i++)
+            csv_num(f, cols[i]);
+        fprintf(f, ",%" PRIu64 ",%" PRIu64, read, ios);
+        for (int k = 0; k < RUN_STAGES; k++)
+            csv_num(f, busy[k]);
+        for (int k = 0; k < RUN_STAGES; k++)
+            csv_num(f, wait[k]);
+        if (fputc('\n', f) == EOF || fflush(f) != 0) {
+            fprintf(stderr, "gnnlaunch: warning: --metrics-csv %s: writing failed: %s; no more rows go there\n",
+                    p->run.csv_file, strerror(errno));
+            fclose(f);
+            p->csv_out = NULL;
+            p->csv_failed = true;
+        }
+    }
+    if (p->tb.fd >= 0) {
+        const char *tags[32];
+        float vals[32];
+        size_t n = 0;
+#define SCALAR(tag, v)                                                                                                 \
+    do {                                                                                                               \
+        if (isfinite(v)) {                                                                                             \
+            tags[n] = (tag);                                                                                           \
+            vals[n++] = (float)(v);                                                                                    \
+        }                                                                                                              \
+    } while (0)
+        double secs = sum->seconds > 0 ? sum->seconds : NAN;
+        SCALAR("train/loss", loss);
+        SCALAR("train/acc", train_acc);
+        SCALAR("val/acc", val_acc);
+        SCALAR("val/loss", val_loss);
+        SCALAR("test/acc", test);
+        SCALAR("train/lr", (double)sum->lr);
+        SCALAR("time/epoch_s", sum->seconds);
+        SCALAR("time/train_s", sum->train_s);
+        SCALAR("time/eval_s", sum->eval_s);
+        SCALAR("io/hit_rate", hit);
+        SCALAR("io/read_MBps", (double)read / 1e6 / secs);
+        static const char *const util[RUN_STAGES] = {"util/sampler", "util/extractor", "util/trainer", "util/releaser"};
+        for (int k = 0; k < RUN_STAGES; k++)
+            SCALAR(util[k], busy[k] / secs); /* busy cores: busy seconds per second */
+#undef SCALAR
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        char msg[PATH_MAX + 128];
+        if (tboard_scalars(&p->tb, (int64_t)(e + 1), (double)now.tv_sec + (double)now.tv_nsec / 1e9, tags, vals, n, msg,
+                           sizeof msg) != 0) {
+            fprintf(stderr, "gnnlaunch: warning: --tensorboard: %s; no more scalars go there\n", msg);
+            tboard_close(&p->tb, msg, sizeof msg);
+            p->tboard_failed = true;
+        }
+    }
+}
+
 /* A failure to keep best/latest/keep_last is a warning (training goes on,
  * the epoch files are all there), said once. */
 static void ckpt_warn(struct progress *p, const char *msg)
@@ -477,6 +572,7 @@ void progress_poll(struct progress *p, bool running)
             p->have_test = true;
         }
         p->epochs_done = e + 1;
+        epoch_outputs(p, e, &sum, loss, train_acc, val_acc, val_loss, hit, read, ios, busy, wait);
         after_epoch(p, e, &sum);
         results_consume(res, e);
         p->next_epoch++;
@@ -528,6 +624,17 @@ void progress_final(struct progress *p, bool ok, double seconds)
     p->fb_found0 = p->fb_loaded0 = NULL;
     free(p->epoch_first);
     p->epoch_first = NULL;
+    if (p->csv_out && fclose(p->csv_out) != 0) {
+        fprintf(stderr, "gnnlaunch: warning: --metrics-csv %s: closing failed: %s\n", p->run.csv_file,
+                strerror(errno));
+        p->csv_failed = true;
+    }
+    p->csv_out = NULL;
+    char tmsg[PATH_MAX + 128];
+    if (tboard_close(&p->tb, tmsg, sizeof tmsg) != 0) {
+        fprintf(stderr, "gnnlaunch: warning: --tensorboard: %s\n", tmsg);
+        p->tboard_failed = true;
+    }
     if (complete && p->run.predict == RUN_PREDICT_NONE) { /* a prediction's last line is launcher/predict.c's */
         printf("test_acc=%.4f val_acc=%.4f epochs=%" PRIu64 " seconds=%.2f\n", test, p->val_acc, p->epochs_done, secs);
         fflush(stdout);

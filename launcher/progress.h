@@ -15,6 +15,7 @@
 #include "ipc/results.h"
 #include "core/config.h"
 #include "launcher/layout.h"
+#include "launcher/tboard.h"
 
 /* Whether epoch e's records of every rank (on a multi-node run, of every
  * node's ranks) are in; *sum then holds them added in global rank order.
@@ -30,6 +31,8 @@ struct progress_run {
     uint32_t start_epoch;     /* with --resume: epochs the checkpoint holds */
     double t_start;           /* sl_now() when the run was created */
     const char *metrics_file; /* --metrics, absolute, or "" */
+    const char *csv_file;     /* --metrics-csv, absolute, or "" (NULL: none) */
+    const char *tboard_dir;   /* --tensorboard, absolute, or "" (NULL: none) */
     progress_epoch_fn epoch;  /* NULL: this node's results page (results_epoch) */
     enum run_predict predict; /* a prediction run: its nodes (no epoch lines, no final line of its own) */
     void *epoch_ctx;
@@ -64,6 +67,10 @@ struct progress {
     bool stop_early;           /* the patience ran out: the supervisor stops the run */
     char stop_why[256];
     bool ckpt_warned;          /* a best/latest/keep_last failure was reported */
+    FILE *csv_out;             /* --metrics-csv, while open */
+    bool csv_failed;
+    struct tboard tb;          /* --tensorboard; fd -1 when not open */
+    bool tboard_failed;
 };
 
 /* Before the supervision loop: counts the run's batches, opens --metrics

@@ -497,6 +497,8 @@ int supervise(struct launch *l)
                                                     .start_epoch = l->start_epoch,
                                                     .t_start = l->t_start,
                                                     .metrics_file = l->metrics_file,
+                                                    .csv_file = l->csv_file,
+                                                    .tboard_dir = l->tboard_dir,
                                                     .epoch = run_epoch,
                                                     .epoch_ctx = l,
                                                     .predict = l->predict.which});
