@@ -51,7 +51,7 @@ static void sums(const struct progress *p, struct stage_sums *s)
                 metrics_block(&p->run.layout->metrics, run_block(r, (enum run_stage)k));
             if (!b)
                 continue;
-            s->busy[k] += (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9;
+            s->busy[k] += (double)metrics_busy_now(b, sl_now_ns()) / 1e9; /* periods under way included */
             s->wait[k] += (double)atomic_load_explicit(&b->wait_ns, memory_order_relaxed) / 1e9;
             s->items[k] += atomic_load_explicit(&b->items, memory_order_relaxed);
             s->bytes[k] += atomic_load_explicit(&b->bytes, memory_order_relaxed);
@@ -221,7 +221,7 @@ static void metrics_processes(struct progress *p, double t)
             fprintf(f,
                     "\"busy_s\":%.6f,\"wait_s\":%.6f,\"items\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"io_ops\":%" PRIu64
                     ",\"errors\":%" PRIu64 ",",
-                    (double)atomic_load_explicit(&b->busy_ns, memory_order_relaxed) / 1e9,
+                    (double)metrics_busy_now(b, sl_now_ns()) / 1e9,
                     (double)atomic_load_explicit(&b->wait_ns, memory_order_relaxed) / 1e9,
                     atomic_load_explicit(&b->items, memory_order_relaxed),
                     atomic_load_explicit(&b->bytes, memory_order_relaxed),

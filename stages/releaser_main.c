@@ -40,20 +40,25 @@ int main(int argc, char **argv)
     uint64_t batches = 0, refs = 0;
     while (stage_pop(&st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
+        metrics_busy_begin(st.block, t0);
         struct batch_view v;
         stage_view(&st, &d, BATCH_VIEW_HEADER_ONLY, &v);
         if (!(*v.flags & BATCH_ALIASED))
             stage_fail(&st, "batch %" PRIu64 " reached the releaser without feature-buffer slots", d.batch);
         uint32_t n = batch_nodes(&v);
         int rc = featbuf_release_many(&st.fb, v.alias, n);
-        if (rc == -EPIPE)
-            break; /* the run is being torn down */
+        if (rc == -EPIPE) { /* the run is being torn down */
+            metrics_busy_end(st.block, t0, sl_now_ns() - t0);
+            break;
+        }
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": releasing its %" PRIu32 " feature-buffer references: %s", d.batch, n,
                        strerror(-rc));
         rc = arena_release(&st.arena, d.slot);
-        if (rc == -EPIPE)
+        if (rc == -EPIPE) {
+            metrics_busy_end(st.block, t0, sl_now_ns() - t0);
             break;
+        }
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": returning arena slot %" PRIu32 ": %s", d.batch, d.slot,
                        strerror(-rc));
@@ -61,7 +66,7 @@ int main(int argc, char **argv)
         batches++;
         refs += n;
         metrics_add(&st.block->items, 1);
-        metrics_add(&st.block->busy_ns, sl_now_ns() - t0);
+        metrics_busy_end(st.block, t0, sl_now_ns() - t0);
     }
     struct featbuf_stats fs;
     if (featbuf_stats(&st.fb, &fs) == 0) { /* -EPIPE: torn down, nothing to check */

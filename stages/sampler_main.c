@@ -256,12 +256,13 @@ static void *stage_thread(void *arg)
         if (stage_alloc(st, &slot) != 0)
             break;
         uint64_t t0 = sl_now_ns(), edges;
+        metrics_busy_begin(st->block, t0);
         struct batch_id id = {.batch = g, .epoch = p->epoch, .rank = rank, .split = p->split};
         void *mem = arena_slot(&st->arena, slot);
         if (sampler_sample(&s, mem, st->arena.slot_size, sb.targets, p->targets, &id, sb.seed, &edges, msg,
                            sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p->epoch, msg);
-        metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+        metrics_busy_end(st->block, t0, sl_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
         struct run_desc d = {.batch = g, .slot = slot, .epoch = p->epoch, .aux = {edges, p->split}};
         stage_trace(st, g, p->split, t0, sl_now_ns());

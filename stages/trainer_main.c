@@ -614,6 +614,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
                    ", %" PRIu32 " targets)",
                    d->batch, pos.epoch, pos.split, pos.targets);
     uint64_t t0 = sl_now_ns();
+    metrics_busy_begin(st->block, t0); /* readers see the batch's time as it passes (ipc/metrics.h) */
     fault_poison(t, &v);
     if (t->be->gather(t->b, &v, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": gather: %s", d->batch, msg);
@@ -678,7 +679,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
     } else {
         e->busy_s += (double)(sl_now_ns() - t0) / 1e9;
     }
-    metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+    metrics_busy_end(st->block, t0, sl_now_ns() - t0);
     metrics_add(&st->block->items, 1);
     maybe_publish(t, pos.epoch);
 }
