@@ -103,7 +103,9 @@ static const char usage_text[] =
     "                     logits.npy, embeddings.npy, pred.npy and accuracy.json into\n"
     "                     --out DIR (default predictions/<run name>; must not exist).\n"
     "                     Sampled with model.fanouts; --set model.fanouts=[-1,-1] for\n"
-    "                     every neighbour (docs/inference.md). The last line is\n"
+    "                     every neighbour, or --exact: layer-wise over the whole graph\n"
+    "                     in gnnlaunch itself, layer tables on disk (docs/inference.md).\n"
+    "                     The last line is\n"
     "                     [train_acc=F] [val_acc=F] [test_acc=F] nodes=N seconds=S out=DIR\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
@@ -149,6 +151,7 @@ struct opts {
     struct clusterenv flags;     /* what the command line said of them (the environment fills the rest) */
     const char *predict;         /* --predict CKPT, or NULL */
     const char *split, *out;     /* --split, --out (with --predict) */
+    bool exact;                  /* --exact (with --predict) */
     bool epochs_given;
     char master[300];            /* HOST:PORT, from the flags or the environment */
 };
@@ -212,7 +215,7 @@ static int unknown_option(const char *arg)
     static const char *const known[] = {
         "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
         "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
-        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out", "--metrics-csv", "--tensorboard"};
+        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out", "--exact", "--metrics-csv", "--tensorboard"};
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
     const char *best = NULL;
@@ -260,6 +263,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->cpu = true;
         } else if (!strcmp(arg, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(arg, "--exact")) {
+            o->exact = true;
         } else if (!strcmp(arg, "--skip-verify")) {
             o->skip_verify = true;
         } else if (!strcmp(arg, "--strict-outputs")) {
@@ -332,8 +337,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
-    if ((o->split || o->out) && !o->predict)
-        return usage_error("%s needs --predict CHECKPOINT", o->split ? "--split" : "--out");
+    if ((o->split || o->out || o->exact) && !o->predict)
+        return usage_error("%s needs --predict CHECKPOINT", o->split ? "--split" : o->out ? "--out" : "--exact");
+    if (o->exact && o->gpus >= 0)
+        return usage_error("%s", "--exact runs on the CPU (layer-wise inference in gnnlaunch itself); drop --gpus");
     if (o->predict && (o->resume || o->resume_from || o->epochs_given))
         return usage_error("--predict evaluates a checkpoint; %s belongs to training",
                            o->resume ? "--resume" : o->resume_from ? "--resume-from" : "--epochs");
@@ -521,6 +528,7 @@ static int check_predict(struct launch *l, const struct opts *o, char *err, size
 {
     struct launch_predict *p = &l->predict;
     p->which = o->split ? (enum run_predict)run_predict_parse(o->split) : RUN_PREDICT_ALL;
+    p->exact = o->exact;
     if (!realpath(o->predict, p->ckpt))
         return sl_errf(err, errlen, -errno, "--predict %s: %s", o->predict, strerror(errno));
     char rel[PATH_MAX], cwd[PATH_MAX];
@@ -956,6 +964,21 @@ int main(int argc, char **argv)
     }
     if (l->gpus)
         report_gpus(l);
+    if (l->predict.exact) { /* layer-wise, in this process: no run, no stages */
+        double t0 = sl_now();
+        fprintf(stderr, "gnnlaunch: --predict --exact: layer-wise inference of all %" PRIu64 " nodes with %s\n",
+                l->meta.nodes, l->predict.ckpt);
+        int prc = launch_predict_exact(&l->predict, &l->cfg, &l->meta, (int)l->cfg.pipeline.trainer_threads, err,
+                                       sizeof err);
+        if (prc == 0)
+            prc = launch_predict_finish(&l->predict, &l->cfg, &l->meta, true, sl_now() - t0, err, sizeof err);
+        if (prc) {
+            launch_predict_abandon(&l->predict);
+            fprintf(stderr, "gnnlaunch: --predict --exact: %s; nothing was written to %s\n", err, l->predict.out);
+            return 3;
+        }
+        return 0;
+    }
 
     atexit(teardown);
     l->phase = LAUNCH_SETUP;

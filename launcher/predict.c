@@ -11,11 +11,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/util.h"
 #include "ops/ckpt.h"
 #include "ops/model.h"
+#include "ops/ops.h"
+#include "stages/infer.h"
 #include "stages/predict.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
@@ -210,4 +213,88 @@ int launch_predict_finish(struct launch_predict *p, const struct config *cfg, co
     printf("%snodes=%" PRIu64 " seconds=%.2f out=%s\n", line, n, seconds, p->out);
     fflush(stdout);
     return 0;
+}
+
+/* Progress of --exact on stderr, at most once a second, and at each
+ * layer's end. */
+struct exact_progress {
+    double t0, last;
+    uint32_t layers;
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void exact_progress(void *arg, uint32_t layer, uint64_t done, uint64_t total)
+{
+    struct exact_progress *e = arg;
+    double t = now_s();
+    if (done < total && t - e->last < 1.0)
+        return;
+    e->last = t;
+    fprintf(stderr, "gnnlaunch: --exact: layer %" PRIu32 "/%" PRIu32 ": %" PRIu64 "/%" PRIu64 " nodes (%.0f%%), %.1f s\n",
+            layer + 1, e->layers, done, total, total ? 100.0 * (double)done / (double)total : 100.0, t - e->t0);
+}
+
+int launch_predict_exact(struct launch_predict *p, const struct config *cfg, const struct dataset_meta *m, int threads,
+                         char *err, size_t errlen)
+{
+    struct model_config mc;
+    trainer_model_config(cfg, m, &mc);
+    if (mc.kind == MODEL_GCN && cfg->model.gcn_norm != GCN_NORM_GRAPH)
+        return sl_errf(err, errlen, -EINVAL, "--exact: a GCN normalised by its sampled blocks' degrees "
+                       "(model.gcn_norm = \"block\") has no whole-graph equivalent; predict it sampled (without "
+                       "--exact), or train with model.gcn_norm = \"graph\"");
+    struct model *model = NULL;
+    int rc = model_create(&model, &mc, err, errlen);
+    if (rc)
+        return rc;
+    struct ckpt c;
+    char msg[1024];
+    if ((rc = ckpt_read(&c, p->ckpt, msg, sizeof msg)) != 0) {
+        model_destroy(model);
+        return sl_errf(err, errlen, rc, "--predict: %s", msg);
+    }
+    float *params = model_params(model);
+    for (uint32_t i = 0; rc == 0 && i < model_ntensors(model); i++) {
+        const struct model_tensor *t = model_tensor(model, i);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const float *src = ckpt_find(&c, t->name, "F32", &nd, shape);
+        if (!src || nd != t->ndim || shape[0] != t->shape[0] || (nd == 2 && shape[1] != t->shape[1]))
+            rc = sl_errf(err, errlen, -EINVAL, "--predict %s has no F32 tensor %s of the model's shape", p->ckpt,
+                         t->name);
+        else
+            memcpy(params + t->offset, src, t->count * sizeof(float));
+    }
+    ckpt_free(&c);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    ops_set_threads(threads > 0 ? threads : (int)SL_MAX(1, cpus));
+    struct predict_files f;
+    if (rc == 0)
+        rc = predict_map(&f, p->tmp, err, errlen);
+    if (rc == 0) {
+        struct exact_progress ep = {.t0 = now_s(), .layers = mc.layers};
+        const char *chunk = getenv("SLUICE_INFER_CHUNK"); /* tests: small chunks (docs/inference.md) */
+        struct infer_params ip = {.dir = cfg->dataset.path,
+                                  .m = m,
+                                  .model = model,
+                                  .mc = &mc,
+                                  .graph_degrees = mc.kind == MODEL_GCN,
+                                  .scratch = p->tmp,
+                                  .chunk = chunk && *chunk ? strtoull(chunk, NULL, 10) : 0,
+                                  .progress = exact_progress,
+                                  .arg = &ep};
+        rc = infer_layerwise(&ip, &f, err, errlen);
+        char umsg[256];
+        int urc = predict_unmap(&f, umsg, sizeof umsg);
+        if (rc == 0 && urc != 0)
+            rc = sl_errf(err, errlen, urc, "%s", umsg);
+    }
+    model_destroy(model);
+    return rc;
 }

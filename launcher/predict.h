@@ -22,6 +22,7 @@ struct launch_predict {
     char out[PATH_MAX];     /* --out, absolute */
     char tmp[PATH_MAX + 64];/* the partial directory the stages fill */
     uint32_t epoch;         /* the checkpoint's epoch */
+    bool exact;             /* --exact: layer-wise over the whole graph (stages/infer.h) */
 };
 
 /* Checks and prepares: the checkpoint (a Sluice checkpoint of the model
@@ -36,6 +37,12 @@ int launch_predict_prepare(struct launch_predict *p, const struct config *cfg, c
  * removed. 0 or -errno with a message (then nothing is left either). */
 int launch_predict_finish(struct launch_predict *p, const struct config *cfg, const struct dataset_meta *m, bool ok,
                           double seconds, char *err, size_t errlen);
+
+/* --exact: the layer-wise inference of every node in this process
+ * (stages/infer.h; no stages are started), into p->tmp. threads: compute
+ * threads (0: one per CPU). 0 or -errno with a message. */
+int launch_predict_exact(struct launch_predict *p, const struct config *cfg, const struct dataset_meta *m, int threads,
+                         char *err, size_t errlen);
 
 /* Removes the partial directory, if any (exit paths). */
 void launch_predict_abandon(struct launch_predict *p);

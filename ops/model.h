@@ -188,6 +188,18 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
  * model_layer_offset(m, i + 1)), and i = layers gives nparams. */
 size_t model_layer_offset(const struct model *m, uint32_t i);
 
+/* Layer i alone, evaluation mode (no dropout), on the CPU table's
+ * blocks: out (b->n_dst x model_layer_width(i)) from x (b->n_src rows of
+ * layer i's input width; destinations first), activation applied unless
+ * it is the last layer (whose output is the logits). Layer-wise inference
+ * (gnnlaunch --predict --exact) runs the layers one after another over
+ * all nodes this way; the result equals model_forward over blocks holding
+ * every neighbour. The mlp ignores the block's edges (n_src = n_dst). */
+int model_forward_layer(struct model *m, uint32_t i, const struct ops_block *b, const float *x, float *out, char *err,
+                        size_t errlen);
+/* Output width of layer i: model.hidden, the class count for the last. */
+uint32_t model_layer_width(const struct model_config *c, uint32_t i);
+
 /* The final-layer embeddings of the last forward: its last layer's input
  * rows, the targets' first (destinations come first in every block), of
  * model_embed_width floats each, in the model's space (host memory for

@@ -8,6 +8,7 @@
 #include "t_util.h"
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <math.h>
 
 #include "core/dataset.h"
@@ -143,6 +144,36 @@ static void test_predict_matches_training(void **state)
     snprintf(path, sizeof path, "%s/accuracy.json", out);
     assert_true(exists(path));
     expect_no_partial(t_ldir);
+    /* --exact (layer-wise, chunks of 100 nodes so that most neighbours lie
+     * outside the chunk): the same accuracies, logits and embeddings to
+     * float rounding, and nothing but the outputs left in the directory */
+    char exact[1300];
+    snprintf(exact, sizeof exact, "%s/pred-exact", t_ldir);
+    assert_int_equal(ckpt_path(path, sizeof path, ck, 2), 0);
+    t_launch_run(&r, (const char *[]){g_stages, "SLUICE_INFER_CHUNK=100", NULL},
+                 (const char *[]){"--cpu", "--predict", path, g_cfg, "--exact", "--out", exact, NULL}, 240);
+    t_expect_code(&r, 0);
+    assert_true(t_last_line(&r, "train_acc=", line, sizeof line));
+    if (fabs(field(line, "val_acc") - val) > 1e-9 || fabs(field(line, "test_acc") - test) > 1e-9)
+        fail_msg("--exact: '%s', the training run's val_acc=%.4f test_acc=%.4f", line, val, test);
+    const char *names[] = {"logits.npy", "embeddings.npy"};
+    for (int k = 0; k < 2; k++) {
+        uint64_t r1, c1, r2, c2;
+        float *a = npy(out, names[k], &r1, &c1), *b = npy(exact, names[k], &r2, &c2);
+        assert_true(r1 == r2 && c1 == c2);
+        for (uint64_t i = 0; i < r1 * c1; i++)
+            if (fabs(a[i] - b[i]) > 1e-5 * (1 + fabs(a[i])))
+                fail_msg("--exact %s element %" PRIu64 ": %g, sampled with every neighbour %g", names[k], i, b[i], a[i]);
+        free(a), free(b);
+    }
+    DIR *d = opendir(exact);
+    assert_non_null(d);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        files += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(files, 5); /* nodes, logits, embeddings, pred, accuracy.json: no layer table left */
 }
 
 /* Reads dataset file k of g_ds whole. */
@@ -232,6 +263,15 @@ static void test_gcn_full_graph(void **state)
     }
     if (!(worst < 1e-4))
         fail_msg("the prediction's logits differ from a full-graph GCN by up to %g (relative)", worst);
+    /* layer-wise, the same */
+    char exact[1300];
+    snprintf(exact, sizeof exact, "%s/pred-gcn-exact", t_ldir);
+    run(&r, (const char *[]){"--predict", path, g_gcn, "--exact", "--out", exact, NULL}, 0);
+    float *ex = npy(exact, "logits.npy", &ln, &lc);
+    for (uint64_t i = 0; i < N * C; i++)
+        if (fabs(ex[i] - logits[i]) > 1e-5 * (1 + fabs(logits[i])))
+            fail_msg("--exact GCN logit %" PRIu64 ": %g, sampled with every neighbour %g", i, ex[i], logits[i]);
+    free(ex);
     ckpt_free(&c);
     free(x), free(agg), free(h), free(agg2), free(deg), free(logits);
     free((void *)indptr), free((void *)indices), free((void *)feat);
@@ -263,6 +303,7 @@ static void test_predict_refusals(void **state)
         {{"--predict", path, g_cfg, "--resume"}, "--resume belongs to training"},
         {{"--predict", path, g_cfg, "--split", "dev"}, "--split needs all, train, val or test, not 'dev'"},
         {{"--predict", path, g_cfg, "--out", "/nonexistent-sluice/x"}, "directory /nonexistent-sluice does not exist"},
+        {{g_cfg, "--exact"}, "--exact needs --predict CHECKPOINT"},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
         run(&r, cases[i].args, 2);
