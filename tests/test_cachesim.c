@@ -210,12 +210,303 @@ static void test_sim_matches_live(void **state)
     cachesim_trace_free(&t);
 }
 
+/* ---- several processes on one lookahead buffer ------------------------------ */
+
+#define MP_NODES 400u
+#define MP_BATCHES 4000u
+#define MP_WINDOW 8u
+#define MP_MAXB 24u
+
+struct mp_shared {
+    _Atomic uint64_t hint_next, take_next, done;
+    _Atomic uint32_t failures;
+};
+
+/* Batch b's nodes: a deterministic set of 1..MP_MAXB distinct ids. */
+static uint32_t mp_batch(uint64_t b, uint64_t *out)
+{
+    uint64_t s = b * 7919u + 1;
+    uint32_t n = 1 + (uint32_t)(rng(&s) % MP_MAXB);
+    for (uint32_t i = 0; i < n; i++) {
+        bool dup;
+        do {
+            out[i] = rng(&s) % 2 ? rng(&s) % (MP_NODES / 8) : rng(&s) % MP_NODES;
+            dup = false;
+            for (uint32_t j = 0; j < i; j++)
+                dup |= out[j] == out[i];
+        } while (dup);
+    }
+    return n;
+}
+
+struct mp_thread {
+    struct featbuf fb;
+    struct mp_shared *sh;
+    bool hinter;
+};
+
+static void *mp_main(void *arg)
+{
+    struct mp_thread *t = arg;
+    struct mp_shared *sh = t->sh;
+    uint64_t nodes[MP_MAXB];
+    uint32_t slots[MP_MAXB];
+    uint8_t act[MP_MAXB];
+    for (;;) {
+        if (t->hinter) { /* a sampler: announce up to W batches past those taken */
+            uint64_t b = atomic_load(&sh->hint_next);
+            if (b >= MP_BATCHES)
+                return NULL;
+            if (b > atomic_load(&sh->take_next) + MP_WINDOW) {
+                sched_yield();
+                continue;
+            }
+            if (!atomic_compare_exchange_weak(&sh->hint_next, &b, b + 1))
+                continue;
+            uint32_t n = mp_batch(b, nodes);
+            if (featbuf_hint(&t->fb, b, nodes, n))
+                atomic_fetch_add(&sh->failures, 1);
+            continue;
+        }
+        uint64_t b = atomic_fetch_add(&sh->take_next, 1); /* an extractor: out of order across threads */
+        if (b >= MP_BATCHES)
+            return NULL;
+        uint32_t n = mp_batch(b, nodes);
+        uint32_t seq = featbuf_standby_seq(&t->fb);
+        int rc;
+        while ((rc = featbuf_acquire_batch(&t->fb, b, nodes, n, slots, act)) == -EAGAIN) {
+            featbuf_wait_standby(&t->fb, seq, 1000);
+            seq = featbuf_standby_seq(&t->fb);
+        }
+        if (rc) {
+            atomic_fetch_add(&sh->failures, 1);
+            return NULL;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (act[i] == FEATBUF_LOAD && featbuf_loaded(&t->fb, slots[i]))
+                atomic_fetch_add(&sh->failures, 1);
+        for (uint32_t i = 0; i < n; i++)
+            if (act[i] == FEATBUF_WAIT && featbuf_wait_valid(&t->fb, slots[i], 10000))
+                atomic_fetch_add(&sh->failures, 1);
+        if (featbuf_release_many(&t->fb, slots, n))
+            atomic_fetch_add(&sh->failures, 1);
+        atomic_fetch_add(&sh->done, 1);
+    }
+}
+
+/* One process: a hinting thread and two extracting ones, each with its own
+ * handle (as separate stage processes would have). */
+static int mp_process(const char *name, struct mp_shared *sh)
+{
+    struct mp_thread t[3];
+    pthread_t th[3];
+    char err[256];
+    for (int i = 0; i < 3; i++) {
+        if (featbuf_attach(&t[i].fb, name, err, sizeof err)) {
+            fprintf(stderr, "attach: %s\n", err);
+            return 1;
+        }
+        t[i].sh = sh;
+        t[i].hinter = i == 0;
+        if (pthread_create(&th[i], NULL, mp_main, &t[i]))
+            return 1;
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        featbuf_free(&t[i].fb);
+    }
+    return 0;
+}
+
+static void test_processes(void **state)
+{
+    (void)state;
+    const int procs = 3;
+    /* room for every extractor's batch, little more: evictions all the time;
+     * a small hint log, so it fills and drops hints too */
+    struct featbuf_params p = {.n_nodes = MP_NODES, .nslots = 2 * 3 * MP_MAXB + 20, .row_bytes = 16,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD, .window = MP_WINDOW, .hint_entries = 100};
+    char run[SHM_RUN_ID_MAX], err[256];
+    assert_int_equal(shm_run_id_new(run, sizeof run), 0);
+    struct featbuf fb;
+    if (featbuf_create(&fb, run, "featbuf", &p, err, sizeof err))
+        fail_msg("create: %s", err);
+    struct mp_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    alarm(240);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[3];
+    for (int i = 0; i < procs; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0)
+            _exit(mp_process(fb.seg.name, sh));
+    }
+    int live = procs, bad = 0, checks = 0;
+    while (live > 0) {
+        if (featbuf_check(&fb, err, sizeof err)) {
+            fprintf(stderr, "check during the run: %s\n", err);
+            bad++;
+            break;
+        }
+        checks++;
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+            live--;
+            bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+        }
+        usleep(1000);
+    }
+    while (live > 0) {
+        int st;
+        if (waitpid(-1, &st, 0) > 0)
+            live--;
+    }
+    alarm(0);
+    assert_int_equal(bad, 0);
+    assert_int_equal(atomic_load(&sh->failures), 0);
+    assert_int_equal(atomic_load(&sh->done), MP_BATCHES);
+    assert_true(checks > 0);
+    if (featbuf_check(&fb, err, sizeof err))
+        fail_msg("check after the run: %s", err);
+    struct featbuf_stats st;
+    assert_int_equal(featbuf_stats(&fb, &st), 0);
+    assert_int_equal(st.standby, p.nslots); /* every reference released */
+    char name[SHM_NAME_MAX];
+    memcpy(name, fb.seg.name, sizeof name);
+    featbuf_free(&fb);
+    shm_seg_unlink(name);
+    munmap(sh, sizeof *sh);
+}
+
+/* ---- the trace file, the hot set, bad parameters ----------------------------- */
+
+static void test_trace_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sluice-trace-XXXXXX", base[64], path[96], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(base, sizeof base, "%s/rows", dir);
+    struct rowtrace w;
+    assert_int_equal(rowtrace_open(&w, base, 3, 50, err, sizeof err), 0);
+    const uint64_t a[] = {4, 9, 49}, b[] = {7};
+    assert_int_equal(rowtrace_add(&w, 12, a, 3), 0);
+    assert_int_equal(rowtrace_add(&w, 10, b, 1), 0);
+    assert_int_equal(rowtrace_add(&w, 11, NULL, 0), 0);
+    assert_int_equal(rowtrace_close(&w, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s.rank3", base);
+    struct cachesim_trace t;
+    if (cachesim_trace_read(&t, path, err, sizeof err))
+        fail_msg("read: %s", err);
+    assert_int_equal(t.rank, 3);
+    assert_int_equal(t.n_nodes, 50);
+    assert_int_equal(t.batches, 3);
+    assert_int_equal(t.accesses, 4);
+    assert_int_equal(t.max_batch, 3);
+    assert_int_equal(t.batch[0], 12);
+    assert_int_equal(t.batch[1], 10);
+    assert_int_equal(t.nodes[2], 49);
+    assert_int_equal(t.nodes[3], 7);
+    assert_false(t.truncated);
+    cachesim_trace_free(&t);
+    /* a record cut short is dropped and reported; a node out of range is refused */
+    assert_int_equal(truncate(path, 32 + 16 + 3 * 8 + 16 + 4), 0);
+    assert_int_equal(cachesim_trace_read(&t, path, err, sizeof err), 0);
+    assert_true(t.truncated);
+    assert_int_equal(t.batches, 1);
+    cachesim_trace_free(&t);
+    const uint64_t big[] = {50};
+    assert_int_equal(rowtrace_open(&w, base, 3, 50, err, sizeof err), 0);
+    assert_int_equal(rowtrace_add(&w, 0, big, 1), 0);
+    assert_int_equal(rowtrace_close(&w, err, sizeof err), 0);
+    assert_int_equal(cachesim_trace_read(&t, path, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "names node 50"));
+    FILE *f = fopen(path, "wb");
+    fputs("not a trace at all, no", f);
+    fclose(f);
+    assert_int_equal(cachesim_trace_read(&t, path, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "not a version 1 row trace"));
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_bad_params(void **state)
+{
+    (void)state;
+    struct featbuf_params p = {.n_nodes = 10, .nslots = 4, .row_bytes = 8, .policy = FEATBUF_POLICY_LOOKAHEAD,
+                               .window = 0, .hint_entries = 10};
+    assert_int_equal(featbuf_mem_size(&p), 0);
+    p.window = FEATBUF_WINDOW_MAX + 1;
+    assert_int_equal(featbuf_mem_size(&p), 0);
+    p.window = 4;
+    p.hint_entries = 0;
+    assert_int_equal(featbuf_mem_size(&p), 0);
+    p.hint_entries = 10;
+    assert_true(featbuf_mem_size(&p) > 0);
+    char run[SHM_RUN_ID_MAX], err[256];
+    assert_int_equal(shm_run_id_new(run, sizeof run), 0);
+    struct featbuf fb;
+    p.window = 0;
+    assert_int_equal(featbuf_create(&fb, run, "featbuf", &p, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "pipeline.lookahead"));
+    /* the replay refuses fewer slots than a batch */
+    static const uint64_t seq[] = {1, 2, 3};
+    uint32_t sizes[] = {3};
+    struct cachesim_trace t;
+    trace_from(&t, 8, sizes, 1, seq);
+    struct cachesim_run r = {.policy = CACHESIM_LOOKAHEAD, .slots = 2, .window = 1};
+    uint64_t m;
+    assert_int_equal(cachesim_replay(&t, &r, &m, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "largest batch"));
+    cachesim_trace_free(&t);
+}
+
+/* Hot set: the k nodes most often named in indices.bin, ties to lower ids. */
+static void test_hot_set(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sluice-hot-XXXXXX", path[96], err[256];
+    assert_non_null(mkdtemp(dir));
+    /* 6 nodes; sources 3 x4, 5 x3, 1 x2, 0 x2, 2 x1 */
+    const uint32_t idx[] = {3, 5, 3, 1, 0, 3, 5, 2, 1, 0, 5, 3};
+    snprintf(path, sizeof path, "%s/indices.bin", dir);
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(fwrite(idx, sizeof idx, 1, f), 1);
+    fclose(f);
+    struct dataset_meta m = {.nodes = 6, .edges = 12};
+    snprintf(m.f[DATASET_INDICES].file, sizeof m.f[DATASET_INDICES].file, "indices.bin");
+    m.f[DATASET_INDICES].dtype = DTYPE_U32;
+    m.f[DATASET_INDICES].present = true;
+    uint64_t hot[4];
+    assert_int_equal(cachesim_hot_set(dir, &m, 3, hot, err, sizeof err), 0);
+    assert_int_equal(hot[0], 0); /* {3, 5} and the lower of the tied 0, 1 */
+    assert_int_equal(hot[1], 3);
+    assert_int_equal(hot[2], 5);
+    assert_int_equal(cachesim_hot_set(dir, &m, 2, hot, err, sizeof err), 0);
+    assert_int_equal(hot[0], 3);
+    assert_int_equal(hot[1], 5);
+    assert_int_equal(cachesim_hot_set(dir, &m, 4, hot, err, sizeof err), 0);
+    assert_int_equal(hot[0], 0);
+    assert_int_equal(hot[1], 1);
+    assert_int_equal(hot[2], 3);
+    assert_int_equal(hot[3], 5);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_sequence),
         cmocka_unit_test(test_full_window_is_belady),
         cmocka_unit_test(test_sim_matches_live),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_trace_file),
+        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_hot_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
