@@ -38,11 +38,10 @@ static void usage(FILE *f)
                "  --help             this text\n");
 }
 
-static void line(const char *name, uint32_t window, uint64_t misses, const struct cachesim_trace *t,
-                 uint64_t opt)
+static void line(const char *name, uint32_t window, uint64_t misses, const struct cachesim_trace *t, uint64_t opt)
 {
-    printf("policy=%s window=%" PRIu32 " misses=%" PRIu64 " accesses=%" PRIu64 " miss_rate=%.4f vs_belady=%.3f\n",
-           name, window, misses, t->accesses, t->accesses ? (double)misses / (double)t->accesses : 0.0,
+    printf("policy=%s window=%" PRIu32 " misses=%" PRIu64 " accesses=%" PRIu64 " miss_rate=%.4f vs_belady=%.3f\n", name,
+           window, misses, t->accesses, t->accesses ? (double)misses / (double)t->accesses : 0.0,
            opt ? (double)misses / (double)opt : 1.0);
 }
 
@@ -71,8 +70,8 @@ int prep_cache_sim_main(int argc, char **argv)
         return 0;
     }
     if (first == 1 || slots == 0) {
-        fprintf(stderr, "gnnprep cache-sim: %s\n", first == 1 ? "which trace? (TRACE, a file pipeline.trace_rows wrote)"
-                                                               : "--slots is required");
+        fprintf(stderr, "gnnprep cache-sim: %s\n",
+                first == 1 ? "which trace? (TRACE, a file pipeline.trace_rows wrote)" : "--slots is required");
         usage(stderr);
         return PREP_EXIT_BAD_INPUT;
     }
@@ -83,8 +82,10 @@ int prep_cache_sim_main(int argc, char **argv)
         return prep_exit_code(rc);
     }
     if (t.truncated)
-        fprintf(stderr, "gnnprep cache-sim: %s ends inside a record (the run stopped while writing); replaying the "
-                        "%" PRIu64 " whole batches\n", argv[1], t.batches);
+        fprintf(stderr,
+                "gnnprep cache-sim: %s ends inside a record (the run stopped while writing); replaying the "
+                "%" PRIu64 " whole batches\n",
+                argv[1], t.batches);
     uint64_t *hot = NULL, nhot = 0;
     if (dir[0]) {
         struct dataset_meta m;
@@ -94,8 +95,10 @@ int prep_cache_sim_main(int argc, char **argv)
             return prep_exit_code(rc);
         }
         if (m.nodes != t.n_nodes) {
-            fprintf(stderr, "gnnprep cache-sim: %s has %" PRIu64 " nodes but the trace %" PRIu64
-                            "; give the dataset the trace was taken on\n", dir, m.nodes, t.n_nodes);
+            fprintf(stderr,
+                    "gnnprep cache-sim: %s has %" PRIu64 " nodes but the trace %" PRIu64
+                    "; give the dataset the trace was taken on\n",
+                    dir, m.nodes, t.n_nodes);
             cachesim_trace_free(&t);
             return PREP_EXIT_BAD_INPUT;
         }
@@ -112,8 +115,11 @@ int prep_cache_sim_main(int argc, char **argv)
            "\nlargest_batch=%" PRIu32 "\nslots=%" PRIu64 "\nhot=%" PRIu64 "\n",
            argv[1], t.rank, t.n_nodes, t.batches, t.accesses, t.max_batch, slots, nhot);
     uint64_t opt = 0, m = 0;
-    struct cachesim_run r = {.policy = CACHESIM_BELADY, .slots = (uint32_t)slots, .hot = hot,
-                             .nhot = (uint32_t)nhot, .hint_entries = hint_rows};
+    struct cachesim_run r = {.policy = CACHESIM_BELADY,
+                             .slots = (uint32_t)slots,
+                             .hot = hot,
+                             .nhot = (uint32_t)nhot,
+                             .hint_entries = hint_rows};
     if ((rc = cachesim_replay(&t, &r, &opt, err, sizeof err)) == 0) {
         line("belady", 0, opt, &t, opt);
         r.policy = CACHESIM_LRU;

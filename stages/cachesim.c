@@ -238,16 +238,15 @@ static uint32_t kth_largest(uint32_t *a, uint64_t n, uint64_t k)
     return a[lo];
 }
 
-int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, uint64_t *hot, char *err,
-                     size_t errlen)
+int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, uint64_t *hot, char *err, size_t errlen)
 {
     const struct dataset_file *fi = &m->f[DATASET_INDICES];
     uint64_t n = m->nodes;
     if (k == 0)
         return 0;
     if (!fi->present || k > n)
-        return sl_errf(err, errlen, -EINVAL, "%s: a hot set of %" PRIu64 " of %" PRIu64 " nodes needs indices.bin",
-                       dir, k, n);
+        return sl_errf(err, errlen, -EINVAL, "%s: a hot set of %" PRIu64 " of %" PRIu64 " nodes needs indices.bin", dir,
+                       k, n);
     size_t elem = fi->dtype == DTYPE_U64 ? 8 : 4;
     uint32_t *count = calloc(n, sizeof *count);
     if (!count)
@@ -273,8 +272,8 @@ int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, 
                 v = w;
             }
             if (v >= n) {
-                rc = sl_errf(err, errlen, -EINVAL, "%s: node id %" PRIu64 " >= %" PRIu64 "; run gnnprep check", path,
-                             v, n);
+                rc = sl_errf(err, errlen, -EINVAL, "%s: node id %" PRIu64 " >= %" PRIu64 "; run gnnprep check", path, v,
+                             n);
                 break;
             }
             if (count[v] != UINT32_MAX)
@@ -384,8 +383,7 @@ static int belady(const struct cachesim_trace *t, uint32_t slots, uint64_t *miss
                 for (;;) {
                     if (h.n == 0) {
                         rc = sl_errf(err, errlen, -ENOSPC,
-                                     "batch %" PRIu64 " has more distinct nodes than the %u slots", t->batch[r],
-                                     slots);
+                                     "batch %" PRIu64 " has more distinct nodes than the %u slots", t->batch[r], slots);
                         goto out;
                     }
                     struct hent e = heap_pop(&h);
@@ -426,8 +424,12 @@ static int live(const struct cachesim_trace *t, const struct cachesim_run *r, ui
 {
     bool la = r->policy == CACHESIM_LOOKAHEAD;
     uint32_t npins = r->policy == CACHESIM_LRU ? 0 : r->nhot;
-    struct featbuf_params p = {.n_nodes = t->n_nodes, .nslots = r->slots, .row_bytes = 8, .rows_on_device = true,
-                               .policy = la ? FEATBUF_POLICY_LOOKAHEAD : FEATBUF_POLICY_LRU, .pin_slots = npins};
+    struct featbuf_params p = {.n_nodes = t->n_nodes,
+                               .nslots = r->slots,
+                               .row_bytes = 8,
+                               .rows_on_device = true,
+                               .policy = la ? FEATBUF_POLICY_LOOKAHEAD : FEATBUF_POLICY_LRU,
+                               .pin_slots = npins};
     if (la) {
         p.window = r->window;
         p.hint_entries = r->hint_entries ? r->hint_entries : SL_MAX(t->accesses, 1);
@@ -436,8 +438,9 @@ static int live(const struct cachesim_trace *t, const struct cachesim_run *r, ui
     }
     size_t len = featbuf_mem_size(&p);
     if (len == 0)
-        return sl_errf(err, errlen, -EINVAL, "a %u-slot buffer (window %u, %u pinned) for %" PRIu64
-                       " nodes: bad parameters", r->slots, r->window, npins, t->n_nodes);
+        return sl_errf(err, errlen, -EINVAL,
+                       "a %u-slot buffer (window %u, %u pinned) for %" PRIu64 " nodes: bad parameters", r->slots,
+                       r->window, npins, t->n_nodes);
     void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED)
         return sl_errf(err, errlen, -ENOMEM, "no memory for a %u-slot buffer", r->slots);
@@ -491,8 +494,8 @@ int cachesim_replay(const struct cachesim_trace *t, const struct cachesim_run *r
                     size_t errlen)
 {
     if (r->slots == 0 || (r->policy != CACHESIM_LRU && r->policy != CACHESIM_BELADY && r->nhot >= r->slots))
-        return sl_errf(err, errlen, -EINVAL, "%u slots with a hot set of %u: need more slots than hot nodes",
-                       r->slots, r->nhot);
+        return sl_errf(err, errlen, -EINVAL, "%u slots with a hot set of %u: need more slots than hot nodes", r->slots,
+                       r->nhot);
     if (r->slots < t->max_batch)
         return sl_errf(err, errlen, -EINVAL, "%u slots hold fewer rows than the trace's largest batch (%u nodes)",
                        r->slots, t->max_batch);

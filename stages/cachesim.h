@@ -62,10 +62,10 @@ int rowtrace_close(struct rowtrace *t, char *err, size_t errlen);
 struct cachesim_trace {
     uint32_t rank;
     uint64_t n_nodes;
-    uint64_t batches;  /* records */
-    uint64_t *batch;   /* (batches) schedule numbers */
-    uint64_t *off;     /* (batches + 1) record i's nodes are nodes[off[i] .. off[i+1]) */
-    uint64_t *nodes;   /* (accesses) */
+    uint64_t batches; /* records */
+    uint64_t *batch;  /* (batches) schedule numbers */
+    uint64_t *off;    /* (batches + 1) record i's nodes are nodes[off[i] .. off[i+1]) */
+    uint64_t *nodes;  /* (accesses) */
     uint64_t accesses;
     uint32_t max_batch; /* most nodes in one record */
     bool truncated;     /* the file ended inside a record (dropped) */
@@ -95,9 +95,9 @@ enum cachesim_policy {
 struct cachesim_run {
     enum cachesim_policy policy;
     uint32_t slots;
-    uint32_t window;      /* lookahead */
-    const uint64_t *hot;  /* static (and lookahead over a hot set) */
-    uint32_t nhot;        /* < slots */
+    uint32_t window;       /* lookahead */
+    const uint64_t *hot;   /* static (and lookahead over a hot set) */
+    uint32_t nhot;         /* < slots */
     uint64_t hint_entries; /* lookahead's log (0: every access of the trace) */
 };
 

@@ -67,11 +67,11 @@
 #define LA_BUCKET 2u /* in the bucket of slot.nu */
 
 struct la_hdr {
-    uint64_t top;              /* highest batch hinted (valid once hinted) */
-    uint64_t head, tail;       /* log records [head, tail) (sequence numbers; ring index = seq % cap) */
-    uint64_t dropped;          /* hint records dropped because the log was full */
-    uint32_t hinted;           /* any hint yet */
-    uint32_t buckets, cap;     /* B, E */
+    uint64_t top;          /* highest batch hinted (valid once hinted) */
+    uint64_t head, tail;   /* log records [head, tail) (sequence numbers; ring index = seq % cap) */
+    uint64_t dropped;      /* hint records dropped because the log was full */
+    uint32_t hinted;       /* any hint yet */
+    uint32_t buckets, cap; /* B, E */
     uint32_t nouse_head, nouse_tail, nouse_count, bucket_count;
     uint32_t reserved0;
 };
@@ -111,10 +111,22 @@ static uint32_t la_buckets(uint32_t window)
     return b;
 }
 
-static uint64_t la_off_slots(void) { return 64; }
-static uint64_t la_off_buckets(uint32_t s) { return la_off_slots() + (uint64_t)s * sizeof(struct la_slot); }
-static uint64_t la_off_bits(uint32_t s, uint32_t b) { return (la_off_buckets(s) + (uint64_t)b * 4u + 7u) & ~7ull; }
-static uint64_t la_off_nodes(uint32_t s, uint32_t b) { return la_off_bits(s, b) + (uint64_t)b / 8u; }
+static uint64_t la_off_slots(void)
+{
+    return 64;
+}
+static uint64_t la_off_buckets(uint32_t s)
+{
+    return la_off_slots() + (uint64_t)s * sizeof(struct la_slot);
+}
+static uint64_t la_off_bits(uint32_t s, uint32_t b)
+{
+    return (la_off_buckets(s) + (uint64_t)b * 4u + 7u) & ~7ull;
+}
+static uint64_t la_off_nodes(uint32_t s, uint32_t b)
+{
+    return la_off_bits(s, b) + (uint64_t)b / 8u;
+}
 static uint64_t la_off_recs(uint32_t s, uint32_t b, uint64_t n)
 {
     return la_off_nodes(s, b) + n * sizeof(struct la_node);
@@ -154,8 +166,8 @@ static void la_init(struct featbuf *fb)
     struct la a = view(fb);
     uint32_t n = fb->nslots;
     for (uint32_t i = 0; i < n; i++)
-        a.slot[i] = (struct la_slot){.prev = i == 0 ? LA_NIL : i - 1, .next = i + 1 == n ? LA_NIL : i + 1,
-                                     .where = LA_NOUSE};
+        a.slot[i] =
+            (struct la_slot){.prev = i == 0 ? LA_NIL : i - 1, .next = i + 1 == n ? LA_NIL : i + 1, .where = LA_NOUSE};
     h->nouse_head = 0;
     h->nouse_tail = n - 1;
     h->nouse_count = n;
@@ -166,8 +178,14 @@ static void la_init(struct featbuf *fb)
 
 /* ---- the slot lists ---------------------------------------------------- */
 
-static void bit_set(struct la *a, uint32_t k) { a->bits[k / 64] |= 1ull << (k % 64); }
-static void bit_clear(struct la *a, uint32_t k) { a->bits[k / 64] &= ~(1ull << (k % 64)); }
+static void bit_set(struct la *a, uint32_t k)
+{
+    a->bits[k / 64] |= 1ull << (k % 64);
+}
+static void bit_clear(struct la *a, uint32_t k)
+{
+    a->bits[k / 64] &= ~(1ull << (k % 64));
+}
 
 static void unlink_slot(struct la *a, uint32_t s)
 {
@@ -242,8 +260,14 @@ static void bucket_push(struct la *a, uint32_t s, uint32_t batch)
 
 /* Distance of batch b below top (32-bit wrap-around arithmetic); records
  * and buckets with a distance >= B have left the window. */
-static uint32_t dist(const struct la *a, uint32_t b) { return (uint32_t)a->h->top - b; }
-static bool in_window(const struct la *a, uint32_t b) { return dist(a, b) < a->h->buckets; }
+static uint32_t dist(const struct la *a, uint32_t b)
+{
+    return (uint32_t)a->h->top - b;
+}
+static bool in_window(const struct la *a, uint32_t b)
+{
+    return dist(a, b) < a->h->buckets;
+}
 
 /* Unlinks record r (whose predecessor in its node's list is prev, LA_NIL
  * for the head) and makes it a tombstone. */
@@ -451,8 +475,7 @@ static int la_check(struct featbuf *fb, char *err, size_t errlen)
         prev = LA_NIL;
         for (uint32_t s = a.bucket[k]; s != LA_NIL; s = a.slot[s].next) {
             if (s >= a.nslots || a.slot[s].where != LA_BUCKET || a.slot[s].prev != prev ||
-                (a.slot[s].nu & (h->buckets - 1)) != k || !in_window(&a, a.slot[s].nu) ||
-                ++on_buckets > a.nslots) {
+                (a.slot[s].nu & (h->buckets - 1)) != k || !in_window(&a, a.slot[s].nu) || ++on_buckets > a.nslots) {
                 snprintf(err, errlen, "lookahead: bad bucket %u at slot %u", k, s);
                 return -EUCLEAN;
             }

@@ -168,8 +168,12 @@ static void test_sim_matches_live(void **state)
     const uint32_t slots = 120, window = 6;
     uint64_t sim = replay(&t, CACHESIM_LOOKAHEAD, slots, window);
 
-    struct featbuf_params p = {.n_nodes = t.n_nodes, .nslots = slots, .row_bytes = 16,
-                               .policy = FEATBUF_POLICY_LOOKAHEAD, .window = window, .hint_entries = t.accesses};
+    struct featbuf_params p = {.n_nodes = t.n_nodes,
+                               .nslots = slots,
+                               .row_bytes = 16,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD,
+                               .window = window,
+                               .hint_entries = t.accesses};
     char run[SHM_RUN_ID_MAX], err[256];
     assert_int_equal(shm_run_id_new(run, sizeof run), 0);
     struct featbuf fb, ex;
@@ -324,8 +328,12 @@ static void test_processes(void **state)
     const int procs = 3;
     /* room for every extractor's batch, little more: evictions all the time;
      * a small hint log, so it fills and drops hints too */
-    struct featbuf_params p = {.n_nodes = MP_NODES, .nslots = 2 * 3 * MP_MAXB + 20, .row_bytes = 16,
-                               .policy = FEATBUF_POLICY_LOOKAHEAD, .window = MP_WINDOW, .hint_entries = 100};
+    struct featbuf_params p = {.n_nodes = MP_NODES,
+                               .nslots = 2 * 3 * MP_MAXB + 20,
+                               .row_bytes = 16,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD,
+                               .window = MP_WINDOW,
+                               .hint_entries = 100};
     char run[SHM_RUN_ID_MAX], err[256];
     assert_int_equal(shm_run_id_new(run, sizeof run), 0);
     struct featbuf fb;
@@ -436,8 +444,12 @@ static void test_trace_file(void **state)
 static void test_bad_params(void **state)
 {
     (void)state;
-    struct featbuf_params p = {.n_nodes = 10, .nslots = 4, .row_bytes = 8, .policy = FEATBUF_POLICY_LOOKAHEAD,
-                               .window = 0, .hint_entries = 10};
+    struct featbuf_params p = {.n_nodes = 10,
+                               .nslots = 4,
+                               .row_bytes = 8,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD,
+                               .window = 0,
+                               .hint_entries = 10};
     assert_int_equal(featbuf_mem_size(&p), 0);
     p.window = FEATBUF_WINDOW_MAX + 1;
     assert_int_equal(featbuf_mem_size(&p), 0);
@@ -500,12 +512,9 @@ static void test_hot_set(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_sequence),
-        cmocka_unit_test(test_full_window_is_belady),
-        cmocka_unit_test(test_sim_matches_live),
-        cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_trace_file),
-        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_hand_sequence),    cmocka_unit_test(test_full_window_is_belady),
+        cmocka_unit_test(test_sim_matches_live), cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_trace_file),       cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_hot_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
