@@ -16,7 +16,13 @@
 #
 # Environment (defaults):
 #   BUILD (build)  WORK (/work/bench-data/ooc)  RESULTS (bench/results)
-#   NAME (cache-policy-DATE)   CAP (1G)   FB_FRAC (0.4: feature buffer = FB_FRAC x CAP, as outofcore.sh)
+#   NAME (cache-policy-DATE)   CAP (1G)
+#   FB_MB (auto)               feature buffer of every run; auto: per dataset, the largest that the
+#                              costliest policy of POLICIES (its hint log and node table included) fits
+#                              in the cap beside what gnnlaunch plans for the rest (arenas, topology,
+#                              margin), so that every policy runs with the same slots under the same cap
+#   LOOKAHEAD_MB (40)          pipeline.lookahead_mb of the lookahead runs (the hint log's budget; a
+#                              window whose rows exceed it announces only what fits)
 #   SCALES ("2 4")             POLICIES ("lru static lookahead:8 lookahead:32 lookahead:128")
 #                              (POLICY[:W]; W = pipeline.lookahead)
 #   WINDOWS (8,32,128)         cache-sim's lookahead windows
@@ -32,7 +38,7 @@ source bench/lib.sh
 
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
-for v in BUILD WORK RESULTS NAME CAP FB_FRAC SCALES POLICIES WINDOWS EPOCHS TRAIN_BATCHES EVAL_BATCHES BATCH \
+for v in BUILD WORK RESULTS NAME CAP FB_MB LOOKAHEAD_MB SCALES POLICIES WINDOWS EPOCHS TRAIN_BATCHES EVAL_BATCHES BATCH \
     FANOUTS DEGREE SEED SAMPLERS EXTRACTORS IO_DEPTH; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
@@ -42,7 +48,8 @@ WORK=${WORK:-/work/bench-data/ooc}
 RESULTS=${RESULTS:-bench/results}
 NAME=${NAME:-cache-policy-$(date -u +%Y-%m-%d)}
 CAP=${CAP:-1G}
-FB_FRAC=${FB_FRAC:-0.4}
+FB_MB=${FB_MB:-auto}
+LOOKAHEAD_MB=${LOOKAHEAD_MB:-40}
 SCALES=${SCALES:-2 4}
 POLICIES=${POLICIES:-lru static lookahead:8 lookahead:32 lookahead:128}
 WINDOWS=${WINDOWS:-8,32,128}
@@ -58,7 +65,6 @@ EXTRACTORS=${EXTRACTORS:-2}
 IO_DEPTH=${IO_DEPTH:-64}
 ((EPOCHS >= 3)) || lib_die "EPOCHS=$EPOCHS: at least 3 (epoch 1 is cold, the last evaluates)"
 CAP_BYTES=$(lib_bytes "$CAP")
-FB_MB=$(python3 -c "print(int($FB_FRAC * ($CAP_BYTES >> 20)))")
 
 lib_need_tools jq python3
 lib_need_bins "$BUILD" gnnlaunch gnnprep gnn-extractor gnn-sampler gnn-trainer gnn-releaser
@@ -75,14 +81,44 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-lib_log "cache policies: cap $CAP, feature buffer $FB_MB MiB, $(lib_cg_describe); raw files in $RUN"
+lib_log "cache policies: cap $CAP, feature buffer ${FB_MB} MiB, $(lib_cg_describe); raw files in $RUN"
 cut -d' ' -f1-3 /proc/loadavg >"$RUN/load.before"
+
+# The feature buffer (MiB of 512-byte rows) that leaves room, under the
+# cap, for the costliest policy's metadata: gnnlaunch's refusal of a huge
+# buffer says what it plans for the rest; the buffer's own layout is
+# stages/featbuf.c's (slot records, node map) plus the lookahead region
+# (stages/featbuf_lookahead.c: 16 B a slot, 4 B a node, 12 B a hint row).
+fit_fb_mb() { # CFG NODES WMAX set-args...
+    local cfg=$1 nodes=$2 wmax=$3 out
+    shift 3
+    lib_cg_create "$CAP_BYTES"
+    out=$(lib_cg_exec "$GL" --cpu "$cfg" "$@" --set pipeline.feature_buffer_mb=1000000 2>&1 </dev/null || true)
+    lib_cg_remove
+    python3 - "$out" "$CAP_BYTES" "$nodes" "$wmax" "$LOOKAHEAD_MB" "$BATCH" "$FANOUTS" "$SAMPLERS" "$EXTRACTORS" <<'PY'
+import re, sys
+out, cap, n, wmax, la_mb, batch, fan, samplers, extractors = sys.argv[1:]
+cap, n, wmax, la_mb, batch = int(cap), int(n), int(wmax), int(la_mb), int(batch)
+mib = lambda x: float(x) * 2**20
+m = re.search(r"batch arenas ([0-9.]+) MiB, topology ([0-9.]+) MiB.*margin of ([0-9.]+) MiB", out)
+if not m:
+    sys.exit("no plan in gnnlaunch's answer: " + out[-400:])
+rest = sum(mib(x) for x in m.groups())
+k = min(batch, n)
+for f in [int(x) for x in fan.strip("[]").split(",")]:
+    k = min(k + k * f, n)
+per_slot = 512 + 24 + 16                                # row, slot record, lookahead slot
+fixed = 4096 + 4 * n + (4 * n + 12 * min((wmax + 8 + int(samplers) + int(extractors)) * k, la_mb * 2**20 // 12) if wmax else 0)
+slots = int((cap - rest - fixed - 8 * 2**20) / per_slot)  # 8 MiB of slack for rounding
+print(max(slots * 512 // 2**20, 1))
+PY
+}
 
 run_one() { # ID CFG DS set-args...
     local id=$1 cfg=$2 ds=$3 rc=0
     shift 3
     local cmd=("$GL" --cpu "$cfg" --epochs "$EPOCHS" --run-name "cp-$$-${id//./_}" --metrics "$RUN/$id.jsonl" "$@"
-        --set "pipeline.feature_buffer_mb=$FB_MB" --set "train.checkpoint_dir=\"$RUN/ck-$id\"")
+        --set "pipeline.feature_buffer_mb=$fb_mb" --set "train.checkpoint_dir=\"$RUN/ck-$id\"")
     printf '%q ' "${cmd[@]}" >"$RUN/$id.cmd"
     echo >>"$RUN/$id.cmd"
     lib_drop_caches "$ds"/*.bin
@@ -112,6 +148,16 @@ for scale in $SCALES; do
     job=(--set model.kind=sage --set "model.fanouts=$FANOUTS" --set "train.batch_size=$BATCH"
         --set train.eval_every=1000000 --set "pipeline.samplers=$SAMPLERS" --set "pipeline.extractors=$EXTRACTORS"
         --set "pipeline.io_depth=$IO_DEPTH")
+    wmax=0
+    for pol in $POLICIES; do
+        [[ $pol == lookahead* ]] && { w=${pol#*:}; [[ $w == "$pol" ]] && w=32; ((w > wmax)) && wmax=$w; }
+    done
+    fb_mb=$FB_MB
+    if [[ $fb_mb == auto ]]; then
+        fb_mb=$(fit_fb_mb "$cfg" "$nodes" "$wmax" "${job[@]}") || lib_die "$label: cannot size the feature buffer: $fb_mb"
+    fi
+    lib_log "$label: feature buffer $fb_mb MiB for every policy (the costliest: lookahead at W = $wmax, hint log <= $LOOKAHEAD_MB MiB)"
+    echo "fb $label $fb_mb" >>"$RUN/manifest"
     first=1
     for pol in $POLICIES; do
         name=${pol%%:*}
@@ -120,6 +166,7 @@ for scale in $SCALES; do
         id=$label-${pol/:/-w}
         extra=(--set "pipeline.cache_policy=$name")
         [[ -n $win ]] && extra+=(--set "pipeline.lookahead=$win")
+        [[ $name == lookahead* ]] && extra+=(--set "pipeline.lookahead_mb=$LOOKAHEAD_MB")
         if [[ $first == 1 ]]; then
             extra+=(--set "pipeline.trace_rows=\"$RUN/$label.trace\"")
             first=0
@@ -140,89 +187,5 @@ for scale in $SCALES; do
 done
 cut -d' ' -f1-3 /proc/loadavg >"$RUN/load.after"
 
-python3 - "$RUN" "$RESULTS/$NAME.md" "${ENV_SET}$CMDLINE" "$EPOCHS" "$CAP" "$FB_MB" <<'EOF'
-import json, os, sys, glob
-run, out, cmdline, epochs, cap, fb_mb = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
-sets, runs = [], []
-for line in open(os.path.join(run, "manifest")):
-    w = line.split()
-    if w[0] == "run":
-        runs.append((w[1], w[2], w[3]))
-    else:
-        sets.append((w[0], w[1]))
-def epochs_of(rid):
-    p = os.path.join(run, rid + ".jsonl")
-    if not os.path.exists(p):
-        return []
-    return [json.loads(l) for l in open(p) if '"type":"epoch"' in l]
-def kv(path):
-    d = []
-    if not os.path.exists(path):
-        return d
-    for l in open(path):
-        if l.startswith("policy="):
-            d.append(dict(x.split("=", 1) for x in l.split()))
-    return d
-md = []
-md.append("# Feature buffer cache policies under a memory cap (issue 18)\n")
-md.append(f"- **Command**: `flock /tmp/sluice-bench.lock {cmdline}`")
-m = os.popen("uname -srm").read().strip()
-md.append(f"- **Machine**: {m}, {os.cpu_count()} CPUs; cap {cap} (cgroup), feature buffer {fb_mb} MiB per rank; "
-          f"raw files in `{run}`")
-la = [open(os.path.join(run, "load.before")).read().strip(), open(os.path.join(run, "load.after")).read().strip()]
-md.append(f"- **Load average** (1, 5, 15 min) before / after the whole script: {la[0]} / {la[1]}; per run:")
-for lbl, rid, pol in runs:
-    p = os.path.join(run, rid + ".load")
-    if os.path.exists(p):
-        l = open(p).read().split("\n")
-        md.append(f"  {rid}: {l[0]} / {l[1] if len(l) > 1 else '?'};")
-md.append(f"- **Measured**: epochs 2..{epochs - 1} of {epochs} (epoch 1 starts cold, the last also evaluates); "
-          "misses = the extractor's reads (`read_ops`: one O_DIRECT read per row missed), per epoch.\n")
-md.append("## Runs\n")
-md.append("| dataset | policy | epoch s | misses / epoch | vs lru | hit rate | sampler busy s / epoch | extractor busy s / epoch | peak memory | OOM kills |")
-md.append("|---|---|---|---|---|---|---|---|---|---|")
-base = {}
-for lbl, rid, pol in runs:
-    ep = [e for e in epochs_of(rid) if 2 <= e["epoch"] <= epochs - 1]
-    cg = json.load(open(os.path.join(run, rid + ".cg.json"))) if os.path.exists(os.path.join(run, rid + ".cg.json")) else {}
-    if not ep:
-        md.append(f"| {lbl} | {pol} | failed (see {rid}.log) | | | | | | | {cg.get('oom_kills')} |")
-        continue
-    n = len(ep)
-    sec = sum(e["seconds"] for e in ep) / n
-    miss = sum(e["read_ops"] for e in ep) / n
-    hit = sum(e["hit_rate"] for e in ep) / n
-    sb = sum(e["stages"]["sampler"]["busy_s"] for e in ep) / n
-    xb = sum(e["stages"]["extractor"]["busy_s"] for e in ep) / n
-    if pol == "lru":
-        base[lbl] = (sec, miss)
-    rel = f"{miss / base[lbl][1]:.3f}" if lbl in base else ""
-    peak = cg.get("peak_bytes")
-    md.append(f"| {lbl} | {pol} | {sec:.2f} | {miss:,.0f} | {rel} | {hit:.3f} | {sb:.2f} | {xb:.2f} | "
-              f"{(peak or 0) / 2**20:,.0f} MiB | {cg.get('oom_kills')} |")
-md.append("\n*vs lru*: misses per epoch over the lru run's. *sampler busy*: sampling plus, with lookahead, "
-          "sampling every batch a second time to announce it (the window's extra cost).\n")
-md.append("## Replay of the traced accesses (gnnprep cache-sim)\n")
-for lbl, ds in sets:
-    sim = kv(os.path.join(run, lbl + ".sim"))
-    cmdp = os.path.join(run, lbl + ".sim.cmd")
-    if not sim:
-        md.append(f"{lbl}: no replay (see {lbl}.sim.err)\n")
-        continue
-    head = {}
-    for l in open(os.path.join(run, lbl + ".sim")):
-        if "=" in l and not l.startswith("policy="):
-            k, v = l.strip().split("=", 1)
-            head[k] = v
-    md.append(f"**{lbl}**: `{open(cmdp).read().strip()}` - {head.get('batches')} batches, {int(head.get('accesses', 0)):,} "
-              f"row requests, {head.get('slots')} slots, hot set {head.get('hot')} rows\n")
-    md.append("| policy | window | misses (whole trace) | miss rate | vs Belady |")
-    md.append("|---|---|---|---|---|")
-    for r in sim:
-        md.append(f"| {r['policy']} | {r['window'] if r['window'] != '0' else ''} | {int(r['misses']):,} | "
-                  f"{float(r['miss_rate']):.4f} | {float(r['vs_belady']):.3f} |")
-    md.append("")
-open(out, "w").write("\n".join(md) + "\n")
-print(out)
-EOF
+python3 bench/report_cache_policy.py "$RUN" "$RESULTS/$NAME.md" "${ENV_SET}$CMDLINE" "$EPOCHS" "$CAP" "$LOOKAHEAD_MB"
 [[ $FAILED == 0 ]] || { echo "$LIB_PROG: at least one run failed (see the result file)" >&2; exit 1; }

@@ -130,8 +130,8 @@ static const key keys[] = {
      "Batches the sampler announces to a lookahead policy ahead of the one it samples (each one is sampled "
      "twice: once to announce it, once for real)."},
     {"pipeline.lookahead_mb", K_INT, OFF(pipeline.lookahead_mb), "256", 1, 1e6, NULL,
-     "Most MiB of the lookahead policy's hint log (16 bytes per announced row; the window's rows beyond it are "
-     "not announced). It lives in the feature buffer's shared memory, beside 8 bytes per node."},
+     "Most MiB of the lookahead policy's hint log (12 bytes per announced row; the window's rows beyond it are "
+     "not announced). It lives in the feature buffer's shared memory, beside 4 bytes per node."},
     {"pipeline.hot_fraction", K_FLOAT, OFF(pipeline.hot_fraction), "0.5", 0, 0.95, NULL,
      "Share of the feature buffer's slots (less the extraction reserve) pinned to the hot set by the static "
      "policies."},

@@ -157,7 +157,7 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
          * of nodes per batch, within pipeline.lookahead_mb */
         uint64_t span = (uint64_t)c->pipeline.lookahead + (uint64_t)c->pipeline.extract_queue +
                         (uint64_t)c->pipeline.samplers + (uint64_t)c->pipeline.extractors;
-        uint64_t want = span * SL_MAX(n_max, 1), budget = ((uint64_t)c->pipeline.lookahead_mb << 20) / 16;
+        uint64_t want = span * SL_MAX(n_max, 1), budget = ((uint64_t)c->pipeline.lookahead_mb << 20) / 12;
         p->params.policy = FEATBUF_POLICY_LOOKAHEAD;
         p->params.window = (uint32_t)c->pipeline.lookahead;
         p->params.hint_entries = SL_MAX(SL_MIN(SL_MIN(want, budget), (uint64_t)UINT32_MAX - 1), 1);

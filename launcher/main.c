@@ -671,7 +671,7 @@ static int create_run(struct launch *l, char *err, size_t errlen)
                 " worst-case batches)\n",
                 cache_policy_name(l->cfg.pipeline.cache_policy), f->params.pin_slots, f->params.window,
                 f->params.hint_entries,
-                sl_fmt_bytes(f->params.window ? f->params.hint_entries * 16 + f->params.n_nodes * 8 : 0, region,
+                sl_fmt_bytes(f->params.window ? f->params.hint_entries * 12 + f->params.n_nodes * 4 : 0, region,
                              sizeof region),
                 covers);
     }

@@ -179,10 +179,12 @@ static int plan(const struct featbuf_params *p, struct layout *l, char *err, siz
     }
     if (p->policy == FEATBUF_POLICY_LOOKAHEAD &&
         (p->window == 0 || p->window > FEATBUF_WINDOW_MAX || p->hint_entries == 0 ||
-         p->hint_entries >= UINT32_MAX)) {
-        fb_set_err(err, errlen, "feature buffer: the lookahead policy needs a window of 1..%u batches and "
-                   "1..%u hint records, not %u and %llu; check pipeline.lookahead", FEATBUF_WINDOW_MAX,
-                   UINT32_MAX - 1, p->window, (unsigned long long)p->hint_entries);
+         p->hint_entries >= UINT32_MAX || p->n_nodes >= UINT32_MAX)) {
+        fb_set_err(err, errlen, "feature buffer: the lookahead policy needs a window of 1..%u batches, "
+                   "1..%u hint records and fewer than 2^32 - 1 nodes, not %u, %llu and %llu; check "
+                   "pipeline.lookahead (or use pipeline.cache_policy = \"lru\")", FEATBUF_WINDOW_MAX,
+                   UINT32_MAX - 1, p->window, (unsigned long long)p->hint_entries,
+                   (unsigned long long)p->n_nodes);
         return -EINVAL;
     }
     l->ops = featbuf_policy_find(p->policy);

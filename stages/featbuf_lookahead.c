@@ -23,23 +23,24 @@
  *               two >= 2W + 64, and a bitmap of the non-empty ones (B/64
  *               words). A batch number b is "in the window" while
  *               top - b < B; a slot's bucket is its next use's batch;
- *   nodes (N)   per node the first and last of its pending log entries
- *               (8 bytes a node: the table of hinted-but-not-yet-used nodes,
- *               resident or not, is indexed by node id);
- *   log (E)     hint_entries records (node, batch, next of the same node)
- *               appended in hint order in a ring: a node's pending uses are
- *               a singly linked list through it, oldest first. A use that
+ *   nodes (N)   per node its newest pending log record (4 bytes a node:
+ *               the table of hinted-but-not-yet-used nodes, resident or
+ *               not, is indexed by node id; ids below 2^32 - 1);
+ *   log (E)     hint_entries records (node, batch, next of the same node;
+ *               12 bytes) appended in hint order in a ring: a node's
+ *               pending uses are a singly linked list through it, newest
+ *               first. A use that
  *               arrives unlinks its record and leaves a tombstone that the
  *               ring's head skips later. When the ring is full the oldest
  *               record is dropped if it left the window, else the new hint
  *               is dropped (advice only; counted in `dropped`).
- * Memory: 64 + 16 S + 4 B + B/8 + 8 N + 16 E bytes (E = W x nodes per
+ * Memory: 64 + 16 S + 4 B + B/8 + 4 N + 12 E bytes (E = W x nodes per
  * batch covers the window; the launcher caps it with
  * pipeline.lookahead_mb and says so).
  *
  * Operations (lock held by the core), with L = a node's pending uses in
  * the window (1 or 2 in practice, at most W):
- *   hint     O(L) per node (duplicate check at its tail, append, move a
+ *   hint     O(L) per node (duplicate check at its newest, push, move a
  *            standby slot to an earlier bucket), plus expiring the buckets
  *            the window slid past: O(1) amortised per batch number;
  *   use      O(L): unlink the record of that batch;
@@ -82,14 +83,12 @@ struct la_slot {
     uint32_t where; /* LA_OFF, LA_NOUSE, LA_BUCKET */
 };
 
-struct la_node {
-    uint32_t head, tail; /* log ring indices, LA_NIL */
-};
+#define LA_DEAD UINT32_MAX /* la_rec.node of a tombstone: used or dropped */
 
 struct la_rec {
-    uint64_t node; /* FEATBUF_NONE: used or dropped (a tombstone) */
-    uint32_t batch;
-    uint32_t next; /* the node's next pending record, LA_NIL */
+    uint32_t node;  /* LA_DEAD for a tombstone (node ids < 2^32 - 1: plan() checks) */
+    uint32_t batch; /* low 32 bits of the batch number */
+    uint32_t next;  /* the node's next older pending record, LA_NIL */
 };
 
 struct la {
@@ -97,7 +96,7 @@ struct la {
     struct la_slot *slot;
     uint32_t *bucket; /* (B) list heads */
     uint64_t *bits;   /* (B / 64) */
-    struct la_node *node;
+    uint32_t *node; /* (N) each node's newest pending record, LA_NIL */
     struct la_rec *rec;
     uint32_t nslots;
     uint64_t n_nodes;
@@ -129,7 +128,7 @@ static uint64_t la_off_nodes(uint32_t s, uint32_t b)
 }
 static uint64_t la_off_recs(uint32_t s, uint32_t b, uint64_t n)
 {
-    return la_off_nodes(s, b) + n * sizeof(struct la_node);
+    return (la_off_nodes(s, b) + n * sizeof(uint32_t) + 7u) & ~7ull;
 }
 
 static uint64_t la_region_size(const struct featbuf_params *p)
@@ -152,7 +151,7 @@ static struct la view(struct featbuf *fb)
     a.slot = (struct la_slot *)(base + la_off_slots());
     a.bucket = (uint32_t *)(base + la_off_buckets(fb->nslots));
     a.bits = (uint64_t *)(base + la_off_bits(fb->nslots, b));
-    a.node = (struct la_node *)(base + la_off_nodes(fb->nslots, b));
+    a.node = (uint32_t *)(base + la_off_nodes(fb->nslots, b));
     a.rec = (struct la_rec *)(base + la_off_recs(fb->nslots, b, fb->n_nodes));
     return a;
 }
@@ -270,18 +269,15 @@ static bool in_window(const struct la *a, uint32_t b)
 }
 
 /* Unlinks record r (whose predecessor in its node's list is prev, LA_NIL
- * for the head) and makes it a tombstone. */
+ * for the list's first, the newest) and makes it a tombstone. */
 static void rec_unlink(struct la *a, uint32_t r, uint32_t prev)
 {
     struct la_rec *x = &a->rec[r];
-    struct la_node *n = &a->node[x->node];
     if (prev == LA_NIL)
-        n->head = x->next;
+        a->node[x->node] = x->next;
     else
         a->rec[prev].next = x->next;
-    if (n->tail == r)
-        n->tail = prev;
-    x->node = FEATBUF_NONE;
+    x->node = LA_DEAD;
     x->next = LA_NIL;
 }
 
@@ -291,7 +287,7 @@ static bool next_use(struct la *a, uint64_t node, uint32_t *batch)
 {
     bool found = false;
     uint32_t best = 0, prev = LA_NIL;
-    for (uint32_t r = a->node[node].head; r != LA_NIL;) {
+    for (uint32_t r = a->node[node]; r != LA_NIL;) {
         uint32_t nx = a->rec[r].next, b = a->rec[r].batch;
         if (!in_window(a, b)) {
             rec_unlink(a, r, prev);
@@ -341,15 +337,18 @@ static void expire(struct la *a, uint64_t old, uint64_t now)
 static bool log_room(struct la *a)
 {
     struct la_hdr *h = a->h;
-    while (h->head < h->tail && a->rec[h->head % h->cap].node == FEATBUF_NONE)
+    while (h->head < h->tail && a->rec[h->head % h->cap].node == LA_DEAD)
         h->head++;
     if (h->tail - h->head < h->cap)
         return true;
     uint32_t r = (uint32_t)(h->head % h->cap);
     if (in_window(a, a->rec[r].batch))
         return false;
-    /* the oldest record of the log is the oldest of its node: its list head */
-    rec_unlink(a, r, LA_NIL);
+    /* the oldest record of the log is the oldest of its node: its list's last */
+    uint32_t prev = LA_NIL;
+    for (uint32_t q = a->node[a->rec[r].node]; q != r; q = a->rec[q].next)
+        prev = q;
+    rec_unlink(a, r, prev);
     h->head++;
     return true;
 }
@@ -371,8 +370,8 @@ static void la_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, u
     uint32_t b = (uint32_t)batch;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t v = nodes[i];
-        struct la_node *nd = &a.node[v];
-        if (nd->tail != LA_NIL && a.rec[nd->tail].batch == b)
+        uint32_t *first = &a.node[v];
+        if (*first != LA_NIL && a.rec[*first].batch == b)
             continue; /* a duplicate within the batch */
         if (!log_room(&a)) {
             h->dropped += n - i;
@@ -380,12 +379,8 @@ static void la_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, u
         }
         uint32_t r = (uint32_t)(h->tail % h->cap);
         h->tail++;
-        a.rec[r] = (struct la_rec){.node = v, .batch = b, .next = LA_NIL};
-        if (nd->tail == LA_NIL)
-            nd->head = r;
-        else
-            a.rec[nd->tail].next = r;
-        nd->tail = r;
+        a.rec[r] = (struct la_rec){.node = (uint32_t)v, .batch = b, .next = *first};
+        *first = r;
         uint32_t s = featbuf_node_slot(fb, v);
         if (s == FEATBUF_ABSENT || !featbuf_slot_on_standby(fb, s))
             continue; /* placed when it reaches standby */
@@ -401,7 +396,7 @@ static void la_use(struct featbuf *fb, uint64_t batch, uint64_t node)
 {
     struct la a = view(fb);
     uint32_t b = (uint32_t)batch, prev = LA_NIL;
-    for (uint32_t r = a.node[node].head; r != LA_NIL; prev = r, r = a.rec[r].next)
+    for (uint32_t r = a.node[node]; r != LA_NIL; prev = r, r = a.rec[r].next)
         if (a.rec[r].batch == b) {
             rec_unlink(&a, r, prev);
             return;
@@ -500,21 +495,18 @@ static int la_check(struct featbuf *fb, char *err, size_t errlen)
         return -EUCLEAN;
     }
     for (uint64_t q = h->head; q < h->tail; q++)
-        live += a.rec[q % h->cap].node != FEATBUF_NONE;
+        live += a.rec[q % h->cap].node != LA_DEAD;
+    uint32_t base = (uint32_t)(h->head % h->cap);
     for (uint64_t v = 0; v < a.n_nodes; v++) {
-        uint32_t last = LA_NIL;
-        for (uint32_t r = a.node[v].head; r != LA_NIL; r = a.rec[r].next) {
-            if (r >= h->cap || a.rec[r].node != v || ++linked > live) {
-                snprintf(err, errlen, "lookahead: node %llu's list holds record %u of another node",
-                         (unsigned long long)v, r);
+        uint64_t before = UINT64_MAX; /* newest first: ring positions fall along the list */
+        for (uint32_t r = a.node[v]; r != LA_NIL; r = a.rec[r].next) {
+            uint64_t pos = ((uint64_t)r + h->cap - base) % h->cap;
+            if (r >= h->cap || a.rec[r].node != v || pos >= h->tail - h->head || pos >= before || ++linked > live) {
+                snprintf(err, errlen, "lookahead: node %llu's list holds record %u out of place (another node's, "
+                         "a dead one, or not newest first)", (unsigned long long)v, r);
                 return -EUCLEAN;
             }
-            last = r;
-        }
-        if (last != a.node[v].tail) {
-            snprintf(err, errlen, "lookahead: node %llu's list ends at %u, its tail says %u", (unsigned long long)v,
-                     last, a.node[v].tail);
-            return -EUCLEAN;
+            before = pos;
         }
     }
     if (linked != live) {

@@ -370,8 +370,8 @@ static int stage_main(int argc, char **argv)
                    "lookahead: announcing %" PRIu64 " batches ahead to the feature buffer's %s policy (window %" PRIu32
                    ", hint log %" PRIu64 " rows = %.1f MiB + node table %.1f MiB in the buffer; one %.1f MiB "
                    "scratch batch per thread)",
-                   r.window, st.fb.policy->name, win, rows, (double)rows * 16 / (1 << 20),
-                   (double)st.fb.n_nodes * 8 / (1 << 20), (double)st.plan.batch.max_bytes / (1 << 20));
+                   r.window, st.fb.policy->name, win, rows, (double)rows * 12 / (1 << 20),
+                   (double)st.fb.n_nodes * 4 / (1 << 20), (double)st.plan.batch.max_bytes / (1 << 20));
     }
     int nthreads = (int)st.cfg.pipeline.samplers;
     uint32_t last = r.sched.p.epochs - 1; /* evaluates and tests */
