@@ -295,8 +295,9 @@ int featbuf_check(struct featbuf *fb, char *err, size_t errlen);
 
 /* Tells the policy that batch number `batch` (sampled, not yet extracted)
  * will acquire nodes[0..n-1]. Advice: the policy may ignore it (LRU does).
- * Blocks only on the lock. 0, -EINVAL (a node out of range: nothing told),
- * -EPIPE. */
+ * Blocks only on the lock, which it takes once per 4096 nodes (the policy
+ * may see other calls between those pieces). 0, -EINVAL (a node out of
+ * range: nothing told), -EPIPE. */
 int featbuf_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n);
 
 /* Pins node: once resident, its slot is never a victim until unpinned. A
