@@ -1,7 +1,8 @@
 /* featbuf_int.h - the feature buffer's shared-memory records and the core
  * helpers that featbuf.c (the protocol) and featbuf_hooks.c (pins, dirty
  * rows, hints, checks, the policy registry) share. Private to those two
- * files; the protocol they follow is at the top of featbuf.c. */
+ * files (and to featbuf_lookahead.c's featbuf_lookahead_room, which takes
+ * the lock); the protocol they follow is at the top of featbuf.c. */
 #ifndef SLUICE_STAGES_FEATBUF_INT_H
 #define SLUICE_STAGES_FEATBUF_INT_H
 

@@ -56,7 +56,7 @@
  * wanted last goes first. With a window covering a whole access sequence
  * (one batch at a time) this is Belady's optimum (tests/test_featbuf_policy.c
  * checks it against the simulator's own Belady, prep/cachesim.c). */
-#include "stages/featbuf_policy.h"
+#include "stages/featbuf_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -96,7 +96,7 @@ struct la {
     struct la_slot *slot;
     uint32_t *bucket; /* (B) list heads */
     uint64_t *bits;   /* (B / 64) */
-    uint32_t *node; /* (N) each node's newest pending record, LA_NIL */
+    uint32_t *node;   /* (N) each node's newest pending record, LA_NIL */
     struct la_rec *rec;
     uint32_t nslots;
     uint64_t n_nodes;
@@ -332,25 +332,32 @@ static void expire(struct la *a, uint64_t old, uint64_t now)
     }
 }
 
-/* Frees log room: skips tombstones at the head, then drops the oldest
- * record if it left the window. True if there is room for one record. */
-static bool log_room(struct la *a)
+/* Frees log room at the ring's head: skips tombstones and drops records
+ * that left the window (the oldest record of the log is the oldest of its
+ * node: its list's last). */
+static void log_reclaim(struct la *a)
 {
     struct la_hdr *h = a->h;
-    while (h->head < h->tail && a->rec[h->head % h->cap].node == LA_DEAD)
+    while (h->head < h->tail) {
+        uint32_t r = (uint32_t)(h->head % h->cap);
+        if (a->rec[r].node != LA_DEAD) {
+            if (in_window(a, a->rec[r].batch))
+                return;
+            uint32_t prev = LA_NIL;
+            for (uint32_t q = a->node[a->rec[r].node]; q != r; q = a->rec[q].next)
+                prev = q;
+            rec_unlink(a, r, prev);
+        }
         h->head++;
-    if (h->tail - h->head < h->cap)
-        return true;
-    uint32_t r = (uint32_t)(h->head % h->cap);
-    if (in_window(a, a->rec[r].batch))
-        return false;
-    /* the oldest record of the log is the oldest of its node: its list's last */
-    uint32_t prev = LA_NIL;
-    for (uint32_t q = a->node[a->rec[r].node]; q != r; q = a->rec[q].next)
-        prev = q;
-    rec_unlink(a, r, prev);
-    h->head++;
-    return true;
+    }
+}
+
+/* True if the log has room for one more record. */
+static bool log_room(struct la *a)
+{
+    if (a->h->tail - a->h->head == a->h->cap)
+        log_reclaim(a);
+    return a->h->tail - a->h->head < a->h->cap;
 }
 
 static void la_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n)
@@ -502,8 +509,10 @@ static int la_check(struct featbuf *fb, char *err, size_t errlen)
         for (uint32_t r = a.node[v]; r != LA_NIL; r = a.rec[r].next) {
             uint64_t pos = ((uint64_t)r + h->cap - base) % h->cap;
             if (r >= h->cap || a.rec[r].node != v || pos >= h->tail - h->head || pos >= before || ++linked > live) {
-                snprintf(err, errlen, "lookahead: node %llu's list holds record %u out of place (another node's, "
-                         "a dead one, or not newest first)", (unsigned long long)v, r);
+                snprintf(err, errlen,
+                         "lookahead: node %llu's list holds record %u out of place (another node's, "
+                         "a dead one, or not newest first)",
+                         (unsigned long long)v, r);
                 return -EUCLEAN;
             }
             before = pos;
@@ -515,6 +524,20 @@ static int la_check(struct featbuf *fb, char *err, size_t errlen)
         return -EUCLEAN;
     }
     return 0;
+}
+
+uint64_t featbuf_lookahead_room(struct featbuf *fb)
+{
+    if (fb->policy != &featbuf_policy_lookahead)
+        return UINT64_MAX;
+    if (fb_lock(fb))
+        return 0;
+    struct la a = view(fb);
+    struct la_hdr *h = a.h;
+    log_reclaim(&a);
+    uint64_t room = h->cap - (h->tail - h->head);
+    fb_unlock(fb);
+    return room;
 }
 
 /* Hint records dropped because the log was full (for tests and reports;

@@ -101,4 +101,10 @@ uint64_t featbuf_policy_entries(const struct featbuf *fb);           /* struct f
  * full (0 for other policies); read with the buffer quiet. */
 uint64_t featbuf_lookahead_dropped(struct featbuf *fb);
 
+/* Records the lookahead policy's hint log has free now (UINT64_MAX for
+ * other policies; 0 when broken); takes the lock. A sampler announces a
+ * batch only when it is likely to fit: a batch that does not fit loses its
+ * announcements for good (the log never re-learns them). */
+uint64_t featbuf_lookahead_room(struct featbuf *fb);
+
 #endif

@@ -243,11 +243,12 @@ struct hinter {
     struct schedule_cursor cur;
     void *mem;
     size_t size;
+    uint32_t last_nodes; /* nodes of the last batch it announced: the next one's estimate */
 };
 
 /* Announces every batch up to g + window not announced yet (any thread may
- * take any of them): samples it into the scratch batch and hints its
- * nodes. Each announcement takes a batch number from hint_next, so hints
+ * take any of them) while the policy's hint log has room for it: samples
+ * it into the scratch batch and hints its nodes. Each announcement takes a batch number from hint_next, so hints
  * of several threads interleave a little; the policy copes. */
 static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint64_t g, uint64_t total)
 {
@@ -256,6 +257,11 @@ static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint
     for (;;) {
         uint64_t k = atomic_load(&r->hint_next);
         if (k > g + r->window || k >= total)
+            return;
+        /* the memory budget: announce only what the hint log has room for
+         * (a batch like the last one, and a quarter more); the rest of the
+         * window waits until extraction frees records */
+        if (featbuf_lookahead_room(&st->fb) < (uint64_t)h->last_nodes * 5 / 4)
             return;
         if (!atomic_compare_exchange_weak(&r->hint_next, &k, k + 1))
             continue;
@@ -269,6 +275,7 @@ static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint
         if (sampler_sample(s, h->mem, h->size, sb.targets, sb.pos.targets, &id, sb.seed, &edges, msg, sizeof msg) ||
             batch_view(h->mem, h->size, BATCH_VIEW_HEADER_ONLY, &v, msg, sizeof msg))
             stage_fail(st, "announcing batch %" PRIu64 " (epoch %" PRIu32 "): %s", k, sb.pos.epoch, msg);
+        h->last_nodes = batch_nodes(&v);
         int rc = featbuf_hint(&st->fb, k, v.nodes, batch_nodes(&v));
         metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
         if (rc == -EPIPE) { /* the run is stopping */

@@ -464,6 +464,41 @@ static void test_bad_params(void **state)
     p.window = 0;
     assert_int_equal(featbuf_create(&fb, run, "featbuf", &p, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "pipeline.lookahead"));
+    /* the hint log's room: what announcements take, uses give back */
+    struct featbuf_params q = {.n_nodes = 50,
+                               .nslots = 8,
+                               .row_bytes = 8,
+                               .policy = FEATBUF_POLICY_LOOKAHEAD,
+                               .window = 4,
+                               .hint_entries = 10};
+    if (featbuf_create(&fb, run, "featbuf", &q, err, sizeof err))
+        fail_msg("create: %s", err);
+    assert_int_equal(featbuf_lookahead_room(&fb), 10);
+    const uint64_t six[] = {1, 2, 3, 4, 5, 6}, more[] = {7, 8, 9, 10, 11, 12};
+    assert_int_equal(featbuf_hint(&fb, 0, six, 6), 0);
+    assert_int_equal(featbuf_lookahead_room(&fb), 4);
+    assert_int_equal(featbuf_hint(&fb, 1, more, 6), 0); /* 4 fit, 2 dropped */
+    assert_int_equal(featbuf_lookahead_room(&fb), 0);
+    assert_int_equal(featbuf_lookahead_dropped(&fb), 2);
+    uint32_t sl[6];
+    uint8_t act[6];
+    assert_int_equal(featbuf_acquire_batch(&fb, 0, six, 6, sl, act), 0);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(featbuf_loaded(&fb, sl[i]), 0);
+    assert_int_equal(featbuf_lookahead_room(&fb), 6); /* batch 0's records used */
+    assert_int_equal(featbuf_release_many(&fb, sl, 6), 0);
+    if (featbuf_check(&fb, err, sizeof err))
+        fail_msg("check: %s", err);
+    char name[SHM_NAME_MAX];
+    memcpy(name, fb.seg.name, sizeof name);
+    featbuf_free(&fb);
+    shm_seg_unlink(name);
+    struct featbuf_params l = {.n_nodes = 50, .nslots = 8, .row_bytes = 8};
+    assert_int_equal(featbuf_create(&fb, run, "featbuf", &l, err, sizeof err), 0);
+    assert_true(featbuf_lookahead_room(&fb) == UINT64_MAX); /* not a lookahead buffer */
+    memcpy(name, fb.seg.name, sizeof name);
+    featbuf_free(&fb);
+    shm_seg_unlink(name);
     /* the replay refuses fewer slots than a batch */
     static const uint64_t seq[] = {1, 2, 3};
     uint32_t sizes[] = {3};

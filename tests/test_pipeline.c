@@ -8,13 +8,15 @@
  * once and (ordered runs) the order; the releaser fails the run if any
  * reference is left at the end. Cases cover one and two ranks, every I/O
  * mode, the pread fallback, rows smaller than a disk block (f16, dim 3), a
- * feature file truncated under a running extractor, and a buffer below the
- * deadlock reserve (refused before start). */
+ * feature file truncated under a running extractor, a buffer below the
+ * deadlock reserve (refused before start), and the cache policies (lookahead
+ * announcing batches from the sampler, a pinned hot set) with row traces. */
 #include "t_util.h"
 
 #include <errno.h>
 #include <signal.h>
 
+#include "stages/cachesim.h"
 #include "t_launch.h"
 
 #define CASE_ALARM_S 240
@@ -139,6 +141,41 @@ static void test_file_truncated_under_us(void **state)
     t_rmrf(ds);
 }
 
+/* Every row right and every reference released with the lookahead policy
+ * (two ranks: two buffers, each told by its rank's sampler threads), with
+ * lookahead over a pinned hot set, and with static; the row traces hold
+ * every batch each rank's extractor took. */
+static void test_cache_policies(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sluice-rows-XXXXXX", set[1200], path[1300], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(set, sizeof set, "pipeline.trace_rows=%s/rows", dir);
+    run_ok(g_cfg, NULL,
+           (const char *[]){"--set", "pipeline.cache_policy=lookahead", "--set", "pipeline.lookahead=4", "--set",
+                            "pipeline.ranks=2", "--set", set, NULL},
+           2, 2);
+    uint64_t batches = 0;
+    for (int rank = 0; rank < 2; rank++) {
+        snprintf(path, sizeof path, "%s/rows.rank%d", dir, rank);
+        struct cachesim_trace t;
+        if (cachesim_trace_read(&t, path, err, sizeof err))
+            fail_msg("rank %d's trace: %s", rank, err);
+        assert_int_equal(t.rank, (uint32_t)rank);
+        assert_int_equal(t.n_nodes, 20000);
+        assert_false(t.truncated);
+        assert_true(t.batches > 0 && t.accesses >= t.batches);
+        batches += t.batches;
+        cachesim_trace_free(&t);
+        unlink(path);
+    }
+    assert_true(batches >= 2 * 2 * 40); /* 8000 training targets x 2 epochs in batches of 100, over two ranks */
+    rmdir(dir);
+    run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=lookahead-static", "--epochs", "1", NULL}, 1,
+           1);
+    run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=static", "--epochs", "1", NULL}, 1, 1);
+}
+
 /* A buffer below extractors x the largest batch could deadlock: refused
  * before anything starts, naming the key and the size that would do. */
 static void test_buffer_below_reserve(void **state)
@@ -190,6 +227,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small_rows_f16, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_file_truncated_under_us, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_buffer_below_reserve, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_policies, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
