@@ -127,8 +127,8 @@ static const key keys[] = {
      "the slots with the highest out-degree nodes pinned at start, PaGraph's rule, the rest lru); "
      "lookahead-static (the same hot set pinned, the rest lookahead)."},
     {"pipeline.lookahead", K_INT, OFF(pipeline.lookahead), "32", 1, 4096, NULL,
-     "Batches the sampler announces to a lookahead policy ahead of the one it samples (each one is sampled "
-     "twice: once to announce it, once for real)."},
+     "Batches the sampler announces to a lookahead policy ahead of the one it samples, as far as "
+     "pipeline.lookahead_mb holds their rows (each batch is sampled twice: once to announce it, once for real)."},
     {"pipeline.lookahead_mb", K_INT, OFF(pipeline.lookahead_mb), "256", 1, 1e6, NULL,
      "Most MiB of the lookahead policy's hint log (12 bytes per announced row; the window's rows beyond it are "
      "not announced). It lives in the feature buffer's shared memory, beside 4 bytes per node."},
