@@ -107,7 +107,8 @@ def main():
         n = len(ep)
         sec = sum(e["seconds"] for e in ep) / n
         miss = sum(e["read_ops"] for e in ep) / n
-        hit = sum(e["hit_rate"] for e in ep) / n
+        hits = [e["hit_rate"] for e in ep if e.get("hit_rate") is not None]
+        hit = sum(hits) / len(hits) if hits else float("nan")
         sb = sum(e["stages"]["sampler"]["busy_s"] for e in ep) / n
         xb = sum(e["stages"]["extractor"]["busy_s"] for e in ep) / n
         if pol == "lru":
