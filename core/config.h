@@ -38,6 +38,7 @@ enum cache_policy {
     CACHE_POLICY_LOOKAHEAD = 1,        /* farthest next use in pipeline.lookahead sampled batches */
     CACHE_POLICY_STATIC = 2,           /* hot set (pipeline.hot_fraction) pinned, the rest LRU */
     CACHE_POLICY_LOOKAHEAD_STATIC = 3, /* hot set pinned, the rest lookahead */
+    CACHE_POLICY_AUTO = 4,             /* lookahead when the features do not fit the buffer, else lru */
 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };

@@ -151,6 +151,8 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
         .policy = FEATBUF_POLICY_LRU,
     };
     enum cache_policy cp = c->pipeline.cache_policy;
+    if (cp == CACHE_POLICY_AUTO) /* evictions only when the rows do not all fit: then lookahead pays */
+        cp = slots < m->nodes ? CACHE_POLICY_LOOKAHEAD : CACHE_POLICY_LRU;
     if (cp == CACHE_POLICY_LOOKAHEAD || cp == CACHE_POLICY_LOOKAHEAD_STATIC) {
         /* the hint log covers the window and the batches sampled but not yet
          * extracted (queued, or in the extractors' hands), at the worst case

@@ -369,7 +369,7 @@ static int stage_main(int argc, char **argv)
     atomic_store(&r.next, first);
     atomic_store(&r.hint_next, first);
     stage_turn_init(&r.turn, first);
-    if (st.has_fb) {
+    if (st.has_fb && st.fb.policy == &featbuf_policy_lookahead) { /* auto may have made it lru */
         r.window = (uint64_t)st.cfg.pipeline.lookahead;
         uint32_t win = featbuf_policy_window(&st.fb);
         uint64_t rows = featbuf_policy_entries(&st.fb);

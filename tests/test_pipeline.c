@@ -52,6 +52,8 @@ static void expect_rows_ok(const struct t_proc *r, int rank, unsigned epochs)
         fail_msg("rank %d: %s (want every row and batch right, %u complete epochs)", rank, buf, epochs);
 }
 
+static struct t_proc g_last; /* run_ok's last run, for more checks of its log */
+
 static void run_ok(const char *cfg, const char *const *env_extra, const char *const *args, int ranks, unsigned epochs)
 {
     struct t_proc r;
@@ -73,6 +75,7 @@ static void run_ok(const char *cfg, const char *const *env_extra, const char *co
     for (int k = 0; k < ranks; k++)
         expect_rows_ok(&r, k, epochs);
     t_expect_clean(&r);
+    g_last = r;
 }
 
 static void test_one_rank_direct(void **state)
@@ -117,6 +120,7 @@ static void test_small_rows_f16(void **state)
     snprintf(cfg, sizeof cfg, "%s/f16.toml", t_ldir);
     write_config(cfg, g_ds16, "ordered = true\n");
     run_ok(cfg, NULL, NULL, 1, 2);
+    t_expect_no_log(&g_last, "cache policy"); /* auto: every row fits 4 MiB of 64-byte slots: lru */
 }
 
 /* features.bin shrinks while the run reads it: the extractor fails naming
@@ -155,6 +159,7 @@ static void test_cache_policies(void **state)
            (const char *[]){"--set", "pipeline.cache_policy=lookahead", "--set", "pipeline.lookahead=4", "--set",
                             "pipeline.ranks=2", "--set", set, NULL},
            2, 2);
+    t_expect_log(&g_last, "lookahead: announcing 4 batches ahead");
     uint64_t batches = 0;
     for (int rank = 0; rank < 2; rank++) {
         snprintf(path, sizeof path, "%s/rows.rank%d", dir, rank);
@@ -174,6 +179,11 @@ static void test_cache_policies(void **state)
     run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=lookahead-static", "--epochs", "1", NULL}, 1,
            1);
     run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=static", "--epochs", "1", NULL}, 1, 1);
+    t_expect_log(&g_last, "pinned the ");
+    /* the default, auto: lookahead when the rows do not fit (20000 nodes, 8192 slots) */
+    run_ok(g_cfg, NULL, (const char *[]){"--epochs", "1", NULL}, 1, 1);
+    t_expect_log(&g_last, "gnnlaunch: cache policy auto (lookahead: the features do not fit the buffer)");
+    t_expect_log(&g_last, "lookahead: announcing 32 batches ahead");
 }
 
 /* A buffer below extractors x the largest batch could deadlock: refused
