@@ -258,6 +258,10 @@ static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint
         uint64_t k = atomic_load(&r->hint_next);
         if (k > g + r->window || k >= total)
             return;
+        if (k < g) { /* announcing fell behind (the log was full): batches sampled already may be extracted too */
+            atomic_compare_exchange_weak(&r->hint_next, &k, g);
+            continue;
+        }
         /* the memory budget: announce only what the hint log has room for
          * (a batch like the last one, and a quarter more); the rest of the
          * window waits until extraction frees records */
