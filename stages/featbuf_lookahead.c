@@ -29,11 +29,12 @@
  *   log (E)     hint_entries records (node, batch, next of the same node;
  *               12 bytes) appended in hint order in a ring: a node's
  *               pending uses are a singly linked list through it, newest
- *               first. A use that
- *               arrives unlinks its record and leaves a tombstone that the
- *               ring's head skips later. When the ring is full the oldest
- *               record is dropped if it left the window, else the new hint
- *               is dropped (advice only; counted in `dropped`).
+ *               first. A use that arrives unlinks its record and leaves a
+ *               tombstone that the ring's head skips later. When the ring
+ *               is full the oldest record is dropped if it left the
+ *               window, else the new hint is (advice only; counted in
+ *               `dropped`; the sampler asks featbuf_lookahead_room first,
+ *               so it announces no batch that would not fit).
  * Memory: 64 + 16 S + 4 B + B/8 + 4 N + 12 E bytes (E = W x nodes per
  * batch covers the window; the launcher caps it with
  * pipeline.lookahead_mb and says so).
@@ -54,8 +55,8 @@
  * So a row that a batch in the window will use is never evicted while a
  * row without a next use is on standby, and among wanted rows the one
  * wanted last goes first. With a window covering a whole access sequence
- * (one batch at a time) this is Belady's optimum (tests/test_featbuf_policy.c
- * checks it against the simulator's own Belady, prep/cachesim.c). */
+ * (one batch at a time) this is Belady's optimum (tests/test_cachesim.c
+ * checks it against the simulator's own Belady, stages/cachesim.c). */
 #include "stages/featbuf_int.h"
 
 #include <errno.h>
