@@ -20,6 +20,7 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT
 
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
+static const char *const cache_policies[] = {"lru", "lookahead", "static", "lookahead-static", "auto", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
@@ -149,6 +150,25 @@ static const key keys[] = {
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "
      "its first batch is not counted. 0: never."},
+    {"pipeline.cache_policy", K_ENUM, OFF(pipeline.cache_policy), "\"auto\"", 0, 0, cache_policies,
+     "How the feature buffer picks the row to evict (docs/architecture.md, \"Cache policies\"): auto (lookahead "
+     "when the buffer holds fewer rows than the dataset has nodes, else lru: bench/results/"
+     "cache-policy-2026-11-25.md); lru (the least recently released row); lookahead (the row whose next use in the next pipeline.lookahead sampled batches is "
+     "farthest, or absent: the sampler runs that far ahead to tell it); static (the pipeline.hot_fraction of "
+     "the slots with the highest out-degree nodes pinned at start, PaGraph's rule, the rest lru); "
+     "lookahead-static (the same hot set pinned, the rest lookahead)."},
+    {"pipeline.lookahead", K_INT, OFF(pipeline.lookahead), "32", 1, 4096, NULL,
+     "Batches the sampler announces to a lookahead policy ahead of the one it samples, as far as "
+     "pipeline.lookahead_mb holds their rows (each batch is sampled twice: once to announce it, once for real)."},
+    {"pipeline.lookahead_mb", K_INT, OFF(pipeline.lookahead_mb), "64", 1, 1e6, NULL,
+     "Most MiB of the lookahead policy's hint log (12 bytes per announced row; the window's rows beyond it are "
+     "not announced). It lives in the feature buffer's shared memory, beside 4 bytes per node."},
+    {"pipeline.hot_fraction", K_FLOAT, OFF(pipeline.hot_fraction), "0.5", 0, 0.95, NULL,
+     "Share of the feature buffer's slots (less the extraction reserve) pinned to the hot set by the static "
+     "policies."},
+    {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
+     "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
+     "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
 };
 
 /* The keys that decide what a run computes: its identity (config_run_text). */
@@ -166,6 +186,7 @@ static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
+const char *cache_policy_name(enum cache_policy p) { return (unsigned)p < 5 ? cache_policies[p] : "unknown"; }
 
 int extract_io_parse(const char *s)
 {

@@ -31,6 +31,15 @@ enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
+/* pipeline.cache_policy: how the feature buffer picks a row to evict
+ * (stages/featbuf_policy.h, docs/architecture.md "Cache policies"). */
+enum cache_policy {
+    CACHE_POLICY_LRU = 0,
+    CACHE_POLICY_LOOKAHEAD = 1,        /* farthest next use in pipeline.lookahead sampled batches */
+    CACHE_POLICY_STATIC = 2,           /* hot set (pipeline.hot_fraction) pinned, the rest LRU */
+    CACHE_POLICY_LOOKAHEAD_STATIC = 3, /* hot set pinned, the rest lookahead */
+    CACHE_POLICY_AUTO = 4,             /* lookahead when the features do not fit the buffer, else lru */
+};
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -95,6 +104,11 @@ struct config {
         enum extract_io io;
         bool ordered;
         double stall_timeout_s; /* 0: never */
+        enum cache_policy cache_policy;
+        int64_t lookahead;    /* batches hinted ahead (lookahead policies) */
+        int64_t lookahead_mb; /* the lookahead policy's hint log, at most */
+        double hot_fraction;  /* slots pinned to the hot set (static policies) */
+        char trace_rows[4096]; /* "" or the row trace's base path (FILE.rank<R>) */
     } pipeline;
     /* given[i]: schema key i was set by the file or a --set, whatever its
      * value (a default written out explicitly counts as given); read it
@@ -160,6 +174,7 @@ const char *config_nonfinite_name(enum config_nonfinite v);
 const char *model_kind_name(enum model_kind k);
 /* "direct", "buffered", "mmap"; "unknown" when out of range. */
 const char *extract_io_name(enum extract_io io);
+const char *cache_policy_name(enum cache_policy p);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

@@ -839,6 +839,21 @@ static int create_run(struct launch *l, char *err, size_t errlen)
             f->params.nslots, f->stride, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
             sl_fmt_bytes(featbuf_map_bytes(&f->params), map, sizeof map), f->reserve,
             sl_fmt_bytes(f->staging_used, all, sizeof all));
+    if (f->params.policy != FEATBUF_POLICY_LRU || f->params.pin_slots) {
+        char region[32];
+        uint64_t covers = f->params.hint_entries / SL_MAX(a->batch.n_max[a->shape.layers], 1);
+        fprintf(stderr,
+                "gnnlaunch: cache policy %s%s: %" PRIu32 " slots pinned to the hot set; window %" PRIu32
+                " batches, hint log %" PRIu64 " rows (%s with its node table, in the buffer above; room for %" PRIu64
+                " worst-case batches)\n",
+                cache_policy_name(l->cfg.pipeline.cache_policy),
+                l->cfg.pipeline.cache_policy == CACHE_POLICY_AUTO ? " (lookahead: the features do not fit the buffer)" : "",
+                f->params.pin_slots, f->params.window,
+                f->params.hint_entries,
+                sl_fmt_bytes(f->params.window ? f->params.hint_entries * 12 + f->params.n_nodes * 4 : 0, region,
+                             sizeof region),
+                covers);
+    }
     return 0;
 }
 

@@ -127,13 +127,28 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     }
     if (room != UINT64_MAX && !gpu && !config_given(c, "pipeline.feature_buffer_mb")) {
         uint64_t left = room > f->staging_bytes ? room - f->staging_bytes : 0, per = left / nr;
-        if (f->rank_bytes > per) {
-            uint64_t rows = (uint64_t)f->params.nslots * f->stride;
-            uint64_t fixed_part = f->rank_bytes > rows ? f->rank_bytes - rows : 0; /* header, node map, links */
-            uint64_t mb = per > fixed_part ? (per - fixed_part) / MIB : 0;
-            uint64_t least = (f->reserve * f->stride + MIB - 1) / MIB;
-            c->pipeline.feature_buffer_mb = (int64_t)SL_MAX(mb, SL_MAX(least, 1));
-            p->featbuf_sized = true;
+        /* twice at most: a buffer made smaller than the dataset may change
+         * policy (pipeline.cache_policy = auto: lookahead, whose metadata
+         * the first pass did not count); if lookahead's metadata leaves too
+         * few rows, auto takes lru (rows first) and sizes again */
+        int64_t asked = c->pipeline.feature_buffer_mb;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            for (int pass = 0; pass < 2 && f->rank_bytes > per; pass++) {
+                uint64_t rows = (uint64_t)f->params.nslots * f->stride;
+                uint64_t fixed_part = f->rank_bytes > rows ? f->rank_bytes - rows : 0; /* header, node map, links */
+                uint64_t mb = per > fixed_part ? (per - fixed_part) / MIB : 0;
+                uint64_t least = (f->reserve * f->stride + MIB - 1) / MIB;
+                c->pipeline.feature_buffer_mb = (int64_t)SL_MAX(mb, SL_MAX(least, 1));
+                p->featbuf_sized = true;
+                if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
+                    return rc;
+                layout_featbuf_use_device(f, gpu);
+            }
+            if (f->rank_bytes <= per || c->pipeline.cache_policy != CACHE_POLICY_AUTO ||
+                f->params.policy == FEATBUF_POLICY_LRU)
+                break;
+            c->pipeline.cache_policy = CACHE_POLICY_LRU;
+            c->pipeline.feature_buffer_mb = asked;
             if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
                 return rc;
             layout_featbuf_use_device(f, gpu);

@@ -37,6 +37,7 @@
 
 #include "core/opt.h"
 #include "core/util.h"
+#include "stages/featbuf_policy.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
@@ -229,7 +230,66 @@ struct srun {
     struct stage_turn turn;
     atomic_uint_fast64_t next;
     atomic_bool stop;
+    /* lookahead (pipeline.cache_policy lookahead*): batches below hint_next
+     * were announced to the feature buffer's policy */
+    uint64_t window;
+    atomic_uint_fast64_t hint_next;
 };
+
+/* One thread's means of announcing batches: its own cursor and a scratch
+ * batch to sample into (the batch is sampled again for real later; the
+ * seed makes both samples the same). */
+struct hinter {
+    struct schedule_cursor cur;
+    void *mem;
+    size_t size;
+    uint32_t last_nodes; /* nodes of the last batch it announced: the next one's estimate */
+};
+
+/* Announces every batch up to g + window not announced yet (any thread may
+ * take any of them) while the policy's hint log has room for it: samples
+ * it into the scratch batch and hints its nodes. Each announcement takes a batch number from hint_next, so hints
+ * of several threads interleave a little; the policy copes. */
+static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint64_t g, uint64_t total)
+{
+    struct stage *st = r->st;
+    char msg[1024];
+    for (;;) {
+        uint64_t k = atomic_load(&r->hint_next);
+        if (k > g + r->window || k >= total)
+            return;
+        if (k < g) { /* announcing fell behind (the log was full): batches sampled already may be extracted too */
+            atomic_compare_exchange_weak(&r->hint_next, &k, g);
+            continue;
+        }
+        /* the memory budget: announce only what the hint log has room for
+         * (a batch like the last one, and a quarter more); the rest of the
+         * window waits until extraction frees records */
+        if (featbuf_lookahead_room(&st->fb) < (uint64_t)h->last_nodes * 5 / 4)
+            return;
+        if (!atomic_compare_exchange_weak(&r->hint_next, &k, k + 1))
+            continue;
+        struct schedule_batch sb;
+        if (schedule_batch(&h->cur, k, &sb, msg, sizeof msg) != 0)
+            stage_fail(st, "%s", msg);
+        uint64_t t0 = sl_now_ns(), edges;
+        struct batch_id id = {.batch = k, .epoch = sb.pos.epoch, .rank = (uint32_t)st->args.rank,
+                              .split = sb.pos.split};
+        struct batch_view v;
+        if (sampler_sample(s, h->mem, h->size, sb.targets, sb.pos.targets, &id, sb.seed, &edges, msg, sizeof msg) ||
+            batch_view(h->mem, h->size, BATCH_VIEW_HEADER_ONLY, &v, msg, sizeof msg))
+            stage_fail(st, "announcing batch %" PRIu64 " (epoch %" PRIu32 "): %s", k, sb.pos.epoch, msg);
+        h->last_nodes = batch_nodes(&v);
+        int rc = featbuf_hint(&st->fb, k, v.nodes, batch_nodes(&v));
+        metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+        if (rc == -EPIPE) { /* the run is stopping */
+            atomic_store(&r->stop, true);
+            return;
+        }
+        if (rc)
+            stage_fail(st, "announcing batch %" PRIu64 " to the feature buffer: %s", k, strerror(-rc));
+    }
+}
 
 static void *stage_thread(void *arg)
 {
@@ -244,10 +304,20 @@ static void *stage_thread(void *arg)
     schedule_cursor_init(&cur, &r->sched, 0);
     uint32_t rank = (uint32_t)st->args.rank; /* in the batch header: the node's rank that owns the arena */
     uint64_t total = schedule_len(&r->sched);
+    struct hinter h = {0};
+    if (r->window) {
+        schedule_cursor_init(&h.cur, &r->sched, 0);
+        h.size = (size_t)sl_round_up(s.plan.max_bytes, 64);
+        h.mem = aligned_alloc(64, h.size);
+        if (!h.mem)
+            stage_fail(st, "no memory for a %zu-byte lookahead batch", h.size);
+    }
     while (!atomic_load(&r->stop)) {
         uint64_t g = atomic_fetch_add(&r->next, 1);
         if (g >= total)
             break;
+        if (r->window)
+            hint_ahead(r, &s, &h, g, total);
         struct schedule_batch sb;
         if (schedule_batch(&cur, g, &sb, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
@@ -276,6 +346,10 @@ static void *stage_thread(void *arg)
             stage_turn_done(&r->turn, g);
         metrics_add(&st->block->items, 1);
     }
+    if (r->window) {
+        free(h.mem);
+        schedule_cursor_free(&h.cur);
+    }
     schedule_cursor_free(&cur);
     sampler_free(&s);
     return NULL;
@@ -286,7 +360,7 @@ static int stage_main(int argc, char **argv)
     static struct stage st;
     static struct srun r;
     char msg[1024];
-    stage_open(&st, argc, argv, 0);
+    stage_open(&st, argc, argv, STAGE_HINTS_FEATBUF);
     r.st = &st;
     const char *dir = st.cfg.dataset.path;
     if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
@@ -299,7 +373,19 @@ static int stage_main(int argc, char **argv)
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
     uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);
     atomic_store(&r.next, first);
+    atomic_store(&r.hint_next, first);
     stage_turn_init(&r.turn, first);
+    if (st.has_fb && st.fb.policy == &featbuf_policy_lookahead) { /* auto may have made it lru */
+        r.window = (uint64_t)st.cfg.pipeline.lookahead;
+        uint32_t win = featbuf_policy_window(&st.fb);
+        uint64_t rows = featbuf_policy_entries(&st.fb);
+        stage_note(&st,
+                   "lookahead: announcing %" PRIu64 " batches ahead to the feature buffer's %s policy (window %" PRIu32
+                   ", hint log %" PRIu64 " rows = %.1f MiB + node table %.1f MiB in the buffer; one %.1f MiB "
+                   "scratch batch per thread)",
+                   r.window, st.fb.policy->name, win, rows, (double)rows * 12 / (1 << 20),
+                   (double)st.fb.n_nodes * 4 / (1 << 20), (double)st.plan.batch.max_bytes / (1 << 20));
+    }
     int nthreads = (int)st.cfg.pipeline.samplers;
     uint32_t last = r.sched.p.epochs - 1; /* evaluates and tests */
     stage_note(&st,

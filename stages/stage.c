@@ -139,6 +139,10 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
         attach_queue(s, &s->out, qout);
         s->has_out = true;
     }
+    enum cache_policy cp = s->cfg.pipeline.cache_policy;
+    if ((needs & STAGE_HINTS_FEATBUF) &&
+        (cp == CACHE_POLICY_LOOKAHEAD || cp == CACHE_POLICY_LOOKAHEAD_STATIC || cp == CACHE_POLICY_AUTO))
+        needs |= STAGE_NEED_FEATBUF;
     if (needs & STAGE_NEED_FEATBUF) {
         if (run_featbuf_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
             featbuf_attach(&s->fb, name, err, sizeof err))
