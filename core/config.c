@@ -20,6 +20,7 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT
 
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
+static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
@@ -113,6 +114,15 @@ static const key keys[] = {
      "Reads in flight per extractor thread (io_uring queue depth)."},
     {"pipeline.io", K_ENUM, OFF(pipeline.io), "\"direct\"", 0, 0, io_modes,
      "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
+    {"pipeline.topology", K_ENUM, OFF(pipeline.topology), "\"auto\"", 0, 0, topology_modes,
+     "How each rank's sampler reaches the graph's in-neighbour lists (indices.bin). memory: read whole into memory "
+     "at start with large sequential reads (its size per rank). mmap: mapped, pages faulted in on first use and "
+     "evicted under memory pressure. cache: Ginex's neighbour cache of pipeline.neighbour_cache_mb, the lists of the "
+     "nodes with the highest out/in-degree ratio, the rest read with direct I/O per hop. auto: memory when the "
+     "memory plan has room for it, else cache sized by the plan (docs/architecture.md, \"Topology\")."},
+    {"pipeline.neighbour_cache_mb", K_AUTOINT, OFF(pipeline.neighbour_cache_mb), "\"auto\"", 1, 1e8, NULL,
+     "Neighbour cache per rank in MiB with pipeline.topology = \"cache\": its index (8 bytes a node) and the "
+     "cached lists. auto: what gnnlaunch's memory plan leaves for it."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
@@ -135,6 +145,7 @@ static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
+const char *topology_mode_name(enum topology_mode m) { return (unsigned)m < 4 ? topology_modes[m] : "unknown"; }
 
 int extract_io_parse(const char *s)
 {
@@ -605,6 +616,11 @@ void config_write_toml(const struct config *c, FILE *f)
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
             extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false", c->pipeline.stall_timeout_s);
+    fprintf(f, "topology = \"%s\"\n", topology_mode_name(c->pipeline.topology));
+    if (c->pipeline.neighbour_cache_mb)
+        fprintf(f, "neighbour_cache_mb = %" PRId64 "\n", c->pipeline.neighbour_cache_mb);
+    else
+        fprintf(f, "neighbour_cache_mb = \"auto\"\n");
     if (c->pipeline.trainer_threads)
         fprintf(f, "trainer_threads = %" PRId64 "\n", c->pipeline.trainer_threads);
     else

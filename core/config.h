@@ -31,6 +31,10 @@ enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
+/* pipeline.topology: how the sampler reaches indices.bin (stages/sampler.h;
+ * docs/architecture.md, "Topology"). gnnlaunch resolves AUTO to MEMORY or
+ * CACHE from its memory plan before the stages start. */
+enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -82,6 +86,8 @@ struct config {
         int64_t staging_mb;
         int64_t io_depth;
         enum extract_io io;
+        enum topology_mode topology;
+        int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
         double stall_timeout_s; /* 0: never */
     } pipeline;
@@ -141,6 +147,8 @@ const char *config_nonfinite_name(enum config_nonfinite v);
 const char *model_kind_name(enum model_kind k);
 /* "direct", "buffered", "mmap"; "unknown" when out of range. */
 const char *extract_io_name(enum extract_io io);
+/* pipeline.topology's spelling of m. */
+const char *topology_mode_name(enum topology_mode m);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

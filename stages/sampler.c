@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "stages/sampler_fetch.h"
 
 /* Fanouts up to this many use a linear scan of the picks so far as
  * Floyd's set (f^2/2 compares of values in one cache line or two);
@@ -100,7 +101,18 @@ static int read_whole(const char *dir, const struct dataset_file *f, void *buf, 
 
 int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
+    return sampler_topo_open_mode(t, dir, m, NULL, err, errlen);
+}
+
+int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct dataset_meta *m,
+                           const struct sampler_topo_opts *o, char *err, size_t errlen)
+{
+    static const struct sampler_topo_opts mmap_opts = {.mode = SAMPLER_TOPO_MMAP};
+    if (!o)
+        o = &mmap_opts;
     memset(t, 0, sizeof *t);
+    t->fd = -1;
+    t->mode = o->mode;
     const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
@@ -139,7 +151,25 @@ int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct data
         if (d > t->max_in_degree)
             t->max_in_degree = d;
     }
-    if ((rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen)))
+    char ipath[4096];
+    if (sl_path_join(ipath, sizeof ipath, dir, fi->file)) {
+        rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, fi->file);
+        goto err;
+    }
+    switch (o->mode) {
+    case SAMPLER_TOPO_MMAP:
+        rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen);
+        break;
+    case SAMPLER_TOPO_MEMORY:
+        rc = fi->bytes ? sampler_topo_load_memory(t, ipath, fi->bytes, o->buffered, err, errlen) : 0;
+        break;
+    case SAMPLER_TOPO_CACHE:
+        rc = sampler_topo_load_cache(t, ipath, fi->bytes, o->cache_bytes, o->buffered, err, errlen);
+        break;
+    default:
+        rc = sl_errf(err, errlen, -EINVAL, "sampler: unknown topology mode %d", (int)o->mode);
+    }
+    if (rc)
         goto err;
     const struct dataset_file *fl = &m->f[DATASET_LABELS];
     if (fl->present) {
@@ -166,6 +196,11 @@ void sampler_topo_free(struct sampler_topo *t)
     free(t->indptr);
     if (t->indices_len)
         munmap((void *)t->indices, t->indices_len);
+    free(t->indices_mem);
+    free(t->cache_off);
+    free(t->cache);
+    if (t->mode == SAMPLER_TOPO_CACHE && t->fd >= 0) /* a zeroed handle (mode MMAP) owns no fd */
+        close(t->fd);
     if (t->labels_len)
         munmap((void *)t->labels, t->labels_len);
     memset(t, 0, sizeof *t);
@@ -247,6 +282,17 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
         sampler_free(s);
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
     }
+    if (t->mode == SAMPLER_TOPO_CACHE) {
+        s->lists = malloc(SAMPLER_FETCH_DSTS * sizeof *s->lists);
+        if (!s->lists) {
+            sampler_free(s);
+            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the list pointers");
+        }
+        if ((rc = sampler_fetch_init(&s->fetch, t, err, errlen))) {
+            sampler_free(s);
+            return rc;
+        }
+    }
     return 0;
 }
 
@@ -260,6 +306,8 @@ void sampler_free(struct sampler *s)
     free(s->pick_keys);
     free(s->pick_stamp);
     free(s->picks);
+    free(s->lists);
+    sampler_fetch_free(s->fetch);
     memset(s, 0, sizeof *s);
 }
 
@@ -344,9 +392,40 @@ static void floyd(struct sampler *s, uint64_t *rng, uint64_t d, uint64_t f)
     }
 }
 
-static inline uint64_t neighbour(const struct sampler_topo *t, uint64_t e)
+/* The i-th id of a list of u32 or u64 ids. */
+static inline uint64_t list_at(const void *list, bool u64, uint64_t i)
 {
-    return t->indices_u64 ? ((const uint64_t *)t->indices)[e] : ((const uint32_t *)t->indices)[e];
+    return u64 ? ((const uint64_t *)list)[i] : ((const uint32_t *)list)[i];
+}
+
+/* Samples destination g (in-degree d, its ids at list) with fanout f into
+ * the writer: the edges taken, and w->rc set on failure. */
+static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uint64_t *rng, const void *list, uint64_t d,
+                                  int64_t f)
+{
+    const bool u64 = s->topo->indices_u64;
+    uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
+    uint32_t *out = take ? batch_reserve_edges(w, (uint32_t)take) : NULL;
+    if (take && !out)
+        return 0;
+    if (take == d) {
+        for (uint64_t i = 0; i < d; i++) {
+            int64_t l = local_of(s, w, list_at(list, u64, i));
+            if (l < 0)
+                break;
+            out[i] = (uint32_t)l;
+        }
+    } else {
+        floyd(s, rng, d, take);
+        for (uint64_t i = 0; i < take; i++) {
+            int64_t l = local_of(s, w, list_at(list, u64, s->picks[i]));
+            if (l < 0)
+                break;
+            out[i] = (uint32_t)l;
+        }
+    }
+    batch_end_dst(w);
+    return take;
 }
 
 int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
@@ -355,6 +434,7 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
     const struct sampler_topo *t = s->topo;
     struct batch_writer w;
     uint64_t rng = seed, total = 0;
+    const size_t es = t->indices_u64 ? 8 : 4;
     if (edges)
         *edges = 0;
     int rc = batch_init(&w, slot, size, &s->shape, n_targets, id, err, errlen);
@@ -381,31 +461,23 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         int64_t f = s->shape.fanouts[k];
         batch_begin_block(&w);
         uint32_t ndst = w.nn;
-        for (uint32_t v = 0; v < ndst && !w.rc; v++) {
-            uint64_t g = w.nodes[v];
-            uint64_t beg = t->indptr[g], d = t->indptr[g + 1] - beg;
-            uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
-            uint32_t *out = take ? batch_reserve_edges(&w, (uint32_t)take) : NULL;
-            if (take && !out)
-                break;
-            if (take == d) {
-                for (uint64_t i = 0; i < d; i++) {
-                    int64_t l = local_of(s, &w, neighbour(t, beg + i));
-                    if (l < 0)
-                        break;
-                    out[i] = (uint32_t)l;
-                }
-            } else {
-                floyd(s, &rng, d, take);
-                for (uint64_t i = 0; i < take; i++) {
-                    int64_t l = local_of(s, &w, neighbour(t, beg + s->picks[i]));
-                    if (l < 0)
-                        break;
-                    out[i] = (uint32_t)l;
-                }
+        if (!s->fetch) { /* every list is in memory or mapped */
+            for (uint32_t v = 0; v < ndst && !w.rc; v++) {
+                uint64_t g = w.nodes[v], beg = t->indptr[g];
+                total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
             }
-            total += take;
-            batch_end_dst(&w);
+        } else { /* rounds of reads: the destinations' lists, then their sampling in the same order */
+            for (uint32_t v = 0; v < ndst && !w.rc;) {
+                int64_t got = sampler_fetch_lists(s->fetch, w.nodes + v, ndst - v, s->lists, &s->lists_read,
+                                                  &s->bytes_read, err, errlen);
+                if (got < 0)
+                    return (int)got;
+                for (uint32_t i = 0; i < (uint32_t)got && !w.rc; i++) {
+                    uint64_t g = w.nodes[v + i];
+                    total += sample_dst(s, &w, &rng, s->lists[i], t->indptr[g + 1] - t->indptr[g], f);
+                }
+                v += (uint32_t)got;
+            }
         }
         batch_end_block(&w);
     }

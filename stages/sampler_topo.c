@@ -1,0 +1,298 @@
+/* sampler_topo.c - loading indices.bin for the MEMORY and CACHE topology
+ * modes (sampler.h): large sequential reads at open, the neighbour cache's
+ * choice (Ginex, section 3.2: the in-neighbour lists of the nodes with
+ * the highest out-degree / in-degree ratio, because a node is sampled as
+ * a destination about as often as it is someone's in-neighbour, and a
+ * short list costs little room) and its filling.
+ *
+ * Reads. indices.bin is read front to back in SEQ_CHUNK pieces with
+ * O_DIRECT (one large read is split by the kernel into many requests in
+ * flight, so a single pread reaches the disk's sequential rate), straight
+ * into the destination (MEMORY) or through one aligned buffer (the two
+ * passes of CACHE). A filesystem that refuses O_DIRECT gets buffered reads.
+ *
+ * Memory at open (CACHE): a u32 out-degree per node and a 16-byte sort
+ * record per node with in-degree > 0, both freed before open returns,
+ * beside what stays: the index (8 bytes per node) and the cached lists. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "stages/sampler.h"
+
+#define SEQ_CHUNK ((size_t)16 << 20) /* bytes per sequential read */
+
+const char *sampler_topo_mode_name(enum sampler_topo_mode m)
+{
+    switch (m) {
+    case SAMPLER_TOPO_MMAP: return "mmap";
+    case SAMPLER_TOPO_MEMORY: return "memory";
+    case SAMPLER_TOPO_CACHE: return "cache";
+    }
+    return "?";
+}
+
+/* ---- the choice ------------------------------------------------------------------------ */
+
+struct cand {
+    uint64_t in;  /* in-degree (> 0) */
+    uint32_t out; /* out-degree */
+    uint32_t pad;
+    uint64_t id;
+};
+
+/* Decreasing out/in, exactly (cross-multiplied in 128 bits); then node id. */
+static int cand_cmp(const void *pa, const void *pb)
+{
+    const struct cand *a = pa, *b = pb;
+    unsigned __int128 l = (unsigned __int128)a->out * b->in, r = (unsigned __int128)b->out * a->in;
+    if (l != r)
+        return l > r ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+int sampler_cache_choose(const uint64_t *indptr, const uint32_t *outdeg, uint64_t nodes, uint64_t bytes, size_t es,
+                         uint64_t *off, uint64_t *n_nodes, uint64_t *n_edges)
+{
+    uint64_t nc = 0;
+    for (uint64_t v = 0; v < nodes; v++)
+        nc += indptr[v + 1] > indptr[v];
+    struct cand *c = malloc((nc ? nc : 1) * sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    nc = 0;
+    for (uint64_t v = 0; v < nodes; v++) {
+        off[v] = SAMPLER_UNCACHED;
+        uint64_t d = indptr[v + 1] - indptr[v];
+        if (d)
+            c[nc++] = (struct cand){.in = d, .out = outdeg[v], .id = v};
+        else
+            off[v] = 0; /* nothing to read */
+    }
+    qsort(c, nc, sizeof *c, cand_cmp);
+    uint64_t left = bytes, cn = 0, ce = 0;
+    for (uint64_t i = 0; i < nc; i++) {
+        if (c[i].in > left / es)
+            break; /* a prefix of the ratio order: the first list that does not fit ends it */
+        left -= c[i].in * es;
+        off[c[i].id] = 0; /* chosen; its offset below */
+        cn++;
+    }
+    free(c);
+    for (uint64_t v = 0; v < nodes; v++) { /* the cache in node order: the fill is one sweep */
+        uint64_t d = indptr[v + 1] - indptr[v];
+        if (d && off[v] != SAMPLER_UNCACHED) {
+            off[v] = ce;
+            ce += d;
+        }
+    }
+    *n_nodes = cn;
+    *n_edges = ce;
+    return 0;
+}
+
+/* ---- sequential reads -------------------------------------------------------------------- */
+
+/* Called with each piece [off, off + len) of the file as it lands. */
+typedef int (*seq_fn)(void *ctx, const unsigned char *data, uint64_t off, size_t len, char *err, size_t errlen);
+
+/* Reads bytes [0, size) of fd front to back: into dest when non-NULL
+ * (SAMPLER_IO_ALIGN-aligned, room for size rounded up to it), else through
+ * buf (aligned, SEQ_CHUNK bytes) calling fn for each piece. */
+static int seq_read(int fd, const char *path, uint64_t size, unsigned char *dest, unsigned char *buf, seq_fn fn,
+                    void *ctx, char *err, size_t errlen)
+{
+    for (uint64_t off = 0; off < size;) {
+        size_t want = (size_t)SL_MIN((uint64_t)SEQ_CHUNK, sl_round_up(size - off, SAMPLER_IO_ALIGN));
+        unsigned char *to = dest ? dest + off : buf;
+        size_t got = 0; /* direct reads: only whole blocks until the end of the file, never a read from mid-block */
+        while (got < want && off + got < size) {
+            ssize_t r = pread(fd, to + got, want - got, (off_t)(off + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return sl_errf(err, errlen, -errno, "%s: read at byte %" PRIu64 " failed: %s", path, off + got,
+                               strerror(errno));
+            if (r == 0)
+                break;
+            got += (size_t)r;
+            if (got % SAMPLER_IO_ALIGN && off + got < size)
+                break; /* a short read mid-file that a direct read cannot continue: reported below */
+        }
+        int rc;
+        size_t len = (size_t)SL_MIN((uint64_t)got, size - off);
+        if (len < want && off + len < size)
+            return sl_errf(err, errlen, -EINVAL, "%s: ends at byte %" PRIu64 ", not %" PRIu64 "; run gnnprep check",
+                           path, off + len, size);
+        if (fn && (rc = fn(ctx, to, off, len, err, errlen)))
+            return rc;
+        off += len;
+    }
+    return 0;
+}
+
+/* Opens indices.bin for reading, with O_DIRECT unless buffered or the
+ * filesystem refuses it (probed with one aligned read); *direct says which. */
+static int open_indices(const char *path, bool buffered, bool *direct, char *err, size_t errlen)
+{
+    *direct = false;
+    if (!buffered) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (fd >= 0) {
+            void *probe = aligned_alloc(SAMPLER_IO_ALIGN, SAMPLER_IO_ALIGN);
+            ssize_t r = probe ? pread(fd, probe, SAMPLER_IO_ALIGN, 0) : 0;
+            int e = errno;
+            free(probe);
+            if (r >= 0) {
+                *direct = true;
+                return fd;
+            }
+            close(fd);
+            if (e != EINVAL)
+                return sl_errf(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
+        } else if (errno != EINVAL) {
+            return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+        }
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    return fd;
+}
+
+/* ---- MEMORY ---------------------------------------------------------------------------------- */
+
+int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, bool buffered, char *err,
+                             size_t errlen)
+{
+    bool direct;
+    int fd = open_indices(path, buffered, &direct, err, errlen);
+    if (fd < 0)
+        return fd;
+    double t0 = sl_now();
+    int rc = 0;
+    t->indices_mem = aligned_alloc(SAMPLER_IO_ALIGN, (size_t)sl_round_up(bytes, SAMPLER_IO_ALIGN));
+    if (!t->indices_mem)
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory to hold its %" PRIu64 " bytes (pipeline.topology = "
+                     "\"memory\"); use \"cache\" or \"mmap\"", path, bytes);
+    else
+        rc = seq_read(fd, path, bytes, t->indices_mem, NULL, NULL, NULL, err, errlen);
+    close(fd);
+    if (rc)
+        return rc;
+    t->indices = t->indices_mem;
+    t->direct = direct;
+    t->load_bytes = bytes;
+    t->load_s = sl_now() - t0;
+    return 0;
+}
+
+/* ---- CACHE ---------------------------------------------------------------------------------- */
+
+struct pass {
+    const struct sampler_topo *t;
+    size_t es;
+    uint32_t *outdeg; /* pass 1 */
+    uint64_t v;       /* pass 2: the first node whose list is not wholly copied */
+};
+
+static int count_out(void *ctx, const unsigned char *data, uint64_t off, size_t len, char *err, size_t errlen)
+{
+    struct pass *p = ctx;
+    uint64_t n = p->t->nodes;
+    size_t k = len / p->es;
+    for (size_t i = 0; i < k; i++) {
+        uint64_t u = p->es == 8 ? ((const uint64_t *)data)[i] : ((const uint32_t *)data)[i];
+        if (u >= n)
+            return sl_errf(err, errlen, -EINVAL, "indices.bin: id %" PRIu64 " at %" PRIu64 " is not below %" PRIu64
+                           " nodes; run gnnprep check", u, off / p->es + i, n);
+        if (p->outdeg[u] != UINT32_MAX)
+            p->outdeg[u]++;
+    }
+    return 0;
+}
+
+static int fill_cache(void *ctx, const unsigned char *data, uint64_t off, size_t len, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    struct pass *p = ctx;
+    const struct sampler_topo *t = p->t;
+    uint64_t end = off + len;
+    while (p->v < t->nodes) {
+        uint64_t v = p->v, ls = t->indptr[v] * p->es, le = t->indptr[v + 1] * p->es;
+        if (ls >= end)
+            break;
+        if (le > ls && t->cache_off[v] != SAMPLER_UNCACHED) {
+            uint64_t a = SL_MAX(ls, off), b = SL_MIN(le, end);
+            memcpy((unsigned char *)t->cache + t->cache_off[v] * p->es + (a - ls), data + (a - off), (size_t)(b - a));
+        }
+        if (le > end)
+            break; /* the rest of v's list is in the next piece */
+        p->v++;
+    }
+    return 0;
+}
+
+int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget,
+                            bool buffered, char *err, size_t errlen)
+{
+    size_t es = t->indices_u64 ? 8 : 4;
+    uint64_t index = sampler_cache_index_bytes(t->nodes);
+    char b1[32], b2[32], b3[32];
+    if (budget <= index)
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.neighbour_cache_mb: a budget of %s is not above the cache's index of %s (8 bytes a "
+                       "node for %" PRIu64 " nodes); raise it, or use pipeline.topology = \"mmap\"",
+                       sl_fmt_bytes(budget, b1, sizeof b1), sl_fmt_bytes(index, b2, sizeof b2), t->nodes);
+    if (budget - index >= bytes)
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.neighbour_cache_mb: a budget of %s holds all of indices.bin (%s) and the index (%s); "
+                       "use pipeline.topology = \"memory\", which needs no index, or a smaller budget",
+                       sl_fmt_bytes(budget, b1, sizeof b1), sl_fmt_bytes(bytes, b2, sizeof b2),
+                       sl_fmt_bytes(index, b3, sizeof b3));
+    bool direct;
+    int fd = open_indices(path, buffered, &direct, err, errlen);
+    if (fd < 0)
+        return fd;
+    t->fd = fd;
+    t->direct = direct;
+    double t0 = sl_now();
+    int rc = 0;
+    struct pass p = {.t = t, .es = es};
+    unsigned char *buf = aligned_alloc(SAMPLER_IO_ALIGN, SEQ_CHUNK);
+    p.outdeg = calloc(t->nodes, sizeof *p.outdeg);
+    t->cache_off = malloc((size_t)index);
+    if (!buf || !p.outdeg || !t->cache_off) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for the neighbour cache's index", path);
+        goto out;
+    }
+    if ((rc = seq_read(fd, path, bytes, NULL, buf, count_out, &p, err, errlen)))
+        goto out;
+    if ((rc = sampler_cache_choose(t->indptr, p.outdeg, t->nodes, budget - index, es, t->cache_off, &t->cache_nodes,
+                                   &t->cache_edges))) {
+        rc = sl_errf(err, errlen, rc, "%s: no memory to choose the neighbour cache", path);
+        goto out;
+    }
+    free(p.outdeg);
+    p.outdeg = NULL;
+    t->cache = malloc(t->cache_edges ? (size_t)(t->cache_edges * es) : 1);
+    if (!t->cache) {
+        rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for a neighbour cache of %" PRIu64 " ids", path,
+                     t->cache_edges);
+        goto out;
+    }
+    if ((rc = seq_read(fd, path, bytes, NULL, buf, fill_cache, &p, err, errlen)))
+        goto out;
+    t->load_bytes = 2 * bytes;
+    t->load_s = sl_now() - t0;
+out:
+    free(buf);
+    free(p.outdeg);
+    return rc;
+}
