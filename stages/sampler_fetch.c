@@ -95,7 +95,9 @@ static int read_done(struct fread *r, int64_t res)
     if (res == 0) /* end of file */
         return r->done >= r->need ? 1 : -EIO;
     r->done += (uint64_t)res;
-    return r->done >= r->need ? 1 : 0;
+    if (r->done >= r->need)
+        return 1;
+    return r->done % SAMPLER_IO_ALIGN ? -EIO : 0; /* ended mid-block: the end of the file, before the list's */
 }
 
 static int read_all_pread(struct sampler_fetch *f, uint32_t nr)
