@@ -62,7 +62,8 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
             c->pipeline.topology = TOPOLOGY_CACHE;
     }
     if (c->pipeline.topology == TOPOLOGY_CACHE && !mb_given) {
-        uint64_t share = room == UINT64_MAX ? add_sat(add_sat(ip, rd), add_sat(idx, ix / 4)) : room / MEMFIT_TOPO_CACHE_DIV / nr;
+        uint64_t share = room == UINT64_MAX ? add_sat(add_sat(ip, rd), add_sat(idx, ix / 4))
+                                            : room / MEMFIT_TOPO_CACHE_DIV / nr;
         uint64_t budget = share > add_sat(ip, rd) ? share - ip - rd : 0;
         budget = SL_MIN(budget, add_sat(idx, ix) - 1); /* below the whole of indices.bin */
         uint64_t mb = budget / MIB;
@@ -84,8 +85,10 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
     }
     if (p->topology_auto)
         (void)config_set_given(c, "pipeline.topology", false);
-    uint64_t per = add_sat(ip, ix);
-    if (c->pipeline.topology == TOPOLOGY_CACHE)
+    uint64_t per = add_sat(ip, ix); /* memory */
+    if (c->pipeline.topology == TOPOLOGY_MMAP)
+        per = ip; /* mapped pages are page cache: reclaimed under the limit, competing with the rest */
+    else if (c->pipeline.topology == TOPOLOGY_CACHE)
         per = add_sat(add_sat(ip, rd), mul_sat((uint64_t)c->pipeline.neighbour_cache_mb, MIB));
     p->topology = mul_sat(per, nr);
     return 0;

@@ -10,9 +10,11 @@
  *   staging          the node's staging segment;
  *   arenas           every rank's batch arena (run_arena_plan);
  *   topology         each rank's sampler's: indptr.bin, and by
- *                    pipeline.topology indices.bin (memory, mmap), or the
+ *                    pipeline.topology indices.bin (memory), or the
  *                    neighbour cache and the sampler threads' read
- *                    buffers (cache);
+ *                    buffers (cache), or nothing more (mmap: the mapped
+ *                    pages are page cache, which the kernel reclaims
+ *                    under the limit - that is mmap's cost);
  *   margin           what is not a shared object: each trainer's working
  *                    memory for the largest batch (MEMFIT_WORKSPACE), each
  *                    stage process's own (MEMFIT_PROCESS_BYTES) and page

@@ -353,12 +353,38 @@ static void test_errors(void **state)
     sampler_topo_free(&t);
 }
 
+/* ---- gnn-sampler --bench ---------------------------------------------------------------- */
+
+static void test_cli(void **state)
+{
+    (void)state;
+    char bin[4096], out[8192];
+    t_bin(bin, sizeof bin, "gnn-sampler");
+    int rc = t_run(out, sizeof out,
+                   "'%s' --bench '%s' --fanouts 5,5 --batch-size 64 --seconds 0.2 --topology memory", bin, ds);
+    if (rc != 0)
+        fail_msg("gnn-sampler --bench --topology memory failed (%d): %s", rc, out);
+    assert_non_null(strstr(out, "topology=memory\n"));
+    assert_non_null(strstr(out, "of indices.bin in ")); /* the load, its time and rate, on stderr */
+    assert_non_null(strstr(out, " MiB/s, "));
+    assert_non_null(strstr(out, "lists_read=0\n"));
+    assert_int_equal(t_run(out, sizeof out, "'%s' --bench '%s' --topology cache", bin, ds), 2);
+    assert_non_null(strstr(out, "--cache-mb"));
+    assert_int_equal(t_run(out, sizeof out, "'%s' --bench '%s' --topology mapped", bin, ds), 2);
+    assert_non_null(strstr(out, "--topology wants mmap, memory or cache"));
+    /* a budget of 1 MiB holds the whole 0.3 MiB file: refused, pointing at memory */
+    assert_int_equal(t_run(out, sizeof out, "'%s' --bench '%s' --topology cache --cache-mb 1 --seconds 0.1", bin, ds),
+                     1);
+    assert_non_null(strstr(out, "pipeline.topology = \"memory\""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identical),
         cmocka_unit_test(test_choice),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
