@@ -110,6 +110,9 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
     static const struct sampler_topo_opts mmap_opts = {.mode = SAMPLER_TOPO_MMAP};
     if (!o)
         o = &mmap_opts;
+    if (o->load_chunk % SAMPLER_IO_ALIGN)
+        return sl_errf(err, errlen, -EINVAL, "sampler: a load chunk of %zu bytes is not a multiple of %u", o->load_chunk,
+                       SAMPLER_IO_ALIGN);
     memset(t, 0, sizeof *t);
     t->fd = -1;
     t->mode = o->mode;
@@ -161,10 +164,10 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
         rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen);
         break;
     case SAMPLER_TOPO_MEMORY:
-        rc = fi->bytes ? sampler_topo_load_memory(t, ipath, fi->bytes, o->buffered, err, errlen) : 0;
+        rc = fi->bytes ? sampler_topo_load_memory(t, ipath, fi->bytes, o->load_chunk, o->buffered, err, errlen) : 0;
         break;
     case SAMPLER_TOPO_CACHE:
-        rc = sampler_topo_load_cache(t, ipath, fi->bytes, o->cache_bytes, o->buffered, err, errlen);
+        rc = sampler_topo_load_cache(t, ipath, fi->bytes, o->cache_bytes, o->load_chunk, o->buffered, err, errlen);
         break;
     default:
         rc = sl_errf(err, errlen, -EINVAL, "sampler: unknown topology mode %d", (int)o->mode);

@@ -71,6 +71,7 @@ struct sampler_topo_opts {
     enum sampler_topo_mode mode;
     uint64_t cache_bytes; /* SAMPLER_TOPO_CACHE: the budget, index included (sampler_cache_index_bytes) */
     bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
+    size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
 };
 
 /* The graph as the sampler reads it. */
@@ -141,10 +142,10 @@ int sampler_cache_choose(const uint64_t *indptr, const uint32_t *outdeg, uint64_
 /* The loads behind sampler_topo_open_mode (sampler_topo.c), on a handle
  * whose indptr is read: indices.bin at path (bytes long) into memory, or
  * its neighbour cache of `budget` bytes and the file kept open in t->fd. */
-int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, bool buffered, char *err,
-                             size_t errlen);
-int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget, bool buffered,
-                            char *err, size_t errlen);
+int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             char *err, size_t errlen);
+int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget, size_t chunk,
+                            bool buffered, char *err, size_t errlen);
 
 /* Unmaps and frees; accepts a zeroed or half-opened handle. */
 void sampler_topo_free(struct sampler_topo *t);

@@ -26,10 +26,10 @@ struct fread {
 
 struct sampler_fetch {
     const struct sampler_topo *t;
-    size_t es;               /* bytes per id */
-    unsigned char *buf;      /* (buf_len) SAMPLER_IO_ALIGN-aligned */
+    size_t es;          /* bytes per id */
+    unsigned char *buf; /* (buf_len) SAMPLER_IO_ALIGN-aligned */
     size_t buf_len;
-    struct fread *rd;        /* (SAMPLER_FETCH_DSTS) */
+    struct fread *rd; /* (SAMPLER_FETCH_DSTS) */
 #ifdef SLUICE_HAVE_URING
     struct io_uring ring;
     struct io_uring_cqe *cqes[SAMPLER_FETCH_DEPTH];

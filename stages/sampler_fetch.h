@@ -21,7 +21,7 @@
 
 #include "stages/sampler.h"
 
-#define SAMPLER_FETCH_DEPTH 64u           /* reads in flight per thread */
+#define SAMPLER_FETCH_DEPTH 64u             /* reads in flight per thread */
 #define SAMPLER_FETCH_BUF ((size_t)4 << 20) /* read buffer per thread, bytes (at least) */
 
 struct sampler_fetch;

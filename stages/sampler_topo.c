@@ -5,11 +5,12 @@
  * a destination about as often as it is someone's in-neighbour, and a
  * short list costs little room) and its filling.
  *
- * Reads. indices.bin is read front to back in SEQ_CHUNK pieces with
- * O_DIRECT (one large read is split by the kernel into many requests in
- * flight, so a single pread reaches the disk's sequential rate), straight
- * into the destination (MEMORY) or through one aligned buffer (the two
- * passes of CACHE). A filesystem that refuses O_DIRECT gets buffered reads.
+ * Reads. indices.bin is read front to back in pieces of 8 MiB with
+ * O_DIRECT, SEQ_DEPTH of them in flight through io_uring (pread(2) one at
+ * a time without it), straight into the destination (MEMORY) or into
+ * SEQ_DEPTH aligned buffers handed to the pass in file order while the
+ * next pieces are read (the two passes of CACHE). A filesystem that
+ * refuses O_DIRECT gets buffered reads.
  *
  * Memory at open (CACHE): a u32 out-degree per node and a 16-byte sort
  * record per node with in-degree > 0, both freed before open returns,
@@ -25,14 +26,22 @@
 #include "core/util.h"
 #include "stages/sampler.h"
 
-#define SEQ_CHUNK ((size_t)16 << 20) /* bytes per sequential read */
+#ifdef SLUICE_HAVE_URING
+#include <liburing.h>
+#endif
+
+#define SEQ_CHUNK_DEFAULT ((size_t)8 << 20) /* bytes per sequential read (sampler_topo_opts.load_chunk) */
+#define SEQ_DEPTH 4u                        /* sequential reads in flight (io_uring) */
 
 const char *sampler_topo_mode_name(enum sampler_topo_mode m)
 {
     switch (m) {
-    case SAMPLER_TOPO_MMAP: return "mmap";
-    case SAMPLER_TOPO_MEMORY: return "memory";
-    case SAMPLER_TOPO_CACHE: return "cache";
+    case SAMPLER_TOPO_MMAP:
+        return "mmap";
+    case SAMPLER_TOPO_MEMORY:
+        return "memory";
+    case SAMPLER_TOPO_CACHE:
+        return "cache";
     }
     return "?";
 }
@@ -103,12 +112,12 @@ typedef int (*seq_fn)(void *ctx, const unsigned char *data, uint64_t off, size_t
 
 /* Reads bytes [0, size) of fd front to back: into dest when non-NULL
  * (SAMPLER_IO_ALIGN-aligned, room for size rounded up to it), else through
- * buf (aligned, SEQ_CHUNK bytes) calling fn for each piece. */
-static int seq_read(int fd, const char *path, uint64_t size, unsigned char *dest, unsigned char *buf, seq_fn fn,
-                    void *ctx, char *err, size_t errlen)
+ * buf (aligned, chunk bytes) calling fn for each piece. */
+static int seq_read_pread(int fd, const char *path, uint64_t size, size_t chunk, unsigned char *dest,
+                          unsigned char *buf, seq_fn fn, void *ctx, char *err, size_t errlen)
 {
     for (uint64_t off = 0; off < size;) {
-        size_t want = (size_t)SL_MIN((uint64_t)SEQ_CHUNK, sl_round_up(size - off, SAMPLER_IO_ALIGN));
+        size_t want = (size_t)SL_MIN((uint64_t)chunk, sl_round_up(size - off, SAMPLER_IO_ALIGN));
         unsigned char *to = dest ? dest + off : buf;
         size_t got = 0; /* direct reads: only whole blocks until the end of the file, never a read from mid-block */
         while (got < want && off + got < size) {
@@ -134,6 +143,102 @@ static int seq_read(int fd, const char *path, uint64_t size, unsigned char *dest
         off += len;
     }
     return 0;
+}
+
+#ifdef SLUICE_HAVE_URING
+/* seq_read_pread's contract with SEQ_DEPTH reads in flight; bufs: SEQ_DEPTH
+ * aligned buffers of chunk bytes (unused with dest). Pieces reach fn in file
+ * order. A short read before the end of the file is finished by pread. */
+static int seq_read_uring(struct io_uring *ring, int fd, const char *path, uint64_t size, size_t chunk,
+                          unsigned char *dest, unsigned char **bufs, seq_fn fn, void *ctx, char *err, size_t errlen)
+{
+    uint64_t n = (size + chunk - 1) / chunk, next = 0, done = 0;
+    int64_t got[SEQ_DEPTH];
+    unsigned inflight = 0;
+    int rc = 0;
+    while (done < n) {
+        while (!rc && next < n && next < done + SEQ_DEPTH) { /* a buffer per piece in flight: piece i uses i % DEPTH */
+            uint64_t off = next * chunk;
+            size_t want = (size_t)SL_MIN((uint64_t)chunk, sl_round_up(size - off, SAMPLER_IO_ALIGN));
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            io_uring_prep_read(sqe, fd, dest ? dest + off : bufs[next % SEQ_DEPTH], (unsigned)want, off);
+            io_uring_sqe_set_data64(sqe, next);
+            got[next % SEQ_DEPTH] = INT64_MIN; /* not yet */
+            next++;
+            inflight++;
+        }
+        if (!inflight)
+            break;
+        struct io_uring_cqe *cqe;
+        int r = io_uring_submit_and_wait(ring, 1);
+        if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && !rc)
+            rc = sl_errf(err, errlen, r, "%s: io_uring: %s", path, strerror(-r));
+        while (io_uring_peek_cqe(ring, &cqe) == 0) {
+            uint64_t i = io_uring_cqe_get_data64(cqe);
+            got[i % SEQ_DEPTH] = cqe->res;
+            io_uring_cqe_seen(ring, cqe);
+            inflight--;
+        }
+        while (!rc && done < next && got[done % SEQ_DEPTH] != INT64_MIN) { /* in file order */
+            uint64_t off = done * chunk;
+            size_t len = (size_t)SL_MIN((uint64_t)chunk, size - off);
+            unsigned char *to = dest ? dest + off : bufs[done % SEQ_DEPTH];
+            int64_t g = got[done % SEQ_DEPTH];
+            if (g < 0) {
+                rc = sl_errf(err, errlen, (int)g, "%s: read at byte %" PRIu64 " failed: %s", path, off,
+                             strerror((int)-g));
+                break;
+            }
+            size_t have = (size_t)g;
+            while (have < len) { /* short: the rest the plain way */
+                ssize_t p = pread(fd, to + have, sl_round_up(len - have, SAMPLER_IO_ALIGN), (off_t)(off + have));
+                if (p <= 0 || (have + (size_t)p < len && (have + (size_t)p) % SAMPLER_IO_ALIGN)) {
+                    rc = sl_errf(err, errlen, p < 0 ? -errno : -EINVAL,
+                                 "%s: ends at byte %" PRIu64 ", not %" PRIu64 "; run gnnprep check", path,
+                                 off + have + (p > 0 ? (uint64_t)p : 0), size);
+                    break;
+                }
+                have += (size_t)p;
+            }
+            if (!rc && fn)
+                rc = fn(ctx, to, off, len, err, errlen);
+            done++;
+        }
+        if (rc && !inflight)
+            return rc;
+    }
+    return rc;
+}
+#endif
+
+/* Reads bytes [0, size) of fd front to back: into dest when non-NULL
+ * (SAMPLER_IO_ALIGN-aligned, room for size rounded up to it), else through
+ * aligned buffers calling fn for each piece in file order. */
+static int seq_read(int fd, const char *path, uint64_t size, size_t chunk, unsigned char *dest, seq_fn fn, void *ctx,
+                    char *err, size_t errlen)
+{
+    unsigned char *bufs[SEQ_DEPTH] = {0};
+    int rc = 0;
+    unsigned nb = dest ? 0 : SEQ_DEPTH;
+    for (unsigned i = 0; i < nb; i++)
+        if (!(bufs[i] = aligned_alloc(SAMPLER_IO_ALIGN, chunk)))
+            rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for read buffers", path);
+#ifdef SLUICE_HAVE_URING
+    struct io_uring ring;
+    if (!rc && io_uring_queue_init(SEQ_DEPTH, &ring, 0) == 0) {
+        rc = seq_read_uring(&ring, fd, path, size, chunk, dest, bufs, fn, ctx, err, errlen);
+        io_uring_queue_exit(&ring);
+        goto out;
+    }
+#endif
+    if (!rc)
+        rc = seq_read_pread(fd, path, size, chunk, dest, bufs[0], fn, ctx, err, errlen);
+#ifdef SLUICE_HAVE_URING
+out:
+#endif
+    for (unsigned i = 0; i < nb; i++)
+        free(bufs[i]);
+    return rc;
 }
 
 /* Opens indices.bin for reading, with O_DIRECT unless buffered or the
@@ -167,9 +272,10 @@ static int open_indices(const char *path, bool buffered, bool *direct, char *err
 
 /* ---- MEMORY ---------------------------------------------------------------------------------- */
 
-int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, bool buffered, char *err,
-                             size_t errlen)
+int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             char *err, size_t errlen)
 {
+    chunk = chunk ? chunk : SEQ_CHUNK_DEFAULT;
     bool direct;
     int fd = open_indices(path, buffered, &direct, err, errlen);
     if (fd < 0)
@@ -178,10 +284,12 @@ int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t 
     int rc = 0;
     t->indices_mem = aligned_alloc(SAMPLER_IO_ALIGN, (size_t)sl_round_up(bytes, SAMPLER_IO_ALIGN));
     if (!t->indices_mem)
-        rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory to hold its %" PRIu64 " bytes (pipeline.topology = "
-                     "\"memory\"); use \"cache\" or \"mmap\"", path, bytes);
+        rc = sl_errf(err, errlen, -ENOMEM,
+                     "%s: no memory to hold its %" PRIu64 " bytes (pipeline.topology = "
+                     "\"memory\"); use \"cache\" or \"mmap\"",
+                     path, bytes);
     else
-        rc = seq_read(fd, path, bytes, t->indices_mem, NULL, NULL, NULL, err, errlen);
+        rc = seq_read(fd, path, bytes, chunk, t->indices_mem, NULL, NULL, err, errlen);
     close(fd);
     if (rc)
         return rc;
@@ -209,8 +317,10 @@ static int count_out(void *ctx, const unsigned char *data, uint64_t off, size_t 
     for (size_t i = 0; i < k; i++) {
         uint64_t u = p->es == 8 ? ((const uint64_t *)data)[i] : ((const uint32_t *)data)[i];
         if (u >= n)
-            return sl_errf(err, errlen, -EINVAL, "indices.bin: id %" PRIu64 " at %" PRIu64 " is not below %" PRIu64
-                           " nodes; run gnnprep check", u, off / p->es + i, n);
+            return sl_errf(err, errlen, -EINVAL,
+                           "indices.bin: id %" PRIu64 " at %" PRIu64 " is not below %" PRIu64
+                           " nodes; run gnnprep check",
+                           u, off / p->es + i, n);
         if (p->outdeg[u] != UINT32_MAX)
             p->outdeg[u]++;
     }
@@ -239,9 +349,10 @@ static int fill_cache(void *ctx, const unsigned char *data, uint64_t off, size_t
     return 0;
 }
 
-int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget,
+int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget, size_t chunk,
                             bool buffered, char *err, size_t errlen)
 {
+    chunk = chunk ? chunk : SEQ_CHUNK_DEFAULT;
     size_t es = t->indices_u64 ? 8 : 4;
     uint64_t index = sampler_cache_index_bytes(t->nodes);
     char b1[32], b2[32], b3[32];
@@ -265,14 +376,13 @@ int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t b
     double t0 = sl_now();
     int rc = 0;
     struct pass p = {.t = t, .es = es};
-    unsigned char *buf = aligned_alloc(SAMPLER_IO_ALIGN, SEQ_CHUNK);
     p.outdeg = calloc(t->nodes, sizeof *p.outdeg);
     t->cache_off = malloc((size_t)index);
-    if (!buf || !p.outdeg || !t->cache_off) {
+    if (!p.outdeg || !t->cache_off) {
         rc = sl_errf(err, errlen, -ENOMEM, "%s: no memory for the neighbour cache's index", path);
         goto out;
     }
-    if ((rc = seq_read(fd, path, bytes, NULL, buf, count_out, &p, err, errlen)))
+    if ((rc = seq_read(fd, path, bytes, chunk, NULL, count_out, &p, err, errlen)))
         goto out;
     if ((rc = sampler_cache_choose(t->indptr, p.outdeg, t->nodes, budget - index, es, t->cache_off, &t->cache_nodes,
                                    &t->cache_edges))) {
@@ -287,12 +397,11 @@ int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t b
                      t->cache_edges);
         goto out;
     }
-    if ((rc = seq_read(fd, path, bytes, NULL, buf, fill_cache, &p, err, errlen)))
+    if ((rc = seq_read(fd, path, bytes, chunk, NULL, fill_cache, &p, err, errlen)))
         goto out;
     t->load_bytes = 2 * bytes;
     t->load_s = sl_now() - t0;
 out:
-    free(buf);
     free(p.outdeg);
     return rc;
 }

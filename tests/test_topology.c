@@ -19,7 +19,7 @@
 #include "stages/sampler_fetch.h"
 
 #define N 5000
-#define HUB 7          /* in-degree HUB_DEG: its list spans several 4 KiB blocks */
+#define HUB 7 /* in-degree HUB_DEG: its list spans several 4 KiB blocks */
 #define HUB_DEG 4000
 
 static char err[1024];
@@ -126,13 +126,18 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Pieces of the sequential loads at open: small, so that the file takes
+ * many more than are in flight at once. */
+#define LOAD_CHUNK 8192
+
 static void open_mode(struct sampler_topo *t, const char *path, enum sampler_topo_mode mode, uint64_t cache_bytes,
                       bool buffered)
 {
     struct dataset_meta m;
     if (dataset_meta_read(path, &m, true, err, sizeof err))
         fail_msg("%s: %s", path, err);
-    struct sampler_topo_opts o = {.mode = mode, .cache_bytes = cache_bytes, .buffered = buffered};
+    struct sampler_topo_opts o = {
+        .mode = mode, .cache_bytes = cache_bytes, .buffered = buffered, .load_chunk = LOAD_CHUNK};
     int rc = sampler_topo_open_mode(t, path, &m, &o, err, sizeof err);
     if (rc)
         fail_msg("open %s: %s", sampler_topo_mode_name(mode), err);
@@ -154,6 +159,8 @@ static void test_identical(void **state)
     assert_true(tc.direct);
     assert_false(tcb.direct);
     assert_int_equal(tmem.load_bytes, n_edges * 4);
+    assert_true(n_edges * 4 > 8 * LOAD_CHUNK);
+    assert_memory_equal(tmem.indices, indices, n_edges * 4); /* every piece in its place */
     assert_int_equal(tc.load_bytes, 2 * n_edges * 4);
     assert_true(tc.cache_edges * 4 <= budget - index);
     assert_true(tc.cache_nodes > 0 && tc.cache_edges < n_edges);
@@ -271,7 +278,8 @@ static void test_choice(void **state)
     assert_int_equal(cn, 3);
     /* the same graph on disk: out-degrees counted from indices.bin, and the
      * cache filled with the lists */
-    const uint32_t ind[13] = {0, 1, /* 0 <- */ 0, 1, 2, 3, /* 1 <- */ 2, /* 3 <- */ 4, 1, /* 4 <- */ 5, 6, 2, 4, /* 6 <- */};
+    const uint32_t ind[13] = {0, 1, /* 0 <- */ 0, 1, 2, 3, /* 1 <- */ 2, /* 3 <- */ 4, 1, /* 4 <- */ 5, 6, 2, 4,
+                              /* 6 <- */};
     /* out-degrees from these ids: 0:2 1:3 2:3 3:1 4:2 5:1 6:1; ratios
      * 0: 1, 1: 0.75, 3: 1, 4: 1, 5: 0.33, 6: 1 -> order 0, 3, 4, 6, 1, 5 */
     char small[4300];
@@ -344,9 +352,9 @@ static void test_errors(void **state)
     assert_non_null(slot);
     uint64_t tg[1] = {HUB};
     struct batch_id id = {0};
-    assert_int_equal(sampler_sample(&s, slot, (size_t)sl_round_up(s.plan.max_bytes, 64), tg, 1, &id, 1, NULL, err,
-                                    sizeof err),
-                     -EIO);
+    assert_int_equal(
+        sampler_sample(&s, slot, (size_t)sl_round_up(s.plan.max_bytes, 64), tg, 1, &id, 1, NULL, err, sizeof err),
+        -EIO);
     assert_non_null(strstr(err, "run gnnprep check"));
     free(slot);
     sampler_free(&s);
@@ -360,8 +368,8 @@ static void test_cli(void **state)
     (void)state;
     char bin[4096], out[8192];
     t_bin(bin, sizeof bin, "gnn-sampler");
-    int rc = t_run(out, sizeof out,
-                   "'%s' --bench '%s' --fanouts 5,5 --batch-size 64 --seconds 0.2 --topology memory", bin, ds);
+    int rc = t_run(out, sizeof out, "'%s' --bench '%s' --fanouts 5,5 --batch-size 64 --seconds 0.2 --topology memory",
+                   bin, ds);
     if (rc != 0)
         fail_msg("gnn-sampler --bench --topology memory failed (%d): %s", rc, out);
     assert_non_null(strstr(out, "topology=memory\n"));
