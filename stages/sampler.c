@@ -116,6 +116,7 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
     memset(t, 0, sizeof *t);
     t->fd = -1;
     t->mode = o->mode;
+    t->fetch_buf = o->fetch_buf;
     const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
@@ -286,11 +287,6 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
     }
     if (t->mode == SAMPLER_TOPO_CACHE) {
-        s->lists = malloc(SAMPLER_FETCH_DSTS * sizeof *s->lists);
-        if (!s->lists) {
-            sampler_free(s);
-            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the list pointers");
-        }
         if ((rc = sampler_fetch_init(&s->fetch, t, err, errlen))) {
             sampler_free(s);
             return rc;
@@ -309,7 +305,6 @@ void sampler_free(struct sampler *s)
     free(s->pick_keys);
     free(s->pick_stamp);
     free(s->picks);
-    free(s->lists);
     sampler_fetch_free(s->fetch);
     memset(s, 0, sizeof *s);
 }
@@ -469,18 +464,30 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 uint64_t g = w.nodes[v], beg = t->indptr[g];
                 total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
             }
-        } else { /* rounds of reads: the destinations' lists, then their sampling in the same order */
+        } else { /* rounds of reads (sampler_fetch.h): round r + 1's run while round r is sampled, in order */
+            uint32_t planned = 0;
+            int64_t got = sampler_fetch_start(s->fetch, w.nodes, ndst, err, errlen);
+            if (got < 0)
+                return (int)got;
+            planned = (uint32_t)got;
             for (uint32_t v = 0; v < ndst && !w.rc;) {
-                int64_t got = sampler_fetch_lists(s->fetch, w.nodes + v, ndst - v, s->lists, &s->lists_read,
-                                                  &s->bytes_read, err, errlen);
+                if (planned < ndst) {
+                    got = sampler_fetch_start(s->fetch, w.nodes + planned, ndst - planned, err, errlen);
+                    if (got < 0)
+                        return (int)got;
+                    planned += (uint32_t)got;
+                }
+                const void *const *lists;
+                got = sampler_fetch_wait(s->fetch, &lists, &s->lists_read, &s->bytes_read, err, errlen);
                 if (got < 0)
                     return (int)got;
                 for (uint32_t i = 0; i < (uint32_t)got && !w.rc; i++) {
                     uint64_t g = w.nodes[v + i];
-                    total += sample_dst(s, &w, &rng, s->lists[i], t->indptr[g + 1] - t->indptr[g], f);
+                    total += sample_dst(s, &w, &rng, lists[i], t->indptr[g + 1] - t->indptr[g], f);
                 }
                 v += (uint32_t)got;
             }
+            sampler_fetch_cancel(s->fetch); /* a batch that filled its slot early leaves a round out */
         }
         batch_end_block(&w);
     }

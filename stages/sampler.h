@@ -72,6 +72,7 @@ struct sampler_topo_opts {
     uint64_t cache_bytes; /* SAMPLER_TOPO_CACHE: the budget, index included (sampler_cache_index_bytes) */
     bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
     size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
+    size_t fetch_buf;     /* CACHE: each sampling thread's read buffer; 0: SAMPLER_FETCH_BUF (sampler_fetch.h) */
 };
 
 /* The graph as the sampler reads it. */
@@ -89,6 +90,7 @@ struct sampler_topo {
     /* SAMPLER_TOPO_CACHE */
     int fd;                /* indices.bin for the sampling threads' reads; -1 when not open */
     bool direct;           /* fd (and the loads at open) use O_DIRECT */
+    size_t fetch_buf;      /* from sampler_topo_opts */
     uint64_t *cache_off;   /* (nodes) element offset of v's list in cache, or SAMPLER_UNCACHED */
     void *cache;           /* the cached lists, in node order */
     uint64_t cache_nodes;  /* lists in the cache (in-degree > 0) */
@@ -184,19 +186,18 @@ struct sampler {
     uint32_t pick_cur;
     uint64_t *picks; /* (largest finite fanout) positions drawn */
     struct sampler_fetch *fetch; /* SAMPLER_TOPO_CACHE: this thread's reads of uncached lists, else NULL */
-    const void **lists; /* (SAMPLER_FETCH_DSTS) CACHE: where each destination's list of the current chunk is */
     /* counters of the reads (CACHE): lists read, bytes read */
     uint64_t lists_read, bytes_read;
 };
 
 /* Destinations whose lists one round of reads covers at most. */
-#define SAMPLER_FETCH_DSTS 4096u
+#define SAMPLER_FETCH_DSTS 8192u
 
 /* Prepares a sampler for batches of `shape` (fanouts, batch size; its
  * nodes, edges and max_in_degree are taken from t) over t; with a CACHE
- * topology also the thread's reader (an io_uring of SAMPLER_FETCH_DEPTH
- * entries when liburing is there, else pread(2), and an aligned read
- * buffer of at least SAMPLER_FETCH_BUF bytes). shape->layers and fanouts
+ * topology also the thread's reader (sampler_fetch.h: an io_uring of
+ * SAMPLER_FETCH_DEPTH entries when liburing is there, else pread(2), and
+ * an aligned read buffer of SAMPLER_FETCH_BUF bytes or t->fetch_buf). shape->layers and fanouts
  * as in batch.h. 0, -EINVAL / -EOVERFLOW (from batch_plan), -ENOMEM. */
 int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct batch_shape *shape, char *err,
                  size_t errlen);

@@ -1,18 +1,22 @@
 /* sampler_fetch.h - one sampling thread's reads of the in-neighbour lists
  * that the neighbour cache does not hold (SAMPLER_TOPO_CACHE; sampler.h).
  *
- * Protocol. For the destinations of one hop, in order, sampler_fetch_lists
- * takes as many as its read buffer covers (at least one, at most
- * SAMPLER_FETCH_DSTS), points lists[i] at each one's ids - into the
- * neighbour cache, or into the buffer after reading the SAMPLER_IO_ALIGN-
- * aligned span of indices.bin that covers the list - and returns when all
- * its reads have completed. Up to SAMPLER_FETCH_DEPTH reads are in flight
- * at once (io_uring; pread(2) one by one without liburing). The pointers
- * stay valid until the next call. Short reads are resubmitted for the rest;
- * a read that ends before the list does (the file shrank) is -EIO.
+ * Protocol. A hop's destinations are taken in rounds, in order. A round
+ * (sampler_fetch_start) covers as many destinations as half the thread's
+ * read buffer holds (at least one, at most SAMPLER_FETCH_DSTS): each
+ * one's list is in the neighbour cache, or the SAMPLER_IO_ALIGN-aligned
+ * span of indices.bin covering it is read into the round's half. Two
+ * rounds may be outstanding: the sampler starts round r + 1, then waits
+ * for round r (sampler_fetch_wait: its list pointers, valid until the next
+ * start of that half) and samples it while r + 1's reads run. Up to
+ * SAMPLER_FETCH_DEPTH reads are in flight (io_uring), the older round's
+ * first; without liburing the reads are made by pread(2) in start. Short
+ * reads are resubmitted for the rest; a read that ends before its list
+ * does (the file shrank) is -EIO. After an error, or to stop early,
+ * sampler_fetch_cancel waits for what is in flight and forgets the rounds.
  *
- * Memory: the buffer (SAMPLER_FETCH_BUF, or two of the longest list's
- * spans when that is more) and the ring belong to the thread. */
+ * Memory: the buffer (SAMPLER_FETCH_BUF, or twice the longest list's span
+ * when that is more) and the ring belong to the thread. */
 #ifndef SLUICE_STAGES_SAMPLER_FETCH_H
 #define SLUICE_STAGES_SAMPLER_FETCH_H
 
@@ -21,8 +25,8 @@
 
 #include "stages/sampler.h"
 
-#define SAMPLER_FETCH_DEPTH 64u             /* reads in flight per thread */
-#define SAMPLER_FETCH_BUF ((size_t)4 << 20) /* read buffer per thread, bytes (at least) */
+#define SAMPLER_FETCH_DEPTH 64u              /* reads in flight per thread */
+#define SAMPLER_FETCH_BUF ((size_t)16 << 20) /* read buffer per thread (two rounds), bytes (at least) */
 
 struct sampler_fetch;
 
@@ -31,11 +35,17 @@ struct sampler_fetch;
 int sampler_fetch_init(struct sampler_fetch **f, const struct sampler_topo *t, char *err, size_t errlen);
 void sampler_fetch_free(struct sampler_fetch *f);
 
-/* Makes the lists of dsts[0 .. n) (n >= 1) readable as described above:
- * the number of destinations covered (1 .. n), or -errno with a message.
- * *reads and *bytes grow by the reads made and their bytes. Blocks for the
- * reads. */
-int64_t sampler_fetch_lists(struct sampler_fetch *f, const uint64_t *dsts, uint32_t n, const void **lists,
-                            uint64_t *reads, uint64_t *bytes, char *err, size_t errlen);
+/* Starts a round over dsts[0 .. n) (n >= 1; at most one other round
+ * outstanding): the destinations it covers (1 .. n), or -errno with a
+ * message (then no round is outstanding). Does not block with io_uring. */
+int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, uint32_t n, char *err, size_t errlen);
+/* Waits for the oldest outstanding round: its destination count, with
+ * *lists pointing at their lists in order; *reads and *bytes grow by its
+ * reads and their bytes. -errno with a message on a failed read (then no
+ * round is outstanding). Blocks for the round's reads. */
+int64_t sampler_fetch_wait(struct sampler_fetch *f, const void *const **lists, uint64_t *reads, uint64_t *bytes,
+                           char *err, size_t errlen);
+/* Waits for every read in flight and forgets the outstanding rounds. */
+void sampler_fetch_cancel(struct sampler_fetch *f);
 
 #endif

@@ -129,6 +129,9 @@ static int teardown(void **state)
 /* Pieces of the sequential loads at open: small, so that the file takes
  * many more than are in flight at once. */
 #define LOAD_CHUNK 8192
+/* Each sampling thread's read buffer: small, so that a hop takes many
+ * rounds of reads (the least it can be is twice HUB's span) */
+#define FETCH_BUF (2 * (HUB_DEG * 4 + 8192))
 
 static void open_mode(struct sampler_topo *t, const char *path, enum sampler_topo_mode mode, uint64_t cache_bytes,
                       bool buffered)
