@@ -42,8 +42,8 @@ uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, 
  * pipeline.neighbour_cache_mb (rules in memfit.h), then counts the
  * topology of nr ranks into p->topology. Needs p->limit, arenas, margin.
  * 0, or -EINVAL when "cache" is asked of a graph too small for one. */
-static int plan_topology(struct memfit_plan *p, struct config *c, const struct dataset_meta *m, uint64_t nr,
-                         char *err, size_t errlen)
+static int plan_topology(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
+                         const struct layout_featbuf_plan *f, uint64_t nr, char *err, size_t errlen)
 {
     uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
     uint64_t idx = sampler_cache_index_bytes(m->nodes);
@@ -62,8 +62,15 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
             c->pipeline.topology = TOPOLOGY_CACHE;
     }
     if (c->pipeline.topology == TOPOLOGY_CACHE && !mb_given) {
-        uint64_t share = room == UINT64_MAX ? add_sat(add_sat(ip, rd), add_sat(idx, ix / 4))
-                                            : room / MEMFIT_TOPO_CACHE_DIV / nr;
+        uint64_t share = add_sat(add_sat(ip, rd), add_sat(idx, ix / 4)); /* no limit known */
+        if (room != UINT64_MAX) {
+            /* a quarter of the room, or what the feature buffers (at their
+             * size before any sizing: all rows when they fit) and staging
+             * leave of it less an eighth, whichever is more */
+            uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes), slack = room / MEMFIT_TOPO_SLACK_DIV;
+            uint64_t rest = room > add_sat(want, slack) ? room - want - slack : 0;
+            share = SL_MAX(room / MEMFIT_TOPO_CACHE_DIV, rest) / nr;
+        }
         uint64_t budget = share > add_sat(ip, rd) ? share - ip - rd : 0;
         budget = SL_MIN(budget, add_sat(idx, ix) - 1); /* below the whole of indices.bin */
         uint64_t mb = budget / MIB;
@@ -162,7 +169,7 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     p->cache = p->limit == CGROUP_NONE ? MEMFIT_CACHE_MIN : SL_MAX(MEMFIT_CACHE_MIN, p->limit / MEMFIT_CACHE_DIV);
     p->margin = add_sat(add_sat(p->workspace, p->processes), p->cache);
     int rc;
-    if ((rc = plan_topology(p, c, m, nr, err, errlen)) != 0)
+    if ((rc = plan_topology(p, c, m, f, nr, err, errlen)) != 0)
         return rc;
 
     /* what the limit leaves for the feature buffers and staging, also

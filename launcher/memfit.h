@@ -27,8 +27,11 @@
  * "auto" becomes "memory" when indptr.bin and indices.bin of every rank
  * take at most half of what the limit leaves after the arenas and the
  * margin (MEMFIT_TOPO_MEMORY_DIV), else "cache" with a neighbour cache of
- * a quarter of that (MEMFIT_TOPO_CACHE_DIV, less indptr and the read
- * buffers; "mmap" when that is not above the cache's index); an unset
+ * what the feature buffers (at their size before sizing: all rows when
+ * they fit) and staging leave of that less an eighth
+ * (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it (MEMFIT_TOPO_CACHE_DIV)
+ * when that is more, less indptr and the read buffers ("mmap" when that
+ * is not above the cache's index); an unset
  * pipeline.neighbour_cache_mb with "cache" is sized the same way, a given
  * one with "auto" means "cache". The arenas follow from
  * train.batch_size, model.fanouts and the queue keys, which decide what is
@@ -53,7 +56,8 @@
 #define MEMFIT_CACHE_MIN ((uint64_t)32 << 20)     /* page cache allowance, at least */
 #define MEMFIT_CACHE_DIV 32                       /* ... and a 32nd of the limit */
 #define MEMFIT_TOPO_MEMORY_DIV 2 /* topology "auto" is "memory" within this share of what the limit leaves */
-#define MEMFIT_TOPO_CACHE_DIV 4  /* ... else a neighbour cache of this share */
+#define MEMFIT_TOPO_CACHE_DIV 4  /* ... else a neighbour cache of at least this share */
+#define MEMFIT_TOPO_SLACK_DIV 8  /* ... or of what the feature buffers leave, less this share */
 
 struct memfit_plan {
     struct cgroup_mem cg;          /* the launcher's memory cgroup (version 0: none) */

@@ -255,18 +255,24 @@ static void test_plan(void **state)
     assert_int_equal(c.pipeline.feature_buffer_mb, 2);
 }
 
+static uint64_t g_fwant; /* plan_ix's feature buffer and staging before the plan */
+static uint64_t g_nodes; /* plan_ix: the node count to plan for, 0: the dataset's */
+
 /* Plans g_ds as if indices.bin were ix bytes (the plan reads sizes only). */
 static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *sets, int nsets, uint64_t lim,
                    uint64_t ix, struct dataset_meta *m, char *err, size_t errlen)
 {
     struct run_arena_plan a;
-    struct layout_featbuf_plan f;
+    static struct layout_featbuf_plan f;
     assert_int_equal(config_load(c, NULL, sets, nsets, err, errlen), 0);
     assert_int_equal(dataset_meta_read(g_ds, m, true, err, errlen), 0);
     m->f[DATASET_INDICES].bytes = ix;
+    if (g_nodes)
+        m->nodes = g_nodes; /* more feature rows than the buffer's default holds */
     assert_int_equal(run_arena_plan(c, m, &a, err, errlen), 0);
     assert_int_equal(layout_featbuf_plan(c, m, &a, &f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
+    g_fwant = f.rank_bytes + f.staging_bytes; /* the feature buffer before sizing */
     return memfit_plan_make(p, c, m, &a, &f, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
@@ -292,13 +298,15 @@ static void test_plan_topology(void **state)
     assert_int_equal(p.topology, ip + big);
     memfit_plan_describe(&p, &c, line, sizeof line);
     assert_non_null(strstr(line, "(pipeline.topology = \"memory\", chosen)"));
-    /* a 1 GiB limit: the neighbour cache, a quarter of what is left */
+    /* a 1 GiB limit: the neighbour cache, what the feature buffer (all of
+     * its 4.9 MiB of rows) leaves of the room less an eighth */
     assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     assert_true(p.neighbour_cache_sized);
     assert_false(config_given(&c, "pipeline.neighbour_cache_mb"));
     uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_FETCH_BUF;
-    uint64_t want_mb = (room / MEMFIT_TOPO_CACHE_DIV - ip - rd) / MIB;
+    uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - rd) / MIB;
+    assert_true(want_mb * MIB > room / MEMFIT_TOPO_CACHE_DIV);
     assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)want_mb);
     assert_int_equal(p.topology, ip + rd + want_mb * MIB);
     assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin <= GIB);
@@ -326,9 +334,10 @@ static void test_plan_topology(void **state)
     const char *mem[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.topology=\"memory\""};
     assert_int_equal(plan_ix(&p, &c, mem, 4, GIB, big, &m, err, sizeof err), -ENOMEM);
     assert_non_null(strstr(err, "topology 2.0 GiB"));
-    /* a limit whose quarter holds no more than indptr and the read buffers:
-     * auto falls back to mmap, an explicit cache is refused */
-    uint64_t small = p.arenas + p.margin + 4 * (ip + rd) + 2 * MIB; /* a budget of 0.5 MiB: 0 whole MiB */
+    /* a limit whose quarter, and what the feature buffer leaves, hold no
+     * more than indptr and the read buffers: auto falls back to mmap, an
+     * explicit cache is refused */
+    uint64_t small = p.arenas + p.margin + ip + rd + g_fwant + 2 * MIB;
     assert_int_equal(plan_ix(&p, &c, dflt, 3, small, big, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MMAP);
     assert_true(p.topology_auto);
@@ -336,6 +345,16 @@ static void test_plan_topology(void **state)
     assert_int_equal(plan_ix(&p, &c, cache, 4, small, big, &m, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "pipeline.topology = \"cache\": the memory plan leaves no neighbour cache"));
     assert_non_null(strstr(err, "give pipeline.neighbour_cache_mb"));
+    /* features that do not fit the default feature buffer (8M rows of 256 B):
+     * the quarter of the room, and the buffer sized to the rest */
+    g_nodes = 8000000;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
+    g_nodes = 0;
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
+    assert_true(p.featbuf_sized);
+    uint64_t room8 = GIB - p.arenas - p.margin;
+    assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)((room8 / MEMFIT_TOPO_CACHE_DIV - ip - rd) / MIB));
+    assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin <= GIB);
 }
 
 /* ---- through gnnlaunch -------------------------------------------------------------------- */
