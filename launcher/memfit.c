@@ -56,7 +56,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         p->topology_auto = true;
         if (mb_given)
             c->pipeline.topology = TOPOLOGY_CACHE;
-        else if (room == UINT64_MAX || mul_sat(add_sat(ip, ix), nr) <= room / MEMFIT_TOPO_MEMORY_DIV)
+        else if (room == UINT64_MAX || add_sat(mul_sat(ip, nr), ix) <= room / MEMFIT_TOPO_MEMORY_DIV)
             c->pipeline.topology = TOPOLOGY_MEMORY;
         else
             c->pipeline.topology = TOPOLOGY_CACHE;
@@ -92,12 +92,13 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
     }
     if (p->topology_auto)
         (void)config_set_given(c, "pipeline.topology", false);
-    uint64_t per = add_sat(ip, ix); /* memory */
-    if (c->pipeline.topology == TOPOLOGY_MMAP)
-        per = ip; /* mapped pages are page cache: reclaimed under the limit, competing with the rest */
+    uint64_t per = ip, shared = 0; /* mmap: mapped pages are page cache, reclaimed under the limit */
+    if (c->pipeline.topology == TOPOLOGY_MEMORY)
+        shared = ix; /* one copy per node: a private one, or the segment the node's ranks share */
     else if (c->pipeline.topology == TOPOLOGY_CACHE)
         per = add_sat(add_sat(ip, rd), mul_sat((uint64_t)c->pipeline.neighbour_cache_mb, MIB));
-    p->topology = mul_sat(per, nr);
+    p->topology = add_sat(mul_sat(per, nr), shared);
+    p->topology_shm = nr > 1 ? shared : 0;
     return 0;
 }
 
@@ -180,7 +181,8 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     if (mem_available != UINT64_MAX)
         room = SL_MIN(room, mem_available / 2 > p->arenas ? mem_available / 2 - p->arenas : 0);
     if (shm_free != UINT64_MAX)
-        room = SL_MIN(room, shm_free > p->arenas ? shm_free - p->arenas : 0);
+        room =
+            SL_MIN(room, shm_free > add_sat(p->arenas, p->topology_shm) ? shm_free - p->arenas - p->topology_shm : 0);
     if (room != UINT64_MAX && !config_given(c, "pipeline.staging_mb")) {
         int64_t before = c->pipeline.staging_mb;
         size_staging(c, f, room / 8);
@@ -223,8 +225,8 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     if (keys[0])
         return sl_errf(err, errlen, -ENOMEM,
                        "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
-                       "topology %s (indptr.bin and indices.bin or the neighbour cache, per rank) and a margin of %s (trainer, processes, "
-                       "page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
+                       "topology %s (indptr.bin, and indices.bin or the neighbour cache) and a margin of %s "
+                       "(trainer, processes, page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
                        "so that gnnlaunch sizes them to the limit",
                        keys, ar, top, mar, tot, lim, p->limit_what);
     return sl_errf(err, errlen, -ENOMEM,

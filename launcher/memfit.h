@@ -10,7 +10,9 @@
  *   staging          the node's staging segment;
  *   arenas           every rank's batch arena (run_arena_plan);
  *   topology         each rank's sampler's: indptr.bin, and by
- *                    pipeline.topology indices.bin (memory), or the
+ *                    pipeline.topology indices.bin once per node
+ *                    (memory: with several ranks one shared-memory
+ *                    segment all the node's samplers read), or the
  *                    neighbour cache and the sampler threads' read
  *                    buffers (cache), or nothing more (mmap: the mapped
  *                    pages are page cache, which the kernel reclaims
@@ -67,6 +69,7 @@ struct memfit_plan {
     uint64_t staging;              /* the staging segment */
     uint64_t arenas;               /* all ranks' batch arenas */
     uint64_t topology;             /* the samplers' topology, all ranks (see above) */
+    uint64_t topology_shm;         /* of which in /dev/shm (memory with several ranks) */
     bool topology_auto;            /* pipeline.topology was "auto" and chosen here */
     bool neighbour_cache_sized;    /* pipeline.neighbour_cache_mb was unset and chosen here */
     uint64_t workspace;            /* the trainers' working memory, all ranks (an estimate) */

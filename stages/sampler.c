@@ -165,7 +165,10 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
         rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen);
         break;
     case SAMPLER_TOPO_MEMORY:
-        rc = fi->bytes ? sampler_topo_load_memory(t, ipath, fi->bytes, o->load_chunk, o->buffered, err, errlen) : 0;
+        if (fi->bytes && o->shm_run)
+            rc = sampler_topo_load_shared(t, ipath, fi->bytes, o->load_chunk, o->buffered, o->shm_run, err, errlen);
+        else if (fi->bytes)
+            rc = sampler_topo_load_memory(t, ipath, fi->bytes, o->load_chunk, o->buffered, err, errlen);
         break;
     case SAMPLER_TOPO_CACHE:
         rc = sampler_topo_load_cache(t, ipath, fi->bytes, o->cache_bytes, o->load_chunk, o->buffered, err, errlen);
@@ -201,6 +204,10 @@ void sampler_topo_free(struct sampler_topo *t)
     if (t->indices_len)
         munmap((void *)t->indices, t->indices_len);
     free(t->indices_mem);
+    if (t->shm) {
+        shm_seg_detach(t->shm);
+        free(t->shm);
+    }
     free(t->cache_off);
     free(t->cache);
     if (t->mode == SAMPLER_TOPO_CACHE && t->fd >= 0) /* a zeroed handle (mode MMAP) owns no fd */

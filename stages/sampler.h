@@ -58,6 +58,7 @@
 
 #include "core/dataset.h"
 #include "ipc/batch.h"
+#include "ipc/shm.h"
 
 /* How indices.bin is reached (see the top of this file). */
 enum sampler_topo_mode { SAMPLER_TOPO_MMAP = 0, SAMPLER_TOPO_MEMORY = 1, SAMPLER_TOPO_CACHE = 2 };
@@ -73,6 +74,8 @@ struct sampler_topo_opts {
     bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
     size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
     size_t fetch_buf;     /* CACHE: each sampling thread's read buffer; 0: SAMPLER_FETCH_BUF (sampler_fetch.h) */
+    const char *shm_run;  /* MEMORY: share one copy between the node's samplers in the run's segment
+                             "topology" (NULL: private memory); see sampler_topo_load_shared */
 };
 
 /* The graph as the sampler reads it. */
@@ -84,6 +87,8 @@ struct sampler_topo {
     bool indices_u64;      /* ids are u64 (N >= 2^32) */
     size_t indices_len;    /* bytes mapped (0: no mapping) */
     void *indices_mem;     /* MEMORY: the SAMPLER_IO_ALIGN-aligned copy indices points to */
+    struct shm_seg *shm;   /* MEMORY shared: the run's segment indices points into, or NULL */
+    bool shm_loader;       /* this process loaded the shared segment (else it attached to it) */
     const int32_t *labels; /* (nodes), mapped read-only, or NULL */
     size_t labels_len;
     enum sampler_topo_mode mode;
@@ -146,6 +151,14 @@ int sampler_cache_choose(const uint64_t *indptr, const uint32_t *outdeg, uint64_
  * its neighbour cache of `budget` bytes and the file kept open in t->fd. */
 int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
                              char *err, size_t errlen);
+/* MEMORY shared by a node's samplers (one process per rank): the first to
+ * create the run's segment "topology" (SHM_KIND_RAW: a SAMPLER_IO_ALIGN
+ * header page with the load's state, then indices.bin) loads it and
+ * publishes its state (release); the others attach read-only and wait
+ * for it (polling every millisecond; the launcher stops the run if the
+ * loader dies). The launcher removes the segment with the run's others. */
+int sampler_topo_load_shared(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             const char *run_id, char *err, size_t errlen);
 int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget, size_t chunk,
                             bool buffered, char *err, size_t errlen);
 

@@ -170,6 +170,13 @@ static void topo_describe(const struct sampler_topo *t, char *buf, size_t len)
     int w = snprintf(buf, len, "topology %s", sampler_topo_mode_name(t->mode));
     if (t->mode == SAMPLER_TOPO_MMAP || w < 0 || (size_t)w >= len)
         return;
+    if (t->shm && !t->shm_loader) {
+        snprintf(buf + w, len - (size_t)w, ": shared with this node's other ranks (%s), loaded by another rank's "
+                 "sampler; waited %.2f s", t->shm->name, t->load_s);
+        return;
+    }
+    if (t->shm)
+        w += snprintf(buf + w, len - (size_t)w, ": shared with this node's other ranks (%s)", t->shm->name);
     if (t->mode == SAMPLER_TOPO_CACHE)
         w += snprintf(buf + w, len - (size_t)w,
                       ": neighbour cache of %" PRIu64 " lists (%.1f%% of %" PRIu64 " nodes), %s of ids (%.1f%% of "
@@ -332,7 +339,8 @@ static int stage_main(int argc, char **argv)
     /* gnnlaunch resolved "auto" (launcher/memfit.h); a stage started without it reads into memory */
     struct sampler_topo_opts to = {.mode = SAMPLER_TOPO_MEMORY,
                                    .cache_bytes = (uint64_t)st.cfg.pipeline.neighbour_cache_mb << 20,
-                                   .buffered = st.cfg.pipeline.io == EXTRACT_IO_BUFFERED};
+                                   .buffered = st.cfg.pipeline.io == EXTRACT_IO_BUFFERED,
+                                   .shm_run = st.args.ranks > 1 ? st.args.run_id : NULL}; /* one copy per node */
     if (st.cfg.pipeline.topology == TOPOLOGY_MMAP)
         to.mode = SAMPLER_TOPO_MMAP;
     else if (st.cfg.pipeline.topology == TOPOLOGY_CACHE)

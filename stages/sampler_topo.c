@@ -17,6 +17,8 @@
  * beside what stays: the index (8 bytes per node) and the cached lists. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +299,76 @@ int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t 
     t->direct = direct;
     t->load_bytes = bytes;
     t->load_s = sl_now() - t0;
+    return 0;
+}
+
+/* ---- MEMORY, shared by a node's samplers ------------------------------------------------------ */
+
+enum { SHARED_LOADING = 0, SHARED_READY = 1, SHARED_FAILED = 2 };
+
+/* The header page of the shared segment. */
+struct shared_hdr {
+    _Atomic uint32_t state; /* SHARED_*: the loader stores READY or FAILED last (release) */
+    uint32_t direct;
+    uint64_t bytes; /* indices.bin's size */
+    double load_s;
+};
+
+int sampler_topo_load_shared(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             const char *run_id, char *err, size_t errlen)
+{
+    chunk = chunk ? chunk : SEQ_CHUNK_DEFAULT;
+    t->shm = calloc(1, sizeof *t->shm);
+    if (!t->shm)
+        return sl_errf(err, errlen, -ENOMEM, "no memory");
+    uint64_t size = SAMPLER_IO_ALIGN + sl_round_up(bytes, SAMPLER_IO_ALIGN);
+    if (size > SIZE_MAX)
+        return sl_errf(err, errlen, -EOVERFLOW, "%s: too large for the address space", path);
+    int rc = shm_seg_create(t->shm, run_id, "topology", SHM_KIND_RAW, (size_t)size, err, errlen);
+    if (rc == 0) { /* the loader */
+        struct shared_hdr *h = t->shm->data;
+        bool direct;
+        double t0 = sl_now();
+        int fd = open_indices(path, buffered, &direct, err, errlen);
+        rc = fd < 0 ? fd : seq_read(fd, path, bytes, chunk, (unsigned char *)t->shm->data + SAMPLER_IO_ALIGN, NULL, NULL,
+                                    err, errlen);
+        if (fd >= 0)
+            close(fd);
+        h->bytes = bytes;
+        h->direct = direct;
+        h->load_s = sl_now() - t0;
+        atomic_store_explicit(&h->state, rc ? SHARED_FAILED : SHARED_READY, memory_order_release);
+        if (rc)
+            return rc;
+        t->shm_loader = true;
+        t->direct = direct;
+        t->load_bytes = bytes;
+        t->load_s = h->load_s;
+    } else if (rc == -EEXIST) { /* another rank's sampler loads it */
+        char name[SHM_NAME_MAX];
+        if ((rc = shm_name(name, sizeof name, run_id, "topology", err, errlen)))
+            return rc;
+        const struct timespec ms = {.tv_nsec = 1000000};
+        double t0 = sl_now();
+        while ((rc = shm_seg_attach(t->shm, name, SHM_KIND_RAW, SHM_RDONLY, err, errlen)) == -EAGAIN)
+            nanosleep(&ms, NULL);
+        if (rc)
+            return rc;
+        const struct shared_hdr *h = t->shm->data;
+        uint32_t st;
+        while ((st = atomic_load_explicit(&h->state, memory_order_acquire)) == SHARED_LOADING)
+            nanosleep(&ms, NULL);
+        if (st != SHARED_READY || h->bytes != bytes || t->shm->data_size < size)
+            return sl_errf(err, errlen, -EIO,
+                           "%s: the sampler of another rank of this node failed to load it into the shared segment %s "
+                           "(its message says why)",
+                           path, name);
+        t->direct = h->direct;
+        t->load_s = sl_now() - t0; /* the wait */
+    } else {
+        return rc;
+    }
+    t->indices = (const unsigned char *)t->shm->data + SAMPLER_IO_ALIGN;
     return 0;
 }
 

@@ -257,6 +257,7 @@ static void test_plan(void **state)
 
 static uint64_t g_fwant; /* plan_ix's feature buffer and staging before the plan */
 static uint64_t g_nodes; /* plan_ix: the node count to plan for, 0: the dataset's */
+static int g_ranks = 1;  /* plan_ix: ranks on the node */
 
 /* Plans g_ds as if indices.bin were ix bytes (the plan reads sizes only). */
 static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *sets, int nsets, uint64_t lim,
@@ -273,7 +274,7 @@ static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *s
     assert_int_equal(layout_featbuf_plan(c, m, &a, &f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
     g_fwant = f.rank_bytes + f.staging_bytes; /* the feature buffer before sizing */
-    return memfit_plan_make(p, c, m, &a, &f, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
+    return memfit_plan_make(p, c, m, &a, &f, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
 /* pipeline.topology in the plan: auto resolves to memory or a neighbour
@@ -298,6 +299,13 @@ static void test_plan_topology(void **state)
     assert_int_equal(p.topology, ip + big);
     memfit_plan_describe(&p, &c, line, sizeof line);
     assert_non_null(strstr(line, "(pipeline.topology = \"memory\", chosen)"));
+    /* two ranks: indptr.bin each, indices.bin once (the node's shared segment) */
+    g_ranks = 2;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, 64 * GIB, big, &m, err, sizeof err), 0);
+    g_ranks = 1;
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
+    assert_int_equal(p.topology, 2 * ip + big);
+    assert_int_equal(p.topology_shm, big);
     /* a 1 GiB limit: the neighbour cache, what the feature buffer (all of
      * its 4.9 MiB of rows) leaves of the room less an eighth */
     assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
