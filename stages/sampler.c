@@ -294,6 +294,13 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
     }
     if (t->mode == SAMPLER_TOPO_CACHE) {
+        uint64_t nk = s->plan.layers ? s->plan.n_max[s->plan.layers - 1] : 1;
+        s->known = malloc((nk ? nk : 1) * sizeof *s->known);
+        s->store = malloc(SAMPLER_KNOWN_STORE);
+        if (!s->known || !s->store) {
+            sampler_free(s);
+            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the batch's read lists");
+        }
         if ((rc = sampler_fetch_init(&s->fetch, t, err, errlen))) {
             sampler_free(s);
             return rc;
@@ -313,6 +320,8 @@ void sampler_free(struct sampler *s)
     free(s->pick_stamp);
     free(s->picks);
     sampler_fetch_free(s->fetch);
+    free(s->known);
+    free(s->store);
     memset(s, 0, sizeof *s);
 }
 
@@ -462,6 +471,7 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         s->vals[j] = i;
         batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
     }
+    uint32_t prev_ndst = 0; /* the previous block's destinations */
     for (uint32_t k = 0; k < s->shape.layers; k++) {
         int64_t f = s->shape.fanouts[k];
         batch_begin_block(&w);
@@ -472,14 +482,22 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
             }
         } else { /* rounds of reads (sampler_fetch.h): round r + 1's run while round r is sampled, in order */
+            /* block k's first destinations are block k - 1's, whose lists are
+             * known (s->known); the new ones are not yet */
+            for (uint32_t i = k ? prev_ndst : 0; i < ndst; i++)
+                s->known[i] = NULL;
+            if (k == 0)
+                s->store_used = 0;
+            bool keep = k + 1 < s->shape.layers; /* a later block needs these lists again */
             uint32_t planned = 0;
-            int64_t got = sampler_fetch_start(s->fetch, w.nodes, ndst, err, errlen);
+            int64_t got = sampler_fetch_start(s->fetch, w.nodes, s->known, ndst, err, errlen);
             if (got < 0)
                 return (int)got;
             planned = (uint32_t)got;
             for (uint32_t v = 0; v < ndst && !w.rc;) {
                 if (planned < ndst) {
-                    got = sampler_fetch_start(s->fetch, w.nodes + planned, ndst - planned, err, errlen);
+                    got = sampler_fetch_start(s->fetch, w.nodes + planned, s->known + planned, ndst - planned, err,
+                                              errlen);
                     if (got < 0)
                         return (int)got;
                     planned += (uint32_t)got;
@@ -489,13 +507,23 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 if (got < 0)
                     return (int)got;
                 for (uint32_t i = 0; i < (uint32_t)got && !w.rc; i++) {
-                    uint64_t g = w.nodes[v + i];
-                    total += sample_dst(s, &w, &rng, lists[i], t->indptr[g + 1] - t->indptr[g], f);
+                    uint64_t g = w.nodes[v + i], d = t->indptr[g + 1] - t->indptr[g];
+                    total += sample_dst(s, &w, &rng, lists[i], d, f);
+                    if (!keep || s->known[v + i] || !d)
+                        continue;
+                    if (t->cache_off[g] != SAMPLER_UNCACHED) {
+                        s->known[v + i] = lists[i];
+                    } else if (s->store_used + sl_round_up(d * es, 8) <= SAMPLER_KNOWN_STORE) { /* in the round's buffer */
+                        memcpy(s->store + s->store_used, lists[i], d * es);
+                        s->known[v + i] = s->store + s->store_used;
+                        s->store_used += (size_t)sl_round_up(d * es, 8);
+                    } /* else read again by the next block */
                 }
                 v += (uint32_t)got;
             }
             sampler_fetch_cancel(s->fetch); /* a batch that filled its slot early leaves a round out */
         }
+        prev_ndst = ndst;
         batch_end_block(&w);
     }
     uint32_t *deg = s->shape.degrees ? batch_degrees(&w) : NULL;

@@ -18,7 +18,10 @@
  *                        once; sampler_fetch.c), so the sampler never page-
  *                        faults on indices.bin and its memory is bounded.
  * Sampling draws the same random numbers in the same order in all three
- * modes, so a batch is bit for bit the same whatever the mode.
+ * modes, so a batch is bit for bit the same whatever the mode. In CACHE a
+ * batch reads each list once: block k + 1's destinations begin with block
+ * k's, whose lists the thread keeps (up to SAMPLER_KNOWN_STORE bytes of
+ * copies) for it.
  * labels.bin is mapped (a target's label is one 4-byte read). The handle
  * is read-only once open and may be shared by any number of sampler
  * threads; each thread's reads go through its own struct sampler.
@@ -199,10 +202,19 @@ struct sampler {
     uint32_t pick_cur;
     uint64_t *picks; /* (largest finite fanout) positions drawn */
     struct sampler_fetch *fetch; /* SAMPLER_TOPO_CACHE: this thread's reads of uncached lists, else NULL */
+    /* CACHE: the lists of the batch's destinations so far, so that block
+     * k + 1 (whose destinations begin with block k's) reads none of them
+     * again: known[i] is local node i's list (in the neighbour cache, or
+     * copied into store), valid for i < the previous block's destinations */
+    const void **known;  /* (plan.n_max[layers - 1]) */
+    unsigned char *store; /* (SAMPLER_KNOWN_STORE) copies of lists read in this batch */
+    size_t store_used;
     /* counters of the reads (CACHE): lists read, bytes read */
     uint64_t lists_read, bytes_read;
 };
 
+/* Bytes of read lists a thread keeps for the next block of a batch. */
+#define SAMPLER_KNOWN_STORE ((size_t)16 << 20)
 /* Destinations whose lists one round of reads covers at most. */
 #define SAMPLER_FETCH_DSTS 8192u
 

@@ -214,7 +214,8 @@ void sampler_fetch_cancel(struct sampler_fetch *f)
     f->failed = 0;
 }
 
-int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, uint32_t n, char *err, size_t errlen)
+int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, const void *const *known, uint32_t n,
+                            char *err, size_t errlen)
 {
     if (f->count == 2 || n == 0)
         return sl_errf(err, errlen, -EINVAL, "sampler: topology reader misused (%u rounds out, %u destinations)",
@@ -233,6 +234,10 @@ int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, uint3
         }
         if (co != SAMPLER_UNCACHED) {
             r->lists[i] = (const unsigned char *)t->cache + co * es;
+            continue;
+        }
+        if (known && known[i]) {
+            r->lists[i] = known[i];
             continue;
         }
         uint64_t b0 = beg * es, b1 = (beg + d) * es;

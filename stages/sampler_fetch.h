@@ -36,9 +36,12 @@ int sampler_fetch_init(struct sampler_fetch **f, const struct sampler_topo *t, c
 void sampler_fetch_free(struct sampler_fetch *f);
 
 /* Starts a round over dsts[0 .. n) (n >= 1; at most one other round
- * outstanding): the destinations it covers (1 .. n), or -errno with a
+ * outstanding); known (NULL, or n entries) gives lists already in memory
+ * (non-NULL entries are used as they are, never read): the destinations
+ * it covers (1 .. n), or -errno with a
  * message (then no round is outstanding). Does not block with io_uring. */
-int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, uint32_t n, char *err, size_t errlen);
+int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, const void *const *known, uint32_t n,
+                            char *err, size_t errlen);
 /* Waits for the oldest outstanding round: its destination count, with
  * *lists pointing at their lists in order; *reads and *bytes grow by its
  * reads and their bytes. -errno with a message on a failed read (then no
