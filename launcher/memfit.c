@@ -38,6 +38,17 @@ uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, 
     return mul_sat(floats, sizeof(float));
 }
 
+/* Whether a topology of `bytes` in memory leaves the feature buffers and
+ * staging enough of room: all they want when that is less than a quarter
+ * of it (MEMFIT_TOPO_FEAT_DIV), else a quarter and at least the
+ * extraction reserve. */
+static bool fits_in_memory(uint64_t bytes, uint64_t room, const struct layout_featbuf_plan *f, uint64_t nr)
+{
+    uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes);
+    uint64_t least = SL_MAX(room / MEMFIT_TOPO_FEAT_DIV, mul_sat(mul_sat(f->reserve, f->stride), nr));
+    return bytes <= room && room - bytes >= SL_MIN(want, least);
+}
+
 /* Resolves pipeline.topology "auto" and sizes an unset
  * pipeline.neighbour_cache_mb (rules in memfit.h), then counts the
  * topology of nr ranks into p->topology. Needs p->limit, arenas, margin.
@@ -56,7 +67,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         p->topology_auto = true;
         if (mb_given)
             c->pipeline.topology = TOPOLOGY_CACHE;
-        else if (room == UINT64_MAX || add_sat(mul_sat(ip, nr), ix) <= room / MEMFIT_TOPO_MEMORY_DIV)
+        else if (room == UINT64_MAX || fits_in_memory(add_sat(mul_sat(ip, nr), ix), room, f, nr))
             c->pipeline.topology = TOPOLOGY_MEMORY;
         else
             c->pipeline.topology = TOPOLOGY_CACHE;

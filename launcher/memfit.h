@@ -26,14 +26,15 @@
  * pipeline.feature_buffer_mb to what the limit leaves after the rest (never
  * above its default, never below the extraction reserve),
  * pipeline.staging_mb to at most an eighth of that. pipeline.topology =
- * "auto" becomes "memory" when indptr.bin and indices.bin of every rank
- * take at most half of what the limit leaves after the arenas and the
- * margin (MEMFIT_TOPO_MEMORY_DIV), else "cache" with a neighbour cache of
- * what the feature buffers (at their size before sizing: all rows when
- * they fit) and staging leave of that less an eighth
- * (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it (MEMFIT_TOPO_CACHE_DIV)
- * when that is more, less indptr and the read buffers ("mmap" when that
- * is not above the cache's index); an unset
+ * "auto" becomes "memory" when indptr.bin of every rank and indices.bin
+ * of the node leave of what the limit has after the arenas and the margin
+ * ("the room") what the feature buffers and staging want, or a quarter of
+ * the room and at least the extraction reserve (MEMFIT_TOPO_FEAT_DIV);
+ * else "cache" with a neighbour cache of what the feature buffers (at
+ * their size before sizing: all rows when they fit) and staging leave of
+ * the room less an eighth (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it
+ * (MEMFIT_TOPO_CACHE_DIV) when that is more, less indptr and the read
+ * buffers ("mmap" when that is not above the cache's index); an unset
  * pipeline.neighbour_cache_mb with "cache" is sized the same way, a given
  * one with "auto" means "cache". The arenas follow from
  * train.batch_size, model.fanouts and the queue keys, which decide what is
@@ -57,7 +58,7 @@
 #define MEMFIT_PROCESS_BYTES ((uint64_t)16 << 20) /* one stage process's own memory: code, heap, libraries */
 #define MEMFIT_CACHE_MIN ((uint64_t)32 << 20)     /* page cache allowance, at least */
 #define MEMFIT_CACHE_DIV 32                       /* ... and a 32nd of the limit */
-#define MEMFIT_TOPO_MEMORY_DIV 2 /* topology "auto" is "memory" within this share of what the limit leaves */
+#define MEMFIT_TOPO_FEAT_DIV 4   /* topology "auto" is "memory" when it leaves the features this share */
 #define MEMFIT_TOPO_CACHE_DIV 4  /* ... else a neighbour cache of at least this share */
 #define MEMFIT_TOPO_SLACK_DIV 8  /* ... or of what the feature buffers leave, less this share */
 

@@ -325,6 +325,14 @@ static void test_plan_topology(void **state)
              want_mb);
     if (!strstr(line, want))
         fail_msg("plan line lacks '%s': %s", want, line);
+    /* memory while it leaves the feature buffer what it wants (all its rows:
+     * less than a quarter of the room), cache once it does not */
+    uint64_t fit = room - g_fwant - ip - MIB;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
+    assert_int_equal(p.topology, ip + fit);
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit + 2 * MIB, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     /* a given budget with auto means cache with that budget */
     const char *mb[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.neighbour_cache_mb=100"};
     assert_int_equal(plan_ix(&p, &c, mb, 4, GIB, big, &m, err, sizeof err), 0);
