@@ -10,6 +10,7 @@
 #      with the topology mapped (mmap) and in the neighbour cache with
 #      direct reads (cache, the budget gnnlaunch's plan picks under the cap,
 #      which is what "auto" resolves to there);
+#      and, as the reference, training with the topology in memory and no cap;
 #   2. without a cap on SMALL (/work/bench-data/inmem-2m, issue 27's
 #      dataset): the first epoch's sampler busy time with mmap and memory.
 # The page cache is dropped before every run (lib.sh). Each training run's
@@ -133,6 +134,8 @@ grep -q 'pipeline.topology = "cache", chosen' "$WORK/big-cache.log" || lib_die "
 train big-mmap "$CAP_BYTES" "$WORK/big.toml" --set pipeline.topology=mmap
 sample smp-cache --topology cache --cache-mb "$CACHE_MB"
 sample smp-mmap --topology mmap
+# reference: the same job with the topology in memory and no cap (what sampling costs without any topology I/O)
+train big-memory 0 "$WORK/big.toml" --set pipeline.topology=memory
 # 2. no cap, the in-memory dataset: first epoch, mmap against memory
 train small-mmap 0 "$WORK/small.toml" --set pipeline.topology=mmap
 train small-memory 0 "$WORK/small.toml" --set pipeline.topology=memory
@@ -154,9 +157,11 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo "### Training under the $CAP cap ($BIG, sage [10,10], batch 1000, $EPOCHS epochs)"
     echo
+    echo "(memory: the reference, no cap)"
+    echo
     echo "| topology | epoch | seconds | busy s: sampler | extractor | trainer | releaser | busiest |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-    for m in mmap cache; do
+    for m in mmap cache memory; do
         for ((k = 1; k <= EPOCHS; k++)); do
             read -r s a b c d <<<"$(epoch big-$m $k)"
             busiest=$(printf 'sampler %s\nextractor %s\ntrainer %s\nreleaser %s\n' "$a" "$b" "$c" "$d" | sort -k2,2gr | head -1 | cut -d' ' -f1)
@@ -184,7 +189,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "### Commands"
     echo
     echo '```'
-    for id in big-cache big-mmap smp-cache smp-mmap small-mmap small-memory; do
+    for id in big-cache big-mmap big-memory smp-cache smp-mmap small-mmap small-memory; do
         cat "$WORK/$id.cmd"
         echo
     done
