@@ -98,6 +98,8 @@ struct sampler_topo {
     /* SAMPLER_TOPO_CACHE */
     int fd;                /* indices.bin for the sampling threads' reads; -1 when not open */
     bool direct;           /* fd (and the loads at open) use O_DIRECT */
+    uint32_t read_align;   /* CACHE: offset and length granule of the list reads (the file's direct I/O
+                              alignment from statx, 512 .. SAMPLER_IO_ALIGN; 512 when buffered) */
     size_t fetch_buf;      /* from sampler_topo_opts */
     uint64_t *cache_off;   /* (nodes) element offset of v's list in cache, or SAMPLER_UNCACHED */
     void *cache;           /* the cached lists, in node order */

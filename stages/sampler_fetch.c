@@ -37,6 +37,7 @@ struct round {
 
 struct sampler_fetch {
     const struct sampler_topo *t;
+    uint64_t align; /* t->read_align: the reads' offset and length granule */
     size_t es;          /* bytes per id */
     unsigned char *buf; /* (2 x half) SAMPLER_IO_ALIGN-aligned */
     size_t half;
@@ -59,6 +60,7 @@ int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t,
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a topology reader");
     f->t = t;
     f->es = t->indices_u64 ? 8 : 4;
+    f->align = t->read_align ? t->read_align : SAMPLER_IO_ALIGN;
     /* each round's half holds the longest list's aligned span at least */
     uint64_t span = sl_round_up(t->max_in_degree * f->es, SAMPLER_IO_ALIGN) + SAMPLER_IO_ALIGN;
     uint64_t want = t->fetch_buf ? t->fetch_buf : SAMPLER_FETCH_BUF;
@@ -111,7 +113,7 @@ void sampler_fetch_free(struct sampler_fetch *f)
 
 /* Accounts res bytes of read r: 1 when the list is complete, 0 when more
  * is to be read, -errno on failure. */
-static int read_done(struct fread *r, int64_t res)
+static int read_done(struct fread *r, int64_t res, uint64_t align)
 {
     if (res == -EAGAIN || res == -EINTR)
         return 0;
@@ -122,7 +124,7 @@ static int read_done(struct fread *r, int64_t res)
     r->done += (uint64_t)res;
     if (r->done >= r->need)
         return 1;
-    return r->done % SAMPLER_IO_ALIGN ? -EIO : 0; /* ended mid-block: the end of the file, before the list's */
+    return r->done % align ? -EIO : 0; /* ended mid-block: the end of the file, before the list's */
 }
 
 static int read_all_pread(struct sampler_fetch *f, struct round *r)
@@ -131,7 +133,7 @@ static int read_all_pread(struct sampler_fetch *f, struct round *r)
         struct fread *x = &r->rd[k];
         for (;;) {
             ssize_t got = pread(f->t->fd, x->dst + x->done, x->len - x->done, (off_t)(x->off + x->done));
-            int rc = read_done(x, got < 0 ? -errno : got);
+            int rc = read_done(x, got < 0 ? -errno : got, f->align);
             if (rc < 0)
                 return rc;
             if (rc == 1)
@@ -183,7 +185,7 @@ static void reap(struct sampler_fetch *f)
         uint64_t data = io_uring_cqe_get_data64(f->cqes[i]);
         unsigned ri = (unsigned)(data >> 32);
         uint32_t k = (uint32_t)data;
-        int x = read_done(&f->r[ri].rd[k], f->cqes[i]->res);
+        int x = read_done(&f->r[ri].rd[k], f->cqes[i]->res, f->align);
         if (x < 0 && !f->failed)
             f->failed = x;
         if (x == 0 && !f->failed) {
@@ -241,7 +243,7 @@ int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, const
             continue;
         }
         uint64_t b0 = beg * es, b1 = (beg + d) * es;
-        uint64_t a0 = b0 / SAMPLER_IO_ALIGN * SAMPLER_IO_ALIGN, a1 = sl_round_up(b1, SAMPLER_IO_ALIGN);
+        uint64_t a0 = b0 / f->align * f->align, a1 = sl_round_up(b1, f->align);
         if (used + (a1 - a0) > f->half)
             break; /* i >= 1: the half holds any one list */
         r->rd[nr++] = (struct fread){.off = a0, .len = a1 - a0, .need = b1 - a0, .dst = r->buf + used};

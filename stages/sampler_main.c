@@ -180,11 +180,11 @@ static void topo_describe(const struct sampler_topo *t, char *buf, size_t len)
     if (t->mode == SAMPLER_TOPO_CACHE)
         w += snprintf(buf + w, len - (size_t)w,
                       ": neighbour cache of %" PRIu64 " lists (%.1f%% of %" PRIu64 " nodes), %s of ids (%.1f%% of "
-                      "the edges) and a %s index",
+                      "the edges) and a %s index, the rest read in %u-byte granules",
                       t->cache_nodes, 100.0 * (double)t->cache_nodes / (double)t->nodes, t->nodes,
                       sl_fmt_bytes(t->cache_edges * (t->indices_u64 ? 8 : 4), a, sizeof a),
                       t->edges ? 100.0 * (double)t->cache_edges / (double)t->edges : 0.0,
-                      sl_fmt_bytes(sampler_cache_index_bytes(t->nodes), b, sizeof b));
+                      sl_fmt_bytes(sampler_cache_index_bytes(t->nodes), b, sizeof b), t->read_align);
     if (w > 0 && (size_t)w < len)
         snprintf(buf + w, len - (size_t)w, "; read %s of indices.bin in %.2f s (%.0f MiB/s, %s)",
                  sl_fmt_bytes(t->load_bytes, a, sizeof a), t->load_s,

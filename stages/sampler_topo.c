@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -272,6 +273,28 @@ static int open_indices(const char *path, bool buffered, bool *direct, char *err
     return fd;
 }
 
+/* The granule of the sampling threads' direct reads of fd: the larger of
+ * statx's direct I/O offset and memory alignments when it is a power of
+ * two in [512, SAMPLER_IO_ALIGN], else SAMPLER_IO_ALIGN (always safe). A
+ * smaller granule reads less around each list (a 1 KiB list spans one or
+ * two 4 KiB blocks, but only two or three 512-byte sectors). */
+static uint32_t read_granule(int fd, bool direct)
+{
+    if (!direct)
+        return 512;
+#ifdef STATX_DIOALIGN
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+        uint32_t a = SL_MAX(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+        if (a >= 512 && a <= SAMPLER_IO_ALIGN && (a & (a - 1)) == 0)
+            return a;
+    }
+#else
+    (void)fd;
+#endif
+    return SAMPLER_IO_ALIGN;
+}
+
 /* ---- MEMORY ---------------------------------------------------------------------------------- */
 
 int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
@@ -445,6 +468,7 @@ int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t b
         return fd;
     t->fd = fd;
     t->direct = direct;
+    t->read_align = read_granule(fd, direct);
     double t0 = sl_now();
     int rc = 0;
     struct pass p = {.t = t, .es = es};

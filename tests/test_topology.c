@@ -161,6 +161,8 @@ static void test_identical(void **state)
     assert_true(tmem.direct); /* the test's scratch is on a filesystem with O_DIRECT */
     assert_true(tc.direct);
     assert_false(tcb.direct);
+    assert_true(tc.read_align >= 512 && tc.read_align <= SAMPLER_IO_ALIGN && !(tc.read_align & (tc.read_align - 1)));
+    assert_int_equal(tcb.read_align, 512);
     assert_int_equal(tmem.load_bytes, n_edges * 4);
     assert_true(n_edges * 4 > 8 * LOAD_CHUNK);
     assert_memory_equal(tmem.indices, indices, n_edges * 4); /* every piece in its place */
