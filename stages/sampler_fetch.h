@@ -4,8 +4,8 @@
  * Protocol. A hop's destinations are taken in rounds, in order. A round
  * (sampler_fetch_start) covers as many destinations as half the thread's
  * read buffer holds (at least one, at most SAMPLER_FETCH_DSTS): each
- * one's list is in the neighbour cache, or the SAMPLER_IO_ALIGN-aligned
- * span of indices.bin covering it is read into the round's half. Two
+ * one's list is in the neighbour cache, or the span of indices.bin
+ * covering it in t->read_align granules is read into the round's half. Two
  * rounds may be outstanding: the sampler starts round r + 1, then waits
  * for round r (sampler_fetch_wait: its list pointers, valid until the next
  * start of that half) and samples it while r + 1's reads run. Up to
