@@ -21,6 +21,7 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 static const char *const cache_policies[] = {"lru", "lookahead", "static", "lookahead-static", "auto", NULL};
+static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
@@ -144,6 +145,15 @@ static const key keys[] = {
      "Reads in flight per extractor thread (io_uring queue depth)."},
     {"pipeline.io", K_ENUM, OFF(pipeline.io), "\"direct\"", 0, 0, io_modes,
      "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
+    {"pipeline.topology", K_ENUM, OFF(pipeline.topology), "\"auto\"", 0, 0, topology_modes,
+     "How each rank's sampler reaches the graph's in-neighbour lists (indices.bin). memory: read whole into memory "
+     "at start with large sequential reads (its size per rank). mmap: mapped, pages faulted in on first use and "
+     "evicted under memory pressure. cache: Ginex's neighbour cache of pipeline.neighbour_cache_mb, the lists of the "
+     "nodes with the highest out/in-degree ratio, the rest read with direct I/O per hop. auto: memory when the "
+     "memory plan has room for it, else cache sized by the plan (docs/architecture.md, \"Topology\")."},
+    {"pipeline.neighbour_cache_mb", K_AUTOINT, OFF(pipeline.neighbour_cache_mb), "\"auto\"", 1, 1e8, NULL,
+     "Neighbour cache per rank in MiB with pipeline.topology = \"cache\": its index (8 bytes a node) and the "
+     "cached lists. auto: what gnnlaunch's memory plan leaves for it."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
@@ -187,6 +197,7 @@ const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
 const char *cache_policy_name(enum cache_policy p) { return (unsigned)p < 5 ? cache_policies[p] : "unknown"; }
+const char *topology_mode_name(enum topology_mode m) { return (unsigned)m < 4 ? topology_modes[m] : "unknown"; }
 
 int extract_io_parse(const char *s)
 {

@@ -40,6 +40,10 @@ enum cache_policy {
     CACHE_POLICY_LOOKAHEAD_STATIC = 3, /* hot set pinned, the rest lookahead */
     CACHE_POLICY_AUTO = 4,             /* lookahead when the features do not fit the buffer, else lru */
 };
+/* pipeline.topology: how the sampler reaches indices.bin (stages/sampler.h;
+ * docs/architecture.md, "Topology"). gnnlaunch resolves AUTO to MEMORY or
+ * CACHE from its memory plan before the stages start. */
+enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -102,6 +106,8 @@ struct config {
         int64_t staging_mb;
         int64_t io_depth;
         enum extract_io io;
+        enum topology_mode topology;
+        int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
         double stall_timeout_s; /* 0: never */
         enum cache_policy cache_policy;
@@ -175,6 +181,8 @@ const char *model_kind_name(enum model_kind k);
 /* "direct", "buffered", "mmap"; "unknown" when out of range. */
 const char *extract_io_name(enum extract_io io);
 const char *cache_policy_name(enum cache_policy p);
+/* pipeline.topology's spelling of m. */
+const char *topology_mode_name(enum topology_mode m);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

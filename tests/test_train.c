@@ -363,6 +363,10 @@ static void test_two_ranks(void **state)
     double acc = t_final_test_acc(&r, 3);
     if (acc < 0.6)
         fail_msg("two ranks reached only test_acc=%.3f", acc);
+    /* pipeline.topology = "auto" is "memory" here: one copy of indices.bin
+     * for the node, loaded by one rank's sampler, read by both */
+    t_expect_log(&r, "topology memory: shared with this node's other ranks (/sluice.");
+    t_expect_log(&r, "loaded by another rank's sampler; waited ");
 }
 
 /* --metrics: every line a JSON object of a documented type with its keys;
