@@ -337,7 +337,13 @@ static void test_stale_run(void **state)
     assert_non_null(strstr(g_out, "stale"));
 
     /* what the next gnnlaunch would do */
-    assert_true(shm_run_reclaim(k[0].run, NULL, NULL, NULL, 0) > 0);
+    int reclaimed = shm_run_reclaim(k[0].run, NULL, NULL, NULL, 0);
+    if (reclaimed <= 0) {
+        char ls[4096];
+        t_run(ls, sizeof ls, "ls -l /dev/shm | grep '%s'; ps -eo pid,stat,cmd | grep '%s' | grep -v grep", k[0].run,
+              k[0].run);
+        fail_msg("shm_run_reclaim(%s) = %d; /dev/shm and processes of the run:\n%s", k[0].run, reclaimed, ls);
+    }
     assert_int_equal(rundir_reclaim(t_base), 1);
     t_expect_clean(&r);
 }
