@@ -25,6 +25,7 @@ static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
+static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -115,6 +116,11 @@ static const key keys[] = {
      "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
+    {"pipeline.warm_start", K_ENUM, OFF(pipeline.warm_start), "\"auto\"", 0, 0, warm_modes,
+     "Fill the feature buffer at launch with one sequential pass of large direct reads over features.bin, "
+     "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
+     "start\"). auto: when every row fits in a host feature buffer; on: the same, and a run where they do not "
+     "fit (or the rows are on a GPU) stops before it starts; off: never."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "
@@ -135,6 +141,7 @@ static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
+const char *config_warm_name(enum config_warm w) { return (unsigned)w < 3 ? warm_modes[w] : "?"; }
 
 int extract_io_parse(const char *s)
 {
@@ -601,10 +608,11 @@ void config_write_toml(const struct config *c, FILE *f)
     fprintf(f, "\non_nonfinite = \"%s\"\n", config_nonfinite_name(c->train.on_nonfinite));
     fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
                "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
-               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\nstall_timeout_s = %.17g\n",
+               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\nwarm_start = \"%s\"\nstall_timeout_s = %.17g\n",
             c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
             c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
-            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false", c->pipeline.stall_timeout_s);
+            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false",
+            config_warm_name(c->pipeline.warm_start), c->pipeline.stall_timeout_s);
     if (c->pipeline.trainer_threads)
         fprintf(f, "trainer_threads = %" PRId64 "\n", c->pipeline.trainer_threads);
     else

@@ -38,6 +38,10 @@ enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
  * gradient is NaN or infinite (docs/training.md). */
 enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
 
+/* pipeline.warm_start: whether the extractor fills the feature buffer with
+ * one sequential pass over features.bin at launch (stages/warm.h). */
+enum config_warm { CONFIG_WARM_AUTO = 0, CONFIG_WARM_ON = 1, CONFIG_WARM_OFF = 2 };
+
 /* Room for a "given" flag per schema key (config.c checks the table fits). */
 #define CONFIG_KEYS_MAX 128
 
@@ -83,6 +87,7 @@ struct config {
         int64_t io_depth;
         enum extract_io io;
         bool ordered;
+        enum config_warm warm_start;
         double stall_timeout_s; /* 0: never */
     } pipeline;
     /* given[i]: schema key i was set by the file or a --set, whatever its
@@ -141,6 +146,7 @@ const char *config_nonfinite_name(enum config_nonfinite v);
 const char *model_kind_name(enum model_kind k);
 /* "direct", "buffered", "mmap"; "unknown" when out of range. */
 const char *extract_io_name(enum extract_io io);
+const char *config_warm_name(enum config_warm w);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 
