@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "stages/extract_int.h" /* SLUICE_FAULT_READ_EIO counts the pass's reads too */
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
@@ -36,7 +37,6 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
-#define STAGING_ALIGN 4096u
 
 struct wchunk {
     uint64_t first;     /* first row */
@@ -233,6 +233,8 @@ static bool complete(struct warm *w, unsigned e, int res)
 {
     struct wchunk *k = &w->io[e];
     const struct extract_source *s = w->src;
+    if (extract_fault_read_fails())
+        res = -EIO;
     if (res == -EAGAIN || res == -EINTR)
         return submit(w, e) == 0 ? false : (keep_error(w, -EIO, "%s: resubmitting a read failed", s->path), true);
     if (res < 0 || (res == 0 && k->got < k->need)) {
@@ -292,7 +294,8 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     for (unsigned i = 0; i < depth; i++)
         w->free_piece[w->nfree++] = (int)i;
 #ifdef SLUICE_HAVE_URING
-    w->uring = io_uring_queue_init(depth, &w->ring, 0) == 0;
+    const char *no = getenv("SLUICE_NO_IO_URING"); /* as the engines (extract.h) */
+    w->uring = !(no && *no && strcmp(no, "0") != 0) && io_uring_queue_init(depth, &w->ring, 0) == 0;
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */

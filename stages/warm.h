@@ -19,7 +19,8 @@
  *      extractor that needs one of them waits on its slot (FEATBUF_WAIT)
  *      instead of reading it at random.
  *   2. Read: the claimed chunks in file order, params.depth reads in
- *      flight (io_uring, or pread(2) one at a time without it). A chunk
+ *      flight (io_uring, or pread(2) one at a time without it: not built
+ *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1). A chunk
  *      whose rows are all LOAD in consecutive slots, with the buffer's
  *      stride equal to the file's and the direct I/O alignment kept, is
  *      read straight into the slots' memory; any other chunk lands in the
