@@ -106,7 +106,10 @@ static void *thread_main(void *arg)
         }
         if (rc)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
-        batch_set_aliased(&v);
+        if (x.unreferenced)
+            batch_set_aliased_unreferenced(&v); /* a resident buffer: the releaser has nothing to drop */
+        else
+            batch_set_aliased(&v);
         stage_trace(st, d.batch, v.h.split, t0, sl_now_ns());
         uint64_t waited = x.st.wait_ns - before.wait_ns, spent = sl_now_ns() - t0;
         metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
@@ -144,13 +147,21 @@ static void *warm_main(void *arg)
     }
     if (rc)
         stage_fail(st, "%s", msg);
+    /* every row is in for good: from now on batches look rows up without references */
+    int rrc = featbuf_set_resident(&st->fb);
+    if (rrc == -EPIPE) {
+        stop_all(r);
+        return NULL;
+    }
     double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
     stage_note(st,
                "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB: %" PRIu64
                " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied), %" PRIu64
-               " held or loaded by batches first; claiming took %.2f s",
+               " held or loaded by batches first; claiming took %.2f s; %s",
                ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)WARM_CHUNK_BYTES_DEFAULT / (1 << 20), ws.loaded,
-               ws.chunks_direct, ws.chunks_copied, ws.skipped, (double)ws.claim_ns / 1e9);
+               ws.chunks_direct, ws.chunks_copied, ws.skipped, (double)ws.claim_ns / 1e9,
+               rrc == 0 ? "the buffer is resident: batches take no references from now on"
+                        : "not every row is in (a batch took the room): batches take references as before");
     return NULL;
 }
 

@@ -8,7 +8,10 @@
  * chunk around them copied); extractor threads running batches beside the
  * pass get the file's rows; a buffer that cannot hold every row is
  * refused; a read that fails leaves the buffer with nothing LOADING and
- * nothing referenced, and the error names the offset. */
+ * nothing referenced, and the error names the offset. A full buffer can
+ * be declared resident (featbuf_set_resident; not before it is full):
+ * lookups then take no references, the extractor serves batches from it
+ * (x.unreferenced) with the file's rows, and they count as hits. */
 #include "tests/t_util.h"
 
 #include <errno.h>
@@ -356,6 +359,61 @@ static void test_read_error(void **state)
     free(file);
 }
 
+static void test_resident(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 128, "f32");
+    size_t flen;
+    unsigned char *file = file_bytes(dir, &flen);
+    struct extract_source src;
+    open_src(&src, dir, EXTRACT_IO_DIRECT);
+    struct buf b;
+    buf_make(&b, NODES, NODES, (size_t)src.row_bytes);
+    uint64_t nodes[300];
+    uint32_t slots[300];
+    for (int i = 0; i < 300; i++)
+        nodes[i] = (uint64_t)(i * 7) % NODES;
+    /* not full: refused, and lookups say "acquire as usual" */
+    assert_int_equal(featbuf_set_resident(&b.fb), -EAGAIN);
+    assert_false(featbuf_is_resident(&b.fb));
+    assert_int_equal(featbuf_lookup_resident(&b.fb, nodes, 300, slots), 0);
+    struct extractor x;
+    assert_int_equal(extractor_init(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(extractor_run(&x, nodes, 300, slots, err, sizeof err), 0);
+    assert_false(x.unreferenced);
+    /* a held reference does not stop it, once every row is in */
+    struct warm_stats ws;
+    assert_int_equal(warm_fill(&src, &b.fb, NULL, NULL, NULL, &ws, err, sizeof err), 0);
+    assert_int_equal(featbuf_set_resident(&b.fb), 0);
+    assert_true(featbuf_is_resident(&b.fb));
+    assert_int_equal(featbuf_release_many(&b.fb, slots, 300), 0);
+    struct featbuf_stats st0, st1;
+    assert_int_equal(featbuf_stats(&b.fb, &st0), 0);
+    for (int round = 0; round < 3; round++) {
+        memset(slots, 0xff, sizeof slots);
+        assert_int_equal(extractor_run(&x, nodes, 300, slots, err, sizeof err), 0);
+        assert_true(x.unreferenced);
+        for (int i = 0; i < 300; i++) {
+            assert_int_equal(slots[i], featbuf_lookup(&b.fb, nodes[i]));
+            if (memcmp(featbuf_row(&b.fb, slots[i]), file + nodes[i] * src.row_stride, (size_t)src.row_bytes))
+                fail_msg("resident: row of node %" PRIu64 " differs from the file", nodes[i]);
+        }
+    }
+    assert_int_equal(featbuf_stats(&b.fb, &st1), 0);
+    assert_int_equal(st1.hits - st0.hits, 900);
+    assert_int_equal(st1.loads, st0.loads);
+    expect_rows(&b, &src, file, true, "resident"); /* nothing referenced: every slot on standby */
+    uint64_t bad = NODES;
+    assert_int_equal(featbuf_lookup_resident(&b.fb, &bad, 1, slots), -EINVAL);
+    featbuf_mark_broken(&b.fb);
+    assert_int_equal(featbuf_lookup_resident(&b.fb, nodes, 1, slots), -EPIPE);
+    extractor_free(&x);
+    buf_free(&b);
+    extract_source_free(&src);
+    free(file);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -369,7 +427,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_equal_file), cmocka_unit_test(test_rows_loaded_first),
         cmocka_unit_test(test_beside_batches),  cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_read_error),
+        cmocka_unit_test(test_read_error),      cmocka_unit_test(test_resident),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
