@@ -76,14 +76,26 @@ echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}'
 echo "new: $NEW ($(git rev-parse --short HEAD))"
 [[ -n $BASE ]] && echo "base: $BASE ($(git -C "$BASE/.." rev-parse --short HEAD 2>/dev/null || echo '?'))"
 for job in $JOBS; do
-    for rep in $(seq 1 "$REPS"); do
-        [[ -n $BASE ]] && run base "$BASE" "$job" "$rep"
-        run new "$NEW" "$job" "$rep"
-    done
     case $job in
     105) fan=10,5 ;;
     101010) fan=10,10,10 ;;
     esac
+    for rep in $(seq 1 "$REPS"); do
+        [[ -n $BASE ]] && run base "$BASE" "$job" "$rep"
+        run new "$NEW" "$job" "$rep"
+    done
+    # the sampler alone (one thread), indices.bin read into the page cache first: edges per second and per
+    # CPU second (task-clock), so that other load on the machine shows as the gap between the two
+    for label in base new; do
+        b=$NEW
+        [[ $label == base ]] && b=$BASE
+        [[ -z $b ]] && continue
+        sl=$OUT/sampler-$label-$job.log
+        echo "+ cat $DATA/indices.bin $DATA/indptr.bin >/dev/null; perf stat -x, -e task-clock $b/bin/gnn-sampler --bench $DATA --fanouts $fan --batch-size 1000 --threads 1 --seconds 5" >"$sl"
+        flock "$LOCK" bash -c "cat '$DATA/indices.bin' '$DATA/indptr.bin' >/dev/null; perf stat -x, -e task-clock -o '$sl.perf' '$b/bin/gnn-sampler' --bench '$DATA' --fanouts $fan --batch-size 1000 --threads 1 --seconds 5 >>'$sl' 2>&1"
+        grep -E "^(sampled_edges_per_s|seconds)=" "$sl" | sed "s/^/sampler $label $job: /"
+        grep task-clock "$sl.perf" | cut -d, -f1 | sed "s/^/sampler $label $job: task_clock_ms=/"
+    done
     tb=$OUT/trainer-bench-$job.log
     echo "+ $NEW/bin/trainer-bench $DATA --fanouts $fan --batches 30 --warmup 3" >"$tb"
     flock "$LOCK" "$NEW/bin/trainer-bench" "$DATA" --fanouts "$fan" --batches 30 --warmup 3 >>"$tb" 2>&1

@@ -80,6 +80,30 @@ for job, title in jobs.items():
                 cells.append(f"{first:.1f}; {steady:.2f}")
             print(f"| {label} | " + " | ".join(cells) + " |")
     print()
+    samp = []
+    for label in ("base", "new"):
+        p = os.path.join(out, f"sampler-{label}-{job}.log")
+        if not os.path.exists(p):
+            continue
+        d = {}
+        for ln in open(p):
+            d.update(kv(ln))
+        tc = None
+        if os.path.exists(p + ".perf"):
+            for ln in open(p + ".perf"):
+                if "task-clock" in ln:
+                    tc = float(ln.split(",")[0]) / 1e3
+        eps = float(d.get("sampled_edges_per_s", "nan"))
+        secs = float(d.get("seconds", "nan"))
+        per_cpu = eps * secs / tc if tc else float("nan")
+        samp.append(f"| {label} | {eps / 1e6:.2f} | {per_cpu / 1e6:.2f} |")
+    if samp:
+        print("Sampler alone (gnn-sampler --bench, 1 thread, batch 1000), million sampled edges per second of "
+              "wall time and per CPU second:\n")
+        print("| build | M edges/s | M edges per CPU s |")
+        print("| --- | --- | --- |")
+        print("\n".join(samp))
+        print()
     tb = os.path.join(out, f"trainer-bench-{job}.log")
     if os.path.exists(tb):
         lines = open(tb).read().splitlines()
