@@ -85,7 +85,25 @@ static inline float vdot(const float *restrict x, const float *restrict y, uint3
 
 /* The pool: threads - 1 workers plus the calling thread take tasks
  * 0 .. ntasks-1 of one job from an atomic counter; the caller returns
- * when all are done. One job at a time (ops_* are not reentrant). */
+ * when all are done. One job at a time (ops_* are not reentrant).
+ *
+ * A job lives on the caller's stack and is published in `job` under the
+ * mutex. A worker that wakes for it joins it under the mutex (active++)
+ * only while it is still published, takes tasks, and leaves (active--).
+ * The caller, once the counter is past the last task, unpublishes the job
+ * and waits only for the workers that joined it - never for one that has
+ * not been scheduled yet: on a machine whose other core is busy with
+ * other stages, a late worker would otherwise hold up every operator of
+ * the batch for a time slice. A worker that wakes late finds no job (or a
+ * newer one, which it may join) and goes back to sleep. */
+struct pool_job {
+    void (*fn)(void *arg, size_t task);
+    void *arg;
+    size_t ntasks;
+    atomic_size_t next;
+    int active; /* workers inside the job (mutex) */
+};
+
 static struct pool {
     int threads; /* including the caller; 1 = no workers */
     pthread_t *tid;
@@ -93,19 +111,15 @@ static struct pool {
     pthread_cond_t go, done;
     uint64_t gen;       /* job number, bumped to start one */
     uint64_t start_gen; /* gen when the workers were created (no job runs then) */
-    int running;  /* workers not finished with the current job */
+    struct pool_job *job; /* the published job, or NULL (mutex) */
     bool quit;
-    void (*fn)(void *arg, size_t task);
-    void *arg;
-    size_t ntasks;
-    atomic_size_t next;
 } g_pool = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
             .done = PTHREAD_COND_INITIALIZER};
 
-static void pool_work(struct pool *p)
+static void pool_work(struct pool_job *j)
 {
-    for (size_t t; (t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->ntasks;)
-        p->fn(p->arg, t);
+    for (size_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->ntasks;)
+        j->fn(j->arg, t);
 }
 
 static void *pool_main(void *arg)
@@ -119,10 +133,14 @@ static void *pool_main(void *arg)
         if (p->quit)
             break;
         seen = p->gen;
+        struct pool_job *j = p->job; /* NULL: that job is over already */
+        if (!j)
+            continue;
+        j->active++;
         pthread_mutex_unlock(&p->mu);
-        pool_work(p);
+        pool_work(j);
         pthread_mutex_lock(&p->mu);
-        if (--p->running == 0)
+        if (--j->active == 0)
             pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
@@ -138,18 +156,17 @@ static void pool_run(void (*fn)(void *, size_t), void *arg, size_t ntasks)
             fn(arg, t);
         return;
     }
+    struct pool_job j = {.fn = fn, .arg = arg, .ntasks = ntasks};
+    atomic_init(&j.next, 0);
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->arg = arg;
-    p->ntasks = ntasks;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->running = p->threads - 1;
+    p->job = &j;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
-    pool_work(p);
+    pool_work(&j);
     pthread_mutex_lock(&p->mu);
-    while (p->running > 0)
+    p->job = NULL; /* every task is taken: workers not in yet stay out */
+    while (j.active > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
