@@ -20,12 +20,16 @@ typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT
 
 static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
+static const char *const cache_policies[] = {"lru", "lookahead", "static", "lookahead-static", "auto", NULL};
+static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", NULL};
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
+static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
+static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -63,9 +67,10 @@ static const key keys[] = {
     {"model.aggr", K_ENUM, OFF(model.aggr), "\"mean\"", 0, 0, aggrs,
      "GraphSAGE's neighbour aggregation, as SAGEConv's aggr: mean, sum or max (per feature; tied sources share "
      "the gradient). Only sage."},
-    {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"block\"", 0, 0, gcn_norms,
-     "GCN: degrees of the sampled block (as DGL's GraphConv on a block), or of the whole graph (as PyG's GCNConv "
-     "on the full graph: the sampler sends each node's in-degree)."},
+    {"model.gcn_norm", K_ENUM, OFF(model.gcn_norm), "\"graph\"", 0, 0, gcn_norms,
+     "GCN's degrees: of the whole graph (the default; as PyG's GCNConv on the full graph, so a checkpoint "
+     "reproduces it: the sampler sends each node's in-degree), or of the sampled block (as DGL's GraphConv on a "
+     "block; evaluation then depends on the fanouts and the batch size)."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
     {"model.out_heads", K_INT, OFF(model.out_heads), "0", 0, 64, NULL,
@@ -93,6 +98,33 @@ static const key keys[] = {
      "leaves the parameters as they were, counts the batch as skipped (a warning, and the epoch line) and trains "
      "on."},
 
+    {"train.lr_schedule", K_ENUM, OFF(train.lr_schedule), "\"constant\"", 0, 0, lr_schedules,
+     "Learning rate per step after the warm-up: constant (train.lr); step (train.lr x lr_gamma every "
+     "lr_step_epochs epochs, as torch's StepLR); cosine (from train.lr down to lr_min over the remaining steps of "
+     "the run, as CosineAnnealingLR stepped per batch)."},
+    {"train.warmup_steps", K_INT, OFF(train.warmup_steps), "0", 0, 1e9, NULL,
+     "Steps whose learning rate rises linearly to the schedule's: step i (from 0) uses (i + 1) / warmup_steps "
+     "of it. 0: none."},
+    {"train.lr_step_epochs", K_INT, OFF(train.lr_step_epochs), "30", 1, 1e6, NULL,
+     "lr_schedule = \"step\": epochs between two decays (StepLR's step_size)."},
+    {"train.lr_gamma", K_FLOAT, OFF(train.lr_gamma), "0.1", 0, 1, NULL,
+     "lr_schedule = \"step\": the factor of each decay (StepLR's gamma)."},
+    {"train.lr_min", K_FLOAT, OFF(train.lr_min), "0", 0, 10, NULL,
+     "lr_schedule = \"cosine\": the learning rate of the run's last step (CosineAnnealingLR's eta_min); at most "
+     "train.lr."},
+    {"train.grad_clip", K_FLOAT, OFF(train.grad_clip), "0", 0, 1e12, NULL,
+     "Largest L2 norm of the gradient a step applies (over every parameter, after the sum over ranks), as "
+     "torch.nn.utils.clip_grad_norm_: a larger one is scaled down to it. 0: no clipping."},
+    {"train.early_stop_patience", K_INT, OFF(train.early_stop_patience), "0", 0, 1e6, NULL,
+     "Stop after this many evaluations in a row without a better early_stop_metric; the final line then gives "
+     "the test accuracy of the best epoch (the test split is evaluated with every validation) and "
+     "best.safetensors is that epoch's checkpoint. 0: train every epoch."},
+    {"train.early_stop_metric", K_ENUM, OFF(train.early_stop_metric), "\"val_acc\"", 0, 0, early_stop_metrics,
+     "What early stopping and best.safetensors follow: val_acc (higher is better) or val_loss (lower is better)."},
+    {"train.keep_last", K_INT, OFF(train.keep_last), "0", 0, 1e6, NULL,
+     "Checkpoints kept: the newest this many epoch-N files (best.safetensors and latest.safetensors stay valid "
+     "whatever is removed). 0: keep every epoch's."},
+
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
      "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
      "different value is noted and ignored)."},
@@ -114,6 +146,15 @@ static const key keys[] = {
      "Reads in flight per extractor thread (io_uring queue depth)."},
     {"pipeline.io", K_ENUM, OFF(pipeline.io), "\"direct\"", 0, 0, io_modes,
      "How feature rows are read: io_uring with O_DIRECT, io_uring through the page cache, or a memory map."},
+    {"pipeline.topology", K_ENUM, OFF(pipeline.topology), "\"auto\"", 0, 0, topology_modes,
+     "How each rank's sampler reaches the graph's in-neighbour lists (indices.bin). memory: read whole into memory "
+     "at start with large sequential reads (its size per rank). mmap: mapped, pages faulted in on first use and "
+     "evicted under memory pressure. cache: Ginex's neighbour cache of pipeline.neighbour_cache_mb, the lists of the "
+     "nodes with the highest out/in-degree ratio, the rest read with direct I/O per hop. auto: memory when the "
+     "memory plan has room for it, else cache sized by the plan (docs/architecture.md, \"Topology\")."},
+    {"pipeline.neighbour_cache_mb", K_AUTOINT, OFF(pipeline.neighbour_cache_mb), "\"auto\"", 1, 1e8, NULL,
+     "Neighbour cache per rank in MiB with pipeline.topology = \"cache\": its index (8 bytes a node) and the "
+     "cached lists. auto: what gnnlaunch's memory plan leaves for it."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
     {"pipeline.warm_start", K_ENUM, OFF(pipeline.warm_start), "\"auto\"", 0, 0, warm_modes,
@@ -125,6 +166,25 @@ static const key keys[] = {
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "
      "its first batch is not counted. 0: never."},
+    {"pipeline.cache_policy", K_ENUM, OFF(pipeline.cache_policy), "\"auto\"", 0, 0, cache_policies,
+     "How the feature buffer picks the row to evict (docs/architecture.md, \"Cache policies\"): auto (lookahead "
+     "when the buffer holds fewer rows than the dataset has nodes, else lru: bench/results/"
+     "cache-policy-2026-11-25.md); lru (the least recently released row); lookahead (the row whose next use in the next pipeline.lookahead sampled batches is "
+     "farthest, or absent: the sampler runs that far ahead to tell it); static (the pipeline.hot_fraction of "
+     "the slots with the highest out-degree nodes pinned at start, PaGraph's rule, the rest lru); "
+     "lookahead-static (the same hot set pinned, the rest lookahead)."},
+    {"pipeline.lookahead", K_INT, OFF(pipeline.lookahead), "32", 1, 4096, NULL,
+     "Batches the sampler announces to a lookahead policy ahead of the one it samples, as far as "
+     "pipeline.lookahead_mb holds their rows (each batch is sampled twice: once to announce it, once for real)."},
+    {"pipeline.lookahead_mb", K_INT, OFF(pipeline.lookahead_mb), "64", 1, 1e6, NULL,
+     "Most MiB of the lookahead policy's hint log (12 bytes per announced row; the window's rows beyond it are "
+     "not announced). It lives in the feature buffer's shared memory, beside 4 bytes per node."},
+    {"pipeline.hot_fraction", K_FLOAT, OFF(pipeline.hot_fraction), "0.5", 0, 0.95, NULL,
+     "Share of the feature buffer's slots (less the extraction reserve) pinned to the hot set by the static "
+     "policies."},
+    {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
+     "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
+     "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
 };
 
 /* The keys that decide what a run computes: its identity (config_run_text). */
@@ -132,7 +192,8 @@ static const char *const run_keys[] = {
     "model.kind",        "model.layers",      "model.hidden",     "model.fanouts",  "model.dropout",
     "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.aggr", "model.heads",
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
-    "train.seed",        "pipeline.ranks"};
+    "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
+    "train.lr_min",      "train.grad_clip",   "pipeline.ranks"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
@@ -141,7 +202,8 @@ static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
-const char *config_warm_name(enum config_warm w) { return (unsigned)w < 3 ? warm_modes[w] : "?"; }
+const char *cache_policy_name(enum cache_policy p) { return (unsigned)p < 5 ? cache_policies[p] : "unknown"; }
+const char *topology_mode_name(enum topology_mode m) { return (unsigned)m < 4 ? topology_modes[m] : "unknown"; }
 
 int extract_io_parse(const char *s)
 {
@@ -153,40 +215,17 @@ int extract_io_parse(const char *s)
 
 /* ---- suggestions ---- */
 
-/* Optimal string alignment distance: insertions, deletions, substitutions
- * and transpositions of neighbours ("gta" -> "gat") each cost one. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    size_t d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t v = SL_MIN(SL_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + cost);
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-                v = SL_MIN(v, d[i - 2][j - 2] + 1);
-            d[i][j] = v;
-        }
-    return d[la][lb];
-}
-
 /* Closest of names[0..n) to s, or NULL when nothing is close. */
 static const char *closest(const char *s, const char *const *names, size_t n)
 {
     const char *best = NULL;
     size_t bd = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(s, names[i]);
+        size_t d = sl_edit_distance(s, names[i]);
         /* also match the key part alone: "fanout" vs "model.fanouts" */
         const char *dot = strchr(names[i], '.');
         if (dot && !strchr(s, '.'))
-            d = SL_MIN(d, edit_distance(s, dot + 1));
+            d = SL_MIN(d, sl_edit_distance(s, dot + 1));
         if (d < bd) {
             bd = d;
             best = names[i];
@@ -497,6 +536,9 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_GAT && c->model.hidden % c->model.heads)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is not a multiple of model.heads = %" PRId64
                        " (GAT concatenates the heads)", src, c->model.hidden, c->model.heads);
+    if (c->train.lr_schedule == LR_COSINE && c->train.lr_min > c->train.lr)
+        return sl_errf(err, errlen, -EINVAL, "%s: train.lr_min = %g is above train.lr = %g; the cosine schedule falls "
+                       "from train.lr to train.lr_min", src, c->train.lr_min, c->train.lr);
     return 0;
 }
 
@@ -585,38 +627,32 @@ static void write_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static void value_text(const struct config *c, const key *k, char *buf, size_t len);
+
+/* Every key of the table, in its order, one [section] per prefix: a new
+ * key is written (and so reaches the stages) without a line here. */
 void config_write_toml(const struct config *c, FILE *f)
 {
-    fprintf(f, "[dataset]\npath = ");
-    write_str(f, c->dataset.path);
-    fprintf(f, "\n\n[model]\nkind = \"%s\"\nlayers = %" PRId64 "\nhidden = %" PRId64 "\nfanouts = [",
-            model_kind_name(c->model.kind), c->model.layers, c->model.hidden);
-    for (int64_t i = 0; i < c->model.n_fanouts; i++)
-        fprintf(f, "%s%" PRId64, i ? ", " : "", c->model.fanouts[i]);
-    fprintf(f,
-            "]\ndropout = %.17g\ninput_dropout = %.17g\nattention_dropout = %.17g\nactivation = \"%s\"\n"
-            "gcn_norm = \"%s\"\naggr = \"%s\"\nheads = %" PRId64 "\nout_heads = %" PRId64 "\n",
-            c->model.dropout, c->model.input_dropout, c->model.attention_dropout,
-            activations[c->model.activation == MODEL_ACT_ELU], gcn_norms[c->model.gcn_norm == GCN_NORM_GRAPH],
-            (unsigned)c->model.aggr < 3 ? aggrs[c->model.aggr] : "?", c->model.heads, c->model.out_heads);
-    fprintf(f, "\n[train]\nepochs = %" PRId64 "\nbatch_size = %" PRId64 "\nlr = %.17g\noptimizer = \"%s\"\n"
-               "weight_decay = %.17g\nseed = %" PRId64 "\neval_every = %" PRId64 "\n",
-            c->train.epochs, c->train.batch_size, c->train.lr, optimizers[c->train.optimizer == OPTIMIZER_ADAMW],
-            c->train.weight_decay, c->train.seed, c->train.eval_every);
-    fprintf(f, "checkpoint_dir = ");
-    write_str(f, c->train.checkpoint_dir);
-    fprintf(f, "\non_nonfinite = \"%s\"\n", config_nonfinite_name(c->train.on_nonfinite));
-    fprintf(f, "\n[pipeline]\nranks = %" PRId64 "\nsamplers = %" PRId64 "\nextractors = %" PRId64
-               "\nextract_queue = %" PRId64 "\ntrain_queue = %" PRId64 "\nfeature_buffer_mb = %" PRId64
-               "\nstaging_mb = %" PRId64 "\nio_depth = %" PRId64 "\nio = \"%s\"\nordered = %s\nwarm_start = \"%s\"\nstall_timeout_s = %.17g\n",
-            c->pipeline.ranks, c->pipeline.samplers, c->pipeline.extractors, c->pipeline.extract_queue,
-            c->pipeline.train_queue, c->pipeline.feature_buffer_mb, c->pipeline.staging_mb, c->pipeline.io_depth,
-            extract_io_name(c->pipeline.io), c->pipeline.ordered ? "true" : "false",
-            config_warm_name(c->pipeline.warm_start), c->pipeline.stall_timeout_s);
-    if (c->pipeline.trainer_threads)
-        fprintf(f, "trainer_threads = %" PRId64 "\n", c->pipeline.trainer_threads);
-    else
-        fprintf(f, "trainer_threads = \"auto\"\n");
+    const char *section = "";
+    size_t section_len = 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++) {
+        const key *k = &keys[i];
+        const char *dot = strchr(k->name, '.');
+        size_t n = (size_t)(dot - k->name);
+        if (n != section_len || strncmp(k->name, section, n)) {
+            fprintf(f, "%s[%.*s]\n", i ? "\n" : "", (int)n, k->name);
+            section = k->name, section_len = n;
+        }
+        fprintf(f, "%s = ", dot + 1);
+        if (k->type == K_STR) {
+            write_str(f, (const char *)c + k->off);
+        } else {
+            char v[512];
+            value_text(c, k, v, sizeof v);
+            fputs(v, f);
+        }
+        fputc('\n', f);
+    }
 }
 
 const char *config_fanouts_str(const int64_t *f, int64_t n, char *buf, size_t len)
@@ -675,6 +711,36 @@ static void value_text(const struct config *c, const key *k, char *buf, size_t l
         return;
     }
     snprintf(buf, len, "?");
+}
+
+size_t config_key_count(void)
+{
+    return NKEYS;
+}
+
+const char *config_key_name(size_t i)
+{
+    return i < NKEYS ? keys[i].name : NULL;
+}
+
+void config_key_text(const struct config *c, size_t i, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    if (i >= NKEYS)
+        return;
+    const key *k = &keys[i];
+    if (k->type == K_STR) {
+        snprintf(buf, len, "%s", (const char *)c + k->off);
+        return;
+    }
+    value_text(c, k, buf, len);
+    size_t n = strlen(buf);
+    if (n >= 2 && buf[0] == '"' && buf[n - 1] == '"') { /* a choice or "auto": the word alone */
+        memmove(buf, buf + 1, n - 2);
+        buf[n - 2] = '\0';
+    }
 }
 
 size_t config_run_text(const struct config *c, char *buf, size_t len)

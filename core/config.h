@@ -31,12 +31,27 @@ enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
 /* pipeline.io: how the extractor reads feature rows (stages/extract.h). */
 enum extract_io { EXTRACT_IO_DIRECT = 0, EXTRACT_IO_BUFFERED = 1, EXTRACT_IO_MMAP = 2 };
+/* pipeline.cache_policy: how the feature buffer picks a row to evict
+ * (stages/featbuf_policy.h, docs/architecture.md "Cache policies"). */
+enum cache_policy {
+    CACHE_POLICY_LRU = 0,
+    CACHE_POLICY_LOOKAHEAD = 1,        /* farthest next use in pipeline.lookahead sampled batches */
+    CACHE_POLICY_STATIC = 2,           /* hot set (pipeline.hot_fraction) pinned, the rest LRU */
+    CACHE_POLICY_LOOKAHEAD_STATIC = 3, /* hot set pinned, the rest lookahead */
+    CACHE_POLICY_AUTO = 4,             /* lookahead when the features do not fit the buffer, else lru */
+};
+/* pipeline.topology: how the sampler reaches indices.bin (stages/sampler.h;
+ * docs/architecture.md, "Topology"). gnnlaunch resolves AUTO to MEMORY or
+ * CACHE from its memory plan before the stages start. */
+enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
 /* train.on_nonfinite: what the trainer does with a batch whose loss or
  * gradient is NaN or infinite (docs/training.md). */
 enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
+enum lr_schedule { LR_CONSTANT = 0, LR_STEP = 1, LR_COSINE = 2 };
+enum early_stop_metric { EARLY_STOP_VAL_ACC = 0, EARLY_STOP_VAL_LOSS = 1 };
 
 /* pipeline.warm_start: whether the extractor fills the feature buffer with
  * one sequential pass over features.bin at launch (stages/warm.h). */
@@ -74,6 +89,15 @@ struct config {
         int64_t eval_every;
         char checkpoint_dir[4096]; /* "" until gnnlaunch resolves it */
         enum config_nonfinite on_nonfinite;
+        enum lr_schedule lr_schedule;
+        int64_t warmup_steps;
+        int64_t lr_step_epochs;
+        double lr_gamma;
+        double lr_min;
+        double grad_clip;               /* 0: off */
+        int64_t early_stop_patience;    /* 0: off */
+        enum early_stop_metric early_stop_metric;
+        int64_t keep_last;              /* 0: every epoch's checkpoint */
     } train;
     struct {
         int64_t ranks;
@@ -86,9 +110,16 @@ struct config {
         int64_t staging_mb;
         int64_t io_depth;
         enum extract_io io;
+        enum topology_mode topology;
+        int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
         enum config_warm warm_start;
         double stall_timeout_s; /* 0: never */
+        enum cache_policy cache_policy;
+        int64_t lookahead;    /* batches hinted ahead (lookahead policies) */
+        int64_t lookahead_mb; /* the lookahead policy's hint log, at most */
+        double hot_fraction;  /* slots pinned to the hot set (static policies) */
+        char trace_rows[4096]; /* "" or the row trace's base path (FILE.rank<R>) */
     } pipeline;
     /* given[i]: schema key i was set by the file or a --set, whatever its
      * value (a default written out explicitly counts as given); read it
@@ -121,6 +152,14 @@ void config_write_reference(FILE *f);
 /* Writes the effective configuration as TOML (for logs and checkpoints). */
 void config_write_toml(const struct config *c, FILE *f);
 
+/* The schema's keys one by one (i < config_key_count()): its name
+ * ("model.hidden") and c's value as plain text (strings and choices
+ * unquoted, lists as "[10, 5]", "auto"); what checkpoints record as
+ * metadata fields. */
+size_t config_key_count(void);
+const char *config_key_name(size_t i);
+void config_key_text(const struct config *c, size_t i, char *buf, size_t len);
+
 /* The run identity's text: one line `section.key = VALUE` (VALUE as TOML)
  * for every key that decides what a run computes (the model, batch size,
  * learning rate, seed, ranks; the schema marks them), in schema order.
@@ -146,7 +185,9 @@ const char *config_nonfinite_name(enum config_nonfinite v);
 const char *model_kind_name(enum model_kind k);
 /* "direct", "buffered", "mmap"; "unknown" when out of range. */
 const char *extract_io_name(enum extract_io io);
-const char *config_warm_name(enum config_warm w);
+const char *cache_policy_name(enum cache_policy p);
+/* pipeline.topology's spelling of m. */
+const char *topology_mode_name(enum topology_mode m);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

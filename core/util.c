@@ -298,3 +298,24 @@ const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len)
         snprintf(buf, len, "%.1f %s", v, unit[u]);
     return buf;
 }
+
+size_t sl_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t v = SL_MIN(SL_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + cost);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                v = SL_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}

@@ -87,6 +87,11 @@ static inline uint64_t sl_pow2_at_least(uint64_t n, uint64_t lo)
 int sl_parse_u64(const char *s, bool binary, uint64_t *out);
 int sl_parse_double(const char *s, double *out);
 
+/* Optimal string alignment distance: insertions, deletions, substitutions
+ * and transpositions of neighbours ("gta" -> "gat") each cost one; 99 for
+ * strings over 63 bytes. For "did you mean" suggestions. */
+size_t sl_edit_distance(const char *a, const char *b);
+
 /* Lower-case hex of n bytes into out (2n + 1 bytes, NUL-terminated), and
  * back: sl_unhex takes exactly 2n hex digits (either case) and returns 0,
  * or -EINVAL (out then undefined). */

@@ -52,6 +52,33 @@ static __global__ void k_any_nonfinite(const float *x, size_t n, float *flag)
     }
 }
 
+/* Chunk c's sum of squares into part[c], in element order. */
+static __global__ void k_sumsq_chunks(const float *x, size_t n, double *part)
+{
+    size_t chunks = (n + GK_SUMSQ_CHUNK - 1) / GK_SUMSQ_CHUNK;
+    for (size_t c = gk_first(); c < chunks; c += gk_stride()) {
+        size_t end = (c + 1) * GK_SUMSQ_CHUNK < n ? (c + 1) * GK_SUMSQ_CHUNK : n;
+        double s = 0.0;
+        for (size_t i = c * GK_SUMSQ_CHUNK; i < end; i++) {
+            double v = (double)x[i];
+            double sq = v * v;
+            s += sq;
+        }
+        part[c] = s;
+    }
+}
+
+/* part[chunks] = the chunks' sums added in order, by one thread. */
+static __global__ void k_sumsq_total(double *part, size_t chunks)
+{
+    if (gk_first() != 0)
+        return;
+    double t = 0.0;
+    for (size_t c = 0; c < chunks; c++)
+        t += part[c];
+    part[chunks] = t;
+}
+
 /* C = beta C over an (m, n) matrix with row stride ldc; beta = 0 writes +0. */
 static __global__ void k_gemm_k0(float *c, size_t m, size_t n, size_t ldc, float beta)
 {
@@ -486,6 +513,22 @@ int gk_any_nonfinite(struct gk_ctx *g, const float *x, size_t n, float *flag, bo
     if (rc == 0)
         rc = gk_download(g, &h, flag, sizeof h); /* waits */
     *any = h != 0.0f;
+    return rc;
+}
+
+size_t gk_sumsq_scratch(size_t n)
+{
+    return (n + GK_SUMSQ_CHUNK - 1) / GK_SUMSQ_CHUNK + 1;
+}
+
+int gk_sumsq(struct gk_ctx *g, const float *x, size_t n, double *scratch, double *out)
+{
+    size_t chunks = (n + GK_SUMSQ_CHUNK - 1) / GK_SUMSQ_CHUNK;
+    int rc = chunks ? GK_RUN(g, chunks, k_sumsq_chunks, x, n, scratch) : 0;
+    if (rc == 0)
+        rc = GK_RUN(g, 1, k_sumsq_total, scratch, chunks);
+    if (rc == 0)
+        rc = gk_download(g, out, scratch + chunks, sizeof *out); /* waits */
     return rc;
 }
 

@@ -201,6 +201,14 @@ int gk_scale(struct gk_ctx *g, float *x, size_t n, float alpha);
  * test), reduced on the device into flag (one device float, scratch) and
  * downloaded: blocks until the answer is on the host. */
 int gk_any_nonfinite(struct gk_ctx *g, const float *x, size_t n, float *flag, bool *any);
+/* *out = the sum of squares of x (n, device) with ops_sumsq's bits: one
+ * thread per chunk of GK_SUMSQ_CHUNK elements sums it in element order
+ * into scratch[chunk], then one thread adds the chunks in order (double
+ * throughout; the kernels build without fused multiply-add). scratch:
+ * gk_sumsq_scratch(n) doubles of device memory. Waits (downloads *out). */
+#define GK_SUMSQ_CHUNK 4096 /* = OPS_SUMSQ_CHUNK (ops/ops.h) */
+size_t gk_sumsq_scratch(size_t n);
+int gk_sumsq(struct gk_ctx *g, const float *x, size_t n, double *scratch, double *out);
 
 int gk_linear_fwd(struct gk_ctx *g, float *y, const float *x, const float *w, uint32_t n, uint32_t in, uint32_t out,
                   bool acc);

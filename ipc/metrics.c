@@ -168,7 +168,7 @@ uint32_t metrics_snapshot(const struct metrics_page *p, struct metrics_snapshot 
         memset(s, 0, sizeof *s);
         s->state = atomic_load_explicit(&b->state, memory_order_acquire);
         s->pid = atomic_load_explicit(&b->pid, memory_order_relaxed);
-        s->busy_ns = atomic_load_explicit(&b->busy_ns, memory_order_relaxed);
+        s->busy_ns = metrics_busy_now(b, sl_now_ns());
         s->wait_ns = atomic_load_explicit(&b->wait_ns, memory_order_relaxed);
         s->items = atomic_load_explicit(&b->items, memory_order_relaxed);
         s->bytes = atomic_load_explicit(&b->bytes, memory_order_relaxed);
@@ -182,4 +182,16 @@ uint32_t metrics_snapshot(const struct metrics_page *p, struct metrics_snapshot 
         }
     }
     return n;
+}
+
+uint64_t metrics_busy_now(const struct metrics_block *b, uint64_t now_ns)
+{
+    /* busy first: a period that ends between the two loads is missed for
+     * this reading rather than counted twice */
+    uint64_t busy = atomic_load_explicit(&b->busy_ns, memory_order_acquire);
+    uint64_t open = atomic_load_explicit(&b->busy_open, memory_order_acquire);
+    uint64_t n = open >> 56, starts = open & (METRICS_OPEN_ONE - 1), now_us = now_ns / 1000;
+    if (n && n * now_us > starts)
+        busy += (n * now_us - starts) * 1000;
+    return busy;
 }

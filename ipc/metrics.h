@@ -53,7 +53,8 @@ struct metrics_block {
 
     alignas(64) char name[METRICS_NAME_MAX]; /* e.g. "extractor" */
     int32_t rank;
-    uint32_t reserved[3];
+    _Atomic uint32_t loss_bits; /* trainer: the float bits of the running mean training loss of the epoch under way (0: none yet) */
+    _Atomic uint64_t busy_open; /* busy periods under way: count << 56 | sum of their starts in microseconds */
 };
 
 _Static_assert(sizeof(struct metrics_block) == 128, "a block is two cache lines");
@@ -110,6 +111,28 @@ static inline void metrics_add(_Atomic uint64_t *counter, uint64_t v)
 {
     atomic_fetch_add_explicit(counter, v, memory_order_relaxed);
 }
+
+/* Busy periods that readers see as they go (metrics_busy_now) rather
+ * than when they end: a thread calls metrics_busy_begin(b, t0) when it
+ * starts a piece of work at CLOCK_MONOTONIC t0 (sl_now_ns) and
+ * metrics_busy_end(b, t0, busy) when it ends, which adds busy to busy_ns.
+ * Any number of threads of a block may do so at once (up to 255 periods
+ * under way). A long batch then shows up in every interval it spans
+ * instead of all in the one where it ended (a one-thread stage above 100%
+ * busy). A reader between the end's two stores may see the period as
+ * neither under way nor added, for that moment only. */
+#define METRICS_OPEN_ONE ((uint64_t)1 << 56)
+static inline void metrics_busy_begin(struct metrics_block *b, uint64_t t0_ns)
+{
+    atomic_fetch_add_explicit(&b->busy_open, METRICS_OPEN_ONE + t0_ns / 1000, memory_order_relaxed);
+}
+static inline void metrics_busy_end(struct metrics_block *b, uint64_t t0_ns, uint64_t busy)
+{
+    atomic_fetch_add_explicit(&b->busy_ns, busy, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&b->busy_open, METRICS_OPEN_ONE + t0_ns / 1000, memory_order_release);
+}
+/* busy_ns plus the part of the periods under way spent by now_ns. */
+uint64_t metrics_busy_now(const struct metrics_block *b, uint64_t now_ns);
 
 /* Stores the current time into the block's heartbeat. */
 void metrics_heartbeat(struct metrics_block *b);

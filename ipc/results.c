@@ -94,6 +94,8 @@ void results_publish(struct results_rec *rec, uint64_t epoch)
 void results_rec_add(struct results_rec *sum, const struct results_rec *rec)
 {
     sum->loss_sum += rec->loss_sum;
+    sum->val_loss_sum += rec->val_loss_sum;
+    sum->lr = rec->lr;
     sum->train_batches += rec->train_batches;
     sum->train_labelled += rec->train_labelled;
     sum->train_correct += rec->train_correct;

@@ -47,7 +47,9 @@ struct results_rec {
     double reduce_s; /* of which in the gradient all-reduce */
     double train_s;  /* of seconds, until the epoch's last training step */
     double eval_s;   /* the rest: its validation (and, last, the test) batches */
-    uint64_t reserved[2];
+    double val_loss_sum; /* sum over validation batches of (mean loss x labelled targets) */
+    float lr;            /* the learning rate of the epoch's last step (the same on every rank) */
+    uint32_t reserved;
 };
 _Static_assert(sizeof(struct results_rec) == 128, "two cache lines per record");
 

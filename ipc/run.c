@@ -241,6 +241,30 @@ static void pack(struct argpack *p, const char *fmt, ...)
     p->used += (size_t)k + 1;
 }
 
+const char *run_predict_name(enum run_predict p)
+{
+    static const char *const names[] = {"", "all", "train", "val", "test"};
+    return (unsigned)p < SL_ARRAY_LEN(names) ? names[p] : "?";
+}
+
+int run_predict_parse(const char *s)
+{
+    for (int p = RUN_PREDICT_ALL; p <= RUN_PREDICT_TEST; p++)
+        if (!strcmp(s, run_predict_name((enum run_predict)p)))
+            return p;
+    return -EINVAL;
+}
+
+/* OPT_FN for --predict: a split name into an enum run_predict. */
+static int take_predict(const char *val, void *dst, char *err, size_t errlen)
+{
+    int p = run_predict_parse(val);
+    if (p < 0)
+        return sl_errf(err, errlen, -EINVAL, "--predict needs all, train, val or test, not '%s'", val);
+    *(enum run_predict *)dst = (enum run_predict)p;
+    return 0;
+}
+
 int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv, int max, char *err, size_t errlen)
 {
     if ((unsigned)a->stage >= RUN_STAGES || max < RUN_ARGV_MAX || len == 0)
@@ -259,6 +283,8 @@ int run_args_build(const struct run_args *a, char *buf, size_t len, char **argv,
         pack(&p, "--resume");
     if (a->trace)
         pack(&p, "--trace");
+    if (a->predict != RUN_PREDICT_NONE)
+        pack(&p, "--predict=%s", run_predict_name(a->predict));
     if (a->nodes > 1) {
         pack(&p, "--node=%d", a->node);
         pack(&p, "--nodes=%d", a->nodes);
@@ -338,6 +364,7 @@ int run_args_parse(int argc, char **argv, struct run_args *a, char *err, size_t 
         {.name = "--nccl-id", .kind = OPT_FN, .dst = a, .fn = take_nccl_id},
         {.name = "--resume", .kind = OPT_FLAG, .dst = &a->resume},
         {.name = "--trace", .kind = OPT_FLAG, .dst = &a->trace},
+        {.name = "--predict", .kind = OPT_FN, .dst = &a->predict, .fn = take_predict},
     };
     int rc = opt_parse(prog, opts, (int)SL_ARRAY_LEN(opts), argc, argv, 1, NULL,
                        "; stages are started by gnnlaunch (see docs/architecture.md)", err, errlen);

@@ -185,6 +185,12 @@ int run_arena_plan(const struct config *c, const struct dataset_meta *m, struct 
 int run_max_in_degree(const char *dir, const struct dataset_meta *m, uint64_t *out, char *err, size_t errlen);
 
 /* A stage's command line, parsed. */
+/* gnnlaunch --predict: the nodes a prediction run evaluates (none: a
+ * training run). */
+enum run_predict { RUN_PREDICT_NONE = 0, RUN_PREDICT_ALL, RUN_PREDICT_TRAIN, RUN_PREDICT_VAL, RUN_PREDICT_TEST };
+const char *run_predict_name(enum run_predict p); /* "all", "train", "val", "test" ("" for none) */
+int run_predict_parse(const char *s);           /* an enum run_predict other than none, or -EINVAL */
+
 struct run_args {
     enum run_stage stage;
     char run_id[SHM_RUN_ID_MAX];
@@ -195,6 +201,7 @@ struct run_args {
     uint32_t start_epoch; /* first epoch to run (epochs before it are in the checkpoint resumed from) */
     bool resume;
     bool trace; /* record per-batch spans in <run-dir>/trace.<stage>.<rank> (gnnlaunch --trace) */
+    enum run_predict predict; /* --predict=all|train|val|test: a prediction run over those nodes */
     int node, nodes; /* this node and the node count (1 node: 0, 1) */
     int device;      /* the rank's GPU (CUDA ordinal among the visible devices), or -1: the CPU */
     bool has_nccl_id; /* nccl_id holds the run's NCCL unique id (trainers of a run of more than one GPU) */

@@ -88,6 +88,8 @@ int ckptdir_lock(struct ckptdir *c, const char *dir, char *err, size_t errlen)
  * move: with the lock held there is none but a stray one. */
 static bool is_ckpt_name(const char *name)
 {
+    if (!strcmp(name, CKPTDIR_BEST) || !strcmp(name, CKPTDIR_LATEST)) /* the pointers go with their epochs */
+        return true;
     if (strncmp(name, "epoch-", 6) != 0)
         return false;
     const char *ext = strstr(name, ".safetensors");
@@ -154,7 +156,7 @@ int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, si
                          strerror(errno));
             goto out;
         }
-        n++;
+        n += strcmp(de->d_name, CKPTDIR_BEST) && strcmp(de->d_name, CKPTDIR_LATEST); /* checkpoints, not pointers */
     }
     if (tmp[0] && renameat(dfd, tmp, dfd, final) != 0) {
         rc = sl_errf(err, errlen, -errno, "cannot rename %s/%s to %s: %s", c->dir, tmp, final, strerror(errno));
@@ -264,4 +266,53 @@ void ckptdir_free(struct ckptdir *c)
     if (c->lock_fd >= 0)
         close(c->lock_fd); /* drops the flock */
     c->lock_fd = -1;
+}
+
+int ckptdir_point(const char *dir, const char *name, uint32_t epoch, char *err, size_t errlen)
+{
+    char target[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX + 32];
+    if (ckpt_path(target, sizeof target, dir, epoch) != 0 || sl_path_join(link, sizeof link, dir, name) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    if (access(target, F_OK) != 0)
+        return sl_errf(err, errlen, -errno, "cannot point %s at %s: %s", link, target, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s/.%s.partial-%ld", dir, name, (long)getpid());
+    const char *rel = strrchr(target, '/') + 1; /* ckpt_path joined dir and the name */
+    unlink(tmp);
+    if (symlink(rel, tmp) != 0)
+        return sl_errf(err, errlen, -errno, "cannot make the link %s: %s", tmp, strerror(errno));
+    if (rename(tmp, link) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return sl_errf(err, errlen, -e, "cannot rename %s to %s: %s", tmp, link, strerror(e));
+    }
+    return 0;
+}
+
+int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spare, char *err, size_t errlen)
+{
+    if (keep == 0 || newest <= keep)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return sl_errf(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+    int removed = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long e;
+        int used = 0;
+        char canon[64];
+        if (sscanf(de->d_name, "epoch-%lu.safetensors%n", &e, &used) != 1 || de->d_name[used] != '\0' ||
+            e == 0 || e > UINT32_MAX)
+            continue;
+        snprintf(canon, sizeof canon, "epoch-%06lu.safetensors", e);
+        if (strcmp(canon, de->d_name) || e > newest - keep || e == spare)
+            continue; /* not a name ckpt_path makes, in the window, or the best */
+        if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
+            rc = sl_errf(err, errlen, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
+            break;
+        }
+        removed++;
+    }
+    closedir(d);
+    return rc ? rc : removed;
 }

@@ -35,12 +35,13 @@ void ckptdir_init(struct ckptdir *c);
  * holds it; -errno otherwise. c->lock_fd is -1 until it succeeds. */
 int ckptdir_lock(struct ckptdir *c, const char *dir, char *err, size_t errlen);
 
-/* Moves every checkpoint of the directory (epoch-*.safetensors, and the
- * partial files of dead writers) into a new subdirectory old-<local time,
+/* Moves every checkpoint of the directory (epoch-*.safetensors, the
+ * partial files of dead writers, and the best/latest pointers) into a new subdirectory old-<local time,
  * YYYYmmdd-HHMMSS>[-K], each with one rename(2); the subdirectory is
  * named `.old-....partial` until all are in. Writes that name (relative
- * to dir) into moved (may be NULL) and returns how many files moved (0:
- * nothing to do, nothing created), or -errno with a message. */
+ * to dir) into moved (may be NULL) and returns how many checkpoint files
+ * moved, the pointers not counted (0 with nothing to move: nothing
+ * created), or -errno with a message. */
 int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, size_t errlen);
 
 /* --resume: checks that checkpoint `path` belongs to the run of identity
@@ -56,6 +57,24 @@ int ckptdir_check_run(const char *path, uint64_t run, const char *run_text, char
  * checkpoint. 0 or -errno with a message. */
 int ckptdir_adopt(struct ckptdir *c, const char *file, uint32_t *epoch, char *moved, size_t len, char *err,
                   size_t errlen);
+
+/* The pointers a run keeps beside its checkpoints (docs/checkpoints.md):
+ * best.safetensors (the epoch of the best train.early_stop_metric) and
+ * latest.safetensors (the newest epoch printed), relative symbolic links
+ * to epoch-NNNNNN.safetensors. */
+#define CKPTDIR_BEST "best.safetensors"
+#define CKPTDIR_LATEST "latest.safetensors"
+
+/* Points dir/name at epoch's checkpoint: a symbolic link made under a
+ * temporary name and renamed over the old one, so a reader sees the old
+ * link or the new one, never none. 0 or -errno with a message (the
+ * checkpoint missing: -ENOENT). */
+int ckptdir_point(const char *dir, const char *name, uint32_t epoch, char *err, size_t errlen);
+
+/* train.keep_last: removes every epoch-N.safetensors of dir with N <=
+ * newest - keep, except N = spare (the best; 0: none). The number
+ * removed, or -errno with a message. */
+int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spare, char *err, size_t errlen);
 
 /* Drops the lock (the file stays). Accepts an unlocked c. */
 void ckptdir_free(struct ckptdir *c);

@@ -218,7 +218,8 @@ static char *make_facts(const struct cluster *c, const struct config *cfg_in, ui
         char key[128], val[512];
         snprintf(key, sizeof key, "%s.%.*s", section, (int)strcspn(line, " ="), line);
         if (!strcmp(key, "dataset.path") || !strcmp(key, "train.checkpoint_dir") ||
-            !strcmp(key, "pipeline.feature_buffer_mb") || !strcmp(key, "pipeline.staging_mb"))
+            !strcmp(key, "pipeline.feature_buffer_mb") || !strcmp(key, "pipeline.staging_mb") ||
+            !strcmp(key, "pipeline.topology") || !strcmp(key, "pipeline.neighbour_cache_mb"))
             continue; /* each node's own; the memory keys are sized to each machine (memfit.h) */
         const char *eq = strstr(line, " = ");
         value_text(eq ? eq + 3 : "", val, sizeof val);

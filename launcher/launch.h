@@ -20,6 +20,7 @@
 #include "launcher/control.h"
 #include "launcher/layout.h"
 #include "launcher/memfit.h"
+#include "launcher/predict.h"
 #include "launcher/progress.h"
 #include "launcher/rundir.h"
 #include "launcher/spawn.h"
@@ -38,6 +39,7 @@ enum launch_outcome {
     LAUNCH_FAILED,         /* a stage failed or could not start: exit 3 */
     LAUNCH_INTERRUPTED,    /* SIGINT, SIGTERM or SIGHUP: exit 130 */
     LAUNCH_STOP_REQUESTED, /* "stop" on the control socket: exit 130 */
+    LAUNCH_STOPPED_EARLY,  /* train.early_stop_patience ran out: exit 0 */
 };
 
 struct launch {
@@ -47,6 +49,8 @@ struct launch {
     char stage_dir[PATH_MAX];       /* where the stage programs are */
     char metrics_file[PATH_MAX];    /* --metrics, absolute, or "" */
     char trace_file[PATH_MAX];      /* --trace, absolute, or "" */
+    char csv_file[PATH_MAX];        /* --metrics-csv, absolute, or "" */
+    char tboard_dir[PATH_MAX];      /* --tensorboard, absolute, or "" */
     char run_name[RUNDIR_NAME_MAX]; /* --run-name, or "" */
     bool resume;          /* --resume or --resume-from */
     bool strict_outputs;  /* --strict-outputs: a failed --metrics or --trace write fails the run */
@@ -84,6 +88,8 @@ struct launch {
     double kill_at;   /* sl_now() deadline for SIGKILL while stopping */
 
     struct progress prog; /* epoch lines, progress line, --metrics (progress.h) */
+    struct launch_predict predict; /* --predict (predict.h); which = RUN_PREDICT_NONE when training */
+    struct dataset_meta meta;      /* the dataset's, as checked at the start */
 };
 
 /* Supervises a started launch (supervise.c describes the loop): reports

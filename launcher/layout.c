@@ -150,6 +150,22 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
         .row_align = FEATBUF_ROW_ALIGN_DEFAULT,
         .policy = FEATBUF_POLICY_LRU,
     };
+    enum cache_policy cp = c->pipeline.cache_policy;
+    if (cp == CACHE_POLICY_AUTO) /* evictions only when the rows do not all fit: then lookahead pays */
+        cp = slots < m->nodes ? CACHE_POLICY_LOOKAHEAD : CACHE_POLICY_LRU;
+    if (cp == CACHE_POLICY_LOOKAHEAD || cp == CACHE_POLICY_LOOKAHEAD_STATIC) {
+        /* the hint log covers the window and the batches sampled but not yet
+         * extracted (queued, or in the extractors' hands), at the worst case
+         * of nodes per batch, within pipeline.lookahead_mb */
+        uint64_t span = (uint64_t)c->pipeline.lookahead + (uint64_t)c->pipeline.extract_queue +
+                        (uint64_t)c->pipeline.samplers + (uint64_t)c->pipeline.extractors;
+        uint64_t want = span * SL_MAX(n_max, 1), budget = ((uint64_t)c->pipeline.lookahead_mb << 20) / 12;
+        p->params.policy = FEATBUF_POLICY_LOOKAHEAD;
+        p->params.window = (uint32_t)c->pipeline.lookahead;
+        p->params.hint_entries = SL_MAX(SL_MIN(SL_MIN(want, budget), (uint64_t)UINT32_MAX - 1), 1);
+    }
+    if (cp == CACHE_POLICY_STATIC || cp == CACHE_POLICY_LOOKAHEAD_STATIC)
+        p->params.pin_slots = (uint32_t)((double)(slots - p->reserve) * c->pipeline.hot_fraction);
     p->rank_bytes = featbuf_mem_size(&p->params);
     if (p->rank_bytes == 0)
         return sl_errf(err, errlen, -EOVERFLOW,

@@ -33,6 +33,8 @@
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
+#include "launcher/clusterenv.h"
+#include "stages/predict.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
 #include "stages/trainer_reduce.h"
@@ -51,6 +53,8 @@ static const char usage_text[] =
     "                 [--metrics FILE.jsonl] [--trace FILE.json] [--strict-outputs]\n"
     "                 [--resume | --resume-from CKPT] [--run-name NAME] [--skip-verify]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
+    "       gnnlaunch [--cpu | --gpus N] --predict CHECKPOINT CONFIG [--split all|train|val|test]\n"
+    "                 [--out DIR] [--set section.key=value]...\n"
     "\n"
     "Trains the model that CONFIG describes: checks the configuration and the\n"
     "dataset, creates the run's shared memory and private run directory, starts\n"
@@ -67,6 +71,9 @@ static const char usage_text[] =
     "  --epochs E         shorthand for --set train.epochs=E\n"
     "  --set K=V          override a config key; V is TOML (--set model.fanouts=[10,5])\n"
     "  --metrics FILE     per-epoch and per-second metrics as JSON lines\n"
+    "  --metrics-csv FILE one row per epoch (loss, accuracies, lr, seconds, hit rate,\n"
+    "                     reads, stage busy and wait) for spreadsheets\n"
+    "  --tensorboard DIR  the same per epoch as TensorBoard scalars (event files in DIR)\n"
     "  --trace FILE       Chrome trace events (open in Perfetto)\n"
     "                     (both paths are checked before start; their contents are\n"
     "                     written once the trainer exists)\n"
@@ -91,6 +98,15 @@ static const char usage_text[] =
     "                     (docs/format.md, \"Verification\"). A file of the dataset that\n"
     "                     changes during the run stops it (exit 3) before its epoch\n"
     "                     is checkpointed\n"
+    "  --predict CKPT     no training: evaluate checkpoint CKPT (of this CONFIG's model)\n"
+    "                     on the nodes of --split (default all) and write nodes.npy,\n"
+    "                     logits.npy, embeddings.npy, pred.npy and accuracy.json into\n"
+    "                     --out DIR (default predictions/<run name>; must not exist).\n"
+    "                     Sampled with model.fanouts; --set model.fanouts=[-1,-1] for\n"
+    "                     every neighbour, or --exact: layer-wise over the whole graph\n"
+    "                     in gnnlaunch itself, layer tables on disk (docs/inference.md).\n"
+    "                     The last line is\n"
+    "                     [train_acc=F] [val_acc=F] [test_acc=F] nodes=N seconds=S out=DIR\n"
     "  --run-name NAME    name the run directory (default: the run id); refused\n"
     "                     while another live run uses the name\n"
     "  --nodes K          train on K machines, one gnnlaunch on each (docs/multinode.md);\n"
@@ -98,6 +114,11 @@ static const char usage_text[] =
     "  --node-rank I      this machine's place, 0..K-1 (node 0 is the master)\n"
     "  --master HOST:PORT node 0's address and a TCP port, the same on every node;\n"
     "                     node I's trainers also use port PORT+1+I\n"
+    "  --nnodes K, --master-addr HOST, --master-port PORT  torchrun's names for them.\n"
+    "                     Without the flags, NNODES (or WORLD_SIZE, SLURM_NNODES),\n"
+    "                     NODE_RANK (or GROUP_RANK, SLURM_NODEID), MASTER_ADDR (or the\n"
+    "                     first host of SLURM_JOB_NODELIST) and MASTER_PORT (or 29500)\n"
+    "                     are read, and what was taken is printed\n"
     "  --rendezvous-timeout S  how long the nodes wait for each other (default 120)\n"
     "  --help, --version\n"
     "\n"
@@ -122,10 +143,17 @@ struct opts {
     char **owned; /* (nowned) strings made for --epochs */
     int nowned;
     const char *metrics, *trace, *run_name;
+    const char *metrics_csv, *tensorboard; /* --metrics-csv FILE, --tensorboard DIR */
     const char *resume_from; /* --resume-from FILE, or NULL */
     bool resume, strict_outputs;
     bool skip_verify; /* --skip-verify */
     struct cluster_opts cluster; /* --nodes, --node-rank, --master, --rendezvous-timeout */
+    struct clusterenv flags;     /* what the command line said of them (the environment fills the rest) */
+    const char *predict;         /* --predict CKPT, or NULL */
+    const char *split, *out;     /* --split, --out (with --predict) */
+    bool exact;                  /* --exact (with --predict) */
+    bool epochs_given;
+    char master[300];            /* HOST:PORT, from the flags or the environment */
 };
 
 static struct launch g_run; /* static: the exit handler runs after main returns */
@@ -175,6 +203,34 @@ static bool parse_long(const char *s, long *out)
     return true;
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
+/* An option gnnlaunch does not know: the nearest known one, if any is
+ * near ("--epoch" -> "--epochs"). Exit status 2. */
+static int unknown_option(const char *arg)
+{
+    static const char *const known[] = {
+        "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
+        "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
+        "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out", "--exact", "--metrics-csv", "--tensorboard"};
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+    const char *best = NULL;
+    size_t bd = (size_t)-1;
+    for (size_t k = 0; k < SL_ARRAY_LEN(known); k++) {
+        /* in half steps, a known name that starts with it a half step nearer ("--gpu": --gpus, not --cpu) */
+        size_t d = 2 * sl_edit_distance(name, known[k]) - !strncmp(known[k], name, strlen(name));
+        if (d < bd)
+            bd = d, best = known[k];
+    }
+    if (best && bd <= 2 * SL_MAX((size_t)2, strlen(name) / 4))
+        return usage_error("unknown option '%s'; did you mean %s?", arg, best);
+    return usage_error("unknown option '%s'", arg);
+}
+
 /* -1 to go on, else the exit status (help, version, usage error). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -182,6 +238,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     o->gpus = -1;
     o->cluster.nodes = 1;
     o->cluster.node = -1;
+    o->flags.node = -1;
     o->sets = calloc((size_t)argc + 1, sizeof *o->sets);
     o->owned = calloc((size_t)argc + 1, sizeof *o->owned);
     if (!o->sets || !o->owned)
@@ -206,12 +263,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->cpu = true;
         } else if (!strcmp(arg, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(arg, "--exact")) {
+            o->exact = true;
         } else if (!strcmp(arg, "--skip-verify")) {
             o->skip_verify = true;
         } else if (!strcmp(arg, "--strict-outputs")) {
             o->strict_outputs = true;
         } else if ((v = opt_value(argc, argv, &i, "--resume-from", &missing))) {
             o->resume_from = v;
+        } else if ((v = opt_value(argc, argv, &i, "--predict", &missing))) {
+            o->predict = v;
+        } else if ((v = opt_value(argc, argv, &i, "--split", &missing))) {
+            if (run_predict_parse(v) < 0)
+                return usage_error("--split needs all, train, val or test, not '%s'", v);
+            o->split = v;
+        } else if ((v = opt_value(argc, argv, &i, "--out", &missing))) {
+            o->out = v;
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
@@ -223,37 +290,67 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (!s)
                 return usage_error("%s", "out of memory");
             snprintf(s, 48, "train.epochs=%ld", e);
+            o->epochs_given = true;
             o->owned[o->nowned++] = s;
             o->sets[o->nsets++] = s;
         } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
             o->sets[o->nsets++] = v;
+        } else if ((v = opt_value(argc, argv, &i, "--metrics-csv", &missing))) {
+            o->metrics_csv = v;
+        } else if ((v = opt_value(argc, argv, &i, "--tensorboard", &missing))) {
+            o->tensorboard = v;
         } else if ((v = opt_value(argc, argv, &i, "--metrics", &missing))) {
             o->metrics = v;
         } else if ((v = opt_value(argc, argv, &i, "--trace", &missing))) {
             o->trace = v;
         } else if ((v = opt_value(argc, argv, &i, "--run-name", &missing))) {
             o->run_name = v;
-        } else if ((v = opt_value(argc, argv, &i, "--nodes", &missing))) {
-            if (!parse_long(v, &o->cluster.nodes) || o->cluster.nodes < 1)
-                return usage_error("--nodes needs a number of nodes >= 1, not '%s'", v);
-        } else if ((v = opt_value(argc, argv, &i, "--node-rank", &missing))) {
-            if (!parse_long(v, &o->cluster.node) || o->cluster.node < 0)
+        } else if ((v = opt_value(argc, argv, &i, "--nodes", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--nnodes", &missing))) { /* torchrun's name */
+            if (!parse_long(v, &o->flags.nodes) || o->flags.nodes < 1)
+                return usage_error("%s needs a number of nodes >= 1, not '%s'", arg, v);
+        } else if ((v = opt_value(argc, argv, &i, "--node-rank", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--node_rank", &missing))) {
+            if (!parse_long(v, &o->flags.node) || o->flags.node < 0)
                 return usage_error("--node-rank needs a node rank >= 0, not '%s'", v);
         } else if ((v = opt_value(argc, argv, &i, "--master", &missing))) {
-            o->cluster.master = v;
+            o->flags.master = v;
+        } else if ((v = opt_value(argc, argv, &i, "--master-addr", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--master_addr", &missing))) {
+            o->flags.addr = v;
+        } else if ((v = opt_value(argc, argv, &i, "--master-port", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "--master_port", &missing))) {
+            long port;
+            if (!parse_long(v, &port) || port < 1 || port > 65535)
+                return usage_error("--master-port needs a TCP port from 1 to 65535, not '%s'", v);
+            o->flags.port = v;
         } else if ((v = opt_value(argc, argv, &i, "--rendezvous-timeout", &missing))) {
             if (sl_parse_double(v, &o->cluster.timeout_s) != 0 || !(o->cluster.timeout_s > 0))
                 return usage_error("--rendezvous-timeout needs seconds > 0, not '%s'", v);
         } else if (missing) {
             return usage_error("%s needs a value", arg);
         } else {
-            return usage_error("unknown option '%s'", arg);
+            return unknown_option(arg);
         }
         if (missing)
             return usage_error("%s needs a value", arg);
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
+    if ((o->split || o->out || o->exact) && !o->predict)
+        return usage_error("%s needs --predict CHECKPOINT", o->split ? "--split" : o->out ? "--out" : "--exact");
+    if (o->exact && o->gpus >= 0)
+        return usage_error("%s", "--exact runs on the CPU (layer-wise inference in gnnlaunch itself); drop --gpus");
+    if (o->predict && (o->resume || o->resume_from || o->epochs_given))
+        return usage_error("--predict evaluates a checkpoint; %s belongs to training",
+                           o->resume ? "--resume" : o->resume_from ? "--resume-from" : "--epochs");
+    char said[512], err[512];
+    if (clusterenv_resolve(&o->flags, env_get, &o->cluster.nodes, &o->cluster.node, o->master, sizeof o->master, said,
+                           sizeof said, err, sizeof err) != 0)
+        return usage_error("%s", err);
+    o->cluster.master = o->master[0] ? o->master : NULL;
+    if (said[0])
+        fprintf(stderr, "gnnlaunch: from the environment: %s (flags win over these)\n", said);
     o->cluster.gpus = o->gpus > 0 ? o->gpus : 0;
     if (!o->config)
         return usage_error("%s", "no CONFIG given");
@@ -303,6 +400,24 @@ static int check_output(const char *flag, const char *path, char *abs, size_t le
     if (n < 0 || (size_t)n >= len)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s %s: path too long", flag, path);
     return 0;
+}
+
+/* --tensorboard DIR: an existing writable directory, or one whose parent
+ * is (it is created when the run starts), made absolute into abs. */
+static int check_tensorboard(const char *dir, char *abs, size_t len, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return sl_errf(err, errlen, -ENOTDIR, "--tensorboard %s: not a directory", dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return sl_errf(err, errlen, -EACCES, "--tensorboard %s: not writable (%s)", dir, strerror(errno));
+        if (!realpath(dir, abs))
+            return sl_errf(err, errlen, -errno, "--tensorboard %s: %s", dir, strerror(errno));
+        return 0;
+    }
+    /* to be created: its parent checked as an output file's directory would be */
+    return check_output("--tensorboard", dir, abs, len, err, errlen);
 }
 
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
@@ -406,6 +521,41 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     return 0;
 }
 
+/* --predict: the checkpoint and --out made absolute (--out defaults to
+ * predictions/<run name>), then checked, and the outputs created in
+ * their partial directory (launcher/predict.h). */
+static int check_predict(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    struct launch_predict *p = &l->predict;
+    p->which = o->split ? (enum run_predict)run_predict_parse(o->split) : RUN_PREDICT_ALL;
+    p->exact = o->exact;
+    if (!realpath(o->predict, p->ckpt))
+        return sl_errf(err, errlen, -errno, "--predict %s: %s", o->predict, strerror(errno));
+    char rel[PATH_MAX], cwd[PATH_MAX];
+    if (o->out) {
+        snprintf(rel, sizeof rel, "%s", o->out);
+    } else {
+        const char *base = strrchr(o->config, '/');
+        base = o->run_name ? o->run_name : base ? base + 1 : o->config;
+        size_t n = strlen(base);
+        if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
+            n -= 5;
+        snprintf(rel, sizeof rel, "predictions/%.*s", (int)SL_MIN(n, 200), base);
+        if (mkdir("predictions", 0755) != 0 && errno != EEXIST)
+            return sl_errf(err, errlen, -errno, "cannot create predictions/: %s", strerror(errno));
+    }
+    size_t n = strlen(rel);
+    while (n > 1 && rel[n - 1] == '/')
+        rel[--n] = '\0';
+    if (rel[0] != '/') {
+        if (!getcwd(cwd, sizeof cwd) || sl_path_join(p->out, sizeof p->out, cwd, rel) != 0)
+            return sl_errf(err, errlen, -ENAMETOOLONG, "--out %s: path too long", rel);
+    } else {
+        snprintf(p->out, sizeof p->out, "%s", rel);
+    }
+    return launch_predict_prepare(p, &l->cfg, &l->meta, err, errlen);
+}
+
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
@@ -424,6 +574,18 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    if (o->predict) { /* one pass over the nodes, nothing trained, nothing checkpointed */
+        if (o->cluster.nodes > 1)
+            return sl_errf(err, errlen, -EINVAL, "--predict runs on one node; drop --nodes (or its environment "
+                           "variables) for it");
+        l->cfg.train.epochs = 1;
+        l->cfg.train.early_stop_patience = 0;
+    }
+    if (l->cfg.train.early_stop_patience > 0 && o->cluster.nodes > 1)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.early_stop_patience = %" PRId64 " works on one node only (each node's launcher "
+                       "would stop on its own); set it to 0 for --nodes %ld, or train on one node",
+                       o->config, l->cfg.train.early_stop_patience, o->cluster.nodes);
     struct dataset_meta meta;
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
@@ -477,6 +639,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return rc;
     if (o->trace && (rc = check_output("--trace", o->trace, l->trace_file, sizeof l->trace_file, err, errlen)) != 0)
         return rc;
+    if (o->metrics_csv &&
+        (rc = check_output("--metrics-csv", o->metrics_csv, l->csv_file, sizeof l->csv_file, err, errlen)) != 0)
+        return rc;
+    if (o->tensorboard && (rc = check_tensorboard(o->tensorboard, l->tboard_dir, sizeof l->tboard_dir, err, errlen)) != 0)
+        return rc;
     if (o->run_name) {
         if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
             return rc;
@@ -492,6 +659,9 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return rc;
     if ((rc = spawn_check_programs(l->stage_dir, err, errlen)) != 0)
         return rc;
+    l->meta = meta;
+    if (o->predict)
+        return check_predict(l, o, err, errlen); /* last: it creates the partial output */
     return check_checkpoints(l, o, dataset_meta_identity(&meta), err, errlen); /* last: it moves files */
 }
 
@@ -565,6 +735,7 @@ static void teardown(void)
     if (l->run_id[0])
         shm_run_unlink(l->run_id);
     rundir_remove(&l->dir);
+    launch_predict_abandon(&l->predict); /* a prediction that did not finish leaves nothing */
     if (l->sigfd >= 0)
         close(l->sigfd);
     if (l->devnull >= 0)
@@ -641,6 +812,12 @@ static int create_run(struct launch *l, char *err, size_t errlen)
         return rc;
     if ((rc = launch_write_stamp(l, err, errlen)) != 0) /* what gnn-trainer compares the dataset with */
         return rc;
+    if (l->predict.which != RUN_PREDICT_NONE) { /* where the trainers find the checkpoint and the outputs */
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/" PREDICT_RUN_FILE, l->dir.path);
+        if ((rc = predict_write_run_file(path, l->predict.ckpt, l->predict.tmp, err, errlen)) != 0)
+            return rc;
+    }
     if ((rc = layout_create(&l->layout, l->run_id, &l->cfg, l->ranks,
                             &(struct layout_objects){.arena = &l->arena.params,
                                                      .featbuf = &l->featbuf.params,
@@ -664,6 +841,21 @@ static int create_run(struct launch *l, char *err, size_t errlen)
             f->params.nslots, f->stride, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
             sl_fmt_bytes(featbuf_map_bytes(&f->params), map, sizeof map), f->reserve,
             sl_fmt_bytes(f->staging_used, all, sizeof all));
+    if (f->params.policy != FEATBUF_POLICY_LRU || f->params.pin_slots) {
+        char region[32];
+        uint64_t covers = f->params.hint_entries / SL_MAX(a->batch.n_max[a->shape.layers], 1);
+        fprintf(stderr,
+                "gnnlaunch: cache policy %s%s: %" PRIu32 " slots pinned to the hot set; window %" PRIu32
+                " batches, hint log %" PRIu64 " rows (%s with its node table, in the buffer above; room for %" PRIu64
+                " worst-case batches)\n",
+                cache_policy_name(l->cfg.pipeline.cache_policy),
+                l->cfg.pipeline.cache_policy == CACHE_POLICY_AUTO ? " (lookahead: the features do not fit the buffer)" : "",
+                f->params.pin_slots, f->params.window,
+                f->params.hint_entries,
+                sl_fmt_bytes(f->params.window ? f->params.hint_entries * 12 + f->params.n_nodes * 4 : 0, region,
+                             sizeof region),
+                covers);
+    }
     return 0;
 }
 
@@ -689,6 +881,7 @@ static void start_stages(struct launch *l)
                                  .start_epoch = l->start_epoch,
                                  .resume = l->resume,
                                  .trace = l->trace_file[0] != '\0',
+                                 .predict = l->predict.which,
                                  .node = l->cl.on ? (int)l->cl.node : 0,
                                  .nodes = l->cl.on ? (int)l->cl.nodes : 1,
                                  .device = l->gpus ? device_of_rank(&l->gpu_plan, r) : -1,
@@ -726,6 +919,9 @@ static void report_end(const struct launch *l, int nchildren)
     case LAUNCH_FAILED:
         fprintf(stderr, "gnnlaunch: run %s failed after %.1f s: %s\n", l->run_id, secs, l->cause);
         break;
+    case LAUNCH_STOPPED_EARLY:
+        fprintf(stderr, "gnnlaunch: run %s stopped early after %.1f s: %s\n", l->run_id, secs, l->cause);
+        break;
     case LAUNCH_INTERRUPTED:
     case LAUNCH_STOP_REQUESTED:
         fprintf(stderr, "gnnlaunch: run %s %s after %.1f s; every stage stopped and its shared memory removed\n",
@@ -739,12 +935,20 @@ static void report_end(const struct launch *l, int nchildren)
  * --strict-outputs a run that otherwise succeeded exits 3. */
 static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
 {
-    bool metrics_failed = l->prog.metrics_failed;
-    if (!metrics_failed && !trace_failed)
+    char failed[96] = "";
+    const struct {
+        bool bad;
+        const char *flag;
+    } outs[] = {{l->prog.metrics_failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
+                {l->prog.tboard_failed, "--tensorboard"}, {trace_failed, "--trace"}};
+    for (size_t i = 0; i < SL_ARRAY_LEN(outs); i++)
+        if (outs[i].bad)
+            snprintf(failed + strlen(failed), sizeof failed - strlen(failed), "%s%s", failed[0] ? ", " : "",
+                     outs[i].flag);
+    if (!failed[0])
         return code;
-    fprintf(stderr, "gnnlaunch: %s: %s%s%s could not be written in full (see the warnings above)%s\n",
-            l->strict_outputs && code == 0 ? "error" : "warning", metrics_failed ? "--metrics" : "",
-            metrics_failed && trace_failed ? " and " : "", trace_failed ? "--trace" : "",
+    fprintf(stderr, "gnnlaunch: %s: %s could not be written in full (see the warnings above)%s\n",
+            l->strict_outputs && code == 0 ? "error" : "warning", failed,
             code != 0                ? ""
             : l->strict_outputs ? "; exit 3 (--strict-outputs)"
                                 : "; the training itself completed (--strict-outputs makes this an error)");
@@ -777,6 +981,21 @@ int main(int argc, char **argv)
     }
     if (l->gpus)
         report_gpus(l);
+    if (l->predict.exact) { /* layer-wise, in this process: no run, no stages */
+        double t0 = sl_now();
+        fprintf(stderr, "gnnlaunch: --predict --exact: layer-wise inference of all %" PRIu64 " nodes with %s\n",
+                l->meta.nodes, l->predict.ckpt);
+        int prc = launch_predict_exact(&l->predict, &l->cfg, &l->meta, (int)l->cfg.pipeline.trainer_threads, err,
+                                       sizeof err);
+        if (prc == 0)
+            prc = launch_predict_finish(&l->predict, &l->cfg, &l->meta, true, sl_now() - t0, err, sizeof err);
+        if (prc) {
+            launch_predict_abandon(&l->predict);
+            fprintf(stderr, "gnnlaunch: --predict --exact: %s; nothing was written to %s\n", err, l->predict.out);
+            return 3;
+        }
+        return 0;
+    }
 
     atexit(teardown);
     l->phase = LAUNCH_SETUP;
@@ -809,6 +1028,14 @@ int main(int argc, char **argv)
                 l->ranks, l->ranks == 1 ? "" : "s", RUN_STAGES, l->dir.path, l->ctl.rep_endpoint);
     }
     code = supervise(l); /* several nodes: until the others finish too */
+    if (l->predict.which != RUN_PREDICT_NONE) {
+        char msg[2048];
+        if (launch_predict_finish(&l->predict, &l->cfg, &l->meta, code == 0, sl_now() - l->t_start, msg,
+                                  sizeof msg) != 0) {
+            fprintf(stderr, "gnnlaunch: --predict: %s; nothing was written to %s\n", msg, l->predict.out);
+            code = 3;
+        }
+    }
     int nchildren = l->nchildren;
     bool trace_failed = false;
     if (l->trace_file[0] && l->nchildren > 0) {

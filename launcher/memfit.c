@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "stages/sampler.h"
+#include "stages/sampler_fetch.h"
 
 #define MIB ((uint64_t)1 << 20)
 
@@ -34,6 +36,81 @@ uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, 
     for (uint32_t h = 0; h < layers; h++)
         floats = add_sat(floats, mul_sat(4, mul_sat(a->batch.n_max[h], wide)));
     return mul_sat(floats, sizeof(float));
+}
+
+/* Whether a topology of `bytes` in memory leaves the feature buffers and
+ * staging enough of room: all they want when that is less than a quarter
+ * of it (MEMFIT_TOPO_FEAT_DIV), else a quarter and at least the
+ * extraction reserve. */
+static bool fits_in_memory(uint64_t bytes, uint64_t room, const struct layout_featbuf_plan *f, uint64_t nr)
+{
+    uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes);
+    uint64_t least = SL_MAX(room / MEMFIT_TOPO_FEAT_DIV, mul_sat(mul_sat(f->reserve, f->stride), nr));
+    return bytes <= room && room - bytes >= SL_MIN(want, least);
+}
+
+/* Resolves pipeline.topology "auto" and sizes an unset
+ * pipeline.neighbour_cache_mb (rules in memfit.h), then counts the
+ * topology of nr ranks into p->topology. Needs p->limit, arenas, margin.
+ * 0, or -EINVAL when "cache" is asked of a graph too small for one. */
+static int plan_topology(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
+                         const struct layout_featbuf_plan *f, uint64_t nr, char *err, size_t errlen)
+{
+    uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
+    uint64_t idx = sampler_cache_index_bytes(m->nodes);
+    uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_FETCH_BUF); /* the threads' read buffers */
+    bool mb_given = config_given(c, "pipeline.neighbour_cache_mb") && c->pipeline.neighbour_cache_mb > 0;
+    uint64_t before = add_sat(p->arenas, p->margin), room = UINT64_MAX;
+    if (p->limit != CGROUP_NONE)
+        room = p->limit > before ? p->limit - before : 0;
+    if (c->pipeline.topology == TOPOLOGY_AUTO) {
+        p->topology_auto = true;
+        if (mb_given)
+            c->pipeline.topology = TOPOLOGY_CACHE;
+        else if (room == UINT64_MAX || fits_in_memory(add_sat(mul_sat(ip, nr), ix), room, f, nr))
+            c->pipeline.topology = TOPOLOGY_MEMORY;
+        else
+            c->pipeline.topology = TOPOLOGY_CACHE;
+    }
+    if (c->pipeline.topology == TOPOLOGY_CACHE && !mb_given) {
+        uint64_t share = add_sat(add_sat(ip, rd), add_sat(idx, ix / 4)); /* no limit known */
+        if (room != UINT64_MAX) {
+            /* a quarter of the room, or what the feature buffers (at their
+             * size before any sizing: all rows when they fit) and staging
+             * leave of it less an eighth, whichever is more */
+            uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes), slack = room / MEMFIT_TOPO_SLACK_DIV;
+            uint64_t rest = room > add_sat(want, slack) ? room - want - slack : 0;
+            share = SL_MAX(room / MEMFIT_TOPO_CACHE_DIV, rest) / nr;
+        }
+        uint64_t budget = share > add_sat(ip, rd) ? share - ip - rd : 0;
+        budget = SL_MIN(budget, add_sat(idx, ix) - 1); /* below the whole of indices.bin */
+        uint64_t mb = budget / MIB;
+        if (mb * MIB <= idx) {
+            if (!p->topology_auto) {
+                char a[32], b[32];
+                return sl_errf(err, errlen, -EINVAL,
+                               "pipeline.topology = \"cache\": the memory plan leaves no neighbour cache above its "
+                               "index of %s (8 bytes a node; indices.bin is %s); give pipeline.neighbour_cache_mb, or "
+                               "use pipeline.topology = \"memory\" or \"mmap\"",
+                               sl_fmt_bytes(idx, a, sizeof a), sl_fmt_bytes(ix, b, sizeof b));
+            }
+            c->pipeline.topology = TOPOLOGY_MMAP; /* no room for a useful cache: mapped pages at least give way */
+        } else {
+            c->pipeline.neighbour_cache_mb = (int64_t)mb;
+            p->neighbour_cache_sized = true;
+            (void)config_set_given(c, "pipeline.neighbour_cache_mb", false);
+        }
+    }
+    if (p->topology_auto)
+        (void)config_set_given(c, "pipeline.topology", false);
+    uint64_t per = ip, shared = 0; /* mmap: mapped pages are page cache, reclaimed under the limit */
+    if (c->pipeline.topology == TOPOLOGY_MEMORY)
+        shared = ix; /* one copy per node: a private one, or the segment the node's ranks share */
+    else if (c->pipeline.topology == TOPOLOGY_CACHE)
+        per = add_sat(add_sat(ip, rd), mul_sat((uint64_t)c->pipeline.neighbour_cache_mb, MIB));
+    p->topology = add_sat(mul_sat(per, nr), shared);
+    p->topology_shm = nr > 1 ? shared : 0;
+    return 0;
 }
 
 static uint64_t plan_total(const struct memfit_plan *p)
@@ -98,12 +175,14 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
         p->limit = mem_available;
         snprintf(p->limit_what, sizeof p->limit_what, "MemAvailable");
     }
-    p->topology = mul_sat(add_sat(m->f[DATASET_INDPTR].bytes, m->f[DATASET_INDICES].bytes), nr);
     p->arenas = mul_sat(a->rank_bytes, nr);
     p->workspace = gpu ? 0 : mul_sat(memfit_workspace(c, m, a), nr); /* a GPU trainer's is on its device */
     p->processes = mul_sat(MEMFIT_PROCESS_BYTES, mul_sat(RUN_STAGES, nr));
     p->cache = p->limit == CGROUP_NONE ? MEMFIT_CACHE_MIN : SL_MAX(MEMFIT_CACHE_MIN, p->limit / MEMFIT_CACHE_DIV);
     p->margin = add_sat(add_sat(p->workspace, p->processes), p->cache);
+    int rc;
+    if ((rc = plan_topology(p, c, m, f, nr, err, errlen)) != 0)
+        return rc;
 
     /* what the limit leaves for the feature buffers and staging, also
      * within layout.h's rules: half of MemAvailable, /dev/shm's space */
@@ -113,8 +192,8 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     if (mem_available != UINT64_MAX)
         room = SL_MIN(room, mem_available / 2 > p->arenas ? mem_available / 2 - p->arenas : 0);
     if (shm_free != UINT64_MAX)
-        room = SL_MIN(room, shm_free > p->arenas ? shm_free - p->arenas : 0);
-    int rc;
+        room =
+            SL_MIN(room, shm_free > add_sat(p->arenas, p->topology_shm) ? shm_free - p->arenas - p->topology_shm : 0);
     if (room != UINT64_MAX && !config_given(c, "pipeline.staging_mb")) {
         int64_t before = c->pipeline.staging_mb;
         size_staging(c, f, room / 8);
@@ -127,13 +206,28 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     }
     if (room != UINT64_MAX && !gpu && !config_given(c, "pipeline.feature_buffer_mb")) {
         uint64_t left = room > f->staging_bytes ? room - f->staging_bytes : 0, per = left / nr;
-        if (f->rank_bytes > per) {
-            uint64_t rows = (uint64_t)f->params.nslots * f->stride;
-            uint64_t fixed_part = f->rank_bytes > rows ? f->rank_bytes - rows : 0; /* header, node map, links */
-            uint64_t mb = per > fixed_part ? (per - fixed_part) / MIB : 0;
-            uint64_t least = (f->reserve * f->stride + MIB - 1) / MIB;
-            c->pipeline.feature_buffer_mb = (int64_t)SL_MAX(mb, SL_MAX(least, 1));
-            p->featbuf_sized = true;
+        /* twice at most: a buffer made smaller than the dataset may change
+         * policy (pipeline.cache_policy = auto: lookahead, whose metadata
+         * the first pass did not count); if lookahead's metadata leaves too
+         * few rows, auto takes lru (rows first) and sizes again */
+        int64_t asked = c->pipeline.feature_buffer_mb;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            for (int pass = 0; pass < 2 && f->rank_bytes > per; pass++) {
+                uint64_t rows = (uint64_t)f->params.nslots * f->stride;
+                uint64_t fixed_part = f->rank_bytes > rows ? f->rank_bytes - rows : 0; /* header, node map, links */
+                uint64_t mb = per > fixed_part ? (per - fixed_part) / MIB : 0;
+                uint64_t least = (f->reserve * f->stride + MIB - 1) / MIB;
+                c->pipeline.feature_buffer_mb = (int64_t)SL_MAX(mb, SL_MAX(least, 1));
+                p->featbuf_sized = true;
+                if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
+                    return rc;
+                layout_featbuf_use_device(f, gpu);
+            }
+            if (f->rank_bytes <= per || c->pipeline.cache_policy != CACHE_POLICY_AUTO ||
+                f->params.policy == FEATBUF_POLICY_LRU)
+                break;
+            c->pipeline.cache_policy = CACHE_POLICY_LRU;
+            c->pipeline.feature_buffer_mb = asked;
             if ((rc = layout_featbuf_plan(c, m, a, f, err, errlen)) != 0)
                 return rc;
             layout_featbuf_use_device(f, gpu);
@@ -157,8 +251,8 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     if (keys[0])
         return sl_errf(err, errlen, -ENOMEM,
                        "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
-                       "topology %s (indptr.bin and indices.bin per rank) and a margin of %s (trainer, processes, "
-                       "page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
+                       "topology %s (indptr.bin, and indices.bin or the neighbour cache) and a margin of %s "
+                       "(trainer, processes, page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
                        "so that gnnlaunch sizes them to the limit",
                        keys, ar, top, mar, tot, lim, p->limit_what);
     return sl_errf(err, errlen, -ENOMEM,
@@ -172,14 +266,19 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
 void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
 {
     char lim[32], fb[32], st[32], ar[32], top[32], mar[32], ws[32], pr[32], ca[32], tot[32];
-    char limit[PATH_MAX + 256];
+    char limit[PATH_MAX + 256], topo[160];
     if (p->limit == CGROUP_NONE)
         snprintf(limit, sizeof limit, "no limit found (no memory cgroup limit, MemAvailable unreadable)");
     else
         snprintf(limit, sizeof limit, "limit %s (%s)", sl_fmt_bytes(p->limit, lim, sizeof lim), p->limit_what);
+    int w = snprintf(topo, sizeof topo, "pipeline.topology = \"%s\"%s", topology_mode_name(c->pipeline.topology),
+                     p->topology_auto ? ", chosen" : "");
+    if (c->pipeline.topology == TOPOLOGY_CACHE && w > 0 && (size_t)w < sizeof topo)
+        snprintf(topo + w, sizeof topo - (size_t)w, ", pipeline.neighbour_cache_mb = %" PRId64 "%s",
+                 c->pipeline.neighbour_cache_mb, p->neighbour_cache_sized ? ", sized to fit" : "");
     snprintf(buf, len,
              "memory: %s, plan: feature buffer %s (pipeline.feature_buffer_mb = %" PRId64 "%s), staging %s "
-             "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s, margin %s (trainer %s, processes %s, "
+             "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s (%s), margin %s (trainer %s, processes %s, "
              "page cache %s); %s in all",
              limit, sl_fmt_bytes(p->featbuf, fb, sizeof fb), c->pipeline.feature_buffer_mb,
              p->featbuf_sized                                  ? ", sized to fit"
@@ -189,7 +288,7 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
              p->staging_sized                           ? ", sized to fit"
              : config_given(c, "pipeline.staging_mb") ? ", as given"
                                                         : "",
-             sl_fmt_bytes(p->arenas, ar, sizeof ar), sl_fmt_bytes(p->topology, top, sizeof top),
+             sl_fmt_bytes(p->arenas, ar, sizeof ar), sl_fmt_bytes(p->topology, top, sizeof top), topo,
              sl_fmt_bytes(p->margin, mar, sizeof mar), sl_fmt_bytes(p->workspace, ws, sizeof ws),
              sl_fmt_bytes(p->processes, pr, sizeof pr), sl_fmt_bytes(p->cache, ca, sizeof ca),
              sl_fmt_bytes(plan_total(p), tot, sizeof tot));

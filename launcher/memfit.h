@@ -9,8 +9,14 @@
  *                    only on a GPU rank), layout_featbuf_plan;
  *   staging          the node's staging segment;
  *   arenas           every rank's batch arena (run_arena_plan);
- *   topology         indptr.bin and indices.bin, once per rank: each
- *                    rank's sampler holds both;
+ *   topology         each rank's sampler's: indptr.bin, and by
+ *                    pipeline.topology indices.bin once per node
+ *                    (memory: with several ranks one shared-memory
+ *                    segment all the node's samplers read), or the
+ *                    neighbour cache and the sampler threads' read
+ *                    buffers (cache), or nothing more (mmap: the mapped
+ *                    pages are page cache, which the kernel reclaims
+ *                    under the limit - that is mmap's cost);
  *   margin           what is not a shared object: each trainer's working
  *                    memory for the largest batch (MEMFIT_WORKSPACE), each
  *                    stage process's own (MEMFIT_PROCESS_BYTES) and page
@@ -19,7 +25,18 @@
  * A key left unset (config_given false) is sized to fit:
  * pipeline.feature_buffer_mb to what the limit leaves after the rest (never
  * above its default, never below the extraction reserve),
- * pipeline.staging_mb to at most an eighth of that. The arenas follow from
+ * pipeline.staging_mb to at most an eighth of that. pipeline.topology =
+ * "auto" becomes "memory" when indptr.bin of every rank and indices.bin
+ * of the node leave of what the limit has after the arenas and the margin
+ * ("the room") what the feature buffers and staging want, or a quarter of
+ * the room and at least the extraction reserve (MEMFIT_TOPO_FEAT_DIV);
+ * else "cache" with a neighbour cache of what the feature buffers (at
+ * their size before sizing: all rows when they fit) and staging leave of
+ * the room less an eighth (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it
+ * (MEMFIT_TOPO_CACHE_DIV) when that is more, less indptr and the read
+ * buffers ("mmap" when that is not above the cache's index); an unset
+ * pipeline.neighbour_cache_mb with "cache" is sized the same way, a given
+ * one with "auto" means "cache". The arenas follow from
  * train.batch_size, model.fanouts and the queue keys, which decide what is
  * computed or how deep the pipeline is, so they are counted, never
  * shrunk. The sized buffers also keep the older rules of layout.h (half
@@ -41,6 +58,9 @@
 #define MEMFIT_PROCESS_BYTES ((uint64_t)16 << 20) /* one stage process's own memory: code, heap, libraries */
 #define MEMFIT_CACHE_MIN ((uint64_t)32 << 20)     /* page cache allowance, at least */
 #define MEMFIT_CACHE_DIV 32                       /* ... and a 32nd of the limit */
+#define MEMFIT_TOPO_FEAT_DIV 4   /* topology "auto" is "memory" when it leaves the features this share */
+#define MEMFIT_TOPO_CACHE_DIV 4  /* ... else a neighbour cache of at least this share */
+#define MEMFIT_TOPO_SLACK_DIV 8  /* ... or of what the feature buffers leave, less this share */
 
 struct memfit_plan {
     struct cgroup_mem cg;          /* the launcher's memory cgroup (version 0: none) */
@@ -49,7 +69,10 @@ struct memfit_plan {
     uint64_t featbuf;              /* all ranks' feature buffer segments */
     uint64_t staging;              /* the staging segment */
     uint64_t arenas;               /* all ranks' batch arenas */
-    uint64_t topology;             /* indptr.bin + indices.bin x ranks */
+    uint64_t topology;             /* the samplers' topology, all ranks (see above) */
+    uint64_t topology_shm;         /* of which in /dev/shm (memory with several ranks) */
+    bool topology_auto;            /* pipeline.topology was "auto" and chosen here */
+    bool neighbour_cache_sized;    /* pipeline.neighbour_cache_mb was unset and chosen here */
     uint64_t workspace;            /* the trainers' working memory, all ranks (an estimate) */
     uint64_t processes;            /* the stage processes' own memory, all ranks */
     uint64_t cache;                /* page cache allowance */
@@ -79,7 +102,7 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
 
 /* The plan in one line, without a newline: "memory: limit X (cgroup /a
  * memory.max), plan: feature buffer A (sized to fit), staging B, arenas
- * C, topology D, margin E (...)". */
+ * C, topology D (pipeline.topology = "memory", chosen), margin E (...)". */
 void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len);
 
 /* A stage died of SIGKILL that the launcher did not send: when the

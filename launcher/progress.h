@@ -15,6 +15,7 @@
 #include "ipc/results.h"
 #include "core/config.h"
 #include "launcher/layout.h"
+#include "launcher/tboard.h"
 
 /* Whether epoch e's records of every rank (on a multi-node run, of every
  * node's ranks) are in; *sum then holds them added in global rank order.
@@ -30,7 +31,10 @@ struct progress_run {
     uint32_t start_epoch;     /* with --resume: epochs the checkpoint holds */
     double t_start;           /* sl_now() when the run was created */
     const char *metrics_file; /* --metrics, absolute, or "" */
+    const char *csv_file;     /* --metrics-csv, absolute, or "" (NULL: none) */
+    const char *tboard_dir;   /* --tensorboard, absolute, or "" (NULL: none) */
     progress_epoch_fn epoch;  /* NULL: this node's results page (results_epoch) */
+    enum run_predict predict; /* a prediction run: its nodes (no epoch lines, no final line of its own) */
     void *epoch_ctx;
 };
 
@@ -43,7 +47,10 @@ struct progress {
     double busy0[RUN_STAGES], wait0[RUN_STAGES]; /* stage seconds at the last epoch line */
     uint64_t bytes0, io0;                              /* extractor bytes and reads at the last epoch line */
     uint64_t batches_total;                            /* batches the trainers handle in this run */
-    bool tty, live;                                    /* stdout is a terminal; a live line is showing */
+    uint64_t *epoch_first; /* (epochs + 1) trainer batches before epoch e, counted from start_epoch; NULL: unknown */
+    uint64_t cur_epoch;    /* the epoch the progress line last showed, and when it first did */
+    double cur_t0;
+    bool tty, live;                                    /* stderr is a terminal; a live line is showing */
     double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
     double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;
@@ -51,6 +58,19 @@ struct progress {
     bool metrics_failed;                  /* --metrics could not be (fully) written: warned once, then closed */
     uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
     uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
+    /* the best epoch by train.early_stop_metric, and early stopping */
+    double best;               /* its metric (NAN: no evaluation yet) */
+    uint64_t best_epoch;       /* 1-based; 0: none */
+    double best_val_acc, best_test_acc;
+    bool best_has_test;
+    uint64_t evals_since_best; /* evaluations in a row without a better metric */
+    bool stop_early;           /* the patience ran out: the supervisor stops the run */
+    char stop_why[256];
+    bool ckpt_warned;          /* a best/latest/keep_last failure was reported */
+    FILE *csv_out;             /* --metrics-csv, while open */
+    bool csv_failed;
+    struct tboard tb;          /* --tensorboard; fd -1 when not open */
+    bool tboard_failed;
 };
 
 /* Before the supervision loop: counts the run's batches, opens --metrics
@@ -63,8 +83,9 @@ void progress_start(struct progress *p, const struct progress_run *run);
 void progress_poll(struct progress *p, bool running);
 
 /* At the end: the remaining epoch lines and, for a run that completed
- * (ok: every stage and node finished well), the final test_acc=... line
- * with `seconds` as the run's time. Closes --metrics. */
+ * (ok: every stage and node finished well, or early stopping ended it),
+ * the final test_acc=... line with `seconds` as the run's time (stopped
+ * early: the best epoch's accuracies). Closes --metrics. */
 void progress_final(struct progress *p, bool ok, double seconds);
 
 #endif

@@ -82,6 +82,7 @@ static int launch_exit_code(enum launch_outcome o)
 {
     switch (o) {
     case LAUNCH_OK:
+    case LAUNCH_STOPPED_EARLY:
         return 0;
     case LAUNCH_FAILED:
         return 3;
@@ -99,7 +100,9 @@ void launch_stop(struct launch *l, enum launch_outcome outcome, const char *caus
     l->phase = LAUNCH_STOPPING;
     l->outcome = outcome;
     snprintf(l->cause, sizeof l->cause, "%s", cause);
-    if (l->nchildren)
+    if (l->nchildren && outcome == LAUNCH_STOPPED_EARLY)
+        fprintf(stderr, "gnnlaunch: %s; stopping the run\n", cause);
+    else if (l->nchildren)
         fprintf(stderr, "%sgnnlaunch: %s; stopping the run\n", sl_err_line_start(), cause);
     layout_close(&l->layout);
     if (l->run_id[0])
@@ -365,6 +368,8 @@ static void on_tick(struct loop *lp, int id, short revents, void *ctx)
     control_publish(&l->ctl, l);
     poll_cluster(s);
     progress_poll(&l->prog, l->phase == LAUNCH_RUNNING);
+    if (l->prog.stop_early && l->phase == LAUNCH_RUNNING)
+        stop_run(s, LAUNCH_STOPPED_EARLY, l->prog.stop_why);
 }
 
 /* The poll cannot go on: stop, SIGKILL at once and wait for every stage. */
@@ -492,10 +497,17 @@ int supervise(struct launch *l)
                                                     .start_epoch = l->start_epoch,
                                                     .t_start = l->t_start,
                                                     .metrics_file = l->metrics_file,
+                                                    .csv_file = l->csv_file,
+                                                    .tboard_dir = l->tboard_dir,
                                                     .epoch = run_epoch,
-                                                    .epoch_ctx = l});
+                                                    .epoch_ctx = l,
+                                                    .predict = l->predict.which});
     run_stages(&s);
     wait_for_nodes(&s);
-    progress_final(&l->prog, l->outcome == LAUNCH_OK, cluster_seconds(&l->cl, sl_now() - l->t_start));
+    progress_final(&l->prog, l->outcome == LAUNCH_OK || l->outcome == LAUNCH_STOPPED_EARLY,
+                   cluster_seconds(&l->cl, sl_now() - l->t_start));
+    if (l->prog.stop_early && l->outcome == LAUNCH_OK) /* decided at the end: the stages had run past it */
+        fprintf(stderr, "gnnlaunch: %s; the stages had finished the later epochs before the launcher looked, so "
+                "only the epochs up to the stop are reported\n", l->prog.stop_why);
     return launch_exit_code(l->outcome);
 }

@@ -921,3 +921,55 @@ void sgd_step(float *params, const float *grads, size_t n, float lr)
 {
     model_ops_cpu.sgd(NULL, params, grads, n, lr);
 }
+
+int model_forward_layer(struct model *m, uint32_t i, const struct ops_block *b, const float *x, float *out, char *err,
+                        size_t errlen)
+{
+    m->ready = false;
+    if (i >= m->c.layers || !b || !x || !out)
+        return sl_errf(err, errlen, -EINVAL, "model_forward_layer: no layer %u, block, input or output", i);
+    if (!m->ops->ops_blocks)
+        return sl_errf(err, errlen, -EINVAL, "model_forward_layer: the %s operators take their own blocks",
+                       m->ops->name);
+    struct layer *l = &m->l[i];
+    if (m->c.kind == MODEL_MLP) {
+        l->blk = (struct model_block){.n_dst = b->n_dst, .n_src = b->n_dst};
+    } else {
+        l->ob = *b;
+        l->blk = (struct model_block){.n_dst = b->n_dst, .n_src = b->n_src, .n_edges = ops_block_edges(b), .impl = &l->ob};
+    }
+    l->hin = x;
+    l->att_dropped = false;
+    l->dropped = false;
+    int rc;
+    if ((rc = layer_buffers(m, l, false)) != 0)
+        return sl_errf(err, errlen, rc, "cannot allocate layer %u's buffers (%u x %u rows, %s operators): %s", i,
+                       l->blk.n_src, l->in, m->ops->name, m->ops->error(m->ctx));
+    if ((rc = layer_forward(m, l, out)) != 0)
+        return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name, m->ops->error(m->ctx));
+    if (!l->last) {
+        size_t n = (size_t)l->blk.n_dst * l->out;
+        rc = m->c.activation == MODEL_ACT_ELU ? OP(m, elu_fwd, out, n) : OP(m, relu_fwd, out, n);
+        if (rc)
+            return sl_errf(err, errlen, rc, "layer %u activation (%s operators): %s", i, m->ops->name,
+                           m->ops->error(m->ctx));
+    }
+    return 0;
+}
+
+uint32_t model_layer_width(const struct model_config *c, uint32_t i)
+{
+    if (i + 1 >= c->layers)
+        return i + 1 == c->layers ? c->classes : 0;
+    return c->hidden;
+}
+
+const float *model_last_input(const struct model *m)
+{
+    return m->c.layers ? m->l[m->c.layers - 1].hin : NULL;
+}
+
+uint32_t model_embed_width(const struct model_config *c)
+{
+    return c->layers <= 1 ? c->in_dim : c->hidden;
+}

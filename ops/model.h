@@ -221,6 +221,26 @@ size_t model_layer_offset(const struct model *m, uint32_t i);
  * queue the work, not to run it. For bench/trainer_bench.c. */
 void model_layer_ns(const struct model *m, uint32_t i, uint64_t *fwd_ns, uint64_t *bwd_ns);
 void model_timing_reset(struct model *m);
+/* Layer i alone, evaluation mode (no dropout), on the CPU table's
+ * blocks: out (b->n_dst x model_layer_width(i)) from x (b->n_src rows of
+ * layer i's input width; destinations first), activation applied unless
+ * it is the last layer (whose output is the logits). Layer-wise inference
+ * (gnnlaunch --predict --exact) runs the layers one after another over
+ * all nodes this way; the result equals model_forward over blocks holding
+ * every neighbour. The mlp ignores the block's edges (n_src = n_dst). */
+int model_forward_layer(struct model *m, uint32_t i, const struct ops_block *b, const float *x, float *out, char *err,
+                        size_t errlen);
+/* Output width of layer i: model.hidden, the class count for the last. */
+uint32_t model_layer_width(const struct model_config *c, uint32_t i);
+
+/* The final-layer embeddings of the last forward: its last layer's input
+ * rows, the targets' first (destinations come first in every block), of
+ * model_embed_width floats each, in the model's space (host memory for
+ * the CPU table); NULL before the first forward. Valid until the next
+ * forward. For a one-layer model they are the input rows themselves. */
+const float *model_last_input(const struct model *m);
+/* Their width: the input's for one layer, else model.hidden. */
+uint32_t model_embed_width(const struct model_config *c);
 
 /* Optimizers over the flat arrays. Adam (Kingma & Ba, bias-corrected;
  * weight decay as torch.optim.Adam, or decoupled as torch.optim.AdamW:

@@ -935,6 +935,21 @@ size_t ops_count_nonfinite(const float *x, size_t n)
     return bad;
 }
 
+double ops_sumsq(const float *x, size_t n)
+{
+    double total = 0.0;
+    for (size_t c = 0; c < n; c += OPS_SUMSQ_CHUNK) {
+        double part = 0.0;
+        for (size_t i = c; i < SL_MIN(n, c + OPS_SUMSQ_CHUNK); i++) {
+            double v = (double)x[i];
+            double sq = v * v; /* a separate statement: never contracted with the add */
+            part += sq;
+        }
+        total += part;
+    }
+    return total;
+}
+
 void ops_glorot_uniform(float *p, size_t n, double fan_in, double fan_out, uint64_t *state)
 {
     ops_uniform(p, n, sqrt(6.0 / (fan_in + fan_out)), state);

@@ -97,6 +97,13 @@ void ops_scale(float *x, size_t n, float alpha);
  * answer does not depend on floating-point compiler flags). The CPU twin
  * of gpu/kernels.h's gk_any_nonfinite. */
 size_t ops_count_nonfinite(const float *x, size_t n);
+/* The sum of squares of x (n) in double, in a fixed order: chunk c holds
+ * elements [c OPS_SUMSQ_CHUNK, (c + 1) OPS_SUMSQ_CHUNK); each chunk is
+ * summed in element order (x[i] widened, squared, added: no fused
+ * multiply-add), then the chunks' sums in chunk order. gk_sumsq, the
+ * device twin, keeps the same order and gives the same bits. */
+#define OPS_SUMSQ_CHUNK 4096
+double ops_sumsq(const float *x, size_t n);
 
 /* Glorot/Xavier uniform into p (n): U(-a, a), a = sqrt(6 / (fan_in +
  * fan_out)), value i = (2u - 1) a in double rounded to float, with u the

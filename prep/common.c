@@ -18,6 +18,7 @@ int prep_exit_code(int rc)
     case -EACCES:
     case -EISDIR:
     case -ENAMETOOLONG:
+    case -ENOTSUP: /* an input of a kind gnnprep does not take (ogbn-mag, ogbn-proteins) */
         return PREP_EXIT_BAD_INPUT;
     default:
         return PREP_EXIT_FAIL;

@@ -149,6 +149,24 @@ static int find_layout(const char *raw, struct imp_job *j, ogb_paths *p, char *e
         return 0;
     }
     int npz_errno = errno;
+    /* the layouts of OGB node-property datasets that are not one graph of
+     * one node type with features and one label per node */
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/raw/relations", raw);
+    if (stat(probe, &st) == 0 && S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, -ENOTSUP, "%s looks like ogbn-mag, a heterogeneous graph (raw/relations/: several "
+                       "node and edge types): Sluice trains graphs of one node type and one edge type. Export one "
+                       "relation (ogbn-mag: paper -cites-> paper, with the paper features and labels) as .npy and "
+                       "bring it in with gnnprep import", raw);
+    snprintf(probe, sizeof probe, "%s/raw/node_species.csv.gz", raw);
+    char feat_csv[4300];
+    snprintf(feat_csv, sizeof feat_csv, "%s/raw/node-feat.csv.gz", raw);
+    if (stat(probe, &st) == 0 && stat(feat_csv, &st) != 0)
+        return sl_errf(err, errlen, -ENOTSUP, "%s looks like ogbn-proteins: its nodes have no features (the data are "
+                       "on the edges, raw/edge-feat.csv.gz) and each has 112 binary labels (multi-label, scored by "
+                       "ROC-AUC), where Sluice trains single-label classification from node features. Not supported; "
+                       "aggregating the edge features into node features and picking one label would make it so",
+                       raw);
     snprintf(p->edges, sizeof p->edges, "%s/raw/edge.csv.gz", raw);
     if (stat(p->edges, &st) < 0)
         return sl_errf(err, errlen, -ENOENT, "%s/raw: holds neither data.npz nor edge.csv.gz (%s/raw/data.npz: %s); "
@@ -230,6 +248,32 @@ int prep_import_ogb_main(int argc, char **argv)
                  src < 0 ? strerror(errno) : "not a directory");
         return fail(err, -ENOENT);
     }
+    /* RAW_DIR given as the dataset's raw/ folder itself (it holds data.npz or
+     * edge.csv.gz, and no raw/ of its own): its parent is meant */
+    char parent[4096];
+    {
+        char inner[4300], npz[4300], csv[4300];
+        snprintf(inner, sizeof inner, "%s/raw", raw);
+        snprintf(npz, sizeof npz, "%s/data.npz", raw);
+        snprintf(csv, sizeof csv, "%s/edge.csv.gz", raw);
+        struct stat s2;
+        if (stat(inner, &s2) != 0 && (stat(npz, &s2) == 0 || stat(csv, &s2) == 0)) {
+            snprintf(parent, sizeof parent, "%s", raw);
+            size_t n = strlen(parent);
+            while (n > 1 && parent[n - 1] == '/')
+                parent[--n] = '\0';
+            char *slash = strrchr(parent, '/');
+            if (slash == parent)
+                parent[1] = '\0';
+            else if (slash)
+                *slash = '\0';
+            else
+                snprintf(parent, sizeof parent, ".");
+            fprintf(stderr, "gnnprep import-ogb: note: %s is the dataset's raw/ folder; importing its parent %s (the "
+                            "directory that holds raw/ and split/)\n", raw, parent);
+            raw = parent;
+        }
+    }
     ogb_paths paths;
     char sdir[4096], tr[4300], va[4300], te[4300];
     int rc = find_layout(raw, &j, &paths, err, sizeof err);
@@ -243,7 +287,7 @@ int prep_import_ogb_main(int argc, char **argv)
     j.split[IMP_TRAIN] = tr;
     j.split[IMP_VAL] = va;
     j.split[IMP_TEST] = te;
-    if (!j.undirected && !j.quiet)
+    if (!j.undirected) /* a correctness note: --quiet does not hide it */
         hint_undirected(raw);
     imp_set_source(&j, argc, argv);
     rc = imp_run(&j, err, sizeof err);

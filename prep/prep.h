@@ -21,6 +21,7 @@ int prep_import_ogb_main(int argc, char **argv);
 int prep_import_main(int argc, char **argv);
 int prep_check_main(int argc, char **argv);
 int prep_info_main(int argc, char **argv);
+int prep_cache_sim_main(int argc, char **argv); /* cachesim_cmd.c */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,

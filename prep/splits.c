@@ -99,9 +99,13 @@ static int open_npy(struct npy *r, const char *path, char *err, size_t errlen)
         return rc;
     const struct npy_hdr *h = &r->h;
     char sh[256];
-    if (!npy_is_int(h->type))
-        rc = sl_errf(err, errlen, -EINVAL, "%s: dtype %s: split node ids must be integers (int32 or int64)", path,
-                     npy_type_name(h->type));
+    if (h->type == NPY_BOOL) /* a mask (PyG's train_mask): read_npy checks its length */
+        rc = h->ndim == 1 ? 0
+                          : sl_errf(err, errlen, -EINVAL, "%s: shape %s: a boolean mask must be 1-D, one element per "
+                                    "node", path, npy_shape_str(h, sh, sizeof sh));
+    else if (!npy_is_int(h->type))
+        rc = sl_errf(err, errlen, -EINVAL, "%s: dtype %s: a split must be node ids (integers: int32 or int64) or a "
+                     "boolean mask (bool, one per node)", path, npy_type_name(h->type));
     else if (h->ndim < 1 || h->ndim > 2 || (h->ndim == 2 && h->shape[1] != 1))
         rc = sl_errf(err, errlen, -EINVAL, "%s: shape %s: a split must be a 1-D array of node ids (or K x 1)", path,
                      npy_shape_str(h, sh, sizeof sh));
@@ -120,6 +124,31 @@ static int read_npy(struct imp_split *s, uint64_t nodes, char *err, size_t errle
     int64_t *v = malloc(SPLIT_CHUNK * sizeof *v);
     if (!raw || !v) {
         rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory", s->path);
+        goto out;
+    }
+    if (r.h.type == NPY_BOOL) { /* a mask: the ids of its true elements */
+        s->mask = true;
+        if (r.h.count != nodes) {
+            rc = sl_errf(err, errlen, -EINVAL, "%s: a boolean mask of %" PRIu64 " elements; it needs one per node (%" PRIu64
+                         ")", s->path, r.h.count, nodes);
+            goto out;
+        }
+        for (uint64_t i = 0; i < r.h.count;) {
+            size_t k = (size_t)SL_MIN((uint64_t)SPLIT_CHUNK, r.h.count - i);
+            if ((rc = npy_read(&r, raw, k, err, errlen)) < 0)
+                goto out;
+            for (size_t j = 0; j < k; j++, i++) {
+                unsigned char b = ((const unsigned char *)raw)[j];
+                if (b > 1) {
+                    rc = sl_errf(err, errlen, -EINVAL, "%s: element %" PRIu64 " of the mask is %u, not 0 or 1", s->path,
+                                 i, b);
+                    goto out;
+                }
+                if (b && (rc = push(s, i, err, errlen)) < 0)
+                    goto out;
+            }
+        }
+        rc = npy_end(&r, err, errlen);
         goto out;
     }
     for (uint64_t i = 0; i < r.h.count;) {
@@ -170,6 +199,10 @@ static int locate(const struct imp_split *s, uint64_t id, char loc[2][4200])
 {
     int found = 0;
     char dummy[256];
+    if (s->mask) { /* a mask holds a node once: at its own index */
+        snprintf(loc[0], 4200, "%s: element %" PRIu64 " (true in the mask)", s->path, id);
+        return 1;
+    }
     if (s->npy) {
         struct npy r;
         if (open_npy(&r, s->path, dummy, sizeof dummy) < 0)

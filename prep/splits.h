@@ -1,7 +1,8 @@
 /* splits.h - train/validation/test node id lists for the importers: read
  * from text (one id per line, '#' comments and blank lines skipped, gzip
  * allowed, as OGB's split/NAME/train.csv.gz) or from a 1-D (or K x 1) .npy
- * array of integers; checked (ids in range, no duplicates within a split,
+ * array of integers, or a 1-D boolean .npy mask of one element per node
+ * (PyG's train_mask: the ids of its true elements); checked (ids in range, no duplicates within a split,
  * splits pairwise disjoint, every split node labelled, as `gnnprep check`
  * demands), sorted ascending and written as id arrays
  * (u32 when nodes < 2^32, else u64).
@@ -23,6 +24,7 @@ struct imp_split {
     const char *path;
     const char *what;  /* "train", "val", "test" */
     bool npy;
+    bool mask;         /* a boolean .npy mask, one element per node (PyG's train_mask): ids are its true elements */
     uint64_t *ids;     /* (n) */
     uint64_t n, cap;
 };

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's demo: make a small synthetic dataset, verify it, describe it.
-# (Training on it is added to this script when the trainer lands.)
+# The README's demo: make a small synthetic dataset, verify it, describe it,
+# then train GraphSAGE on it for 3 epochs (configs/demo.toml).
 #   scripts/demo.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -278,6 +278,12 @@ if [[ -n $debs ]]; then
             chmod +x "$prefix/pkg-config"
             export PKG_CONFIG="$prefix/pkg-config"
         fi
+        if ! command -v protoc-c >/dev/null && [[ -x $prefix/usr/bin/protoc-c ]]; then
+            # the unpacked protoc-c (a build tool), with its C++ libraries beside it
+            printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$arch_lib" "$prefix/usr/bin/protoc-c" >"$prefix/protoc-c"
+            chmod +x "$prefix/protoc-c"
+            cmake_extra+=("-DSLUICE_PROTOC_C=$prefix/protoc-c")
+        fi
         # the libraries' own dependencies (libzmq -> libsodium, ...) are
         # found through the programs' RPATH (DT_RPATH applies to them too),
         # so nothing needs LD_LIBRARY_PATH, which would also reach CMake

@@ -26,7 +26,7 @@ if ! command -v apt-get >/dev/null || ! command -v apt-cache >/dev/null; then
 fi
 
 TOP=(pkg-config zlib1g-dev libxxhash-dev libarchive-dev liburing-dev libzmq3-dev libjansson-dev
-     libopenblas-dev libopenblas-pthread-dev libcmocka-dev)
+     libopenblas-dev libopenblas-pthread-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler libisal-dev)
 BASE='^(libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libcrypt1|libcrypt-dev|libgcc-s1|libstdc\+\+6|gcc-[0-9]+-base|libgomp1|libquadmath0|libnsl2|libnsl-dev|libtirpc3|libtirpc-dev|libtirpc-common|rpcsvc-proto|zlib1g|libzstd1|liblzma5|libbz2-1\.0|libacl1|libattr1|libmd0|libselinux1|libpcre2-8-0)$'
 
 # The first alternative of every Depends/Pre-Depends of package $1.

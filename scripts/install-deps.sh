@@ -13,6 +13,8 @@ pkgs=(
     liburing-dev      # io_uring: asynchronous direct I/O in the extractor
     libzmq3-dev       # launcher metrics and control channel
     libcmocka-dev     # unit tests
+    libprotobuf-c-dev protobuf-c-compiler   # TensorBoard event records (gnnlaunch --tensorboard)
+    libisal-dev       # CRC-32C of TensorBoard's record framing
     libopenblas-dev   # CPU GEMM for the trainer
     libarchive-dev    # reading .npz (zip) archives of OGB datasets
     zlib1g-dev        # .csv.gz split files of OGB datasets

@@ -334,6 +334,7 @@ static int engine_init(struct extractor *x, const struct extract_source *src, st
     memset(x, 0, sizeof *x);
     x->src = src;
     x->fb = fb;
+    x->batch = FEATBUF_NO_BATCH;
     x->depth = depth;
     x->stg = stg;
     x->portion = portion;
@@ -456,7 +457,7 @@ static int acquire(struct extractor *x, const uint64_t *nodes, uint32_t n, uint3
     struct featbuf *fb = x->fb;
     uint32_t seq = featbuf_standby_seq(fb);
     int rc;
-    while ((rc = featbuf_acquire_many(fb, nodes, n, slots, x->action)) == -EAGAIN) {
+    while ((rc = featbuf_acquire_batch(fb, x->batch, nodes, n, slots, x->action)) == -EAGAIN) {
         do {
             uint64_t t0 = sl_now_ns();
             rc = featbuf_wait_standby(fb, seq, WAIT_SLICE_MS);

@@ -153,6 +153,8 @@ struct extractor {
     void *ring;             /* struct io_uring *, when use_uring */
     extract_idle_fn idle;
     void *idle_arg;
+    uint64_t batch; /* the schedule number of the batch extractor_run gets next (featbuf_acquire_batch tells
+                     * the buffer's policy); FEATBUF_NO_BATCH (the default) when none */
     struct extract_stats st;
     bool unreferenced; /* the last batch was served by a resident buffer: no references to release */
     /* per-batch scratch, grown as needed */

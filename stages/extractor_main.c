@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "ipc/staging.h"
+#include "stages/cachesim.h"
 #include "stages/extract.h"
 #include "stages/featbuf_cuda.h"
 #include "stages/schedule.h"
@@ -44,6 +45,7 @@ struct xrun {
     struct extract_source src;
     struct staging stg;
     struct featbuf_cuda dev; /* a GPU rank's device rows, opened in this process */
+    struct rowtrace trace;   /* pipeline.trace_rows, or f NULL */
     unsigned depth;
     bool ordered;
     struct stage_turn turn;
@@ -99,6 +101,9 @@ static void *thread_main(void *arg)
         struct batch_view v;
         stage_view(st, &d, BATCH_VIEW_HEADER_ONLY, &v);
         uint32_t n = batch_nodes(&v);
+        if (r->trace.f && rowtrace_add(&r->trace, d.batch, v.nodes, n) != 0)
+            stage_fail(st, "pipeline.trace_rows: writing %s failed: %s", r->trace.path, strerror(-r->trace.rc));
+        x.batch = d.batch;
         int rc = extractor_run(&x, v.nodes, n, v.alias, msg, sizeof msg);
         if (rc == -EPIPE) {
             stop_all(r);
@@ -160,9 +165,38 @@ static void *warm_main(void *arg)
                " held or loaded by batches first; claiming took %.2f s; %s",
                ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)WARM_CHUNK_BYTES_DEFAULT / (1 << 20), ws.loaded,
                ws.chunks_direct, ws.chunks_copied, ws.skipped, (double)ws.claim_ns / 1e9,
-               rrc == 0 ? "the buffer is resident: batches take no references from now on"
-                        : "not every row is in (a batch took the room): batches take references as before");
+               rrc == 0              ? "the buffer is resident: batches take no references from now on"
+               : rrc == -EOPNOTSUPP ? "the cache policy learns from every acquire: batches take references as before"
+                                    : "not every row is in (a batch took the room): batches take references as before");
     return NULL;
+}
+
+/* The static policies (pipeline.cache_policy static, lookahead-static):
+ * pins the nodes of highest out-degree in the sampled direction, as many
+ * as the buffer's pin budget (the launcher made it pipeline.hot_fraction
+ * of the slots above the extraction reserve). The rows load on first use
+ * and stay. */
+static void pin_hot_set(struct stage *st)
+{
+    enum cache_policy cp = st->cfg.pipeline.cache_policy;
+    uint64_t k = st->fb.pin_slots;
+    if ((cp != CACHE_POLICY_STATIC && cp != CACHE_POLICY_LOOKAHEAD_STATIC) || k == 0)
+        return;
+    char msg[1024];
+    uint64_t t0 = sl_now_ns();
+    uint64_t *hot = malloc(k * sizeof *hot);
+    if (!hot)
+        stage_fail(st, "no memory for a hot set of %" PRIu64 " nodes", k);
+    if (cachesim_hot_set(st->cfg.dataset.path, &st->meta, k, hot, msg, sizeof msg))
+        stage_fail(st, "the hot set: %s", msg);
+    for (uint64_t i = 0; i < k; i++) {
+        int rc = featbuf_pin(&st->fb, hot[i]);
+        if (rc)
+            stage_fail(st, "pinning hot node %" PRIu64 ": %s", hot[i], strerror(-rc));
+    }
+    free(hot);
+    stage_note(st, "%s policy: pinned the %" PRIu64 " nodes of highest out-degree (%.1f s to find them)",
+               cache_policy_name(cp), k, (double)(sl_now_ns() - t0) / 1e9);
 }
 
 static int stage_main(int argc, char **argv)
@@ -203,6 +237,10 @@ static int stage_main(int argc, char **argv)
                    "its own)",
                    r.stg.blocks_per, r.depth, (uint64_t)r.stg.blocks_per * r.stg.block_bytes >> 10);
     r.ordered = st.cfg.pipeline.ordered;
+    if (st.cfg.pipeline.trace_rows[0] &&
+        rowtrace_open(&r.trace, st.cfg.pipeline.trace_rows, st.args.rank, st.meta.nodes, msg, sizeof msg))
+        stage_fail(&st, "%s", msg);
+    pin_hot_set(&st);
     struct schedule sched;
     stage_schedule(&st, &sched);
     /* batch numbers continue across a resume */
@@ -246,6 +284,8 @@ static int stage_main(int argc, char **argv)
                sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0);
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
+    if (rowtrace_close(&r.trace, msg, sizeof msg))
+        stage_fail(&st, "%s", msg);
     stage_turn_destroy(&r.turn);
     extract_source_free(&r.src);
     staging_free(&r.stg);

@@ -177,6 +177,16 @@ static int plan(const struct featbuf_params *p, struct layout *l, char *err, siz
                    "fewer pinnable slots than slots); check the [buffer] section of the config", FEATBUF_SLOTS_MAX);
         return -EINVAL;
     }
+    if (p->policy == FEATBUF_POLICY_LOOKAHEAD &&
+        (p->window == 0 || p->window > FEATBUF_WINDOW_MAX || p->hint_entries == 0 ||
+         p->hint_entries >= UINT32_MAX || p->n_nodes >= UINT32_MAX)) {
+        fb_set_err(err, errlen, "feature buffer: the lookahead policy needs a window of 1..%u batches, "
+                   "1..%u hint records and fewer than 2^32 - 1 nodes, not %u, %llu and %llu; check "
+                   "pipeline.lookahead (or use pipeline.cache_policy = \"lru\")", FEATBUF_WINDOW_MAX,
+                   UINT32_MAX - 1, p->window, (unsigned long long)p->hint_entries,
+                   (unsigned long long)p->n_nodes);
+        return -EINVAL;
+    }
     l->ops = featbuf_policy_find(p->policy);
     if (!l->ops) {
         fb_set_err(err, errlen, "feature buffer: eviction policy %u is unknown to this process; register it "
@@ -283,6 +293,8 @@ int featbuf_mem_format(void *mem, size_t len, const struct featbuf_params *p, ch
     h->total = l.total;
     h->policy = p->policy;
     h->pin_slots = p->pin_slots;
+    h->window = p->window;
+    h->hint_entries = p->hint_entries;
 
     pthread_mutexattr_t ma;
     if ((rc = pthread_mutexattr_init(&ma)) != 0)
@@ -339,10 +351,11 @@ static int bind_mem(struct featbuf *fb, void *mem, size_t len, char *err, size_t
     const uint64_t n_nodes = vh->n_nodes, row_bytes = vh->row_bytes, stride = vh->stride, rows_off = vh->rows_off,
                    total = vh->total, slots_off = vh->slots_off, map_off = vh->map_off, policy_off = vh->policy_off,
                    policy_bytes = vh->policy_bytes, pins_off = vh->pins_off;
-    const uint32_t nslots = vh->nslots, policy = vh->policy, pin_slots = vh->pin_slots;
+    const uint32_t nslots = vh->nslots, policy = vh->policy, pin_slots = vh->pin_slots, window = vh->window;
+    const uint64_t hint_entries = vh->hint_entries;
     struct featbuf_params p = {.n_nodes = n_nodes, .nslots = nslots, .row_bytes = (size_t)row_bytes,
                                .row_align = 1, .rows_on_device = rows_off == 0, .policy = policy,
-                               .pin_slots = pin_slots};
+                               .pin_slots = pin_slots, .window = window, .hint_entries = hint_entries};
     if (policy < FEATBUF_POLICY_IDS && !featbuf_policy_find(policy)) {
         fb_set_err(err, errlen, "feature buffer: its eviction policy %u is unknown to this process; register it "
                    "(featbuf_policy_register) before attaching", policy);
@@ -640,6 +653,12 @@ int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *acti
 
 int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action)
 {
+    return featbuf_acquire_batch(fb, FEATBUF_NO_BATCH, nodes, n, slots, action);
+}
+
+int featbuf_acquire_batch(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n, uint32_t *slots,
+                          uint8_t *action)
+{
     int rc = fb_lock(fb);
     if (rc)
         return rc;
@@ -666,6 +685,9 @@ int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, 
                 fb_slot_put(fb, slots[i]);
             DEBUG_SLOT(fb, slots[i]);
         }
+    } else if (batch != FEATBUF_NO_BATCH && fb->policy->use) {
+        for (i = 0; i < n; i++) /* once, when the whole batch holds its references */
+            fb->policy->use(fb, batch, nodes[i]);
     }
     fb_unlock(fb);
     return rc;

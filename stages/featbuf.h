@@ -27,9 +27,13 @@
  *   A caller must finish (loaded / load_failed) every FEATBUF_LOAD it got
  *   before it waits on anything, or waiters on its slots may wait forever.
  *
- * Policy hooks (none is called by the pipeline yet):
+ * Policy hooks:
  *   featbuf_hint()        tells the policy which nodes a sampled batch will
- *                         acquire (a lookahead policy's future);
+ *                         acquire (a lookahead policy's future; the sampler
+ *                         calls it W batches ahead with pipeline.cache_policy
+ *                         = "lookahead", and the extractor acquires with
+ *                         featbuf_acquire_batch so the policy sees each
+ *                         announced use arrive);
  *   featbuf_pin/unpin()   a hot set that is never evicted, within
  *                         params.pin_slots;
  *   featbuf_mark_dirty()  a row changed in place (learnable embeddings): it
@@ -113,6 +117,7 @@ enum featbuf_action {
  * it to its own table of functions: featbuf_policy.h). */
 enum featbuf_policy_id {
     FEATBUF_POLICY_LRU = 0,   /* GNNDrive's LRU standby list (featbuf_lru.c) */
+    FEATBUF_POLICY_LOOKAHEAD = 1, /* farthest next use in a window of hinted batches (featbuf_lookahead.c) */
     FEATBUF_POLICY_USER = 8,  /* first id featbuf_policy_register() accepts */
     FEATBUF_POLICY_IDS = 16,  /* ids are 0..FEATBUF_POLICY_IDS-1 */
 };
@@ -125,7 +130,12 @@ struct featbuf_params {
     bool rows_on_device; /* GPU rank: no row storage here, metadata only */
     uint32_t policy;     /* enum featbuf_policy_id; 0: LRU */
     uint32_t pin_slots;  /* most nodes pinned at once, < nslots; on top of the reserve (featbuf_pin); 0: none */
+    uint32_t window;       /* lookahead: batches hinted ahead of the oldest one still acquiring (1..FEATBUF_WINDOW_MAX); else 0 */
+    uint64_t hint_entries; /* lookahead: (node, batch) pairs its hint log holds (>= 1); else 0 */
 };
+
+#define FEATBUF_WINDOW_MAX 4096u      /* pipeline.lookahead's upper bound */
+#define FEATBUF_NO_BATCH UINT64_MAX   /* featbuf_acquire_batch: not a batch of the schedule */
 
 /* Counters, read with featbuf_stats() (a snapshot taken under the lock). */
 struct featbuf_stats {
@@ -212,6 +222,13 @@ int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *acti
  * stay evicted, written back first if they were dirty). */
 int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action);
 
+/* The same for the nodes of schedule batch `batch` (the number its hint
+ * carried, featbuf_hint): the policy learns that batch's use of each node
+ * has come (a lookahead policy's bookkeeping). featbuf_acquire_many is this
+ * with FEATBUF_NO_BATCH (a use no hint announced). */
+int featbuf_acquire_batch(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n, uint32_t *slots,
+                          uint8_t *action);
+
 /* Waiting for room after -EAGAIN, without polling: read the standby
  * sequence before acquiring, and if acquire says -EAGAIN, sleep until a
  * release has put a slot on standby since then:
@@ -278,8 +295,9 @@ int featbuf_check(struct featbuf *fb, char *err, size_t errlen);
 
 /* Tells the policy that batch number `batch` (sampled, not yet extracted)
  * will acquire nodes[0..n-1]. Advice: the policy may ignore it (LRU does).
- * Blocks only on the lock. 0, -EINVAL (a node out of range: nothing told),
- * -EPIPE. */
+ * Blocks only on the lock, which it takes once per 4096 nodes (the policy
+ * may see other calls between those pieces). 0, -EINVAL (a node out of
+ * range: nothing told), -EPIPE. */
 int featbuf_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n);
 
 /* Pins node: once resident, its slot is never a victim until unpinned. A
@@ -328,7 +346,9 @@ int featbuf_flush(struct featbuf *fb);
  * featbuf_set_resident() checks, under the lock, that every node maps to
  * a VALID slot and no row is dirty, and sets the flag (a store-release
  * after the map's last change). 0; -EAGAIN (some node is absent, loading
- * or dirty: nothing set); -EPIPE (broken). O(n_nodes); call once.
+ * or dirty: nothing set); -EOPNOTSUPP (the policy is not LRU: lookahead
+ * learns every row's use from the batches' acquires, which a resident
+ * buffer skips); -EPIPE (broken). O(n_nodes); call once.
  *
  * featbuf_lookup_resident() answers 1 when the buffer is resident, with
  * slots[i] = the slot of nodes[i] and NO reference taken (so nothing to

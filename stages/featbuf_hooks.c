@@ -29,6 +29,8 @@ const struct featbuf_policy_ops *featbuf_policy_find(uint32_t id)
 {
     if (id == FEATBUF_POLICY_LRU)
         return &featbuf_policy_lru;
+    if (id == FEATBUF_POLICY_LOOKAHEAD)
+        return &featbuf_policy_lookahead;
     if (id < FEATBUF_POLICY_USER || id >= FEATBUF_POLICY_IDS)
         return NULL;
     return atomic_load(&registry[id]);
@@ -49,19 +51,44 @@ bool featbuf_slot_on_standby(const struct featbuf *fb, uint32_t slot)
     return slot < fb->nslots && fb->slots[slot].standby;
 }
 
+uint32_t featbuf_policy_window(const struct featbuf *fb)
+{
+    return fb->hdr->window;
+}
+
+uint64_t featbuf_policy_entries(const struct featbuf *fb)
+{
+    return fb->hdr->hint_entries;
+}
+
+uint32_t featbuf_node_slot(const struct featbuf *fb, uint64_t node)
+{
+    return node < fb->n_nodes ? fb->map[node] : FEATBUF_ABSENT;
+}
+
 /* ---- hint -------------------------------------------------------------- */
+
+#define FB_HINT_PIECE 4096u /* nodes per hold of the lock */
 
 int featbuf_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         if (nodes[i] >= fb->n_nodes)
             return -EINVAL;
-    int rc = fb_lock(fb);
-    if (rc)
-        return rc;
-    if (fb->policy->hint)
-        fb->policy->hint(fb, batch, nodes, n);
-    fb_unlock(fb);
+    if (!fb->policy->hint)
+        return 0;
+    /* in pieces, so that a batch of 100k nodes never holds the lock the
+     * extractors and the releaser wait on for long; the policy sees the
+     * pieces as hints of the same batch */
+    uint32_t at = 0;
+    do { /* once at least: an empty batch is news too */
+        int rc = fb_lock(fb);
+        if (rc)
+            return rc;
+        fb->policy->hint(fb, batch, nodes ? nodes + at : NULL, n - at < FB_HINT_PIECE ? n - at : FB_HINT_PIECE);
+        fb_unlock(fb);
+        at += FB_HINT_PIECE;
+    } while (at < n);
     return 0;
 }
 

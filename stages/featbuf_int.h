@@ -1,7 +1,8 @@
 /* featbuf_int.h - the feature buffer's shared-memory records and the core
  * helpers that featbuf.c (the protocol) and featbuf_hooks.c (pins, dirty
  * rows, hints, checks, the policy registry) share. Private to those two
- * files; the protocol they follow is at the top of featbuf.c. */
+ * files (and to featbuf_lookahead.c's featbuf_lookahead_room, which takes
+ * the lock); the protocol they follow is at the top of featbuf.c. */
 #ifndef SLUICE_STAGES_FEATBUF_INT_H
 #define SLUICE_STAGES_FEATBUF_INT_H
 
@@ -54,6 +55,9 @@ struct featbuf_hdr {
     uint64_t total;
     uint32_t policy;
     uint32_t pin_slots;
+    uint32_t window; /* struct featbuf_params.window */
+    uint32_t reserved1;
+    uint64_t hint_entries; /* struct featbuf_params.hint_entries */
     _Alignas(64) struct featbuf_dev dev; /* at FEATBUF_DEV_OFFSET */
     _Alignas(64) pthread_mutex_t lock;
     _Atomic uint32_t broken;

@@ -38,6 +38,11 @@
  *                    (every id < n_nodes, duplicates possible). Batch numbers
  *                    of one run increase, but hints of several samplers may
  *                    interleave. Advice only: nothing may depend on it.
+ *   use(fb, batch, node)        optional (NULL: ignored): batch `batch`
+ *                    (featbuf_acquire_batch) now holds a reference on
+ *                    node's slot; called once per node after the whole
+ *                    batch was acquired (never for a failed one), so the
+ *                    use a hint announced has come. Advice only too.
  *   check(fb, err, errlen)      optional: verifies the region against the
  *                    core (featbuf_check calls it): exactly the slots for
  *                    which featbuf_slot_on_standby() is true are in it.
@@ -67,11 +72,13 @@ struct featbuf_policy_ops {
     void (*take)(struct featbuf *fb, uint32_t slot);
     uint32_t (*victim)(struct featbuf *fb);
     void (*hint)(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint32_t n);
+    void (*use)(struct featbuf *fb, uint64_t batch, uint64_t node);
     int (*check)(struct featbuf *fb, char *err, size_t errlen);
 };
 
 /* The built-in tables. */
-extern const struct featbuf_policy_ops featbuf_policy_lru; /* featbuf_lru.c */
+extern const struct featbuf_policy_ops featbuf_policy_lru;       /* featbuf_lru.c */
+extern const struct featbuf_policy_ops featbuf_policy_lookahead; /* featbuf_lookahead.c */
 
 /* Registers ops under id (FEATBUF_POLICY_USER .. FEATBUF_POLICY_IDS-1) in
  * this process; thread safe. 0, -EINVAL (id out of that range, or a
@@ -86,5 +93,18 @@ const struct featbuf_policy_ops *featbuf_policy_find(uint32_t id);
 void *featbuf_policy_region(const struct featbuf *fb);               /* 64-byte aligned; NULL if size 0 */
 uint64_t featbuf_slot_node(const struct featbuf *fb, uint32_t slot); /* FEATBUF_NONE when empty */
 bool featbuf_slot_on_standby(const struct featbuf *fb, uint32_t slot);
+uint32_t featbuf_node_slot(const struct featbuf *fb, uint64_t node); /* FEATBUF_ABSENT when not resident */
+uint32_t featbuf_policy_window(const struct featbuf *fb);            /* struct featbuf_params.window */
+uint64_t featbuf_policy_entries(const struct featbuf *fb);           /* struct featbuf_params.hint_entries */
+
+/* The lookahead policy's count of hint records dropped because its log was
+ * full (0 for other policies); read with the buffer quiet. */
+uint64_t featbuf_lookahead_dropped(struct featbuf *fb);
+
+/* Records the lookahead policy's hint log has free now (UINT64_MAX for
+ * other policies; 0 when broken); takes the lock. A sampler announces a
+ * batch only when it is likely to fit: a batch that does not fit loses its
+ * announcements for good (the log never re-learns them). */
+uint64_t featbuf_lookahead_room(struct featbuf *fb);
 
 #endif

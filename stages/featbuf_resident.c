@@ -18,6 +18,8 @@
 
 int featbuf_set_resident(struct featbuf *fb)
 {
+    if (fb->hdr->policy != FEATBUF_POLICY_LRU)
+        return -EOPNOTSUPP; /* lookahead learns each row's use from the batch's acquire: it must see them */
     int rc = fb_lock(fb);
     if (rc)
         return rc;

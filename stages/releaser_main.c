@@ -44,6 +44,7 @@ int main(int argc, char **argv)
     uint64_t batches = 0, refs = 0, unref_batches = 0;
     while (stage_pop(&st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
+        metrics_busy_begin(st.block, t0);
         struct batch_view v;
         stage_view(&st, &d, BATCH_VIEW_HEADER_ONLY, &v);
         if (!(*v.flags & BATCH_ALIASED))
@@ -51,14 +52,18 @@ int main(int argc, char **argv)
         uint32_t n = batch_nodes(&v);
         bool unref = *v.flags & BATCH_UNREFERENCED; /* a resident buffer: the extractor took none */
         int rc = unref ? 0 : featbuf_release_many(&st.fb, v.alias, n);
-        if (rc == -EPIPE)
-            break; /* the run is being torn down */
+        if (rc == -EPIPE) { /* the run is being torn down */
+            metrics_busy_end(st.block, t0, sl_now_ns() - t0);
+            break;
+        }
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": releasing its %" PRIu32 " feature-buffer references: %s", d.batch, n,
                        strerror(-rc));
         rc = arena_release(&st.arena, d.slot);
-        if (rc == -EPIPE)
+        if (rc == -EPIPE) {
+            metrics_busy_end(st.block, t0, sl_now_ns() - t0);
             break;
+        }
         if (rc)
             stage_fail(&st, "batch %" PRIu64 ": returning arena slot %" PRIu32 ": %s", d.batch, d.slot,
                        strerror(-rc));
@@ -67,15 +72,17 @@ int main(int argc, char **argv)
         refs += unref ? 0 : n;
         unref_batches += unref;
         metrics_add(&st.block->items, 1);
-        metrics_add(&st.block->busy_ns, sl_now_ns() - t0);
+        metrics_busy_end(st.block, t0, sl_now_ns() - t0);
     }
     struct featbuf_stats fs;
     if (featbuf_stats(&st.fb, &fs) == 0) { /* -EPIPE: torn down, nothing to check */
-        if (fs.standby != st.fb.nslots)
+        /* slots off standby: referenced, or holding a pinned row (at most
+         * one per pinned node: pipeline.cache_policy static) */
+        if (st.fb.nslots - fs.standby > fs.pinned)
             stage_fail(&st,
                        "after the last batch %" PRIu32 " of %" PRIu32
                        " feature-buffer slots are still referenced: a stage leaked references",
-                       st.fb.nslots - fs.standby, st.fb.nslots);
+                       st.fb.nslots - fs.standby - fs.pinned, st.fb.nslots);
 #ifndef NDEBUG
         char msg[1024];
         if (featbuf_check(&st.fb, msg, sizeof msg) != 0)

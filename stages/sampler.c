@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "stages/sampler_fetch.h"
 
 /* Fanouts up to this many use a linear scan of the picks so far as
  * Floyd's set (f^2/2 compares of values in one cache line or two);
@@ -100,7 +101,22 @@ static int read_whole(const char *dir, const struct dataset_file *f, void *buf, 
 
 int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
+    return sampler_topo_open_mode(t, dir, m, NULL, err, errlen);
+}
+
+int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct dataset_meta *m,
+                           const struct sampler_topo_opts *o, char *err, size_t errlen)
+{
+    static const struct sampler_topo_opts mmap_opts = {.mode = SAMPLER_TOPO_MMAP};
+    if (!o)
+        o = &mmap_opts;
+    if (o->load_chunk % SAMPLER_IO_ALIGN)
+        return sl_errf(err, errlen, -EINVAL, "sampler: a load chunk of %zu bytes is not a multiple of %u", o->load_chunk,
+                       SAMPLER_IO_ALIGN);
     memset(t, 0, sizeof *t);
+    t->fd = -1;
+    t->mode = o->mode;
+    t->fetch_buf = o->fetch_buf;
     const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
@@ -139,7 +155,28 @@ int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct data
         if (d > t->max_in_degree)
             t->max_in_degree = d;
     }
-    if ((rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen)))
+    char ipath[4096];
+    if (sl_path_join(ipath, sizeof ipath, dir, fi->file)) {
+        rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s/%s: path too long", dir, fi->file);
+        goto err;
+    }
+    switch (o->mode) {
+    case SAMPLER_TOPO_MMAP:
+        rc = map_file(dir, fi, &t->indices_len, &t->indices, true, err, errlen);
+        break;
+    case SAMPLER_TOPO_MEMORY:
+        if (fi->bytes && o->shm_run)
+            rc = sampler_topo_load_shared(t, ipath, fi->bytes, o->load_chunk, o->buffered, o->shm_run, err, errlen);
+        else if (fi->bytes)
+            rc = sampler_topo_load_memory(t, ipath, fi->bytes, o->load_chunk, o->buffered, err, errlen);
+        break;
+    case SAMPLER_TOPO_CACHE:
+        rc = sampler_topo_load_cache(t, ipath, fi->bytes, o->cache_bytes, o->load_chunk, o->buffered, err, errlen);
+        break;
+    default:
+        rc = sl_errf(err, errlen, -EINVAL, "sampler: unknown topology mode %d", (int)o->mode);
+    }
+    if (rc)
         goto err;
     const struct dataset_file *fl = &m->f[DATASET_LABELS];
     if (fl->present) {
@@ -166,6 +203,15 @@ void sampler_topo_free(struct sampler_topo *t)
     free(t->indptr);
     if (t->indices_len)
         munmap((void *)t->indices, t->indices_len);
+    free(t->indices_mem);
+    if (t->shm) {
+        shm_seg_detach(t->shm);
+        free(t->shm);
+    }
+    free(t->cache_off);
+    free(t->cache);
+    if (t->mode == SAMPLER_TOPO_CACHE && t->fd >= 0) /* a zeroed handle (mode MMAP) owns no fd */
+        close(t->fd);
     if (t->labels_len)
         munmap((void *)t->labels, t->labels_len);
     memset(t, 0, sizeof *t);
@@ -245,6 +291,19 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
         sampler_free(s);
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
     }
+    if (t->mode == SAMPLER_TOPO_CACHE) {
+        uint64_t nk = s->plan.layers ? s->plan.n_max[s->plan.layers - 1] : 1;
+        s->known = malloc((nk ? nk : 1) * sizeof *s->known);
+        s->store = malloc(SAMPLER_KNOWN_STORE);
+        if (!s->known || !s->store) {
+            sampler_free(s);
+            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the batch's read lists");
+        }
+        if ((rc = sampler_fetch_init(&s->fetch, t, err, errlen))) {
+            sampler_free(s);
+            return rc;
+        }
+    }
     return 0;
 }
 
@@ -256,6 +315,9 @@ void sampler_free(struct sampler *s)
     free(s->pick_keys);
     free(s->pick_stamp);
     free(s->picks);
+    sampler_fetch_free(s->fetch);
+    free(s->known);
+    free(s->store);
     memset(s, 0, sizeof *s);
 }
 
@@ -350,9 +412,40 @@ static void floyd(struct sampler *s, uint64_t *rng, uint64_t d, uint64_t f)
     }
 }
 
-static inline uint64_t neighbour(const struct sampler_topo *t, uint64_t e)
+/* The i-th id of a list of u32 or u64 ids. */
+static inline uint64_t list_at(const void *list, bool u64, uint64_t i)
 {
-    return t->indices_u64 ? ((const uint64_t *)t->indices)[e] : ((const uint32_t *)t->indices)[e];
+    return u64 ? ((const uint64_t *)list)[i] : ((const uint32_t *)list)[i];
+}
+
+/* Samples destination g (in-degree d, its ids at list) with fanout f into
+ * the writer: the edges taken, and w->rc set on failure. */
+static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uint64_t *rng, const void *list, uint64_t d,
+                                  int64_t f)
+{
+    const bool u64 = s->topo->indices_u64;
+    uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
+    uint32_t *out = take ? batch_reserve_edges(w, (uint32_t)take) : NULL;
+    if (take && !out)
+        return 0;
+    if (take == d) {
+        for (uint64_t i = 0; i < d; i++) {
+            int64_t l = local_of(s, w, list_at(list, u64, i));
+            if (l < 0)
+                break;
+            out[i] = (uint32_t)l;
+        }
+    } else {
+        floyd(s, rng, d, take);
+        for (uint64_t i = 0; i < take; i++) {
+            int64_t l = local_of(s, w, list_at(list, u64, s->picks[i]));
+            if (l < 0)
+                break;
+            out[i] = (uint32_t)l;
+        }
+    }
+    batch_end_dst(w);
+    return take;
 }
 
 #define SAMPLE_PREFETCH 8 /* destinations ahead whose indptr entries are prefetched */
@@ -363,6 +456,7 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
     const struct sampler_topo *t = s->topo;
     struct batch_writer w;
     uint64_t rng = seed, total = 0;
+    const size_t es = t->indices_u64 ? 8 : 4;
     if (edges)
         *edges = 0;
     int rc = batch_init(&w, slot, size, &s->shape, n_targets, id, err, errlen);
@@ -383,38 +477,61 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         s->map[j] = (struct sampler_ent){.key = g, .val = i, .stamp = s->cur};
         batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
     }
+    uint32_t prev_ndst = 0; /* the previous block's destinations */
     for (uint32_t k = 0; k < s->shape.layers; k++) {
         int64_t f = s->shape.fanouts[k];
         batch_begin_block(&w);
         uint32_t ndst = w.nn;
-        for (uint32_t v = 0; v < ndst && !w.rc; v++) {
-            if (v + SAMPLE_PREFETCH < ndst) /* destinations are scattered over the graph: ask for one ahead */
-                __builtin_prefetch(&t->indptr[w.nodes[v + SAMPLE_PREFETCH]]);
-            uint64_t g = w.nodes[v];
-            uint64_t beg = t->indptr[g], d = t->indptr[g + 1] - beg;
-            uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
-            uint32_t *out = take ? batch_reserve_edges(&w, (uint32_t)take) : NULL;
-            if (take && !out)
-                break;
-            if (take == d) {
-                for (uint64_t i = 0; i < d; i++) {
-                    int64_t l = local_of(s, &w, neighbour(t, beg + i));
-                    if (l < 0)
-                        break;
-                    out[i] = (uint32_t)l;
-                }
-            } else {
-                floyd(s, &rng, d, take);
-                for (uint64_t i = 0; i < take; i++) {
-                    int64_t l = local_of(s, &w, neighbour(t, beg + s->picks[i]));
-                    if (l < 0)
-                        break;
-                    out[i] = (uint32_t)l;
-                }
+        if (!s->fetch) { /* every list is in memory or mapped */
+            for (uint32_t v = 0; v < ndst && !w.rc; v++) {
+                if (v + SAMPLE_PREFETCH < ndst) /* destinations are scattered over the graph: ask for one ahead */
+                    __builtin_prefetch(&t->indptr[w.nodes[v + SAMPLE_PREFETCH]]);
+                uint64_t g = w.nodes[v], beg = t->indptr[g];
+                total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
             }
-            total += take;
-            batch_end_dst(&w);
+        } else { /* rounds of reads (sampler_fetch.h): round r + 1's run while round r is sampled, in order */
+            /* block k's first destinations are block k - 1's, whose lists are
+             * known (s->known); the new ones are not yet */
+            for (uint32_t i = k ? prev_ndst : 0; i < ndst; i++)
+                s->known[i] = NULL;
+            if (k == 0)
+                s->store_used = 0;
+            bool keep = k + 1 < s->shape.layers; /* a later block needs these lists again */
+            uint32_t planned = 0;
+            int64_t got = sampler_fetch_start(s->fetch, w.nodes, s->known, ndst, err, errlen);
+            if (got < 0)
+                return (int)got;
+            planned = (uint32_t)got;
+            for (uint32_t v = 0; v < ndst && !w.rc;) {
+                if (planned < ndst) {
+                    got = sampler_fetch_start(s->fetch, w.nodes + planned, s->known + planned, ndst - planned, err,
+                                              errlen);
+                    if (got < 0)
+                        return (int)got;
+                    planned += (uint32_t)got;
+                }
+                const void *const *lists;
+                got = sampler_fetch_wait(s->fetch, &lists, &s->lists_read, &s->bytes_read, err, errlen);
+                if (got < 0)
+                    return (int)got;
+                for (uint32_t i = 0; i < (uint32_t)got && !w.rc; i++) {
+                    uint64_t g = w.nodes[v + i], d = t->indptr[g + 1] - t->indptr[g];
+                    total += sample_dst(s, &w, &rng, lists[i], d, f);
+                    if (!keep || s->known[v + i] || !d)
+                        continue;
+                    if (t->cache_off[g] != SAMPLER_UNCACHED) {
+                        s->known[v + i] = lists[i];
+                    } else if (s->store_used + sl_round_up(d * es, 8) <= SAMPLER_KNOWN_STORE) { /* in the round's buffer */
+                        memcpy(s->store + s->store_used, lists[i], d * es);
+                        s->known[v + i] = s->store + s->store_used;
+                        s->store_used += (size_t)sl_round_up(d * es, 8);
+                    } /* else read again by the next block */
+                }
+                v += (uint32_t)got;
+            }
+            sampler_fetch_cancel(s->fetch); /* a batch that filled its slot early leaves a round out */
         }
+        prev_ndst = ndst;
         batch_end_block(&w);
     }
     uint32_t *deg = s->shape.degrees ? batch_degrees(&w) : NULL;

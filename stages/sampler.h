@@ -2,11 +2,29 @@
  * batch layout of ipc/batch.h (DESIGN.md section 4; issue 4, gnn-sampler).
  *
  * Topology. struct sampler_topo holds indptr (u64[N+1]) in memory - it is
- * touched for every destination - and maps indices.bin read-only with
- * MADV_RANDOM, so the page cache keeps the hot part of the edge list and
- * cold parts cost one page each. labels.bin is mapped the same way (a
- * target's label is one 4-byte read). The handle is read-only once open
- * and may be shared by any number of sampler threads.
+ * touched for every destination - and reaches indices.bin in one of three
+ * ways (pipeline.topology; the choice and its memory in docs/architecture.md,
+ * "Topology"):
+ *   SAMPLER_TOPO_MMAP    mapped read-only with MADV_RANDOM: the page cache
+ *                        keeps the hot part, a cold list costs a page fault;
+ *   SAMPLER_TOPO_MEMORY  read whole into private memory at open with large
+ *                        sequential (direct) reads: no fault ever after;
+ *   SAMPLER_TOPO_CACHE   Ginex's neighbour cache (sampler_topo.c): at open
+ *                        the in-neighbour lists of the nodes with the
+ *                        highest out-degree / in-degree ratio are loaded
+ *                        into a fixed budget; every other list is read by
+ *                        the sampling thread itself with O_DIRECT (io_uring,
+ *                        many reads in flight, all the lists a hop needs at
+ *                        once; sampler_fetch.c), so the sampler never page-
+ *                        faults on indices.bin and its memory is bounded.
+ * Sampling draws the same random numbers in the same order in all three
+ * modes, so a batch is bit for bit the same whatever the mode. In CACHE a
+ * batch reads each list once: block k + 1's destinations begin with block
+ * k's, whose lists the thread keeps (up to SAMPLER_KNOWN_STORE bytes of
+ * copies) for it.
+ * labels.bin is mapped (a target's label is one 4-byte read). The handle
+ * is read-only once open and may be shared by any number of sampler
+ * threads; each thread's reads go through its own struct sampler.
  *
  * Sampling. For every destination of block k (all nodes found up to hop k,
  * so every block samples its destinations afresh, see batch.h), with
@@ -32,7 +50,8 @@
  * threads. The slot a batch is written into belongs to the caller.
  *
  * Errors: 0 or -errno with a message in err (may be NULL). Nothing blocks
- * except the page faults of the mapped files. */
+ * except the page faults of the mapped files and, in SAMPLER_TOPO_CACHE,
+ * the thread's own reads of the lists it needs. */
 #ifndef SLUICE_STAGES_SAMPLER_H
 #define SLUICE_STAGES_SAMPLER_H
 
@@ -42,17 +61,53 @@
 
 #include "core/dataset.h"
 #include "ipc/batch.h"
+#include "ipc/shm.h"
+
+/* How indices.bin is reached (see the top of this file). */
+enum sampler_topo_mode { SAMPLER_TOPO_MMAP = 0, SAMPLER_TOPO_MEMORY = 1, SAMPLER_TOPO_CACHE = 2 };
+
+/* cache_off[v] of a node whose list is not in the neighbour cache */
+#define SAMPLER_UNCACHED UINT64_MAX
+/* Alignment of the direct reads and their buffers (covers 512 and 4096-byte sectors). */
+#define SAMPLER_IO_ALIGN 4096u
+
+struct sampler_topo_opts {
+    enum sampler_topo_mode mode;
+    uint64_t cache_bytes; /* SAMPLER_TOPO_CACHE: the budget, index included (sampler_cache_index_bytes) */
+    bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
+    size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
+    size_t fetch_buf;     /* CACHE: each sampling thread's read buffer; 0: SAMPLER_FETCH_BUF (sampler_fetch.h) */
+    const char *shm_run;  /* MEMORY: share one copy between the node's samplers in the run's segment
+                             "topology" (NULL: private memory); see sampler_topo_load_shared */
+};
 
 /* The graph as the sampler reads it. */
 struct sampler_topo {
     uint64_t nodes, edges;
     uint64_t max_in_degree;
     uint64_t *indptr;      /* (nodes + 1), in memory */
-    const void *indices;   /* (edges) u32 or u64, mapped read-only */
+    const void *indices;   /* (edges) u32 or u64: mapped read-only (MMAP), in memory (MEMORY), NULL (CACHE) */
     bool indices_u64;      /* ids are u64 (N >= 2^32) */
     size_t indices_len;    /* bytes mapped (0: no mapping) */
+    void *indices_mem;     /* MEMORY: the SAMPLER_IO_ALIGN-aligned copy indices points to */
+    struct shm_seg *shm;   /* MEMORY shared: the run's segment indices points into, or NULL */
+    bool shm_loader;       /* this process loaded the shared segment (else it attached to it) */
     const int32_t *labels; /* (nodes), mapped read-only, or NULL */
     size_t labels_len;
+    enum sampler_topo_mode mode;
+    /* SAMPLER_TOPO_CACHE */
+    int fd;                /* indices.bin for the sampling threads' reads; -1 when not open */
+    bool direct;           /* fd (and the loads at open) use O_DIRECT */
+    uint32_t read_align;   /* CACHE: offset and length granule of the list reads (the file's direct I/O
+                              alignment from statx, 512 .. SAMPLER_IO_ALIGN; 512 when buffered) */
+    size_t fetch_buf;      /* from sampler_topo_opts */
+    uint64_t *cache_off;   /* (nodes) element offset of v's list in cache, or SAMPLER_UNCACHED */
+    void *cache;           /* the cached lists, in node order */
+    uint64_t cache_nodes;  /* lists in the cache (in-degree > 0) */
+    uint64_t cache_edges;  /* ids in the cache */
+    /* what opening cost: bytes read sequentially from indices.bin and the seconds it took */
+    uint64_t load_bytes;
+    double load_s;
 };
 
 /* Opens the topology of the dataset in dir (described by m, as from
@@ -60,6 +115,58 @@ struct sampler_topo {
  * never decreases, ends at the edge count) and maps indices and labels.
  * 0, -EINVAL (inconsistent files: run gnnprep check), -ENOMEM or -errno. */
 int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
+/* The same in the mode *o says (NULL: SAMPLER_TOPO_MMAP). MEMORY and CACHE
+ * read indices.bin at open in large sequential reads (CACHE twice: once
+ * to count out-degrees, once to load the chosen lists), recorded in
+ * load_bytes and load_s. Errors as sampler_topo_open; CACHE also -EINVAL
+ * when o->cache_bytes is below the cache's index
+ * (sampler_cache_index_bytes) or holds the whole of indices.bin (use
+ * MEMORY), naming the budget and the sizes. Direct reads that the
+ * filesystem refuses (EINVAL) fall back to the page cache (direct false). */
+int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct dataset_meta *m,
+                           const struct sampler_topo_opts *o, char *err, size_t errlen);
+/* Bytes of the neighbour cache's index for a graph of `nodes` nodes (one
+ * u64 offset per node): the least a budget can be. */
+static inline uint64_t sampler_cache_index_bytes(uint64_t nodes)
+{
+    return nodes * 8;
+}
+/* Whether node v's list is in memory (MMAP and MEMORY: always true, as
+ * are lists of in-degree 0). */
+static inline bool sampler_topo_cached(const struct sampler_topo *t, uint64_t v)
+{
+    return t->mode != SAMPLER_TOPO_CACHE || t->cache_off[v] != SAMPLER_UNCACHED;
+}
+/* The mode's name as pipeline.topology spells it. */
+const char *sampler_topo_mode_name(enum sampler_topo_mode m);
+
+/* Chooses the neighbour cache (Ginex's rule): nodes with in-degree > 0 in
+ * decreasing order of out-degree / in-degree (ties: the smaller node id
+ * first), each taken while its list fits in `bytes` (es bytes per id); the
+ * first that does not fit ends the choice. Writes into off[v] the element
+ * offset of v's list in a cache laid out in node order, SAMPLER_UNCACHED
+ * for nodes not chosen (and 0 for in-degree 0); *n_nodes and *n_edges
+ * receive what was chosen. outdeg: (nodes) occurrences of each node in
+ * indices.bin. 0 or -ENOMEM. */
+int sampler_cache_choose(const uint64_t *indptr, const uint32_t *outdeg, uint64_t nodes, uint64_t bytes, size_t es,
+                         uint64_t *off, uint64_t *n_nodes, uint64_t *n_edges);
+
+/* The loads behind sampler_topo_open_mode (sampler_topo.c), on a handle
+ * whose indptr is read: indices.bin at path (bytes long) into memory, or
+ * its neighbour cache of `budget` bytes and the file kept open in t->fd. */
+int sampler_topo_load_memory(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             char *err, size_t errlen);
+/* MEMORY shared by a node's samplers (one process per rank): the first to
+ * create the run's segment "topology" (SHM_KIND_RAW: a SAMPLER_IO_ALIGN
+ * header page with the load's state, then indices.bin) loads it and
+ * publishes its state (release); the others attach read-only and wait
+ * for it (polling every millisecond; the launcher stops the run if the
+ * loader dies). The launcher removes the segment with the run's others. */
+int sampler_topo_load_shared(struct sampler_topo *t, const char *path, uint64_t bytes, size_t chunk, bool buffered,
+                             const char *run_id, char *err, size_t errlen);
+int sampler_topo_load_cache(struct sampler_topo *t, const char *path, uint64_t bytes, uint64_t budget, size_t chunk,
+                            bool buffered, char *err, size_t errlen);
+
 /* Unmaps and frees; accepts a zeroed or half-opened handle. */
 void sampler_topo_free(struct sampler_topo *t);
 
@@ -99,12 +206,29 @@ struct sampler {
     unsigned pick_shift;
     uint32_t pick_cur;
     uint64_t *picks; /* (largest finite fanout) positions drawn */
+    struct sampler_fetch *fetch; /* SAMPLER_TOPO_CACHE: this thread's reads of uncached lists, else NULL */
+    /* CACHE: the lists of the batch's destinations so far, so that block
+     * k + 1 (whose destinations begin with block k's) reads none of them
+     * again: known[i] is local node i's list (in the neighbour cache, or
+     * copied into store), valid for i < the previous block's destinations */
+    const void **known;  /* (plan.n_max[layers - 1]) */
+    unsigned char *store; /* (SAMPLER_KNOWN_STORE) copies of lists read in this batch */
+    size_t store_used;
+    /* counters of the reads (CACHE): lists read, bytes read */
+    uint64_t lists_read, bytes_read;
 };
 
+/* Bytes of read lists a thread keeps for the next block of a batch. */
+#define SAMPLER_KNOWN_STORE ((size_t)16 << 20)
+/* Destinations whose lists one round of reads covers at most. */
+#define SAMPLER_FETCH_DSTS 8192u
+
 /* Prepares a sampler for batches of `shape` (fanouts, batch size; its
- * nodes, edges and max_in_degree are taken from t) over t. shape->layers
- * and fanouts as in batch.h. 0, -EINVAL / -EOVERFLOW (from batch_plan),
- * -ENOMEM. */
+ * nodes, edges and max_in_degree are taken from t) over t; with a CACHE
+ * topology also the thread's reader (sampler_fetch.h: an io_uring of
+ * SAMPLER_FETCH_DEPTH entries when liburing is there, else pread(2), and
+ * an aligned read buffer of SAMPLER_FETCH_BUF bytes or t->fetch_buf). shape->layers and fanouts
+ * as in batch.h. 0, -EINVAL / -EOVERFLOW (from batch_plan), -ENOMEM. */
 int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct batch_shape *shape, char *err,
                  size_t errlen);
 void sampler_free(struct sampler *s);

@@ -37,6 +37,7 @@
 
 #include "core/opt.h"
 #include "core/util.h"
+#include "stages/featbuf_policy.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
@@ -56,7 +57,8 @@ static char err[1024];
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gnn-sampler --bench DATASET [--fanouts 10,10,10] [--batch-size N] [--threads T]\n"
-               "                   [--seconds S] [--seed S]\n"
+               "                   [--seconds S] [--seed S] [--topology mmap|memory|cache]\n"
+               "                   [--cache-mb MB] [--buffered]\n"
                "\n"
                "Benchmarks neighbour sampling on DATASET (a gnnprep dataset directory): T threads\n"
                "sample batches of its training split into private buffers for S seconds and print\n"
@@ -67,6 +69,11 @@ static void usage(FILE *f)
                "  --threads T       sampler threads (default 1)\n"
                "  --seconds S       measuring time (default 10)\n"
                "  --seed S          run seed (default 0)\n"
+               "  --topology MODE   how indices.bin is reached: mmap (default), memory (read whole at\n"
+               "                    start) or cache (a neighbour cache of --cache-mb MiB, the rest\n"
+               "                    read with direct I/O); see pipeline.topology\n"
+               "  --cache-mb MB     the neighbour cache's budget with --topology cache\n"
+               "  --buffered        read indices.bin through the page cache, not with O_DIRECT\n"
                "  --help            this text\n"
                "\n"
                "Without --bench, gnn-sampler is the sampling stage of a run and is started by\n"
@@ -86,7 +93,7 @@ struct bench {
 struct worker {
     struct bench *b;
     pthread_t tid;
-    uint64_t batches, edges;
+    uint64_t batches, edges, lists_read, bytes_read;
     double busy_s;
     int rc;
     char err[512];
@@ -130,6 +137,8 @@ static void *worker_run(void *arg)
             atomic_store(&b->stop, true);
     }
     w->busy_s = sl_now() - t0;
+    w->lists_read = s.lists_read;
+    w->bytes_read = s.bytes_read;
 out:
     free(slot);
     sampler_free(&s);
@@ -155,15 +164,47 @@ static int parse_fanouts(const char *arg, struct batch_shape *s)
     return s->layers ? 0 : -EINVAL;
 }
 
+/* What opening the topology read, for the bench's output and the stage's note. */
+static void topo_describe(const struct sampler_topo *t, char *buf, size_t len)
+{
+    char a[32], b[32];
+    int w = snprintf(buf, len, "topology %s", sampler_topo_mode_name(t->mode));
+    if (t->mode == SAMPLER_TOPO_MMAP || w < 0 || (size_t)w >= len)
+        return;
+    if (t->shm && !t->shm_loader) {
+        snprintf(buf + w, len - (size_t)w, ": shared with this node's other ranks (%s), loaded by another rank's "
+                 "sampler; waited %.2f s", t->shm->name, t->load_s);
+        return;
+    }
+    if (t->shm)
+        w += snprintf(buf + w, len - (size_t)w, ": shared with this node's other ranks (%s)", t->shm->name);
+    if (t->mode == SAMPLER_TOPO_CACHE)
+        w += snprintf(buf + w, len - (size_t)w,
+                      ": neighbour cache of %" PRIu64 " lists (%.1f%% of %" PRIu64 " nodes), %s of ids (%.1f%% of "
+                      "the edges) and a %s index, the rest read in %u-byte granules",
+                      t->cache_nodes, 100.0 * (double)t->cache_nodes / (double)t->nodes, t->nodes,
+                      sl_fmt_bytes(t->cache_edges * (t->indices_u64 ? 8 : 4), a, sizeof a),
+                      t->edges ? 100.0 * (double)t->cache_edges / (double)t->edges : 0.0,
+                      sl_fmt_bytes(sampler_cache_index_bytes(t->nodes), b, sizeof b), t->read_align);
+    if (w > 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w, "; read %s of indices.bin in %.2f s (%.0f MiB/s, %s)",
+                 sl_fmt_bytes(t->load_bytes, a, sizeof a), t->load_s,
+                 t->load_s > 0 ? (double)t->load_bytes / t->load_s / 1048576.0 : 0.0,
+                 t->direct ? "direct" : "buffered");
+}
+
 static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threads, double seconds, uint64_t seed,
-                      const char *fan_arg)
+                      const char *fan_arg, const struct sampler_topo_opts *to)
 {
     struct dataset_meta m;
     struct sampler_topo topo;
     CHECK(dataset_meta_read(dir, &m, true, err, sizeof err));
     double t_open = sl_now();
-    CHECK(sampler_topo_open(&topo, dir, &m, err, sizeof err));
+    CHECK(sampler_topo_open_mode(&topo, dir, &m, to, err, sizeof err));
     t_open = sl_now() - t_open;
+    char desc[512];
+    topo_describe(&topo, desc, sizeof desc);
+    fprintf(stderr, "gnn-sampler: %s\n", desc);
     uint64_t *train, n_train;
     CHECK(sampler_split_load(dir, &m, DATASET_TRAIN, &train, &n_train, err, sizeof err));
     if (n_train == 0) {
@@ -182,8 +223,10 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
     if (!w)
         CHECK(-ENOMEM);
     printf("dataset=%s\nnodes=%" PRIu64 "\nedges=%" PRIu64 "\nmax_in_degree=%" PRIu64 "\ntrain=%" PRIu64
-           "\nbatches_per_pass=%" PRIu64 "\ntopology_open_s=%.3f\n",
-           dir, topo.nodes, topo.edges, topo.max_in_degree, n_train, b.nb, t_open);
+           "\nbatches_per_pass=%" PRIu64 "\ntopology=%s\ntopology_open_s=%.3f\ntopology_load_bytes=%" PRIu64
+           "\nneighbour_cache_nodes=%" PRIu64 "\nneighbour_cache_edges=%" PRIu64 "\n",
+           dir, topo.nodes, topo.edges, topo.max_in_degree, n_train, b.nb, sampler_topo_mode_name(topo.mode), t_open,
+           topo.load_bytes, topo.cache_nodes, topo.cache_edges);
     fflush(stdout);
     double t0 = sl_now();
     b.deadline = t0 + seconds;
@@ -193,7 +236,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
         if (rc)
             CHECK(-rc);
     }
-    uint64_t batches = 0, edges = 0;
+    uint64_t batches = 0, edges = 0, lists_read = 0, bytes_read = 0;
     int failed = 0;
     for (uint64_t i = 0; i < threads; i++) {
         pthread_join(w[i].tid, NULL);
@@ -203,15 +246,18 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
         }
         batches += w[i].batches;
         edges += w[i].edges;
+        lists_read += w[i].lists_read;
+        bytes_read += w[i].bytes_read;
     }
     double wall = sl_now() - t0;
     if (!failed)
         printf("threads=%" PRIu64 "\nfanouts=%s\nbatch_size=%" PRIu64 "\nseed=%" PRIu64
                "\nseconds=%.3f\nbatches=%" PRIu64 "\nsampled_edges=%" PRIu64
                "\nbatches_per_s=%.1f\nsampled_edges_per_s=%.0f\n"
-               "sampled_edges_per_s_per_thread=%.0f\npeak_rss_bytes=%" PRIu64 "\n",
+               "sampled_edges_per_s_per_thread=%.0f\nlists_read=%" PRIu64 "\nlist_bytes_read=%" PRIu64
+               "\npeak_rss_bytes=%" PRIu64 "\n",
                threads, fan_arg, shape->batch_size, seed, wall, batches, edges, batches / wall, edges / wall,
-               edges / wall / (double)threads, sl_peak_rss());
+               edges / wall / (double)threads, lists_read, bytes_read, sl_peak_rss());
     free(w);
     schedule_free(&sched);
     free(train);
@@ -224,12 +270,72 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
 struct srun {
     struct stage *st;
     struct sampler_topo topo;
+    atomic_uint_fast64_t lists_read, bytes_read; /* CACHE: the threads' reads, summed as they end */
     struct schedule sched; /* loaded: every thread has a cursor on it */
     bool ordered;
     struct stage_turn turn;
     atomic_uint_fast64_t next;
     atomic_bool stop;
+    /* lookahead (pipeline.cache_policy lookahead*): batches below hint_next
+     * were announced to the feature buffer's policy */
+    uint64_t window;
+    atomic_uint_fast64_t hint_next;
 };
+
+/* One thread's means of announcing batches: its own cursor and a scratch
+ * batch to sample into (the batch is sampled again for real later; the
+ * seed makes both samples the same). */
+struct hinter {
+    struct schedule_cursor cur;
+    void *mem;
+    size_t size;
+    uint32_t last_nodes; /* nodes of the last batch it announced: the next one's estimate */
+};
+
+/* Announces every batch up to g + window not announced yet (any thread may
+ * take any of them) while the policy's hint log has room for it: samples
+ * it into the scratch batch and hints its nodes. Each announcement takes a batch number from hint_next, so hints
+ * of several threads interleave a little; the policy copes. */
+static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint64_t g, uint64_t total)
+{
+    struct stage *st = r->st;
+    char msg[1024];
+    for (;;) {
+        uint64_t k = atomic_load(&r->hint_next);
+        if (k > g + r->window || k >= total)
+            return;
+        if (k < g) { /* announcing fell behind (the log was full): batches sampled already may be extracted too */
+            atomic_compare_exchange_weak(&r->hint_next, &k, g);
+            continue;
+        }
+        /* the memory budget: announce only what the hint log has room for
+         * (a batch like the last one, and a quarter more); the rest of the
+         * window waits until extraction frees records */
+        if (featbuf_lookahead_room(&st->fb) < (uint64_t)h->last_nodes * 5 / 4)
+            return;
+        if (!atomic_compare_exchange_weak(&r->hint_next, &k, k + 1))
+            continue;
+        struct schedule_batch sb;
+        if (schedule_batch(&h->cur, k, &sb, msg, sizeof msg) != 0)
+            stage_fail(st, "%s", msg);
+        uint64_t t0 = sl_now_ns(), edges;
+        struct batch_id id = {.batch = k, .epoch = sb.pos.epoch, .rank = (uint32_t)st->args.rank,
+                              .split = sb.pos.split};
+        struct batch_view v;
+        if (sampler_sample(s, h->mem, h->size, sb.targets, sb.pos.targets, &id, sb.seed, &edges, msg, sizeof msg) ||
+            batch_view(h->mem, h->size, BATCH_VIEW_HEADER_ONLY, &v, msg, sizeof msg))
+            stage_fail(st, "announcing batch %" PRIu64 " (epoch %" PRIu32 "): %s", k, sb.pos.epoch, msg);
+        h->last_nodes = batch_nodes(&v);
+        int rc = featbuf_hint(&st->fb, k, v.nodes, batch_nodes(&v));
+        metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+        if (rc == -EPIPE) { /* the run is stopping */
+            atomic_store(&r->stop, true);
+            return;
+        }
+        if (rc)
+            stage_fail(st, "announcing batch %" PRIu64 " to the feature buffer: %s", k, strerror(-rc));
+    }
+}
 
 static void *stage_thread(void *arg)
 {
@@ -244,10 +350,20 @@ static void *stage_thread(void *arg)
     schedule_cursor_init(&cur, &r->sched, 0);
     uint32_t rank = (uint32_t)st->args.rank; /* in the batch header: the node's rank that owns the arena */
     uint64_t total = schedule_len(&r->sched);
+    struct hinter h = {0};
+    if (r->window) {
+        schedule_cursor_init(&h.cur, &r->sched, 0);
+        h.size = (size_t)sl_round_up(s.plan.max_bytes, 64);
+        h.mem = aligned_alloc(64, h.size);
+        if (!h.mem)
+            stage_fail(st, "no memory for a %zu-byte lookahead batch", h.size);
+    }
     while (!atomic_load(&r->stop)) {
         uint64_t g = atomic_fetch_add(&r->next, 1);
         if (g >= total)
             break;
+        if (r->window)
+            hint_ahead(r, &s, &h, g, total);
         struct schedule_batch sb;
         if (schedule_batch(&cur, g, &sb, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
@@ -256,12 +372,13 @@ static void *stage_thread(void *arg)
         if (stage_alloc(st, &slot) != 0)
             break;
         uint64_t t0 = sl_now_ns(), edges;
+        metrics_busy_begin(st->block, t0);
         struct batch_id id = {.batch = g, .epoch = p->epoch, .rank = rank, .split = p->split};
         void *mem = arena_slot(&st->arena, slot);
         if (sampler_sample(&s, mem, st->arena.slot_size, sb.targets, p->targets, &id, sb.seed, &edges, msg,
                            sizeof msg) != 0)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p->epoch, msg);
-        metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+        metrics_busy_end(st->block, t0, sl_now_ns() - t0);
         metrics_add(&st->block->bytes, ((const struct batch_hdr *)mem)->bytes);
         struct run_desc d = {.batch = g, .slot = slot, .epoch = p->epoch, .aux = {edges, p->split}};
         stage_trace(st, g, p->split, t0, sl_now_ns());
@@ -275,6 +392,12 @@ static void *stage_thread(void *arg)
             stage_turn_done(&r->turn, g);
         metrics_add(&st->block->items, 1);
     }
+    if (r->window) {
+        free(h.mem);
+        schedule_cursor_free(&h.cur);
+    }
+    atomic_fetch_add(&r->lists_read, s.lists_read);
+    atomic_fetch_add(&r->bytes_read, s.bytes_read);
     schedule_cursor_free(&cur);
     sampler_free(&s);
     return NULL;
@@ -285,19 +408,43 @@ static int stage_main(int argc, char **argv)
     static struct stage st;
     static struct srun r;
     char msg[1024];
-    stage_open(&st, argc, argv, 0);
+    stage_open(&st, argc, argv, STAGE_HINTS_FEATBUF);
     r.st = &st;
     const char *dir = st.cfg.dataset.path;
-    if (sampler_topo_open(&r.topo, dir, &st.meta, msg, sizeof msg) != 0)
+    /* gnnlaunch resolved "auto" (launcher/memfit.h); a stage started without it reads into memory */
+    struct sampler_topo_opts to = {.mode = SAMPLER_TOPO_MEMORY,
+                                   .cache_bytes = (uint64_t)st.cfg.pipeline.neighbour_cache_mb << 20,
+                                   .buffered = st.cfg.pipeline.io == EXTRACT_IO_BUFFERED,
+                                   .shm_run = st.args.ranks > 1 ? st.args.run_id : NULL}; /* one copy per node */
+    if (st.cfg.pipeline.topology == TOPOLOGY_MMAP)
+        to.mode = SAMPLER_TOPO_MMAP;
+    else if (st.cfg.pipeline.topology == TOPOLOGY_CACHE)
+        to.mode = SAMPLER_TOPO_CACHE;
+    if (sampler_topo_open_mode(&r.topo, dir, &st.meta, &to, msg, sizeof msg) != 0)
         stage_fail(&st, "%s", msg);
+    topo_describe(&r.topo, msg, sizeof msg);
+    stage_note(&st, "%s", msg);
     stage_schedule(&st, &r.sched); /* global rank and world (layout.h) */
-    if (schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg) != 0)
+    if ((st.args.predict ? schedule_load_predict(&r.sched, dir, &st.meta, st.args.predict, msg, sizeof msg)
+                         : schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg)) != 0)
         stage_fail(&st, "%s", msg);
     r.ordered = st.cfg.pipeline.ordered;
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
     uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);
     atomic_store(&r.next, first);
+    atomic_store(&r.hint_next, first);
     stage_turn_init(&r.turn, first);
+    if (st.has_fb && st.fb.policy == &featbuf_policy_lookahead) { /* auto may have made it lru */
+        r.window = (uint64_t)st.cfg.pipeline.lookahead;
+        uint32_t win = featbuf_policy_window(&st.fb);
+        uint64_t rows = featbuf_policy_entries(&st.fb);
+        stage_note(&st,
+                   "lookahead: announcing %" PRIu64 " batches ahead to the feature buffer's %s policy (window %" PRIu32
+                   ", hint log %" PRIu64 " rows = %.1f MiB + node table %.1f MiB in the buffer; one %.1f MiB "
+                   "scratch batch per thread)",
+                   r.window, st.fb.policy->name, win, rows, (double)rows * 12 / (1 << 20),
+                   (double)st.fb.n_nodes * 4 / (1 << 20), (double)st.plan.batch.max_bytes / (1 << 20));
+    }
     int nthreads = (int)st.cfg.pipeline.samplers;
     uint32_t last = r.sched.p.epochs - 1; /* evaluates and tests */
     stage_note(&st,
@@ -318,6 +465,12 @@ static int stage_main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         pthread_join(t[i], NULL);
     stage_end_output(&st);
+    if (r.topo.mode == SAMPLER_TOPO_CACHE) {
+        char b[32];
+        uint64_t n = atomic_load(&r.lists_read);
+        stage_note(&st, "topology cache: %" PRIu64 " in-neighbour lists read directly, %s", n,
+                   sl_fmt_bytes(atomic_load(&r.bytes_read), b, sizeof b));
+    }
     free(t);
     stage_turn_destroy(&r.turn);
     schedule_free(&r.sched);
@@ -332,9 +485,10 @@ int main(int argc, char **argv)
         return stage_main(argc, argv);
     char dir[4096] = "", fan_arg[256] = "10,10,10";
     struct batch_shape shape = {.batch_size = 1024};
-    uint64_t threads = 1, seed = 0;
+    uint64_t threads = 1, seed = 0, cache_mb = 0;
     double seconds = 10;
-    bool help = false;
+    bool help = false, buffered = false;
+    char topo_arg[16] = "mmap";
     const struct opt opts[] = {
         {.name = "--bench", .kind = OPT_STR, .dst = dir, .len = sizeof dir},
         {.name = "--fanouts", .kind = OPT_STR, .dst = fan_arg, .len = sizeof fan_arg},
@@ -342,6 +496,9 @@ int main(int argc, char **argv)
         {.name = "--threads", .kind = OPT_UINT, .dst = &threads, .lo = 1, .hi = 1024},
         {.name = "--seconds", .kind = OPT_DOUBLE, .dst = &seconds, .lo = 0, .hi = 86400},
         {.name = "--seed", .kind = OPT_UINT, .dst = &seed, .lo = 0, .hi = (int64_t)UINT64_MAX},
+        {.name = "--topology", .kind = OPT_STR, .dst = topo_arg, .len = sizeof topo_arg},
+        {.name = "--cache-mb", .kind = OPT_UINT, .dst = &cache_mb, .lo = 1, .hi = (int64_t)1 << 40},
+        {.name = "--buffered", .kind = OPT_FLAG, .dst = &buffered},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
     int rc = opt_main("gnn-sampler", opts, (int)SL_ARRAY_LEN(opts), argc, argv, NULL, &help, usage);
@@ -356,5 +513,20 @@ int main(int argc, char **argv)
                 MODEL_LAYERS_MAX, fan_arg);
         return 2;
     }
-    return bench_main(dir, &shape, threads, seconds, seed, fan_arg);
+    struct sampler_topo_opts to = {.cache_bytes = cache_mb << 20, .buffered = buffered};
+    if (!strcmp(topo_arg, "mmap"))
+        to.mode = SAMPLER_TOPO_MMAP;
+    else if (!strcmp(topo_arg, "memory"))
+        to.mode = SAMPLER_TOPO_MEMORY;
+    else if (!strcmp(topo_arg, "cache"))
+        to.mode = SAMPLER_TOPO_CACHE;
+    else {
+        fprintf(stderr, "gnn-sampler: --topology wants mmap, memory or cache, not '%s'\n", topo_arg);
+        return 2;
+    }
+    if (to.mode == SAMPLER_TOPO_CACHE && !cache_mb) {
+        fprintf(stderr, "gnn-sampler: --topology cache needs --cache-mb MB (the neighbour cache's budget)\n");
+        return 2;
+    }
+    return bench_main(dir, &shape, threads, seconds, seed, fan_arg, &to);
 }

@@ -187,3 +187,44 @@ void schedule_split_sizes(const struct dataset_meta *m, uint64_t n[BATCH_SPLITS]
         n[k] = f->present ? f->rows : 0;
     }
 }
+
+/* The split (BATCH_*) holding the ids of a prediction over one split. */
+static uint32_t predict_split(enum run_predict which)
+{
+    return which == RUN_PREDICT_TRAIN ? BATCH_TRAIN : which == RUN_PREDICT_VAL ? BATCH_VAL : BATCH_TEST;
+}
+
+void schedule_predict_sizes(const struct dataset_meta *m, enum run_predict which, uint64_t n[BATCH_SPLITS])
+{
+    uint64_t all[BATCH_SPLITS];
+    schedule_split_sizes(m, all);
+    for (uint32_t k = 0; k < BATCH_SPLITS; k++)
+        n[k] = 0;
+    n[BATCH_TEST] = which == RUN_PREDICT_ALL ? m->nodes : all[predict_split(which)];
+}
+
+int schedule_load_predict(struct schedule *s, const char *dir, const struct dataset_meta *m, enum run_predict which,
+                          char *err, size_t errlen)
+{
+    uint64_t n = s->p.split_n[BATCH_TEST];
+    if (which == RUN_PREDICT_ALL) {
+        if (n != m->nodes)
+            return sl_errf(err, errlen, -EINVAL, "a prediction over all %" PRIu64 " nodes has %" PRIu64 " targets",
+                           m->nodes, n);
+        if (!(s->own[BATCH_TEST] = malloc((size_t)SL_MAX(n, 1) * sizeof(uint64_t))))
+            return sl_errf(err, errlen, -ENOMEM, "out of memory for the ids of %" PRIu64 " nodes", n);
+        for (uint64_t i = 0; i < n; i++)
+            s->own[BATCH_TEST][i] = i;
+    } else {
+        uint32_t k = predict_split(which);
+        uint64_t got;
+        int rc = sampler_split_load(dir, m, schedule_split_file(k), &s->own[BATCH_TEST], &got, err, errlen);
+        if (rc)
+            return rc;
+        if (got != n)
+            return sl_errf(err, errlen, -EINVAL, "%s: the %s split has %" PRIu64 " ids, the schedule expects %" PRIu64,
+                           dir, dataset_file_key[schedule_split_file(k)], got, n);
+    }
+    s->ids[BATCH_TEST] = s->own[BATCH_TEST];
+    return prepare(s, err, errlen);
+}

@@ -64,6 +64,7 @@
 
 #include "core/dataset.h"
 #include "ipc/batch.h"
+#include "ipc/run.h"
 
 /* What a rank's schedule is made from. */
 struct schedule_params {
@@ -71,6 +72,7 @@ struct schedule_params {
     uint32_t rank, ranks;           /* global rank and world (layout.h) */
     uint64_t batch_size;            /* targets per batch, at most */
     uint32_t epochs, eval_every;    /* train.epochs, train.eval_every */
+    bool test_with_val;             /* a test pass after every validation pass (early stopping), not only the last epoch */
     uint64_t seed;                  /* train.seed */
     const char *arg;                /* the variant's own argument (a file, ...), NULL for none */
 };
@@ -193,6 +195,18 @@ int schedule_next(struct schedule_cursor *c, struct schedule_batch *b, char *err
  * metadata (0 for an absent split). */
 int schedule_split_file(uint32_t split);
 void schedule_split_sizes(const struct dataset_meta *m, uint64_t n[BATCH_SPLITS]);
+
+/* A prediction run (gnnlaunch --predict; docs/inference.md): one epoch
+ * whose only pass is a test-split pass over the predicted nodes - every
+ * node (RUN_PREDICT_ALL) or one split's ids - so that the default
+ * schedule cuts them into batches in a fixed order and shares them out
+ * over the ranks as it does a test split. schedule_predict_sizes gives
+ * the split sizes for struct schedule_params (with epochs = 1);
+ * schedule_load_predict the ids, in place of schedule_load (0 or -errno
+ * as that). */
+void schedule_predict_sizes(const struct dataset_meta *m, enum run_predict which, uint64_t n[BATCH_SPLITS]);
+int schedule_load_predict(struct schedule *s, const char *dir, const struct dataset_meta *m, enum run_predict which,
+                          char *err, size_t errlen);
 
 /* ---- the default schedule, "shuffle" (schedule_default.c) ---------------------------------- *
  * Epoch e consists of the training pass of e, then - if e is an

@@ -78,12 +78,13 @@ static int shuffle_open(struct schedule *s, char *err, size_t errlen)
             ep->batches[BATCH_VAL] = nb[BATCH_VAL];
             ep->targets[BATCH_VAL] = share[BATCH_VAL];
         }
-        g += ep->batches[BATCH_TRAIN] + ep->batches[BATCH_VAL];
+        if (e + 1 == p->epochs || (p->test_with_val && ep->batches[BATCH_VAL])) {
+            ep->batches[BATCH_TEST] = nb[BATCH_TEST];
+            ep->targets[BATCH_TEST] = share[BATCH_TEST];
+        }
+        g += ep->batches[BATCH_TRAIN] + ep->batches[BATCH_VAL] + ep->batches[BATCH_TEST];
     }
-    struct schedule_epoch *last = &s->epoch[p->epochs - 1];
-    last->batches[BATCH_TEST] = nb[BATCH_TEST];
-    last->targets[BATCH_TEST] = share[BATCH_TEST];
-    s->len = g + nb[BATCH_TEST];
+    s->len = g;
     /* every rank pads its epoch to the largest rank's training batch count */
     s->steps = 0;
     for (uint32_t r = 0; r < p->ranks; r++)

@@ -139,6 +139,10 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
         attach_queue(s, &s->out, qout);
         s->has_out = true;
     }
+    enum cache_policy cp = s->cfg.pipeline.cache_policy;
+    if ((needs & STAGE_HINTS_FEATBUF) &&
+        (cp == CACHE_POLICY_LOOKAHEAD || cp == CACHE_POLICY_LOOKAHEAD_STATIC || cp == CACHE_POLICY_AUTO))
+        needs |= STAGE_NEED_FEATBUF;
     if (needs & STAGE_NEED_FEATBUF) {
         if (run_featbuf_segname(name, sizeof name, s->args.run_id, s->args.rank, err, sizeof err) ||
             featbuf_attach(&s->fb, name, err, sizeof err))
@@ -254,9 +258,15 @@ void stage_schedule(struct stage *s, struct schedule *out)
         .batch_size = s->plan.shape.batch_size,
         .epochs = (uint32_t)s->cfg.train.epochs,
         .eval_every = (uint32_t)s->cfg.train.eval_every,
+        .test_with_val = s->cfg.train.early_stop_patience > 0,
         .seed = (uint64_t)s->cfg.train.seed,
     };
     schedule_split_sizes(&s->meta, p.split_n);
+    if (s->args.predict != RUN_PREDICT_NONE) { /* one pass over the predicted nodes (schedule.h) */
+        schedule_predict_sizes(&s->meta, s->args.predict, p.split_n);
+        p.epochs = 1;
+        p.test_with_val = false;
+    }
     if (schedule_open(out, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
     if (s->args.start_epoch >= p.epochs)

@@ -36,6 +36,8 @@
 
 enum stage_needs {
     STAGE_NEED_FEATBUF = 1u << 0, /* attach the rank's feature buffer */
+    STAGE_HINTS_FEATBUF = 1u << 1, /* attach it when its policy may want hints (pipeline.cache_policy lookahead*,
+                                    * auto: the buffer's policy id says) */
 };
 
 struct stage {

@@ -16,6 +16,8 @@
  *     grads_finite(false, &ok)        after backward (train.on_nonfinite)
  *     reduce(r, real, &w) and, when w > 0, step(true, 1 / w)   more ranks
  *     step(false, 1)                  one rank, real batches only
+ *   with set_lr before each step, and grad_sqnorm before it when the
+ *   gradient is clipped (the step's scale then holds the clipping factor)
  * and a padding step (a rank with one batch fewer than the others in an
  * epoch) is reduce(r, false, &w), then step(true, 1 / w) when w > 0: it
  * contributes zero gradient and zero weight.
@@ -150,10 +152,25 @@ struct trainer_backend_ops {
      * keeps its buffers); the sum stays in the backend's reduce buffer,
      * the total weight comes back in *weight. The reducer's return. */
     int (*reduce)(struct trainer_backend *b, struct reducer *r, bool real, float *weight);
+    /* The sum of squares of the last backward's gradients (reduced =
+     * false) or of the sum the last reduce left (reduced = true), over the
+     * parameters only, in ops_sumsq's order (a device backend gives the
+     * same bits with gk_sumsq). Waits for the answer. For
+     * train.grad_clip: the loop asks only when clipping is on. */
+    int (*grad_sqnorm)(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen);
+    /* The learning rate of the steps that follow (train.lr_schedule: the
+     * loop sets it before every step). */
+    void (*set_lr)(struct trainer_backend *b, float lr);
     /* One Adam step: reduced = false on the backend's own gradients (one
-     * rank); reduced = true on the reduce buffer times scale (1 / total
-     * weight). */
+     * rank), reduced = true on the reduce buffer, either times scale
+     * (reduced: 1 / total weight, times the clipping factor; own
+     * gradients: the clipping factor; a scale of 1 leaves the gradient's
+     * bits as they are). */
     int (*step)(struct trainer_backend *b, bool reduced, float scale);
+    /* The last forward's outputs for its targets, copied into host arrays:
+     * logits (targets x classes) and the final-layer embeddings (targets x
+     * model_embed_width; model_last_input), for gnnlaunch --predict. */
+    int (*outputs)(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen);
     /* Host views of params and Adam's state (a device backend copies them
      * down first). */
     int (*state)(struct trainer_backend *b, struct trainer_state *s, char *err, size_t errlen);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 
@@ -32,6 +33,7 @@ struct trainer_backend {
     bool rows;                /* forward reads layer 0's sources from the buffer (model_forward_rows) */
     const uint32_t *alias;    /* the batch's aliases, for that and for nonfinite_rows */
     uint32_t n_rows;          /* the batch's input rows */
+    uint32_t last_targets;    /* targets of the last forward */
 };
 
 /* Grows *p to hold need floats (contents not kept). */
@@ -124,6 +126,7 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
     }
     if (rc)
         return rc;
+    b->last_targets = nb;
     out->loss = model_loss(b->logits, v->labels, nb, classes, train ? b->dlogits : NULL, &out->labelled,
                            &out->correct);
     return 0;
@@ -178,10 +181,36 @@ static int cpu_reduce(struct trainer_backend *b, struct reducer *r, bool real, f
     return rc;
 }
 
+static int cpu_outputs(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen)
+{
+    const float *e = model_last_input(b->m);
+    if (!e || !b->logits)
+        return sl_errf(err, errlen, -EINVAL, "outputs before any forward");
+    memcpy(logits, b->logits, (size_t)b->last_targets * b->c.model.classes * sizeof(float));
+    memcpy(emb, e, (size_t)b->last_targets * model_embed_width(&b->c.model) * sizeof(float));
+    return 0;
+}
+
+static int cpu_grad_sqnorm(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen)
+{
+    if (reduced && !b->red)
+        return sl_errf(err, errlen, -EINVAL, "grad_sqnorm of a sum without a reduce before");
+    *sumsq = ops_sumsq(reduced ? b->red : model_grads(b->m), b->nparams);
+    return 0;
+}
+
+static void cpu_set_lr(struct trainer_backend *b, float lr)
+{
+    b->adam.lr = lr;
+}
+
 static int cpu_step(struct trainer_backend *b, bool reduced, float scale)
 {
-    if (!reduced)
+    if (!reduced) {
+        if (scale != 1.0f)
+            ops_scale(model_grads(b->m), b->nparams, scale);
         return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+    }
     if (!b->red)
         return -EINVAL; /* no reduce before */
     ops_scale(b->red, b->nparams, scale);
@@ -214,6 +243,9 @@ const struct trainer_backend_ops trainer_cpu_backend = {
     .grads_finite = cpu_grads_finite,
     .nonfinite_rows = cpu_nonfinite_rows,
     .reduce = cpu_reduce,
+    .grad_sqnorm = cpu_grad_sqnorm,
+    .outputs = cpu_outputs,
+    .set_lr = cpu_set_lr,
     .step = cpu_step,
     .state = cpu_state,
     .state_loaded = cpu_state_loaded,

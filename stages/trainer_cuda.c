@@ -114,6 +114,7 @@ struct trainer_backend {
     struct dbuf red;           /* (nparams + 1) reduce buffer: gradients, then the weight */
     struct dbuf one;           /* (1) the weight of a real batch, 1.0 */
     struct dbuf flag;          /* one float: gk_any_nonfinite's answer */
+    struct dbuf sumsq;         /* gk_sumsq's chunk sums and answer */
     float *h_x;                /* host copy of x for nonfinite_rows */
     size_t h_x_cap;            /* floats */
     struct dbuf up[2];         /* a batch's upload (below), alternating */
@@ -257,7 +258,7 @@ static void cuda_free(struct trainer_backend *b)
     gk_event_free(&b->bucket_ready);
     model_destroy(b->m);
     adam_free(&b->adam);
-    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->one, &b->flag, &b->up[0], &b->up[1]};
+    struct dbuf *bufs[] = {&b->x, &b->logits, &b->dlogits, &b->red, &b->one, &b->flag, &b->sumsq, &b->up[0], &b->up[1]};
     for (size_t i = 0; i < SL_ARRAY_LEN(bufs); i++)
         dbuf_free(bufs[i]);
     gk_ctx_free(&b->g); /* accepts the zeroed context of a failed create */
@@ -544,10 +545,41 @@ static int cuda_reduce(struct trainer_backend *b, struct reducer *r, bool real, 
     return rc;
 }
 
+static int cuda_outputs(struct trainer_backend *b, float *logits, float *emb, char *err, size_t errlen)
+{
+    const float *e = model_last_input(b->m);
+    if (!e || !b->logits.p)
+        return sl_errf(err, errlen, -EINVAL, "outputs before any forward");
+    int rc;
+    if ((rc = gk_download(&b->g, logits, b->logits.p, (size_t)b->targets * b->c.model.classes * sizeof(float))) ||
+        (rc = gk_download(&b->g, emb, e, (size_t)b->targets * model_embed_width(&b->c.model) * sizeof(float))))
+        return sl_errf(err, errlen, rc, "copying the outputs to the host: %s", gk_ctx_error(&b->g));
+    return 0;
+}
+
+static int cuda_grad_sqnorm(struct trainer_backend *b, bool reduced, double *sumsq, char *err, size_t errlen)
+{
+    if (reduced && !b->summed)
+        return sl_errf(err, errlen, -EINVAL, "grad_sqnorm of a sum without a reduce before");
+    int rc = dbuf_need(&b->g, &b->sumsq, gk_sumsq_scratch(b->nparams) * sizeof(double));
+    if (rc == 0)
+        rc = gk_sumsq(&b->g, reduced ? b->red.p : model_grads(b->m), b->nparams, b->sumsq.p, sumsq);
+    if (rc)
+        return sl_errf(err, errlen, rc, "the gradient's norm: %s", gk_ctx_error(&b->g));
+    return 0;
+}
+
+static void cuda_set_lr(struct trainer_backend *b, float lr)
+{
+    b->adam.lr = lr;
+}
+
 static int cuda_step(struct trainer_backend *b, bool reduced, float scale)
 {
-    if (!reduced)
-        return adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+    if (!reduced) {
+        int rc = scale != 1.0f ? gk_scale(&b->g, model_grads(b->m), b->nparams, scale) : 0;
+        return rc ? rc : adam_step(&b->adam, model_params(b->m), model_grads(b->m));
+    }
     if (!b->summed)
         return -EINVAL; /* no reduce before */
     b->summed = false;
@@ -602,6 +634,9 @@ const struct trainer_backend_ops trainer_cuda_backend = {
     .grads_finite = cuda_grads_finite,
     .nonfinite_rows = cuda_nonfinite_rows,
     .reduce = cuda_reduce,
+    .grad_sqnorm = cuda_grad_sqnorm,
+    .outputs = cuda_outputs,
+    .set_lr = cuda_set_lr,
     .step = cuda_step,
     .state = cuda_state,
     .state_loaded = cuda_state_loaded,

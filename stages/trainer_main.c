@@ -83,6 +83,7 @@
 #include "stages/stage.h"
 #include "stages/trainer.h"
 #include "stages/trainer_backend.h"
+#include "stages/predict.h"
 #ifdef SLUICE_TRAINER_CUDA
 #include "stages/featbuf_cuda.h"
 #endif
@@ -92,7 +93,7 @@
 /* One epoch's tallies at this rank. */
 struct epoch {
     uint64_t batches[BATCH_SPLITS];
-    double loss_sum;
+    double loss_sum, val_loss_sum;
     uint64_t labelled[BATCH_SPLITS], correct[BATCH_SPLITS];
     double busy_s, reduce_s;
     double t_trained; /* now_s() after the epoch's last training step (0: not yet) */
@@ -113,6 +114,8 @@ struct trainer {
     struct results res;
     struct schedule sched;
     uint64_t steps_per_epoch; /* the most training batches any rank has in an epoch */
+    uint64_t steps_done;      /* steps taken in the run (resumed ones included): the learning rate's clock */
+    float lr;                 /* the learning rate of the last step */
     struct epoch *ep;         /* (epochs) */
     uint32_t epochs, start_epoch, published;
     size_t nparams;
@@ -120,6 +123,11 @@ struct trainer {
     struct dataset_verify_stamp data_stamp; /* the dataset's files at launch */
     uint64_t skipped;     /* batches skipped for non-finite values (on_nonfinite = "skip-batch") */
     int64_t nan_node;     /* SLUICE_FAULT_NAN_NODE: the node whose input row is poisoned; -1: none */
+    struct predict_out {  /* --predict: where the outputs go */
+        struct predict_files files;
+        uint32_t classes, width;
+        float *hl, *he; /* one batch's logits and embeddings on the host */
+    } pr;
 };
 
 static double now_s(void)
@@ -195,14 +203,6 @@ static void dataset_unchanged(struct trainer *t, uint32_t epoch)
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-static void model_text(const struct model_config *mc, char *buf, size_t len)
-{
-    static const char *const kinds[] = {"sage", "gcn", "gat", "mlp"};
-    snprintf(buf, len, "kind=%s layers=%" PRIu32 " in_dim=%" PRIu32 " hidden=%" PRIu32 " classes=%" PRIu32
-                       " heads=%" PRIu32,
-             kinds[mc->kind], mc->layers, mc->in_dim, mc->hidden, mc->classes, mc->kind == MODEL_GAT ? mc->heads : 0);
-}
-
 static int mkdir_p(const char *dir)
 {
     char tmp[PATH_MAX];
@@ -256,7 +256,7 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     snprintf(seed_s, sizeof seed_s, "%" PRId64, st->cfg.train.seed);
     snprintf(rng_s, sizeof rng_s, "counter-based: splitmix64 of (seed %" PRId64 ", epoch, rank, batch)",
              st->cfg.train.seed);
-    model_text(&t->mc, model_s, sizeof model_s);
+    trainer_model_text(&t->mc, model_s, sizeof model_s);
     char *cfg_text = NULL;
     size_t cfg_len;
     if (sl_read_file(st->args.config, 1 << 20, &cfg_text, &cfg_len, msg, sizeof msg) != 0)
@@ -271,7 +271,30 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
                           "seed",   seed_s,              "rng",     rng_s, "model", model_s, "config", cfg_text,
                           CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, st->cfg.dataset.path,
                           CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text};
-    rc = ckpt_write(path, ts, nt * 3, meta, (uint32_t)(SL_ARRAY_LEN(meta) / 2), msg, sizeof msg);
+    /* every configuration key as a field of its own ("model.hidden": "32"),
+     * and the widths the dataset decides, so that a reader rebuilds the
+     * model without parsing `config` (docs/checkpoints.md) */
+    size_t nkeys = config_key_count(), nbase = SL_ARRAY_LEN(meta), nall = nbase + 2 * (nkeys + 2);
+    const char **kv = calloc(nall, sizeof *kv);
+    char *vals = calloc(nkeys + 2, 256);
+    if (!kv || !vals)
+        stage_fail(st, "out of memory writing a checkpoint");
+    memcpy(kv, meta, sizeof meta);
+    size_t m = nbase;
+    for (size_t i = 0; i < nkeys; i++) {
+        config_key_text(&st->cfg, i, vals + i * 256, 256);
+        kv[m++] = config_key_name(i);
+        kv[m++] = vals + i * 256;
+    }
+    snprintf(vals + nkeys * 256, 256, "%" PRIu32, t->mc.in_dim);
+    snprintf(vals + (nkeys + 1) * 256, 256, "%" PRIu32, t->mc.classes);
+    kv[m++] = "model.in_dim";
+    kv[m++] = vals + nkeys * 256;
+    kv[m++] = "model.classes";
+    kv[m++] = vals + (nkeys + 1) * 256;
+    rc = ckpt_write(path, ts, nt * 3, kv, (uint32_t)(m / 2), msg, sizeof msg);
+    free(kv);
+    free(vals);
     if (rc) /* ckpt_write removed its partial file; earlier checkpoints are as they were */
         stage_fail(st, "epoch %" PRIu32 ": %s; %s", epochs_done, msg,
                    epochs_done > 1 ? "the checkpoints before it are untouched: make room, then continue from the "
@@ -282,28 +305,24 @@ static void save_checkpoint(struct trainer *t, uint32_t epochs_done)
     free(ts);
 }
 
-static void load_checkpoint(struct trainer *t)
+/* Reads checkpoint `path` into the backend: the parameters, and with
+ * adam also Adam's moments and step count. what: the flag in messages
+ * ("--resume", "--predict"). Fails the stage on any mismatch. */
+static void load_tensors(struct trainer *t, const char *path, const char *what, bool adam)
 {
     struct stage *st = &t->st;
-    const char *dir = st->cfg.train.checkpoint_dir;
-    char path[PATH_MAX], msg[1024], want[256];
-    uint32_t epoch;
-    if (ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg) != 0)
-        stage_fail(st, "--resume: %s", msg);
-    if (epoch != t->start_epoch)
-        stage_fail(st, "--resume: the newest checkpoint in %s is epoch %" PRIu32 ", the launcher asked for %" PRIu32, dir,
-                   epoch, t->start_epoch);
+    char msg[1024], want[256];
     struct ckpt c;
     if (ckpt_read(&c, path, msg, sizeof msg) != 0)
-        stage_fail(st, "--resume: %s", msg);
-    model_text(&t->mc, want, sizeof want);
+        stage_fail(st, "%s: %s", what, msg);
+    trainer_model_text(&t->mc, want, sizeof want);
     const char *fmt = ckpt_meta(&c, "format"), *model = ckpt_meta(&c, "model"), *step = ckpt_meta(&c, "step");
     if (!fmt || strcmp(fmt, "sluice-checkpoint") || !model || !step)
-        stage_fail(st, "--resume: %s is not a Sluice checkpoint (no format, model or step metadata)", path);
+        stage_fail(st, "%s: %s is not a Sluice checkpoint (no format, model or step metadata)", what, path);
     if (strcmp(model, want))
-        stage_fail(st, "--resume: %s holds a model with %s, but this configuration asks for %s; resume with the "
-                   "configuration it was made with, or start afresh without --resume",
-                   path, model, want);
+        stage_fail(st, "%s: %s holds a model with %s, but this configuration asks for %s; use the configuration it "
+                   "was made with%s",
+                   what, path, model, want, adam ? ", or start afresh without --resume" : "");
     struct trainer_state hs;
     host_state(t, &hs);
     float *p = hs.params;
@@ -314,21 +333,96 @@ static void load_checkpoint(struct trainer *t)
         snprintf(name[1], sizeof name[1], "adam.m.%s", mt->name);
         snprintf(name[2], sizeof name[2], "adam.v.%s", mt->name);
         float *dst[3] = {p + mt->offset, hs.adam_m + mt->offset, hs.adam_v + mt->offset};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < (adam ? 3 : 1); k++) {
             uint32_t ndim;
             uint64_t shape[CKPT_MAX_NDIM];
             const float *src = ckpt_find(&c, name[k], "F32", &ndim, shape);
             if (!src || ndim != mt->ndim || shape[0] != mt->shape[0] || (ndim == 2 && shape[1] != mt->shape[1]))
-                stage_fail(st, "--resume: %s has no F32 tensor %s of shape [%" PRIu64 ", %" PRIu64 "]", path, name[k],
-                           mt->shape[0], mt->shape[1]);
+                stage_fail(st, "%s: %s has no F32 tensor %s of shape [%" PRIu64 ", %" PRIu64 "]", what, path,
+                           name[k], mt->shape[0], mt->shape[1]);
             memcpy(dst[k], src, mt->count * sizeof(float));
         }
     }
-    *hs.step = strtoull(step, NULL, 10);
+    if (adam)
+        *hs.step = strtoull(step, NULL, 10);
     ckpt_free(&c);
     if (t->be->state_loaded(t->b, msg, sizeof msg) != 0)
+        stage_fail(st, "%s: %s", what, msg);
+}
+
+static void load_checkpoint(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    const char *dir = st->cfg.train.checkpoint_dir;
+    char path[PATH_MAX], msg[1024];
+    uint32_t epoch;
+    if (ckpt_latest(dir, path, sizeof path, &epoch, msg, sizeof msg) != 0)
         stage_fail(st, "--resume: %s", msg);
+    if (epoch != t->start_epoch)
+        stage_fail(st, "--resume: the newest checkpoint in %s is epoch %" PRIu32 ", the launcher asked for %" PRIu32, dir,
+                   epoch, t->start_epoch);
+    load_tensors(t, path, "--resume", true);
+    struct trainer_state hs;
+    host_state(t, &hs);
     stage_note(st, "resumed from %s (epoch %" PRIu32 ", step %" PRIu64 ")", path, epoch, *hs.step);
+}
+
+/* ---- prediction (gnnlaunch --predict; docs/inference.md) --------------------------------- */
+
+/* The launcher's files (launcher/predict.h): RUNDIR/predict names the
+ * checkpoint and the output directory, where logits.npy, embeddings.npy
+ * and pred.npy exist at their full size with their headers, and
+ * nodes.npy holds the predicted node ids in ascending order: a node's row
+ * in the outputs is its position there. Every rank writes the rows of
+ * its own targets into the shared mappings (disjoint rows). */
+static void predict_open(struct trainer *t)
+{
+    struct stage *st = &t->st;
+    struct predict_out *o = &t->pr;
+    char path[PATH_MAX + 16], msg[1024], ckpt[PATH_MAX] = "", out[PATH_MAX] = "";
+    snprintf(path, sizeof path, "%s/" PREDICT_RUN_FILE, st->args.run_dir);
+    if (predict_read_run_file(path, ckpt, sizeof ckpt, out, sizeof out, msg, sizeof msg) != 0)
+        stage_fail(st, "--predict: %s", msg);
+    load_tensors(t, ckpt, "--predict", false);
+    o->classes = t->mc.classes;
+    o->width = model_embed_width(&t->mc);
+    if (predict_map(&o->files, out, msg, sizeof msg) != 0)
+        stage_fail(st, "--predict: %s", msg);
+    if (o->files.classes != o->classes || o->files.width != o->width)
+        stage_fail(st, "--predict: %s holds %" PRIu32 " classes and %" PRIu32 "-wide embeddings, the model %" PRIu32
+                   " and %" PRIu32, out, o->files.classes, o->files.width, o->classes, o->width);
+    size_t rows = t->sched.p.batch_size;
+    o->hl = malloc(rows * o->classes * sizeof(float));
+    o->he = malloc(rows * o->width * sizeof(float));
+    if (!o->hl || !o->he)
+        stage_fail(st, "--predict: out of memory for a batch's outputs");
+    stage_note(st, "predicting %" PRIu64 " nodes with %s into %s", o->files.n, ckpt, out);
+}
+
+/* The outputs of the batch just forwarded into its targets' rows. */
+static void predict_write(struct trainer *t, const struct batch_view *v)
+{
+    struct predict_out *o = &t->pr;
+    char msg[1024];
+    uint32_t b = batch_targets(v);
+    if (t->be->outputs(t->b, o->hl, o->he, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "--predict: %s", msg);
+    for (uint32_t i = 0; i < b; i++) {
+        int64_t row = predict_row(&o->files, v->nodes[i]);
+        if (row < 0)
+            stage_fail(&t->st, "--predict: node %" PRIu64 " of batch %" PRIu64 " is not among the predicted nodes",
+                       v->nodes[i], v->h.batch);
+        predict_put(&o->files, (uint64_t)row, o->hl + (size_t)i * o->classes, o->he + (size_t)i * o->width);
+    }
+}
+
+static void predict_close(struct trainer *t)
+{
+    char msg[512];
+    if (predict_unmap(&t->pr.files, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "--predict: %s", msg);
+    free(t->pr.hl);
+    free(t->pr.he);
 }
 
 /* ---- steps ------------------------------------------------------------------------------ */
@@ -340,12 +434,29 @@ static int reduce_tick(void *arg)
     return 0;
 }
 
+/* The clipping factor of a gradient whose sum of squares (reduced: over
+ * the ranks) is sumsq and whose step scale is scale (train.grad_clip; 1
+ * when off: nothing is computed then). */
+static double clip_factor(struct trainer *t, bool reduced, double scale)
+{
+    if (!(t->st.cfg.train.grad_clip > 0))
+        return 1.0;
+    double sumsq;
+    char msg[512];
+    if (t->be->grad_sqnorm(t->b, reduced, &sumsq, msg, sizeof msg) != 0)
+        stage_fail(&t->st, "train.grad_clip: %s", msg);
+    return trainer_clip_factor(&t->st.cfg, sqrt(sumsq) * scale);
+}
+
 /* One optimizer step, identical on every rank: real = this rank has a
- * batch's gradients in the backend, else it contributes nothing. */
+ * batch's gradients in the backend, else it contributes nothing. Every
+ * call is one step of the learning rate's clock, on every rank alike. */
 static void step(struct trainer *t, bool real, struct epoch *e)
 {
+    t->lr = (float)trainer_lr_at(&t->st.cfg, t->steps_done++, t->steps_per_epoch);
+    t->be->set_lr(t->b, t->lr);
     if (!t->coll) {
-        if (real && t->be->step(t->b, false, 1.0f) != 0)
+        if (real && t->be->step(t->b, false, (float)clip_factor(t, false, 1.0)) != 0)
             stage_fail(&t->st, "optimizer step failed");
         return;
     }
@@ -367,8 +478,12 @@ static void step(struct trainer *t, bool real, struct epoch *e)
     if (!finite)
         stage_fail(&t->st, "the gradient summed over the ranks holds NaN or infinity: another rank's batch had a "
                    "non-finite gradient (that rank names it); stopped before this step");
-    if (w > 0 && t->be->step(t->b, true, 1.0f / w) != 0)
-        stage_fail(&t->st, "optimizer step failed");
+    if (w > 0) {
+        double clip = clip_factor(t, true, 1.0 / w);
+        float scale = clip == 1.0 ? 1.0f / w : (float)(clip / w); /* unclipped: the bits of 1 / w as ever */
+        if (t->be->step(t->b, true, scale) != 0)
+            stage_fail(&t->st, "optimizer step failed");
+    }
 }
 
 /* Publishes epoch e once all of it is in (waiting, briefly, for the
@@ -390,6 +505,8 @@ static void maybe_publish(struct trainer *t, uint32_t e)
         usleep(20000);
     }
     rec->loss_sum = ep->loss_sum;
+    rec->val_loss_sum = ep->val_loss_sum;
+    rec->lr = t->lr;
     rec->train_batches = ep->batches[BATCH_TRAIN];
     rec->train_labelled = ep->labelled[BATCH_TRAIN];
     rec->train_correct = ep->correct[BATCH_TRAIN];
@@ -497,6 +614,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
                    ", %" PRIu32 " targets)",
                    d->batch, pos.epoch, pos.split, pos.targets);
     uint64_t t0 = sl_now_ns();
+    metrics_busy_begin(st->block, t0); /* readers see the batch's time as it passes (ipc/metrics.h) */
     fault_poison(t, &v);
     if (t->be->gather(t->b, &v, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": gather: %s", d->batch, msg);
@@ -507,6 +625,8 @@ static void handle(struct trainer *t, const struct run_desc *d)
     struct trainer_loss out;
     if (t->be->forward(t->b, &v, train, dseed, &out, msg, sizeof msg) != 0)
         stage_fail(st, "batch %" PRIu64 ": forward: %s", d->batch, msg);
+    if (st->args.predict)
+        predict_write(t, &v);
     uint32_t labelled = out.labelled, correct = out.correct;
     float loss = out.loss;
     bool finite = isfinite(loss);
@@ -531,11 +651,18 @@ static void handle(struct trainer *t, const struct run_desc *d)
     if (!finite)
         labelled = correct = 0; /* a skipped batch counts, but adds nothing */
     e->batches[pos.split]++;
+    if (pos.split == BATCH_VAL && labelled)
+        e->val_loss_sum += (double)loss * labelled;
     e->labelled[pos.split] += labelled;
     e->correct[pos.split] += correct;
     if (train) {
-        if (labelled)
+        if (labelled) {
             e->loss_sum += (double)loss * labelled;
+            float mean = (float)(e->loss_sum / (double)e->labelled[BATCH_TRAIN]); /* for the progress line */
+            uint32_t bits;
+            memcpy(&bits, &mean, sizeof bits);
+            atomic_store_explicit(&st->block->loss_bits, bits, memory_order_relaxed);
+        }
         double busy = (double)(sl_now_ns() - t0) / 1e9;
         step(t, labelled > 0, e);
         /* the rank's last training batch of the epoch: pad to the common step count */
@@ -552,7 +679,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
     } else {
         e->busy_s += (double)(sl_now_ns() - t0) / 1e9;
     }
-    metrics_add(&st->block->busy_ns, sl_now_ns() - t0);
+    metrics_busy_end(st->block, t0, sl_now_ns() - t0);
     metrics_add(&st->block->items, 1);
     maybe_publish(t, pos.epoch);
 }
@@ -622,9 +749,13 @@ int main(int argc, char **argv)
         stage_fail(st, "out of memory for %" PRIu32 " epochs", t.epochs);
     dataset_stamp_load(&t);
     t.start_epoch = st->args.start_epoch;
-    if (st->args.resume || t.start_epoch > 0)
+    if (st->args.predict)
+        predict_open(&t);
+    else if (st->args.resume || t.start_epoch > 0)
         load_checkpoint(&t);
     t.published = t.start_epoch;
+    t.steps_done = (uint64_t)t.start_epoch * t.steps_per_epoch;
+    t.lr = (float)trainer_lr_at(&st->cfg, t.steps_done, t.steps_per_epoch);
     for (uint32_t e = 0; e < t.start_epoch; e++)
         t.ep[e].published = true;
     char where[64];
@@ -658,6 +789,8 @@ int main(int argc, char **argv)
                    t.skipped, t.skipped == 1 ? " was" : "es were");
     if (t.published != t.epochs)
         stage_fail(st, "the batch stream ended after %" PRIu32 " of %" PRIu32 " epochs", t.published, t.epochs);
+    if (st->args.predict)
+        predict_close(&t);
     free(t.ep);
     schedule_free(&t.sched);
     results_free(&t.res);

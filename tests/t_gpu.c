@@ -257,6 +257,19 @@ void t_gpu_plain(void **state)
             assert_true(any);
             assert_int_equal(ops_count_nonfinite(x, n), 1);
         }
+        /* the sum of squares: the same bits as the CPU's fixed order,
+         * also across several chunks (n past GK_SUMSQ_CHUNK) */
+        size_t big = n * 3 + GK_SUMSQ_CHUNK + 7;
+        float *z = hrand(big);
+        float *dz = dev_of(z, big * sizeof *z);
+        double *scratch = dev_alloc(gk_sumsq_scratch(big) * sizeof(double));
+        double want = ops_sumsq(z, big), got = -1.0;
+        T_OK(gk_sumsq(&g_gk, dz, big, scratch, &got));
+        assert_memory_equal(&want, &got, sizeof want);
+        T_OK(gk_sumsq(&g_gk, dz, n, scratch, &got));
+        want = ops_sumsq(z, n);
+        assert_memory_equal(&want, &got, sizeof want);
+        free(z);
         free(x), free(y);
         dev_release();
     }

@@ -139,6 +139,12 @@ static const struct {
     {"[dataset]\npath = \"d\"\n", "model.fanouts=[10,", "--set model.fanouts=[10,: bad value"},
     {"[dataset]\npath = \"d\"\n", "train.lr", "--set train.lr: expected section.key=value"},
     {"[dataset]\npath = \"d\"\n", "model.layers=9", "model.layers = 9 is outside its range [1, 8]"},
+    {"[dataset]\npath = \"d\"\n", "pipeline.cache_policy=belady",
+     "pipeline.cache_policy = \"belady\" is not one of \"lru\", \"lookahead\", \"static\", \"lookahead-static\""},
+    {"[dataset]\npath = \"d\"\n", "pipeline.cache_policy=lookahed", "did you mean \"lookahead\"?"},
+    {"[dataset]\npath = \"d\"\n", "pipeline.lookahead=0", "pipeline.lookahead = 0 is outside its range [1, 4096]"},
+    {"[dataset]\npath = \"d\"\n", "pipeline.lookahead=5000", "pipeline.lookahead = 5000 is outside its range [1, 4096]"},
+    {"[dataset]\npath = \"d\"\n", "pipeline.hot_fraction=1", "pipeline.hot_fraction = 1 is outside its range [0, 0.95]"},
 };
 
 static void test_errors(void **state)

@@ -226,8 +226,8 @@ static int dir_entries(const char *dir, int *partial)
         return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue; /* ., .. and the directory's .lock (launcher/ckptdir.h) */
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "best.safetensors") || !strcmp(e->d_name, "latest.safetensors"))
+            continue; /* ., .. and the directory's .lock, and the two pointers (launcher/ckptdir.h) */
         n++;
         *partial += strstr(e->d_name, ".partial-") != NULL;
     }

@@ -203,6 +203,23 @@ static void write_inputs(const char *dir)
     float sfl[2] = {3, 4};
     path_of(p, sizeof p, dir, "split_float.npy");
     t_npy_write(p, "<f4", "(2,)", sfl, sizeof sfl);
+    /* PyG's boolean masks: the train split as one, and bad ones */
+    unsigned char mask[N] = {0};
+    for (size_t i = 0; i < SL_ARRAY_LEN(train_ids); i++)
+        mask[train_ids[i]] = 1;
+    path_of(p, sizeof p, dir, "train_mask.npy");
+    t_npy_write(p, "|b1", "(40,)", mask, sizeof mask);
+    path_of(p, sizeof p, dir, "mask_short.npy");
+    t_npy_write(p, "|b1", "(39,)", mask, 39);
+    mask[9] = 2;
+    path_of(p, sizeof p, dir, "mask_two.npy");
+    t_npy_write(p, "|b1", "(40,)", mask, sizeof mask);
+    mask[9] = 0;
+    mask[(uint64_t)val_ids[0]] = 1; /* overlaps the validation split */
+    path_of(p, sizeof p, dir, "mask_overlap.npy");
+    t_npy_write(p, "|b1", "(40,)", mask, sizeof mask);
+    path_of(p, sizeof p, dir, "mask_2d.npy");
+    t_npy_write(p, "|b1", "(40, 1)", mask, sizeof mask);
 }
 
 static void setup_bin(void)
@@ -317,6 +334,18 @@ static void test_formats(void **state)
             t_rmrf(out);
         }
     }
+    /* the train split as a boolean mask gives the same dataset */
+    snprintf(out, sizeof out, "%s/out-mask", dir);
+    assert_int_equal(t_run(outbuf, sizeof outbuf,
+                           "'%s' import '%s' --edges '%s/edges.txt' --features '%s/feat.npy' --labels '%s/labels.npy' "
+                           "--train '%s/train_mask.npy' --val '%s/val.npy' --test '%s/test.npy' --quiet",
+                           gnnprep, out, dir, dir, dir, dir, dir, dir), 0);
+    {
+        struct dataset_meta mm;
+        t_load_meta(out, &mm);
+        verify_rest(out, &mm);
+    }
+    t_rmrf(out);
     /* float labels with NaN give the same labels.bin */
     snprintf(out, sizeof out, "%s/out-float-labels", dir);
     assert_int_equal(t_run(outbuf, sizeof outbuf,
@@ -445,7 +474,11 @@ static const struct bcase {
     {"--train", "train_unlabelled.txt", "", {"train_unlabelled.txt:3", "node 7 of the train split has no label",
                                              "labels.npy"}},
     {"--test", "split_neg.npy", "", {"split_neg.npy: element 1", "-1"}},
-    {"--val", "split_float.npy", "", {"split_float.npy", "must be integers"}},
+    {"--val", "split_float.npy", "", {"split_float.npy", "must be node ids (integers"}},
+    {"--train", "mask_short.npy", "", {"mask_short.npy", "a boolean mask of 39 elements", "one per node (40)"}},
+    {"--train", "mask_two.npy", "", {"mask_two.npy", "element 9 of the mask is 2"}},
+    {"--train", "mask_overlap.npy", "", {"(true in the mask)", "disjoint"}},
+    {"--train", "mask_2d.npy", "", {"mask_2d.npy", "a boolean mask must be 1-D"}},
     {"--val", "nofile.txt", "", {"nofile.txt", "No such file"}},
     {NULL, NULL, "--nodes 41", {"feat.npy", "--nodes says 41"}},
     {NULL, NULL, "--nodes abc", {"--nodes abc"}},

@@ -16,6 +16,7 @@
 #include "launcher/cgroup.h"
 #include "launcher/layout.h"
 #include "launcher/memfit.h"
+#include "stages/sampler_fetch.h"
 #include "t_launch.h"
 
 #define CASE_ALARM_S 120
@@ -254,6 +255,124 @@ static void test_plan(void **state)
     assert_int_equal(c.pipeline.feature_buffer_mb, 2);
 }
 
+static uint64_t g_fwant; /* plan_ix's feature buffer and staging before the plan */
+static uint64_t g_nodes; /* plan_ix: the node count to plan for, 0: the dataset's */
+static int g_ranks = 1;  /* plan_ix: ranks on the node */
+
+/* Plans g_ds as if indices.bin were ix bytes (the plan reads sizes only). */
+static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *sets, int nsets, uint64_t lim,
+                   uint64_t ix, struct dataset_meta *m, char *err, size_t errlen)
+{
+    struct run_arena_plan a;
+    static struct layout_featbuf_plan f;
+    assert_int_equal(config_load(c, NULL, sets, nsets, err, errlen), 0);
+    assert_int_equal(dataset_meta_read(g_ds, m, true, err, errlen), 0);
+    m->f[DATASET_INDICES].bytes = ix;
+    if (g_nodes)
+        m->nodes = g_nodes; /* more feature rows than the buffer's default holds */
+    assert_int_equal(run_arena_plan(c, m, &a, err, errlen), 0);
+    assert_int_equal(layout_featbuf_plan(c, m, &a, &f, err, errlen), 0);
+    struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
+    g_fwant = f.rank_bytes + f.staging_bytes; /* the feature buffer before sizing */
+    return memfit_plan_make(p, c, m, &a, &f, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
+}
+
+/* pipeline.topology in the plan: auto resolves to memory or a neighbour
+ * cache sized to the limit (or mmap when no useful cache fits), each mode
+ * counted as memfit.h says, given keys kept, and refusals. */
+static void test_plan_topology(void **state)
+{
+    (void)state;
+    char ds[1300], err[2048], line[2048];
+    snprintf(ds, sizeof ds, "dataset.path=\"%s\"", g_ds);
+    struct memfit_plan p;
+    struct config c;
+    struct dataset_meta m;
+    const char *dflt[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100"};
+    const uint64_t big = 2 * GIB; /* indices.bin twice a 1 GiB limit */
+    /* room to spare: memory */
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, 64 * GIB, big, &m, err, sizeof err), 0);
+    uint64_t ip = m.f[DATASET_INDPTR].bytes;
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
+    assert_true(p.topology_auto);
+    assert_false(config_given(&c, "pipeline.topology"));
+    assert_int_equal(p.topology, ip + big);
+    memfit_plan_describe(&p, &c, line, sizeof line);
+    assert_non_null(strstr(line, "(pipeline.topology = \"memory\", chosen)"));
+    /* two ranks: indptr.bin each, indices.bin once (the node's shared segment) */
+    g_ranks = 2;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, 64 * GIB, big, &m, err, sizeof err), 0);
+    g_ranks = 1;
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
+    assert_int_equal(p.topology, 2 * ip + big);
+    assert_int_equal(p.topology_shm, big);
+    /* a 1 GiB limit: the neighbour cache, what the feature buffer (all of
+     * its 4.9 MiB of rows) leaves of the room less an eighth */
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
+    assert_true(p.neighbour_cache_sized);
+    assert_false(config_given(&c, "pipeline.neighbour_cache_mb"));
+    uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_FETCH_BUF;
+    uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - rd) / MIB;
+    assert_true(want_mb * MIB > room / MEMFIT_TOPO_CACHE_DIV);
+    assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)want_mb);
+    assert_int_equal(p.topology, ip + rd + want_mb * MIB);
+    assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin <= GIB);
+    memfit_plan_describe(&p, &c, line, sizeof line);
+    char want[256];
+    snprintf(want, sizeof want,
+             "(pipeline.topology = \"cache\", chosen, pipeline.neighbour_cache_mb = %" PRIu64 ", sized to fit)",
+             want_mb);
+    if (!strstr(line, want))
+        fail_msg("plan line lacks '%s': %s", want, line);
+    /* memory while it leaves the feature buffer what it wants (all its rows:
+     * less than a quarter of the room), cache once it does not */
+    uint64_t fit = room - g_fwant - ip - MIB;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
+    assert_int_equal(p.topology, ip + fit);
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit + 2 * MIB, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
+    /* a given budget with auto means cache with that budget */
+    const char *mb[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.neighbour_cache_mb=100"};
+    assert_int_equal(plan_ix(&p, &c, mb, 4, GIB, big, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
+    assert_false(p.neighbour_cache_sized);
+    assert_int_equal(c.pipeline.neighbour_cache_mb, 100);
+    assert_int_equal(p.topology, ip + rd + 100 * MIB);
+    /* mmap counts indptr alone: the mapped file is page cache */
+    const char *mm[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.topology=\"mmap\""};
+    assert_int_equal(plan_ix(&p, &c, mm, 4, GIB, big, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MMAP);
+    assert_false(p.topology_auto);
+    assert_int_equal(p.topology, ip);
+    /* memory asked for explicitly under the same limit: refused, naming the topology */
+    const char *mem[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.topology=\"memory\""};
+    assert_int_equal(plan_ix(&p, &c, mem, 4, GIB, big, &m, err, sizeof err), -ENOMEM);
+    assert_non_null(strstr(err, "topology 2.0 GiB"));
+    /* a limit whose quarter, and what the feature buffer leaves, hold no
+     * more than indptr and the read buffers: auto falls back to mmap, an
+     * explicit cache is refused */
+    uint64_t small = p.arenas + p.margin + ip + rd + g_fwant + 2 * MIB;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, small, big, &m, err, sizeof err), 0);
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_MMAP);
+    assert_true(p.topology_auto);
+    const char *cache[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.topology=\"cache\""};
+    assert_int_equal(plan_ix(&p, &c, cache, 4, small, big, &m, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "pipeline.topology = \"cache\": the memory plan leaves no neighbour cache"));
+    assert_non_null(strstr(err, "give pipeline.neighbour_cache_mb"));
+    /* features that do not fit the default feature buffer (8M rows of 256 B):
+     * the quarter of the room, and the buffer sized to the rest */
+    g_nodes = 8000000;
+    assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
+    g_nodes = 0;
+    assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
+    assert_true(p.featbuf_sized);
+    uint64_t room8 = GIB - p.arenas - p.margin;
+    assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)((room8 / MEMFIT_TOPO_CACHE_DIV - ip - rd) / MIB));
+    assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin <= GIB);
+}
+
 /* ---- through gnnlaunch -------------------------------------------------------------------- */
 
 /* A fake v2 hierarchy with a limit of lim_mb MiB, as environment strings. */
@@ -394,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_cgroup_hybrid_and_none),
         cmocka_unit_test(test_config_given),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan_topology),
         cmocka_unit_test_setup_teardown(test_launch_plan_and_refusal, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_oom_named, t_launch_case_setup, t_launch_case_teardown),
     };

@@ -210,6 +210,37 @@ static void test_threads(void **state)
     metrics_free(&p);
 }
 
+/* Busy periods under way count as they pass: a reading in the middle of
+ * a long period holds the part spent, readings never go back, and once
+ * the periods end the counter holds exactly their busy time. */
+static void test_busy_open(void **state)
+{
+    (void)state;
+    static _Alignas(4096) unsigned char mem[4096];
+    char err[256];
+    struct metrics_page p;
+    assert_int_equal(metrics_mem_format(mem, sizeof mem, 1, err, sizeof err), 0);
+    assert_int_equal(metrics_init(&p, mem, sizeof mem, err, sizeof err), 0);
+    struct metrics_block *b = metrics_block(&p, 0);
+    assert_int_equal(metrics_claim(b, "trainer", 0, err, sizeof err), 0);
+    uint64_t t0 = 5000000000ull; /* 5 s, as CLOCK_MONOTONIC would say */
+    assert_int_equal(metrics_busy_now(b, t0), 0);
+    metrics_busy_begin(b, t0);
+    assert_int_equal(metrics_busy_now(b, t0 + 300000000ull), 300000000ull); /* 0.3 s into it */
+    metrics_busy_begin(b, t0 + 100000000ull);                              /* a second thread */
+    assert_int_equal(metrics_busy_now(b, t0 + 400000000ull), 700000000ull); /* 0.4 + 0.3 */
+    metrics_busy_end(b, t0 + 100000000ull, 250000000ull); /* the second ends, busy 0.25 s */
+    uint64_t mid = metrics_busy_now(b, t0 + 500000000ull);
+    assert_int_equal(mid, 250000000ull + 500000000ull);
+    metrics_busy_end(b, t0, 1740000000ull); /* the first ends after 1.74 s */
+    assert_int_equal(metrics_busy_now(b, t0 + 9000000000ull), 1990000000ull);
+    assert_int_equal(atomic_load(&b->busy_open), 0);
+    struct metrics_snapshot snap;
+    metrics_snapshot(&p, &snap, 1);
+    assert_int_equal(snap.busy_ns, 1990000000ull);
+    metrics_free(&p);
+}
+
 int main(void)
 {
     assert_int_equal(shm_run_id_new(g_run, sizeof g_run), 0);
@@ -217,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test_teardown(test_claim_count_snapshot, teardown),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_busy_open),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     shm_run_unlink(g_run);

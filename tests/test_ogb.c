@@ -104,11 +104,35 @@ static void test_split_choice(void **state)
     assert_non_null(strstr(outbuf, "several splits"));
     t_assert_no_output(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split other --quiet", gnnprep, raw, out), 0);
-    assert_string_equal(outbuf, "");
+    /* --quiet keeps only the correctness note of products' one-way edges */
+    assert_non_null(strstr(outbuf, "pass --undirected"));
+    int lines = 0;
+    for (const char *c = outbuf; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 1);
     t_ogb_verify(out, &y, &o2, 0, DTYPE_F32);
     t_rmrf(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s' '%s' --split=sales_ranking", gnnprep, raw, out), 0);
     t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
+    t_rmrf(out);
+    /* given the raw/ folder itself, the parent is imported, with a note */
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s/raw/' '%s' --split=sales_ranking", gnnprep, raw,
+                           out), 0);
+    assert_non_null(strstr(outbuf, "is the dataset's raw/ folder; importing its parent"));
+    t_ogb_verify(out, &x, &o, 0, DTYPE_F32);
+    t_rmrf(out);
+    /* ogbn-mag's and ogbn-proteins' layouts are named and refused */
+    char p2[4400];
+    snprintf(p2, sizeof p2, "%s/mag/raw/relations/paper___cites___paper", dir);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "mkdir -p '%s' '%s/mag/split/time'", p2, dir), 0);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s/mag' '%s'", gnnprep, dir, out), 2);
+    assert_non_null(strstr(outbuf, "looks like ogbn-mag, a heterogeneous graph"));
+    t_assert_no_output(out);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "mkdir -p '%s/proteins/raw' && touch '%s/proteins/raw/edge.csv.gz' "
+                           "'%s/proteins/raw/node_species.csv.gz'", dir, dir, dir), 0);
+    assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb '%s/proteins' '%s'", gnnprep, dir, out), 2);
+    assert_non_null(strstr(outbuf, "looks like ogbn-proteins"));
+    t_assert_no_output(out);
     assert_int_equal(t_run(outbuf, sizeof outbuf, "'%s' import-ogb --help", gnnprep), 0);
     assert_non_null(strstr(outbuf, "--mem-limit"));
     t_fix_free(&x);

@@ -8,13 +8,15 @@
  * once and (ordered runs) the order; the releaser fails the run if any
  * reference is left at the end. Cases cover one and two ranks, every I/O
  * mode, the pread fallback, rows smaller than a disk block (f16, dim 3), a
- * feature file truncated under a running extractor, and a buffer below the
- * deadlock reserve (refused before start). */
+ * feature file truncated under a running extractor, a buffer below the
+ * deadlock reserve (refused before start), and the cache policies (lookahead
+ * announcing batches from the sampler, a pinned hot set) with row traces. */
 #include "t_util.h"
 
 #include <errno.h>
 #include <signal.h>
 
+#include "stages/cachesim.h"
 #include "t_launch.h"
 
 #define CASE_ALARM_S 240
@@ -50,6 +52,8 @@ static void expect_rows_ok(const struct t_proc *r, int rank, unsigned epochs)
         fail_msg("rank %d: %s (want every row and batch right, %u complete epochs)", rank, buf, epochs);
 }
 
+static struct t_proc g_last; /* run_ok's last run, for more checks of its log */
+
 static void run_ok(const char *cfg, const char *const *env_extra, const char *const *args, int ranks, unsigned epochs)
 {
     struct t_proc r;
@@ -71,6 +75,7 @@ static void run_ok(const char *cfg, const char *const *env_extra, const char *co
     for (int k = 0; k < ranks; k++)
         expect_rows_ok(&r, k, epochs);
     t_expect_clean(&r);
+    g_last = r;
 }
 
 static void test_one_rank_direct(void **state)
@@ -115,6 +120,7 @@ static void test_small_rows_f16(void **state)
     snprintf(cfg, sizeof cfg, "%s/f16.toml", t_ldir);
     write_config(cfg, g_ds16, "ordered = true\n");
     run_ok(cfg, NULL, NULL, 1, 2);
+    t_expect_no_log(&g_last, "cache policy"); /* auto: every row fits 4 MiB of 64-byte slots: lru */
 }
 
 /* features.bin shrinks while the run reads it: the extractor fails naming
@@ -137,6 +143,47 @@ static void test_file_truncated_under_us(void **state)
     t_expect_log(&r, "offset");
     t_expect_clean(&r);
     t_rmrf(ds);
+}
+
+/* Every row right and every reference released with the lookahead policy
+ * (two ranks: two buffers, each told by its rank's sampler threads), with
+ * lookahead over a pinned hot set, and with static; the row traces hold
+ * every batch each rank's extractor took. */
+static void test_cache_policies(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sluice-rows-XXXXXX", set[1200], path[1300], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(set, sizeof set, "pipeline.trace_rows=%s/rows", dir);
+    run_ok(g_cfg, NULL,
+           (const char *[]){"--set", "pipeline.cache_policy=lookahead", "--set", "pipeline.lookahead=4", "--set",
+                            "pipeline.ranks=2", "--set", set, NULL},
+           2, 2);
+    t_expect_log(&g_last, "lookahead: announcing 4 batches ahead");
+    uint64_t batches = 0;
+    for (int rank = 0; rank < 2; rank++) {
+        snprintf(path, sizeof path, "%s/rows.rank%d", dir, rank);
+        struct cachesim_trace t;
+        if (cachesim_trace_read(&t, path, err, sizeof err))
+            fail_msg("rank %d's trace: %s", rank, err);
+        assert_int_equal(t.rank, (uint32_t)rank);
+        assert_int_equal(t.n_nodes, 20000);
+        assert_false(t.truncated);
+        assert_true(t.batches > 0 && t.accesses >= t.batches);
+        batches += t.batches;
+        cachesim_trace_free(&t);
+        unlink(path);
+    }
+    assert_true(batches >= 2 * 2 * 40); /* 8000 training targets x 2 epochs in batches of 100, over two ranks */
+    rmdir(dir);
+    run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=lookahead-static", "--epochs", "1", NULL}, 1,
+           1);
+    run_ok(g_cfg, NULL, (const char *[]){"--set", "pipeline.cache_policy=static", "--epochs", "1", NULL}, 1, 1);
+    t_expect_log(&g_last, "pinned the ");
+    /* the default, auto: lookahead when the rows do not fit (20000 nodes, 8192 slots) */
+    run_ok(g_cfg, NULL, (const char *[]){"--epochs", "1", NULL}, 1, 1);
+    t_expect_log(&g_last, "gnnlaunch: cache policy auto (lookahead: the features do not fit the buffer)");
+    t_expect_log(&g_last, "lookahead: announcing 32 batches ahead");
 }
 
 /* A buffer below extractors x the largest batch could deadlock: refused
@@ -190,6 +237,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small_rows_f16, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_file_truncated_under_us, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_buffer_below_reserve, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_policies, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

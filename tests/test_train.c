@@ -118,6 +118,176 @@ static void expect_same_tensors(const char *a, const char *b)
     ckpt_free(&y);
 }
 
+/* Whether the parameters (not Adam's moments) of two checkpoints are the
+ * same bytes. */
+static bool same_params(const char *a, const char *b)
+{
+    struct ckpt x, y;
+    char err[512];
+    assert_int_equal(ckpt_read(&x, a, err, sizeof err), 0);
+    assert_int_equal(ckpt_read(&y, b, err, sizeof err), 0);
+    bool same = true;
+    uint32_t params = 0;
+    for (uint32_t i = 0; i < ckpt_count(&x); i++) {
+        const char *name = ckpt_name(&x, i);
+        if (!strncmp(name, "adam.", 5))
+            continue;
+        const struct ckpt_entry *e = ckpt_entry_at(&x, i);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *p = ckpt_find(&x, name, e->dtype, &nd, shape);
+        const void *q = ckpt_find(&y, name, e->dtype, NULL, NULL);
+        assert_non_null(p);
+        assert_non_null(q);
+        size_t bytes = ckpt_dtype_size(e->dtype);
+        for (uint32_t d = 0; d < nd; d++)
+            bytes *= shape[d];
+        same = same && !memcmp(p, q, bytes);
+        params++;
+    }
+    assert_true(params > 0);
+    ckpt_free(&x);
+    ckpt_free(&y);
+    return same;
+}
+
+/* A run called `name` with --set SETS (NULL-terminated, at most 4) for
+ * `epochs` epochs; its checkpoint directory into dir. */
+static void run_ck(const char *name, const char *const *sets, const char *epochs, char *dir, size_t len)
+{
+    char set[1400];
+    snprintf(dir, len, "%s/ck-%s", t_ldir, name);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", dir);
+    const char *args[16] = {g_cfg, "--set", set, "--epochs", epochs};
+    int a = 5;
+    for (int i = 0; sets[i] && a < 14; i++) {
+        args[a++] = "--set";
+        args[a++] = sets[i];
+    }
+    struct t_proc r;
+    run(&r, args, 0);
+}
+
+/* Checkpoint `epoch` of directory dir (a static buffer per slot 0..3). */
+static const char *ck_at(int slot, const char *dir, uint32_t epoch)
+{
+    static char path[4][1400];
+    assert_int_equal(ckpt_path(path[slot], sizeof path[slot], dir, epoch), 0);
+    return path[slot];
+}
+
+/* The learning rate schedule and gradient clipping reach the steps: a
+ * step schedule with gamma 0 freezes the parameters after epoch 1; a clip
+ * far above any gradient's norm changes no bit, a tight one changes the
+ * result; so does a warm-up. */
+static void test_lr_schedule_and_clip(void **state)
+{
+    (void)state;
+    char plain[1300], frozen[1300], other[1300];
+    run_ck("plain", (const char *[]){NULL}, "3", plain, sizeof plain);
+    run_ck("frozen",
+           (const char *[]){"train.lr_schedule=\"step\"", "train.lr_step_epochs=1", "train.lr_gamma=0", NULL}, "3",
+           frozen, sizeof frozen);
+    assert_true(same_params(ck_at(0, frozen, 1), ck_at(1, frozen, 3)));
+    assert_false(same_params(ck_at(0, frozen, 3), ck_at(1, plain, 3)));
+    run_ck("loose", (const char *[]){"train.grad_clip=1e9", NULL}, "3", other, sizeof other);
+    assert_true(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+    run_ck("tight", (const char *[]){"train.grad_clip=0.001", NULL}, "3", other, sizeof other);
+    assert_false(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+    run_ck("warm", (const char *[]){"train.warmup_steps=20", "train.lr_schedule=\"cosine\"", NULL}, "3", other,
+           sizeof other);
+    assert_false(same_params(ck_at(0, other, 3), ck_at(1, plain, 3)));
+}
+
+/* The number after "key": in line, or NAN. */
+static double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(line, pat);
+    return at && strncmp(at + strlen(pat), "null", 4) ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+/* Early stopping on labels that carry no signal (the permuted dataset):
+ * validation accuracy stops improving within a few epochs, the run ends
+ * with exit 0 `patience` evaluations after its best epoch, the final line
+ * gives that epoch's accuracies, best.safetensors and latest.safetensors
+ * point at the right epochs and train.keep_last removed the others. */
+static void test_early_stop(void **state)
+{
+    (void)state;
+    char cfg[1300], ck[1300], set[1400], met[1300], buf[1 << 16];
+    snprintf(cfg, sizeof cfg, "%s/perm.toml", t_ldir);
+    write_config(cfg, g_perm, NULL);
+    snprintf(ck, sizeof ck, "%s/ck-early", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    snprintf(met, sizeof met, "%s/early.jsonl", t_ldir);
+    struct t_proc r;
+    /* 2000 epochs take many seconds: the launcher sees the stop long before they end */
+    run(&r, (const char *[]){cfg, "--set", set, "--epochs", "2000", "--set", "train.early_stop_patience=2", "--set",
+                             "train.keep_last=1", "--metrics", met, NULL},
+        0);
+    t_expect_log(&r, "stopped early");
+    /* the epochs printed, their validation accuracy, and the best (the first maximum) */
+    t_slurp(met, buf, sizeof buf);
+    double val[64] = {0}, test[64] = {0};
+    int n = 0, best = 0;
+    double final_test = NAN, final_best = NAN;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strstr(line, "\"type\":\"epoch\"") && n < 64) {
+            val[n] = json_num(line, "val_acc");
+            test[n] = json_num(line, "test_acc");
+            assert_false(isnan(val[n]) || isnan(test[n])); /* a test pass with every validation */
+            if (val[n] > val[best])
+                best = n;
+            n++;
+        } else if (strstr(line, "\"type\":\"final\"")) {
+            final_test = json_num(line, "test_acc");
+            final_best = json_num(line, "best_epoch");
+            assert_non_null(strstr(line, "\"stopped_early\":true"));
+        }
+    }
+    if (n != best + 3) /* patience 2: two more evaluations after the best */
+        fail_msg("%d epochs printed, the best being epoch %d: expected a stop 2 evaluations after it", n, best + 1);
+    assert_true(n < 60);
+    t_expect_log(&r, "stopping the run");
+    assert_true(final_best == best + 1);
+    assert_true(fabs(final_test - test[best]) < 1e-9);
+    char line[512];
+    double ftest, fval;
+    unsigned fe;
+    assert_true(t_last_line(&r, "test_acc=", line, sizeof line));
+    assert_int_equal(sscanf(line, "test_acc=%lf val_acc=%lf epochs=%u", &ftest, &fval, &fe), 3);
+    assert_true(fe == (unsigned)n && fabs(fval - val[best]) < 1e-4 && fabs(ftest - test[best]) < 1e-4);
+    /* the pointers, and keep_last = 1: the newest printed epoch and the best remain */
+    char path[1400], target[256];
+    snprintf(path, sizeof path, "%s/best.safetensors", ck);
+    ssize_t k = readlink(path, target, sizeof target - 1);
+    assert_true(k > 0);
+    target[k] = '\0';
+    char want[64];
+    snprintf(want, sizeof want, "epoch-%06d.safetensors", best + 1);
+    assert_string_equal(target, want);
+    snprintf(path, sizeof path, "%s/latest.safetensors", ck);
+    k = readlink(path, target, sizeof target - 1);
+    assert_true(k > 0);
+    target[k] = '\0';
+    snprintf(want, sizeof want, "epoch-%06d.safetensors", n);
+    assert_string_equal(target, want);
+    for (int e = 1; e <= n; e++) {
+        assert_int_equal(ckpt_path(path, sizeof path, ck, (uint32_t)e), 0);
+        bool kept = access(path, F_OK) == 0;
+        if (kept != (e == best + 1 || e == n))
+            fail_msg("epoch %d's checkpoint is %s (best %d, newest %d, keep_last 1)", e, kept ? "there" : "gone",
+                     best + 1, n);
+    }
+    struct ckpt c;
+    char err[512];
+    snprintf(path, sizeof path, "%s/best.safetensors", ck);
+    assert_int_equal(ckpt_read(&c, path, err, sizeof err), 0);
+    ckpt_free(&c);
+}
+
 /* Two runs of one seed write the same checkpoint, byte for byte, whatever
  * the trainer's thread count (1, then 3: more than this machine may have). */
 static void test_deterministic(void **state)
@@ -243,6 +413,10 @@ static void test_two_ranks(void **state)
     double acc = t_final_test_acc(&r, 3);
     if (acc < 0.6)
         fail_msg("two ranks reached only test_acc=%.3f", acc);
+    /* pipeline.topology = "auto" is "memory" here: one copy of indices.bin
+     * for the node, loaded by one rank's sampler, read by both */
+    t_expect_log(&r, "topology memory: shared with this node's other ranks (/sluice.");
+    t_expect_log(&r, "loaded by another rank's sampler; waited ");
 }
 
 /* --metrics: every line a JSON object of a documented type with its keys;
@@ -410,14 +584,36 @@ static void test_progress_lines(void **state)
         fail_msg("no epoch line in %s", r.log);
     static char buf[1 << 20];
     t_slurp(r.log, buf, sizeof buf);
-    const char *p = strstr(buf, "/600: batch ");
+    const char *p = strstr(buf, "/600 ");
+    for (; p; p = strstr(p + 1, "/600 ")) { /* a progress line, not an epoch line */
+        const char *b = strstr(p, " batches  "), *nl = strchr(p, '\n');
+        if (b && (!nl || b < nl))
+            break;
+    }
     if (!p)
         fail_msg("no progress line in %s (the run took %.1f s)", r.log, r.t_end - r.t0);
     unsigned long long done, total;
-    assert_int_equal(sscanf(p, "/600: batch %llu/%llu", &done, &total), 2);
-    assert_true(done <= total && total == 600ull * 25 + 600 * 13 + 13); /* 25 train + 13 val batches an epoch, 13 test */
-    assert_non_null(strstr(p, "batches/s  ETA "));
+    int pct;
+    char bar[32];
+    assert_int_equal(sscanf(p, "/600 %d%% [%20[#.]] %llu/%llu batches", &pct, bar, &done, &total), 4);
+    /* within one epoch: 25 training and 13 validation batches (and 13 test batches in the last) */
+    assert_true(done <= total && (total == 25 + 13 || total == 25 + 13 + 13) && pct >= 0 && pct <= 100);
+    assert_int_equal(strlen(bar), 20);
+    assert_non_null(strstr(p, " batches/s"));
+    assert_non_null(strstr(p, "run ETA "));
     assert_non_null(strstr(p, "queues extract "));
+    /* stdout holds only the lines for scripts: epoch lines and the final line */
+    char cmd[4096], *out = malloc(1 << 20);
+    assert_non_null(out);
+    snprintf(cmd, sizeof cmd, "{ %s SLUICE_PROGRESS_EVERY=0 %s --cpu %s --set '%s' --epochs 200 2>/dev/null; }", g_stages,
+             t_launcher, g_cfg, set);
+    assert_int_equal(t_run(out, 1 << 20, "%s", cmd), 0);
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n"))
+        if (strncmp(l, "epoch ", 6) && strncmp(l, "test_acc=", 9))
+            fail_msg("stdout holds a line that is not an epoch line or the final line: '%s'", l);
+        else if (strstr(l, " batches/s"))
+            fail_msg("a progress line reached stdout: '%s'", l);
+    free(out);
 }
 
 /* On a terminal: the progress line is live (each refresh starts with
@@ -440,8 +636,8 @@ static void test_progress_live(void **state)
     static char buf[1 << 22];
     t_slurp(r.log, buf, sizeof buf);
     size_t live = 0, cleared_epochs = 0, epochs = 0;
-    for (const char *p = buf; (p = strstr(p, "/300: batch ")); p++) {
-        /* every progress line is a live one: "\r\033[Kepoch E/300: batch ..." */
+    for (const char *p = buf; (p = strstr(p, " batches  ")); p++) {
+        /* every progress line is a live one: "\r\033[Kepoch E/300  P% [...] D/T batches ..." */
         const char *start = p;
         while (start > buf && start[-1] != '\n' && start[-1] != '\r')
             start--;
@@ -450,7 +646,7 @@ static void test_progress_live(void **state)
         const char *end = p + strcspn(p, "\r\n");
         if (*end == '\n' || (end[0] == '\r' && end[1] == '\n'))
             fail_msg("progress line at byte %td ends with a newline; a live line never does", start - buf);
-        if (!strstr(p, "batches/s  ETA ") || !strstr(p, " MB/s  queues extract "))
+        if (!strstr(p, " batches/s") || !strstr(p, "run ETA ") || !strstr(p, " MB/s  queues extract "))
             fail_msg("progress line at byte %td lacks rate, ETA, MB/s or queues", start - buf);
         live++;
     }
@@ -570,6 +766,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_warm_start_same, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_warm_start_refused, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_lr_schedule_and_clip, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_early_stop, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),

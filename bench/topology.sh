@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# bench/topology.sh - the sampler's topology modes (pipeline.topology,
+# docs/architecture.md "Topology"), side by side in one run:
+#
+#   1. under a memory cap (CAP, 1 GiB) on a graph whose indices.bin alone is
+#      more than twice the cap (BIG: gnnprep synth --nodes 2M --avg-degree
+#      300 --feat-dim 16, 2.2 GiB of ids; made once under
+#      $DATA/.gen.lock): sampling alone (gnn-sampler --bench, THREADS
+#      threads, SECONDS s) and training (gnnlaunch --cpu, EPOCHS epochs)
+#      with the topology mapped (mmap) and in the neighbour cache with
+#      direct reads (cache, the budget gnnlaunch's plan picks under the cap,
+#      which is what "auto" resolves to there);
+#      and, as the reference, training with the topology in memory and no cap;
+#   2. without a cap on SMALL (/work/bench-data/inmem-2m, issue 27's
+#      dataset): the first epoch's sampler busy time with mmap and memory.
+# The page cache is dropped before every run (lib.sh). Each training run's
+# epoch lines (seconds, busy seconds per stage) go into the table; raw logs
+# stay in WORK.
+#
+#   flock /tmp/sluice-bench.lock bench/topology.sh
+#
+# Environment: BUILD (build), DATA (/work/bench-data), WORK (bench/work/topology),
+# RESULTS (bench/results), NAME (topology-DATE), CAP (1G), EPOCHS (3),
+# THREADS (2), SAMPLE_SECONDS (20), SMALL (DATA/inmem-2m).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LIB_PROG=bench/topology.sh
+source bench/lib.sh
+
+BUILD=${BUILD:-build}
+DATA=${DATA:-/work/bench-data}
+WORK=${WORK:-bench/work/topology}
+RESULTS=${RESULTS:-bench/results}
+NAME=${NAME:-topology-$(date -u +%Y-%m-%d)}
+CAP=${CAP:-1G}
+EPOCHS=${EPOCHS:-3}
+THREADS=${THREADS:-2}
+SECONDS_=${SAMPLE_SECONDS:-20}
+SMALL=${SMALL:-$DATA/inmem-2m}
+BIG=$DATA/topo-2m-d300
+BIG_SYNTH=(synth "$BIG" --nodes 2M --avg-degree 300 --feat-dim 16 --classes 16 --seed 1 --train-frac 0.02
+    --val-frac 0.001 --test-frac 0.001 --threads 1)
+
+lib_need_tools jq numfmt
+lib_need_bins "$BUILD" gnnlaunch gnnprep gnn-sampler gnn-extractor gnn-trainer gnn-releaser
+GL=$BUILD/bin/gnnlaunch
+SB=$BUILD/bin/gnn-sampler
+CAP_BYTES=$(numfmt --from=iec "$CAP")
+mkdir -p "$WORK" "$RESULTS"
+WORK=$(realpath "$WORK")
+
+flock "$DATA/.gen.lock" bash -c "test -f '$BIG/dataset.toml' || '$BUILD/bin/gnnprep' ${BIG_SYNTH[*]}"
+[[ -f $SMALL/dataset.toml ]] || lib_die "$SMALL is missing (issue 27's dataset, see helper notes)"
+
+lib_cg_detect
+RUN_IDS=()
+cleanup() {
+    lib_cg_remove
+    lib_shm_sweep "${RUN_IDS[@]}" >/dev/null
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# The training job (a config file per dataset).
+job() { # DS FANOUTS FB_LINE
+    cat <<EOF
+[dataset]
+path = "$1"
+[model]
+kind = "sage"
+layers = 2
+hidden = 128
+fanouts = $2
+dropout = 0.5
+[train]
+batch_size = 1000
+lr = 0.003
+seed = 1
+[pipeline]
+$3
+EOF
+}
+job "$BIG" "[10, 10]" "" >"$WORK/big.toml"
+job "$SMALL" "[10, 5]" "feature_buffer_mb = 2048" >"$WORK/small.toml"
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# One gnnlaunch run: ID CAP(0 = none) CFG set-args...
+train() {
+    local id=$1 cap=$2 cfg=$3
+    shift 3
+    local cmd=("$GL" --cpu "$cfg" --epochs "$EPOCHS" --skip-verify --set "train.checkpoint_dir=\"$WORK/ck-$id\"" "$@")
+    printf '%q ' "${cmd[@]}" >"$WORK/$id.cmd"
+    lib_drop_caches
+    [[ $cap == 0 ]] || lib_cg_create "$cap"
+    local rc=0
+    lib_cg_exec "${cmd[@]}" >"$WORK/$id.log" 2>&1 </dev/null || rc=$?
+    lib_cg_summary >"$WORK/$id.cg.json"
+    lib_cg_remove
+    local rid
+    rid=$(lib_run_id "$WORK/$id.log")
+    [[ -n $rid ]] && RUN_IDS+=("$rid")
+    rm -rf "$WORK/ck-$id"
+    [[ $rc == 0 ]] || { tail -5 "$WORK/$id.log" >&2; lib_die "run $id failed ($rc)"; }
+}
+
+# One gnn-sampler --bench under the cap: ID args...
+sample() {
+    local id=$1
+    shift
+    local cmd=("$SB" --bench "$BIG" --fanouts 10,10 --batch-size 1000 --threads "$THREADS" --seconds "$SECONDS_" "$@")
+    printf '%q ' "${cmd[@]}" >"$WORK/$id.cmd"
+    lib_drop_caches
+    lib_cg_create "$CAP_BYTES"
+    local rc=0
+    lib_cg_exec "${cmd[@]}" >"$WORK/$id.log" 2>&1 </dev/null || rc=$?
+    lib_cg_summary >"$WORK/$id.cg.json"
+    lib_cg_remove
+    [[ $rc == 0 ]] || { tail -5 "$WORK/$id.log" >&2; lib_die "sampler bench $id failed ($rc)"; }
+}
+
+kv() { sed -n "s/^$2=//p" "$WORK/$1.log" | head -1; }
+# "epoch K/E ... seconds=S ... | busy s: sampler A extractor B trainer C releaser D" -> "S A B C D"
+epoch() { # ID K
+    sed -n "s|^epoch $2/[0-9]* .*seconds=\([0-9.]*\) .*busy s: sampler \([0-9.]*\) extractor \([0-9.]*\) trainer \([0-9.]*\) releaser \([0-9.]*\).*|\1 \2 \3 \4 \5|p" \
+        "$WORK/$1.log" | head -1
+}
+peak() { jq -r '.peak_bytes // "n/a"' "$WORK/$1.cg.json" | numfmt --to=iec 2>/dev/null || echo n/a; }
+
+# 1. under the cap: training first (its plan names the cache's budget)
+train big-cache "$CAP_BYTES" "$WORK/big.toml" --set pipeline.topology=auto
+CACHE_MB=$(sed -n 's/.*pipeline.neighbour_cache_mb = \([0-9]*\).*/\1/p' "$WORK/big-cache.log" | head -1)
+grep -q 'pipeline.topology = "cache", chosen' "$WORK/big-cache.log" || lib_die "auto did not choose cache under $CAP"
+train big-mmap "$CAP_BYTES" "$WORK/big.toml" --set pipeline.topology=mmap
+sample smp-cache --topology cache --cache-mb "$CACHE_MB"
+sample smp-mmap --topology mmap
+# reference: the same job with the topology in memory and no cap (what sampling costs without any topology I/O)
+train big-memory 0 "$WORK/big.toml" --set pipeline.topology=memory
+# 2. no cap, the in-memory dataset: first epoch, mmap against memory
+train small-mmap 0 "$WORK/small.toml" --set pipeline.topology=mmap
+train small-memory 0 "$WORK/small.toml" --set pipeline.topology=memory
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+{
+    echo "## Raw results ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD))"
+    echo
+    echo "load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
+    echo
+    echo "### Sampling alone under the $CAP cap ($BIG, fanouts 10,10, batch 1000, $THREADS threads, ${SECONDS_} s)"
+    echo
+    echo "| topology | open s | batches/s | sampled edges/s | lists read directly | bytes read | cgroup peak |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    for m in mmap cache; do
+        echo "| $m | $(kv smp-$m topology_open_s) | $(kv smp-$m batches_per_s) | $(kv smp-$m sampled_edges_per_s) |" \
+            "$(kv smp-$m lists_read) | $(kv smp-$m list_bytes_read | numfmt --to=iec) | $(peak smp-$m) |"
+    done
+    echo
+    echo "### Training under the $CAP cap ($BIG, sage [10,10], batch 1000, $EPOCHS epochs)"
+    echo
+    echo "(memory: the reference, no cap)"
+    echo
+    echo "| topology | epoch | seconds | busy s: sampler | extractor | trainer | releaser | busiest |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    for m in mmap cache memory; do
+        for ((k = 1; k <= EPOCHS; k++)); do
+            read -r s a b c d <<<"$(epoch big-$m $k)"
+            busiest=$(printf 'sampler %s\nextractor %s\ntrainer %s\nreleaser %s\n' "$a" "$b" "$c" "$d" | sort -k2,2gr | head -1 | cut -d' ' -f1)
+            echo "| $m | $k | $s | $a | $b | $c | $d | $busiest |"
+        done
+    done
+    echo
+    echo "cache run's plan: $(grep -m1 '^gnnlaunch: memory:' "$WORK/big-cache.log")"
+    echo
+    echo "cache run's sampler: $(grep -m1 'gnn-sampler rank 0: topology' "$WORK/big-cache.log")"
+    echo
+    echo "### First epoch without a cap ($SMALL, sage [10,5], batch 1000, feature_buffer_mb 2048)"
+    echo
+    echo "| topology | epoch | seconds | busy s: sampler | extractor | trainer | releaser |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    for m in mmap memory; do
+        for ((k = 1; k <= 2; k++)); do
+            read -r s a b c d <<<"$(epoch small-$m $k)"
+            echo "| $m | $k | $s | $a | $b | $c | $d |"
+        done
+    done
+    echo
+    echo "memory run's sampler: $(grep -m1 'gnn-sampler rank 0: topology' "$WORK/small-memory.log")"
+    echo
+    echo "### Commands"
+    echo
+    echo '```'
+    for id in big-cache big-mmap big-memory smp-cache smp-mmap small-mmap small-memory; do
+        cat "$WORK/$id.cmd"
+        echo
+    done
+    echo '```'
+} | tee "$WORK/$NAME.raw.md"
+echo "$LIB_PROG: raw results in $WORK/$NAME.raw.md" >&2
