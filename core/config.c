@@ -27,6 +27,7 @@ static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
+static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
 
@@ -156,6 +157,11 @@ static const key keys[] = {
      "cached lists. auto: what gnnlaunch's memory plan leaves for it."},
     {"pipeline.ordered", K_BOOL, OFF(pipeline.ordered), "false", 0, 0, NULL,
      "Deliver batches to the trainer in sampling order (reproducible runs) instead of as they complete."},
+    {"pipeline.warm_start", K_ENUM, OFF(pipeline.warm_start), "\"auto\"", 0, 0, warm_modes,
+     "Fill the feature buffer at launch with one sequential pass of large direct reads over features.bin, "
+     "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
+     "start\"). auto: when every row fits in a host feature buffer; on: the same, and a run where they do not "
+     "fit (or the rows are on a GPU) stops before it starts; off: never."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "

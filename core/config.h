@@ -53,6 +53,10 @@ enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
 enum lr_schedule { LR_CONSTANT = 0, LR_STEP = 1, LR_COSINE = 2 };
 enum early_stop_metric { EARLY_STOP_VAL_ACC = 0, EARLY_STOP_VAL_LOSS = 1 };
 
+/* pipeline.warm_start: whether the extractor fills the feature buffer with
+ * one sequential pass over features.bin at launch (stages/warm.h). */
+enum config_warm { CONFIG_WARM_AUTO = 0, CONFIG_WARM_ON = 1, CONFIG_WARM_OFF = 2 };
+
 /* Room for a "given" flag per schema key (config.c checks the table fits). */
 #define CONFIG_KEYS_MAX 128
 
@@ -109,6 +113,7 @@ struct config {
         enum topology_mode topology;
         int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
+        enum config_warm warm_start;
         double stall_timeout_s; /* 0: never */
         enum cache_policy cache_policy;
         int64_t lookahead;    /* batches hinted ahead (lookahead policies) */

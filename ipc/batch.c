@@ -551,6 +551,13 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
     return 0;
 }
 
+void batch_set_aliased_unreferenced(struct batch_view *v)
+{
+    if (v->flags)
+        *v->flags |= BATCH_ALIASED | BATCH_UNREFERENCED;
+    v->h.flags |= BATCH_ALIASED | BATCH_UNREFERENCED;
+}
+
 void batch_set_aliased(struct batch_view *v)
 {
     if (v->flags)

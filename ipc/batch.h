@@ -96,6 +96,7 @@
 enum batch_flags {
     BATCH_SEALED = 1u << 0,  /* batch_finish ran: the sampler's part is complete */
     BATCH_ALIASED = 1u << 1, /* the extractor filled alias[] */
+    BATCH_UNREFERENCED = 1u << 2, /* ... from a resident feature buffer, taking no references: nothing to release */
 };
 
 /* Which split a batch's targets come from: training batches are trained
@@ -285,6 +286,9 @@ int batch_view(void *slot, size_t size, unsigned flags, struct batch_view *v, ch
 
 /* The extractor, after filling v->alias: marks the batch as aliased. */
 void batch_set_aliased(struct batch_view *v);
+/* The same for a batch whose slots hold no references (BATCH_ALIASED |
+ * BATCH_UNREFERENCED: stages/featbuf.h, "a resident buffer"). */
+void batch_set_aliased_unreferenced(struct batch_view *v);
 
 /* Counts of a view. */
 static inline uint32_t batch_layers(const struct batch_view *v)

@@ -189,6 +189,25 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
     return 0;
 }
 
+int layout_warm_check(const struct config *c, const struct layout_featbuf_plan *p, bool gpu, char *err, size_t errlen)
+{
+    if (c->pipeline.warm_start != CONFIG_WARM_ON)
+        return 0;
+    if (gpu)
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.warm_start = \"on\" fills a feature buffer in host memory, and this run keeps its rows "
+                       "on GPUs; set pipeline.warm_start = \"auto\" or \"off\"");
+    if (p->params.nslots < p->params.n_nodes)
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.warm_start = \"on\" needs a slot for every row, and the feature buffer holds %u of its "
+                       "%" PRIu64 " rows (pipeline.feature_buffer_mb = %" PRId64 ", %" PRIu64
+                       "-byte slots); raise pipeline.feature_buffer_mb to at least %" PRIu64
+                       ", or set pipeline.warm_start = \"auto\"",
+                       p->params.nslots, p->params.n_nodes, c->pipeline.feature_buffer_mb, p->stride,
+                       (uint64_t)((p->params.n_nodes * p->stride + (1ull << 20) - 1) >> 20));
+    return 0;
+}
+
 void layout_featbuf_use_device(struct layout_featbuf_plan *p, bool on)
 {
     p->params.rows_on_device = on;

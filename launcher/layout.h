@@ -87,6 +87,11 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
  * layout_featbuf_plan and before layout_featbuf_check. */
 void layout_featbuf_use_device(struct layout_featbuf_plan *p, bool on);
 
+/* pipeline.warm_start = "on" (stages/warm.h) needs a host feature buffer
+ * with a slot for every row: 0, or -EINVAL naming the key and what to do.
+ * "auto" and "off" always pass (auto decides in the extractor). */
+int layout_warm_check(const struct config *c, const struct layout_featbuf_plan *p, bool gpu, char *err, size_t errlen);
+
 /* Refuses (-ENOMEM, naming the keys to change) feature buffers that, with
  * the batch arenas and the staging buffer, would take more than half of
  * mem_available or more than shm_free bytes over `ranks` ranks (UINT64_MAX

@@ -628,6 +628,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
             layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg);
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     }
+    if ((rc = layout_warm_check(&l->cfg, &l->featbuf, l->gpus > 0, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     memfit_plan_describe(&l->mem, &l->cfg, msg, sizeof msg);
     fprintf(stderr, "gnnlaunch: %s\n", msg);
     if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)

@@ -131,6 +131,10 @@ struct model {
     struct buf gel, ger; /* gat backward: (n_src, heads), (n_dst, heads) */
     struct buf xin;      /* training with input dropout: (n_src of layer 0, in_dim) the input after it */
     struct buf xmask;    /* its mask (not needed by backward: the input has no gradient) */
+    struct model_rows rows; /* model_forward_rows: layer 0's sources where they lie */
+    bool use_rows;
+    /* host time spent per layer since model_timing_reset (model_layer_ns) */
+    uint64_t fwd_ns[MODEL_LAYERS_MAX], bwd_ns[MODEL_LAYERS_MAX];
 };
 
 /* ---- creation ------------------------------------------------------------------------------- */
@@ -483,7 +487,10 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
     uint32_t nd = b->n_dst;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        if (m->c.aggr == MODEL_AGGR_MAX)
+        if (m->use_rows && l == &m->l[0]) /* model_forward_rows: from the feature rows, not hin */
+            TRY(OP(m, agg_rows_fwd, F(l->agg), b, m->rows.rows, m->rows.stride, m->rows.alias, l->in,
+                   m->c.aggr == MODEL_AGGR_MEAN));
+        else if (m->c.aggr == MODEL_AGGR_MAX)
             TRY(OP(m, agg_max_fwd, F(l->agg), F(l->ties), b, l->hin, l->in));
         else if (m->c.aggr == MODEL_AGGR_SUM)
             TRY(OP(m, agg_sum_fwd, F(l->agg), b, l->hin, l->in));
@@ -561,6 +568,7 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
             return sl_errf(err, errlen, rc, "cannot allocate layer %u's activations (%u x %u rows, %s operators): %s",
                            i, l->blk.n_src, l->in, m->ops->name, m->ops->error(m->ctx));
         float *out = l->last ? logits : F(l->act);
+        uint64_t t0 = sl_now_ns();
         if ((rc = layer_forward(m, l, out)) != 0)
             return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name,
                            m->ops->error(m->ctx));
@@ -581,6 +589,7 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
                 return sl_errf(err, errlen, rc, "layer %u activation (%s operators): %s", i, m->ops->name,
                                m->ops->error(m->ctx));
         }
+        m->fwd_ns[i] += sl_now_ns() - t0;
         hin = out;
     }
     m->ready = train;
@@ -606,6 +615,30 @@ static int check_blocks(const struct model *m, uint32_t nblocks, uint32_t target
                            "%u targets: the blocks must come from one batch of model.fanouts, in layer order",
                            i, n_src[i], n_dst[i], targets);
     return 0;
+}
+
+bool model_takes_rows(const struct model *m)
+{
+    return m->c.kind == MODEL_SAGE && (m->c.aggr == MODEL_AGGR_MEAN || m->c.aggr == MODEL_AGGR_SUM) &&
+           m->c.input_dropout <= 0.0f && m->ops->ops_blocks && m->ops->agg_rows_fwd;
+}
+
+int model_forward_rows(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
+                       const float *x, const struct model_rows *src, bool train, uint64_t dropout_seed, float *logits,
+                       char *err, size_t errlen)
+{
+    m->ready = false;
+    if (!model_takes_rows(m))
+        return sl_errf(err, errlen, -EINVAL,
+                       "model_forward_rows: only GraphSAGE with mean or sum aggregation and no input dropout, on the "
+                       "CPU operators, reads its input where it lies");
+    if (!src || !src->rows || !src->alias)
+        return sl_errf(err, errlen, -EINVAL, "model_forward_rows: no input rows");
+    m->rows = *src;
+    m->use_rows = true;
+    int rc = model_forward(m, blocks, nblocks, targets, x, train, dropout_seed, logits, err, errlen);
+    m->use_rows = false; /* the backward never reads the sources of layer 0 */
+    return rc;
 }
 
 int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets, const float *x,
@@ -772,6 +805,19 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
     return -EINVAL;
 }
 
+void model_layer_ns(const struct model *m, uint32_t i, uint64_t *fwd_ns, uint64_t *bwd_ns)
+{
+    bool in = i < m->c.layers;
+    *fwd_ns = in ? m->fwd_ns[i] : 0;
+    *bwd_ns = in ? m->bwd_ns[i] : 0;
+}
+
+void model_timing_reset(struct model *m)
+{
+    memset(m->fwd_ns, 0, sizeof m->fwd_ns);
+    memset(m->bwd_ns, 0, sizeof m->bwd_ns);
+}
+
 size_t model_layer_offset(const struct model *m, uint32_t i)
 {
     return i < m->c.layers ? m->l[i].first : m->nparams;
@@ -798,6 +844,7 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
         struct layer *l = &m->l[i];
         float *dout = F(m->g[cur]);
         size_t n = (size_t)l->blk.n_dst * l->out;
+        uint64_t t0 = sl_now_ns();
         if (!l->last) {
             if (l->dropped && (rc = OP(m, dropout_bwd, dout, l->mask.p, n, m->c.dropout)) != 0)
                 goto fail;
@@ -816,6 +863,7 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
         }
         if ((rc = layer_backward(m, l, dout, dx)) != 0)
             goto fail;
+        m->bwd_ns[i] += sl_now_ns() - t0;
         /* layer i has written its gradients; no later layer touches them */
         if (done && (rc = done(arg, l->first)) != 0)
             return sl_errf(err, errlen, rc, "backward pass: after layer %u: %s", i, strerror(-rc));

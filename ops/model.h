@@ -146,6 +146,32 @@ const struct model_tensor *model_tensor(const struct model *m, uint32_t i);
 int model_forward(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets, const float *x,
                   bool train, uint64_t dropout_seed, float *logits, char *err, size_t errlen);
 
+/* The input where it lies (issue 27: no gather of every source row):
+ * source s of layer 0's block is the f32 row at rows + alias[s] * stride
+ * (in_dim floats). */
+struct model_rows {
+    const unsigned char *rows;
+    size_t stride;         /* bytes between rows */
+    const uint32_t *alias; /* (blocks[0].n_src) the row of each source */
+};
+
+/* Whether model_forward_rows applies: GraphSAGE with mean or sum
+ * aggregation, no input dropout, on a table with ops_blocks and
+ * agg_rows_fwd (the CPU table). */
+bool model_takes_rows(const struct model *m);
+
+/* model_forward with layer 0's sources read from src instead of a gathered
+ * x: x holds only layer 0's n_dst destination rows (the first n_dst
+ * sources, gathered by the caller), which the self term and the weight
+ * gradients read; the aggregation reads every source through src. Gives
+ * exactly the bits of model_forward over the fully gathered input, and
+ * model_backward works as after it. src's rows, alias and x must stay
+ * valid until backward. -EINVAL when !model_takes_rows(m), or as
+ * model_forward. */
+int model_forward_rows(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
+                       const float *x, const struct model_rows *src, bool train, uint64_t dropout_seed, float *logits,
+                       char *err, size_t errlen);
+
 /* model_forward for any table: blocks (nblocks of them, sizes on the host,
  * impl the table's block) in layer order, x and logits in the table's
  * space. The model copies the model_block structs; what their impl
@@ -188,6 +214,13 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
  * model_layer_offset(m, i + 1)), and i = layers gives nparams. */
 size_t model_layer_offset(const struct model *m, uint32_t i);
 
+/* Host nanoseconds spent in layer i's forward (its operators, activation
+ * and dropout) and backward (dropout's and the activation's backward, then
+ * the layer's) since the model was made or model_timing_reset; 0 for i out
+ * of range. With an asynchronous operator table (CUDA) this is the time to
+ * queue the work, not to run it. For bench/trainer_bench.c. */
+void model_layer_ns(const struct model *m, uint32_t i, uint64_t *fwd_ns, uint64_t *bwd_ns);
+void model_timing_reset(struct model *m);
 /* Layer i alone, evaluation mode (no dropout), on the CPU table's
  * blocks: out (b->n_dst x model_layer_width(i)) from x (b->n_src rows of
  * layer i's input width; destinations first), activation applied unless

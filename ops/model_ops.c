@@ -154,6 +154,14 @@ static int cpu_agg_mean_fwd(void *ctx, float *out, const struct model_block *b, 
     return 0;
 }
 
+static int cpu_agg_rows_fwd(void *ctx, float *out, const struct model_block *b, const unsigned char *rows,
+                            size_t stride, const uint32_t *alias, uint32_t dim, bool mean)
+{
+    (void)ctx;
+    ops_agg_rows_fwd(out, OB(b), rows, stride, alias, dim, mean);
+    return 0;
+}
+
 static int cpu_agg_sum_fwd(void *ctx, float *out, const struct model_block *b, const float *h, uint32_t dim)
 {
     (void)ctx;
@@ -340,6 +348,7 @@ const struct model_ops model_ops_cpu = {
     .dropout_fwd = cpu_dropout_fwd,
     .dropout_bwd = cpu_dropout_bwd,
     .agg_mean_fwd = cpu_agg_mean_fwd,
+    .agg_rows_fwd = cpu_agg_rows_fwd,
     .agg_mean_bwd = cpu_agg_mean_bwd,
     .agg_sum_fwd = cpu_agg_sum_fwd,
     .agg_sum_bwd = cpu_agg_sum_bwd,

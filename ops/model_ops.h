@@ -89,6 +89,11 @@ struct model_ops {
     int (*agg_max_bwd)(void *ctx, float *dh, const struct model_block *b, const float *h, const float *out,
                        const float *ties, const float *dout, uint32_t dim);
     int (*gcn_norm)(void *ctx, float *norm_src, float *norm_dst, uint32_t *deg, const struct model_block *b);
+    /* Optional (NULL: the table's model gathers every input row first):
+     * ops_agg_rows_fwd, layer 0's aggregation read from the feature rows
+     * where they lie (model_forward_rows). */
+    int (*agg_rows_fwd)(void *ctx, float *out, const struct model_block *b, const unsigned char *rows, size_t stride,
+                        const uint32_t *alias, uint32_t dim, bool mean);
     int (*agg_gcn_fwd)(void *ctx, float *out, const struct model_block *b, const float *norm_src, const float *norm_dst,
                        const float *h, uint32_t dim);
     int (*agg_gcn_bwd)(void *ctx, float *dh, const struct model_block *b, const float *norm_src, const float *norm_dst,

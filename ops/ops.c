@@ -4,8 +4,13 @@
  * an inner loop over the feature dimension through the small restrict
  * helpers below, which the compiler vectorises. All sums run in a fixed
  * order (dot products in 8 interleaved partial sums, combined in a fixed
- * tree), so results never depend on threads or timing. Only the GEMMs run
- * on several threads (the pool below).
+ * tree), so results never depend on threads or timing. The GEMMs and the
+ * loops whose every output element is computed by one iteration on its
+ * own (element-wise operators, per-row aggregation and gathers) run on the
+ * pool below, cut into pieces whose bounds depend on the sizes only: each
+ * element gets the same arithmetic in the same order whatever the thread
+ * count. Reductions across rows (bias gradients, the loss) and scatters
+ * into shared rows (the aggregations' backward) stay on one thread.
  *
  * The per-element bodies (ReLU, LeakyReLU, the dropout keep bit, half to
  * float, the dot product, the edge softmax of one destination and head,
@@ -80,7 +85,25 @@ static inline float vdot(const float *restrict x, const float *restrict y, uint3
 
 /* The pool: threads - 1 workers plus the calling thread take tasks
  * 0 .. ntasks-1 of one job from an atomic counter; the caller returns
- * when all are done. One job at a time (ops_* are not reentrant). */
+ * when all are done. One job at a time (ops_* are not reentrant).
+ *
+ * A job lives on the caller's stack and is published in `job` under the
+ * mutex. A worker that wakes for it joins it under the mutex (active++)
+ * only while it is still published, takes tasks, and leaves (active--).
+ * The caller, once the counter is past the last task, unpublishes the job
+ * and waits only for the workers that joined it - never for one that has
+ * not been scheduled yet: on a machine whose other core is busy with
+ * other stages, a late worker would otherwise hold up every operator of
+ * the batch for a time slice. A worker that wakes late finds no job (or a
+ * newer one, which it may join) and goes back to sleep. */
+struct pool_job {
+    void (*fn)(void *arg, size_t task);
+    void *arg;
+    size_t ntasks;
+    atomic_size_t next;
+    int active; /* workers inside the job (mutex) */
+};
+
 static struct pool {
     int threads; /* including the caller; 1 = no workers */
     pthread_t *tid;
@@ -88,19 +111,15 @@ static struct pool {
     pthread_cond_t go, done;
     uint64_t gen;       /* job number, bumped to start one */
     uint64_t start_gen; /* gen when the workers were created (no job runs then) */
-    int running;  /* workers not finished with the current job */
+    struct pool_job *job; /* the published job, or NULL (mutex) */
     bool quit;
-    void (*fn)(void *arg, size_t task);
-    void *arg;
-    size_t ntasks;
-    atomic_size_t next;
 } g_pool = {.threads = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
             .done = PTHREAD_COND_INITIALIZER};
 
-static void pool_work(struct pool *p)
+static void pool_work(struct pool_job *j)
 {
-    for (size_t t; (t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->ntasks;)
-        p->fn(p->arg, t);
+    for (size_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->ntasks;)
+        j->fn(j->arg, t);
 }
 
 static void *pool_main(void *arg)
@@ -114,10 +133,14 @@ static void *pool_main(void *arg)
         if (p->quit)
             break;
         seen = p->gen;
+        struct pool_job *j = p->job; /* NULL: that job is over already */
+        if (!j)
+            continue;
+        j->active++;
         pthread_mutex_unlock(&p->mu);
-        pool_work(p);
+        pool_work(j);
         pthread_mutex_lock(&p->mu);
-        if (--p->running == 0)
+        if (--j->active == 0)
             pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
@@ -133,18 +156,17 @@ static void pool_run(void (*fn)(void *, size_t), void *arg, size_t ntasks)
             fn(arg, t);
         return;
     }
+    struct pool_job j = {.fn = fn, .arg = arg, .ntasks = ntasks};
+    atomic_init(&j.next, 0);
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->arg = arg;
-    p->ntasks = ntasks;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->running = p->threads - 1;
+    p->job = &j;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
-    pool_work(p);
+    pool_work(&j);
     pthread_mutex_lock(&p->mu);
-    while (p->running > 0)
+    p->job = NULL; /* every task is taken: workers not in yet stay out */
+    while (j.active > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
@@ -201,10 +223,59 @@ int ops_threads(void)
     return g_pool.threads;
 }
 
+/* ---- parallel loops ------------------------------------------------------------------------------------- */
+
+/* fn(arg, lo, hi) over [0, n) in pieces of `grain` items (the last one
+ * shorter), on the pool. The pieces depend on n and grain only, and fn
+ * must compute each item on its own, so the result is the same for any
+ * thread count. */
+struct range_job {
+    void (*fn)(void *arg, size_t lo, size_t hi);
+    void *arg;
+    size_t n, grain;
+};
+
+static void range_task(void *a, size_t t)
+{
+    const struct range_job *j = a;
+    size_t lo = t * j->grain, hi = j->n - lo < j->grain ? j->n : lo + j->grain;
+    j->fn(j->arg, lo, hi);
+}
+
+static void par_for(size_t n, size_t grain, void (*fn)(void *, size_t, size_t), void *arg)
+{
+    if (g_pool.threads <= 1 || n <= grain) {
+        if (n)
+            fn(arg, 0, n);
+        return;
+    }
+    struct range_job j = {.fn = fn, .arg = arg, .n = n, .grain = grain};
+    pool_run(range_task, &j, (n + grain - 1) / grain);
+}
+
+#define ELEM_GRAIN ((size_t)1 << 15) /* items per piece of an element-wise loop (even: dropout draws pairs) */
+#define ROW_GRAIN_FLOATS ((size_t)1 << 14) /* row loops: about this many output floats per piece */
+
+/* rows per piece of a loop over rows of `dim` floats */
+static size_t row_grain(uint32_t dim)
+{
+    size_t g = ROW_GRAIN_FLOATS / (dim ? dim : 1);
+    return g ? g : 1;
+}
+
 /* cblas takes int sizes: a reduction longer than this is cut into pieces
  * added into C (beta = 1 after the first). Tiles bound m and n, and
  * leading dimensions are feature widths, which always fit. */
 #define GEMM_KPIECE ((size_t)1 << 30)
+
+/* A product with few tiles and a long reduction (the weight gradients:
+ * out x in, summed over thousands of rows) would run on one thread: its
+ * reduction is then cut into pieces of GEMM_KSPLIT (a function of the
+ * shape only: when the tiles are fewer than GEMM_KSPLIT_TILES and k is at
+ * least 2 x GEMM_KSPLIT), piece 0 computed into C with beta, piece p > 0
+ * into scratch, and the scratch added to C in piece order afterwards. */
+#define GEMM_KSPLIT ((size_t)2048)
+#define GEMM_KSPLIT_TILES 4
 
 struct gemm_job {
     bool ta, tb;
@@ -214,23 +285,41 @@ struct gemm_job {
     float *c;
     size_t lda, ldb, ldc;
     size_t tiles_n; /* tiles across n */
+    size_t tiles;   /* tiles of C */
+    size_t ksplit;  /* reduction pieces (1: none) */
+    float *part;    /* (ksplit - 1, m, n) partial products of pieces 1.. */
 };
 
-static void gemm_tile(void *arg, size_t t)
+static void gemm_tile(void *arg, size_t task)
 {
     const struct gemm_job *j = arg;
+    size_t t = task % j->tiles, piece = task / j->tiles;
     size_t i0 = t / j->tiles_n * GEMM_TILE, j0 = t % j->tiles_n * GEMM_TILE;
     size_t mi = j->m - i0 < GEMM_TILE ? j->m - i0 : GEMM_TILE;
     size_t nj = j->n - j0 < GEMM_TILE ? j->n - j0 : GEMM_TILE;
-    for (size_t p0 = 0; p0 < j->k; p0 += GEMM_KPIECE) {
-        size_t kp = j->k - p0 < GEMM_KPIECE ? j->k - p0 : GEMM_KPIECE;
+    size_t k0 = 0, k1 = j->k;
+    float beta = j->beta, *c = j->c + i0 * j->ldc + j0;
+    size_t ldc = j->ldc;
+    if (j->ksplit > 1) {
+        k0 = piece * GEMM_KSPLIT;
+        k1 = piece + 1 == j->ksplit ? j->k : k0 + GEMM_KSPLIT;
+        if (piece > 0) {
+            beta = 0.0f;
+            c = j->part + (piece - 1) * j->m * j->n + i0 * j->n + j0;
+            ldc = j->n;
+        }
+    }
+    for (size_t p0 = k0; p0 < k1; p0 += GEMM_KPIECE) {
+        size_t kp = k1 - p0 < GEMM_KPIECE ? k1 - p0 : GEMM_KPIECE;
         const float *ap = j->ta ? j->a + p0 * j->lda + i0 : j->a + i0 * j->lda + p0;
         const float *bp = j->tb ? j->b + j0 * j->ldb + p0 : j->b + p0 * j->ldb + j0;
         cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans, (int)mi,
-                    (int)nj, (int)kp, j->alpha, ap, (int)j->lda, bp, (int)j->ldb, p0 ? 1.0f : j->beta,
-                    j->c + i0 * j->ldc + j0, (int)j->ldc);
+                    (int)nj, (int)kp, j->alpha, ap, (int)j->lda, bp, (int)j->ldb, p0 > k0 ? 1.0f : beta, c, (int)ldc);
     }
 }
+
+static float *g_gemm_part; /* scratch of split reductions (ops_* are not reentrant) */
+static size_t g_gemm_part_cap;
 
 void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
               size_t ldb, float beta, float *c, size_t ldc)
@@ -250,7 +339,26 @@ void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const
     pthread_once(&g_blas_once, blas_single);
     struct gemm_job j = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = a, .b = b,
                          .c = c, .lda = lda, .ldb = ldb, .ldc = ldc, .tiles_n = (n + GEMM_TILE - 1) / GEMM_TILE};
-    pool_run(gemm_tile, &j, (m + GEMM_TILE - 1) / GEMM_TILE * j.tiles_n);
+    j.tiles = (m + GEMM_TILE - 1) / GEMM_TILE * j.tiles_n;
+    j.ksplit = 1;
+    if (j.tiles < GEMM_KSPLIT_TILES && k >= 2 * GEMM_KSPLIT) {
+        size_t pieces = k / GEMM_KSPLIT, need = (pieces - 1) * m * n; /* the last piece takes the remainder */
+        if (need > g_gemm_part_cap) {
+            float *p = realloc(g_gemm_part, need * sizeof *p);
+            if (p) {
+                g_gemm_part = p;
+                g_gemm_part_cap = need;
+            }
+        }
+        if (need <= g_gemm_part_cap) { /* else (no memory): one piece, slower and different bits, never wrong */
+            j.ksplit = pieces;
+            j.part = g_gemm_part;
+        }
+    }
+    pool_run(gemm_tile, &j, j.tiles * j.ksplit);
+    for (size_t p = 1; p < j.ksplit; p++) /* in piece order */
+        for (size_t i = 0; i < m; i++)
+            vadd(c + i * ldc, j.part + (p - 1) * m * n + i * n, (uint32_t)n);
 }
 
 /* ---- dense layers ------------------------------------------------------------------------------ */
@@ -270,10 +378,28 @@ void ops_linear_bwd_x(float *dx, const float *dy, const float *w, uint32_t n, ui
     ops_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, acc ? 1.0f : 0.0f, dx, in);
 }
 
+struct rows_arg { /* a loop over rows: most operators below */
+    float *y;
+    const float *x, *z;
+    const void *p;
+    const uint32_t *idx;
+    const unsigned char *bytes;
+    size_t stride;
+    uint32_t dim;
+    bool flag;
+};
+
+static void bias_rows(void *a, size_t lo, size_t hi)
+{
+    const struct rows_arg *r = a;
+    for (size_t i = lo; i < hi; i++)
+        vadd(r->y + i * r->dim, r->x, r->dim);
+}
+
 void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32_t dim)
 {
-    for (uint32_t i = 0; i < n; i++)
-        vadd(y + (size_t)i * dim, b, dim);
+    struct rows_arg r = {.y = y, .x = b, .dim = dim};
+    par_for(n, row_grain(dim), bias_rows, &r);
 }
 
 void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim)
@@ -283,49 +409,106 @@ void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint
         vadd(db, dy + (size_t)i * dim, dim);
 }
 
+struct elem_arg {
+    float *x;
+    const float *y;
+    uint8_t *mask;
+    uint64_t seed, thr;
+    float scale;
+};
+
+static void relu_fwd_piece(void *a, size_t lo, size_t hi)
+{
+    float *restrict x = ((const struct elem_arg *)a)->x;
+    for (size_t i = lo; i < hi; i++)
+        x[i] = elem_relu(x[i]); /* NaN passes through */
+}
+
 void ops_relu_fwd(float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = elem_relu(x[i]); /* NaN passes through */
+    struct elem_arg e = {.x = x};
+    par_for(n, ELEM_GRAIN, relu_fwd_piece, &e);
+}
+
+static void elu_fwd_piece(void *a, size_t lo, size_t hi)
+{
+    float *restrict x = ((const struct elem_arg *)a)->x;
+    for (size_t i = lo; i < hi; i++)
+        x[i] = elem_elu(x[i]);
 }
 
 void ops_elu_fwd(float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = elem_elu(x[i]);
+    struct elem_arg e = {.x = x};
+    par_for(n, ELEM_GRAIN, elu_fwd_piece, &e);
+}
+
+static void elu_bwd_piece(void *a, size_t lo, size_t hi)
+{
+    const struct elem_arg *e = a;
+    float *restrict dx = e->x;
+    const float *restrict y = e->y;
+    for (size_t i = lo; i < hi; i++)
+        dx[i] = elem_elu_bwd(dx[i], y[i]);
 }
 
 void ops_elu_bwd(float *restrict dx, const float *restrict y, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dx[i] = elem_elu_bwd(dx[i], y[i]);
+    struct elem_arg e = {.x = dx, .y = y};
+    par_for(n, ELEM_GRAIN, elu_bwd_piece, &e);
+}
+
+static void relu_bwd_piece(void *a, size_t lo, size_t hi)
+{
+    const struct elem_arg *e = a;
+    float *restrict dx = e->x;
+    const float *restrict y = e->y;
+    for (size_t i = lo; i < hi; i++)
+        dx[i] = elem_relu_bwd(dx[i], y[i]);
 }
 
 void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dx[i] = elem_relu_bwd(dx[i], y[i]);
+    struct elem_arg e = {.x = dx, .y = y};
+    par_for(n, ELEM_GRAIN, relu_bwd_piece, &e);
+}
+
+/* Pieces start at even items (ELEM_GRAIN is even): draw i / 2 gives items
+ * i and i + 1, as in one pass. */
+static void dropout_fwd_piece(void *a, size_t lo, size_t hi)
+{
+    const struct elem_arg *e = a;
+    float *restrict x = e->x;
+    uint8_t *restrict mask = e->mask;
+    for (size_t i = lo; i < hi; i += 2) {
+        uint64_t r = elem_splitmix_at(e->seed, i / 2);
+        mask[i] = elem_dropout_keep(r, 0, e->thr);
+        if (i + 1 < hi)
+            mask[i + 1] = elem_dropout_keep(r, 1, e->thr);
+    }
+    for (size_t i = lo; i < hi; i++)
+        x[i] = elem_dropout_apply(x[i], mask[i], e->scale);
 }
 
 void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float p, uint64_t seed)
 {
-    uint64_t thr = elem_dropout_thr(p);
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i += 2) {
-        uint64_t r = elem_splitmix_at(seed, i / 2);
-        mask[i] = elem_dropout_keep(r, 0, thr);
-        if (i + 1 < n)
-            mask[i + 1] = elem_dropout_keep(r, 1, thr);
-    }
-    for (size_t i = 0; i < n; i++)
-        x[i] = elem_dropout_apply(x[i], mask[i], scale);
+    struct elem_arg e = {.x = x, .mask = mask, .seed = seed, .thr = elem_dropout_thr(p), .scale = 1.0f / (1.0f - p)};
+    par_for(n, ELEM_GRAIN, dropout_fwd_piece, &e);
+}
+
+static void dropout_bwd_piece(void *a, size_t lo, size_t hi)
+{
+    const struct elem_arg *e = a;
+    float *restrict dx = e->x;
+    const uint8_t *restrict mask = e->mask;
+    for (size_t i = lo; i < hi; i++)
+        dx[i] = elem_dropout_apply(dx[i], mask[i], e->scale);
 }
 
 void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n, float p)
 {
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++)
-        dx[i] = elem_dropout_apply(dx[i], mask[i], scale);
+    struct elem_arg e = {.x = dx, .mask = (uint8_t *)mask, .scale = 1.0f / (1.0f - p)};
+    par_for(n, ELEM_GRAIN, dropout_bwd_piece, &e);
 }
 
 /* ---- feature rows ------------------------------------------------------------------------------ */
@@ -338,29 +521,49 @@ void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
         out[i] = elem_f16_to_f32(in[i]);
 }
 
+static void gather_piece(void *a, size_t lo, size_t hi)
+{
+    const struct rows_arg *r = a;
+    for (size_t i = lo; i < hi; i++) {
+        const unsigned char *row = r->bytes + (size_t)r->idx[i] * r->stride;
+        float *out = r->y + i * r->dim;
+        if (r->flag)
+            ops_f16_to_f32(out, (const uint16_t *)(const void *)row, r->dim);
+        else
+            memcpy(out, row, (size_t)r->dim * sizeof(float));
+    }
+}
+
 void ops_gather_rows(float *x, const unsigned char *rows, size_t stride, const uint32_t *alias, uint32_t n,
                      uint32_t dim, bool f16)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        const unsigned char *row = rows + (size_t)alias[i] * stride;
-        float *out = x + (size_t)i * dim;
-        if (f16)
-            ops_f16_to_f32(out, (const uint16_t *)(const void *)row, dim);
-        else
-            memcpy(out, row, (size_t)dim * sizeof(float));
-    }
+    struct rows_arg r = {.y = x, .bytes = rows, .stride = stride, .idx = alias, .dim = dim, .flag = f16};
+    par_for(n, row_grain(dim), gather_piece, &r);
 }
 
 /* ---- aggregation over a block --------------------------------------------------------------------- */
 
-void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
+/* Destinations lo..hi-1 of a sum (mean: flag, scaled by 1 / degree). */
+static void agg_sum_piece(void *a, size_t lo, size_t hi)
 {
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        float *o = out + (size_t)d * dim;
+    const struct rows_arg *r = a;
+    const struct ops_block *b = r->p;
+    uint32_t dim = r->dim;
+    for (size_t d = lo; d < hi; d++) {
+        float *o = r->y + d * dim;
         memset(o, 0, (size_t)dim * sizeof *o);
         for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
-            vadd(o, h + (size_t)b->src[j] * dim, dim);
+            vadd(o, r->x + (size_t)b->src[j] * dim, dim);
+        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
+        if (r->flag && deg > 1)
+            vscale(o, 1.0f / (float)deg, dim);
     }
+}
+
+void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
+{
+    struct rows_arg r = {.y = out, .x = h, .p = b, .dim = dim};
+    par_for(b->n_dst, row_grain(dim), agg_sum_piece, &r);
 }
 
 void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
@@ -416,14 +619,42 @@ void ops_agg_max_bwd(float *restrict dh, const struct ops_block *b, const float 
     }
 }
 
+#define AGG_PREFETCH 8 /* edges ahead */
+
+static void agg_rows_piece(void *a, size_t lo, size_t hi)
+{
+    const struct rows_arg *r = a;
+    const struct ops_block *b = r->p;
+    uint32_t dim = r->dim;
+    for (size_t d = lo; d < hi; d++) {
+        float *o = r->y + d * dim;
+        memset(o, 0, (size_t)dim * sizeof *o);
+        uint32_t j1 = b->indptr[d + 1], e_end = b->indptr[b->n_dst];
+        for (uint32_t j = b->indptr[d]; j < j1; j++) {
+            if (j + AGG_PREFETCH < e_end) { /* rows lie at random in the buffer: ask for one ahead of time */
+                const unsigned char *q = r->bytes + (size_t)r->idx[b->src[j + AGG_PREFETCH]] * r->stride;
+                for (size_t l = 0; l < (size_t)dim * sizeof(float); l += 64)
+                    __builtin_prefetch(q + l);
+            }
+            vadd(o, (const float *)(const void *)(r->bytes + (size_t)r->idx[b->src[j]] * r->stride), dim);
+        }
+        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
+        if (r->flag && deg > 1)
+            vscale(o, 1.0f / (float)deg, dim);
+    }
+}
+
+void ops_agg_rows_fwd(float *restrict out, const struct ops_block *b, const unsigned char *rows, size_t stride,
+                      const uint32_t *alias, uint32_t dim, bool mean)
+{
+    struct rows_arg r = {.y = out, .bytes = rows, .stride = stride, .idx = alias, .p = b, .dim = dim, .flag = mean};
+    par_for(b->n_dst, row_grain(dim), agg_rows_piece, &r);
+}
+
 void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim)
 {
-    ops_agg_sum_fwd(out, b, h, dim);
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
-        if (deg > 1)
-            vscale(out + (size_t)d * dim, 1.0f / (float)deg, dim);
-    }
+    struct rows_arg r = {.y = out, .x = h, .p = b, .dim = dim, .flag = true};
+    par_for(b->n_dst, row_grain(dim), agg_sum_piece, &r);
 }
 
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)

@@ -182,6 +182,13 @@ void ops_agg_max_bwd(float *restrict dh, const struct ops_block *b, const float 
 
 /* The same, divided by d's source count (0 for a destination without). */
 void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const float *restrict h, uint32_t dim);
+
+/* ops_agg_sum_fwd (mean: ops_agg_mean_fwd) with the sources read where
+ * they lie instead of gathered first: source s is the f32 row at rows +
+ * alias[s] * stride (bytes; dim floats, aligned to 4), as ops_gather_rows
+ * would copy it into h. The same bits as gathering, then aggregating. */
+void ops_agg_rows_fwd(float *restrict out, const struct ops_block *b, const unsigned char *rows, size_t stride,
+                      const uint32_t *alias, uint32_t dim, bool mean);
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
 
 /* GCN's symmetric normalisation with self loops: norm_dst (n_dst)[v] =

@@ -52,7 +52,11 @@
  *      extractor is loading).
  * On success slots[i] is the slot of nodes[i] and the caller holds one
  * reference per node (released later, by the releaser, with
- * featbuf_release_many over the same slots). On failure every load still
+ * featbuf_release_many over the same slots) - except when the buffer is
+ * resident (featbuf_set_resident: every row in for good): then the batch
+ * is one lock-free lookup per node (featbuf_lookup_resident, counted as
+ * hits), no reference is taken, x->unreferenced says so, and there is
+ * nothing to release. On failure every load still
  * outstanding is failed (featbuf_load_failed), every reference taken is
  * dropped, and -EIO (or the error) returns with a message naming the node
  * id, the file offset and the errno text.
@@ -152,6 +156,7 @@ struct extractor {
     uint64_t batch; /* the schedule number of the batch extractor_run gets next (featbuf_acquire_batch tells
                      * the buffer's policy); FEATBUF_NO_BATCH (the default) when none */
     struct extract_stats st;
+    bool unreferenced; /* the last batch was served by a resident buffer: no references to release */
     /* per-batch scratch, grown as needed */
     uint8_t *action;
     uint32_t cap;

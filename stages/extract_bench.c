@@ -109,7 +109,7 @@ static void *worker_run(void *arg)
         w->rc = extractor_run(&x, nodes, b->batch, slots, w->err, sizeof w->err);
         if (w->rc)
             break;
-        w->rc = featbuf_release_many(b->fb, slots, b->batch);
+        w->rc = x.unreferenced ? 0 : featbuf_release_many(b->fb, slots, b->batch);
         if (w->rc) {
             sl_errf(w->err, sizeof w->err, w->rc, "releasing a batch: %s", strerror(-w->rc));
             break;

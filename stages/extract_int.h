@@ -1,7 +1,8 @@
 /* extract_int.h - private to the extraction engine's files: extract.c (the
  * engine and its read bookkeeping), extract_source.c (the features file),
  * and one file per I/O back end: extract_uring.c, extract_pread.c,
- * extract_mmap.c. The protocol is at the top of extract.c.
+ * extract_mmap.c (and warm.c, the warm start, for the fault hook). The
+ * protocol is at the top of extract.c.
  *
  * Staging entries. An engine has `depth` entries, each the bookkeeping of
  * one read and the staging memory it lands in (r->buf):

@@ -36,6 +36,7 @@
 #include "stages/featbuf_cuda.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
+#include "stages/warm.h"
 
 int extract_bench_main(int argc, char **argv); /* extract_bench.c */
 
@@ -49,6 +50,8 @@ struct xrun {
     bool ordered;
     struct stage_turn turn;
     atomic_bool stop;
+    pthread_t warm_tid; /* the warm start's pass, when it runs */
+    bool warm;
 };
 
 static int idle(void *arg)
@@ -108,7 +111,10 @@ static void *thread_main(void *arg)
         }
         if (rc)
             stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
-        batch_set_aliased(&v);
+        if (x.unreferenced)
+            batch_set_aliased_unreferenced(&v); /* a resident buffer: the releaser has nothing to drop */
+        else
+            batch_set_aliased(&v);
         stage_trace(st, d.batch, v.h.split, t0, sl_now_ns());
         uint64_t waited = x.st.wait_ns - before.wait_ns, spent = sl_now_ns() - t0;
         metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
@@ -127,6 +133,41 @@ static void *thread_main(void *arg)
     }
     t->st = x.st;
     extractor_free(&x);
+    return NULL;
+}
+
+/* The warm start (stages/warm.h): one sequential pass over features.bin
+ * beside the extractor threads, which wait on the rows it claimed instead
+ * of reading them one by one. */
+static void *warm_main(void *arg)
+{
+    struct xrun *r = arg;
+    struct stage *st = r->st;
+    char msg[1024];
+    struct warm_stats ws;
+    int rc = warm_fill(&r->src, &st->fb, NULL, idle, r, &ws, msg, sizeof msg);
+    if (rc == -EPIPE) {
+        stop_all(r);
+        return NULL;
+    }
+    if (rc)
+        stage_fail(st, "%s", msg);
+    /* every row is in for good: from now on batches look rows up without references */
+    int rrc = featbuf_set_resident(&st->fb);
+    if (rrc == -EPIPE) {
+        stop_all(r);
+        return NULL;
+    }
+    double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
+    stage_note(st,
+               "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB: %" PRIu64
+               " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied), %" PRIu64
+               " held or loaded by batches first; claiming took %.2f s; %s",
+               ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)WARM_CHUNK_BYTES_DEFAULT / (1 << 20), ws.loaded,
+               ws.chunks_direct, ws.chunks_copied, ws.skipped, (double)ws.claim_ns / 1e9,
+               rrc == 0              ? "the buffer is resident: batches take no references from now on"
+               : rrc == -EOPNOTSUPP ? "the cache policy learns from every acquire: batches take references as before"
+                                    : "not every row is in (a batch took the room): batches take references as before");
     return NULL;
 }
 
@@ -205,6 +246,17 @@ static int stage_main(int argc, char **argv)
     /* batch numbers continue across a resume */
     stage_turn_init(&r.turn, schedule_epoch_start(&sched, st.args.start_epoch));
     schedule_free(&sched);
+    enum config_warm wm = st.cfg.pipeline.warm_start;
+    if (wm == CONFIG_WARM_ON && !warm_fits(&st.fb, &r.src))
+        stage_fail(&st, "pipeline.warm_start = \"on\", but the feature buffer (%u slots%s) cannot hold all %" PRIu64
+                   " rows; raise pipeline.feature_buffer_mb or set pipeline.warm_start = \"auto\"",
+                   st.fb.nslots, st.fb.rows ? "" : ", on a GPU", r.src.rows);
+    if (wm != CONFIG_WARM_OFF && warm_fits(&st.fb, &r.src)) {
+        int rc = pthread_create(&r.warm_tid, NULL, warm_main, &r);
+        if (rc)
+            stage_fail(&st, "cannot start the warm start's thread: %s", strerror(rc));
+        r.warm = true;
+    }
     struct xthread *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)
         stage_fail(&st, "out of memory");
@@ -220,6 +272,8 @@ static int stage_main(int argc, char **argv)
         pthread_join(t[i].tid, NULL);
         extract_stats_add(&sum, &t[i].st);
     }
+    if (r.warm)
+        pthread_join(r.warm_tid, NULL);
     if (!atomic_load(&r.stop))
         stage_end_output(&st);
     stage_note(&st,

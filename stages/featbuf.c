@@ -824,7 +824,8 @@ uint32_t featbuf_lookup(struct featbuf *fb, uint64_t node)
 static void stats_locked(struct featbuf *fb, struct featbuf_stats *out)
 {
     struct featbuf_hdr *h = fb->hdr;
-    *out = (struct featbuf_stats){.hits = h->hits, .waits = h->waits, .loads = h->loads,
+    uint64_t rh = atomic_load_explicit(&h->resident_hits, memory_order_relaxed);
+    *out = (struct featbuf_stats){.hits = h->hits + rh, .waits = h->waits, .loads = h->loads,
                                   .evictions = h->evictions, .failed = h->failed, .standby = h->standby,
                                   .writebacks = h->writebacks, .pinned = h->pinned};
 }

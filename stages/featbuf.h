@@ -335,6 +335,33 @@ int featbuf_mark_dirty(struct featbuf *fb, uint32_t slot);
  * written before it stay clean). For checkpoints and the end of a run. */
 int featbuf_flush(struct featbuf *fb);
 
+/* ---- a resident buffer (featbuf_resident.c) ----------------------------- */
+
+/* Once every node 0..n_nodes-1 holds a VALID, clean row (the warm start,
+ * stages/warm.h, filled a buffer with a slot for every row), nothing can
+ * ever be claimed or evicted again: no acquire needs a new slot, so no
+ * row moves. The buffer may then be declared resident, for good, and
+ * batches look their rows up without the lock and without references:
+ *
+ * featbuf_set_resident() checks, under the lock, that every node maps to
+ * a VALID slot and no row is dirty, and sets the flag (a store-release
+ * after the map's last change). 0; -EAGAIN (some node is absent, loading
+ * or dirty: nothing set); -EOPNOTSUPP (the policy is not LRU: lookahead
+ * learns every row's use from the batches' acquires, which a resident
+ * buffer skips); -EPIPE (broken). O(n_nodes); call once.
+ *
+ * featbuf_lookup_resident() answers 1 when the buffer is resident, with
+ * slots[i] = the slot of nodes[i] and NO reference taken (so nothing to
+ * release: the batch must say so to whoever releases it); 0 when it is
+ * not (nothing done: acquire as usual); -EINVAL (a node out of range),
+ * -EPIPE (broken). Never blocks. Lookups served this way count as hits
+ * in featbuf_stats (one relaxed atomic add per call). A row reached this way is
+ * unreferenced: featbuf_mark_dirty refuses it, so a run with rows that
+ * change in place (learnable embeddings) must not set the flag. */
+int featbuf_set_resident(struct featbuf *fb);
+int featbuf_lookup_resident(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots);
+bool featbuf_is_resident(const struct featbuf *fb);
+
 /* ---- rows on the device (featbuf_device.c) ------------------------------ */
 
 /* Exporter: publishes its device rows (NONE -> READY) and wakes whoever

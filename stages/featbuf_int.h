@@ -61,6 +61,8 @@ struct featbuf_hdr {
     _Alignas(64) struct featbuf_dev dev; /* at FEATBUF_DEV_OFFSET */
     _Alignas(64) pthread_mutex_t lock;
     _Atomic uint32_t broken;
+    _Atomic uint32_t resident; /* featbuf_set_resident: every node VALID for good (featbuf_resident.c) */
+    _Atomic uint64_t resident_hits; /* rows featbuf_lookup_resident served (counted in the stats' hits) */
     _Alignas(64) _Atomic uint32_t standby_seq; /* futex word: bumped when slots reach standby */
     _Atomic uint32_t standby_waiters;
     /* guarded by lock, on their own line */

@@ -283,13 +283,11 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
     s->shift = (unsigned)(64 - __builtin_ctzll(cap));
     s->pick_mask = pcap - 1;
     s->pick_shift = (unsigned)(64 - __builtin_ctzll(pcap));
-    s->keys = malloc(cap * sizeof *s->keys);
-    s->vals = malloc(cap * sizeof *s->vals);
-    s->stamp = calloc(cap, sizeof *s->stamp);
+    s->map = calloc(cap, sizeof *s->map);
     s->pick_keys = malloc(pcap * sizeof *s->pick_keys);
     s->pick_stamp = calloc(pcap, sizeof *s->pick_stamp);
     s->picks = malloc((fmax ? fmax : 1) * sizeof *s->picks);
-    if (!s->keys || !s->vals || !s->stamp || !s->pick_keys || !s->pick_stamp || !s->picks) {
+    if (!s->map || !s->pick_keys || !s->pick_stamp || !s->picks) {
         sampler_free(s);
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
     }
@@ -313,9 +311,7 @@ void sampler_free(struct sampler *s)
 {
     if (!s)
         return;
-    free(s->keys);
-    free(s->vals);
-    free(s->stamp);
+    free(s->map);
     free(s->pick_keys);
     free(s->pick_stamp);
     free(s->picks);
@@ -335,6 +331,17 @@ static uint32_t next_stamp(uint32_t *cur, uint32_t *stamp, uint64_t cap)
     return *cur;
 }
 
+/* The same for the node map's entries. */
+static uint32_t next_map_stamp(struct sampler *s)
+{
+    if (++s->cur == 0) {
+        for (uint64_t i = 0; i <= s->mask; i++)
+            s->map[i].stamp = 0;
+        s->cur = 1;
+    }
+    return s->cur;
+}
+
 /* Fibonacci hashing: the top bits of key * 2^64/phi, as many as the
  * table has (mask = 2^bits - 1). */
 static inline uint64_t slot_of(uint64_t key, unsigned shift)
@@ -348,17 +355,16 @@ static inline int64_t local_of(struct sampler *s, struct batch_writer *w, uint64
 {
     uint64_t i = slot_of(g, s->shift);
     for (;;) {
-        if (s->stamp[i] != s->cur) {
+        struct sampler_ent *e = &s->map[i];
+        if (e->stamp != s->cur) {
             int64_t l = batch_add_node(w, g);
             if (l < 0)
                 return l;
-            s->stamp[i] = s->cur;
-            s->keys[i] = g;
-            s->vals[i] = (uint32_t)l;
+            *e = (struct sampler_ent){.key = g, .val = (uint32_t)l, .stamp = s->cur};
             return l;
         }
-        if (s->keys[i] == g)
-            return s->vals[i];
+        if (e->key == g)
+            return e->val;
         i = (i + 1) & s->mask;
     }
 }
@@ -442,6 +448,8 @@ static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uin
     return take;
 }
 
+#define SAMPLE_PREFETCH 8 /* destinations ahead whose indptr entries are prefetched */
+
 int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
                    const struct batch_id *id, uint64_t seed, uint64_t *edges, char *err, size_t errlen)
 {
@@ -454,21 +462,19 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
     int rc = batch_init(&w, slot, size, &s->shape, n_targets, id, err, errlen);
     if (rc)
         return rc;
-    next_stamp(&s->cur, s->stamp, s->mask + 1);
+    next_map_stamp(s);
     for (uint32_t i = 0; i < n_targets; i++) {
         uint64_t g = targets[i];
         if (g >= t->nodes)
             return sl_errf(err, errlen, -ERANGE, "sampler: target %" PRIu64 " is not below %" PRIu64 " nodes", g,
                            t->nodes);
         uint64_t j = slot_of(g, s->shift);
-        while (s->stamp[j] == s->cur) {
-            if (s->keys[j] == g)
+        while (s->map[j].stamp == s->cur) {
+            if (s->map[j].key == g)
                 return sl_errf(err, errlen, -EINVAL, "sampler: target %" PRIu64 " appears twice in one batch", g);
             j = (j + 1) & s->mask;
         }
-        s->stamp[j] = s->cur;
-        s->keys[j] = g;
-        s->vals[j] = i;
+        s->map[j] = (struct sampler_ent){.key = g, .val = i, .stamp = s->cur};
         batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
     }
     uint32_t prev_ndst = 0; /* the previous block's destinations */
@@ -478,6 +484,8 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         uint32_t ndst = w.nn;
         if (!s->fetch) { /* every list is in memory or mapped */
             for (uint32_t v = 0; v < ndst && !w.rc; v++) {
+                if (v + SAMPLE_PREFETCH < ndst) /* destinations are scattered over the graph: ask for one ahead */
+                    __builtin_prefetch(&t->indptr[w.nodes[v + SAMPLE_PREFETCH]]);
                 uint64_t g = w.nodes[v], beg = t->indptr[g];
                 total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
             }

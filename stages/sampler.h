@@ -189,10 +189,13 @@ struct sampler {
     const struct sampler_topo *topo;
     struct batch_shape shape;
     struct batch_plan plan; /* for a full batch of shape.batch_size */
-    /* global -> local map: slot i is live when stamp[i] == cur */
-    uint64_t *keys;
-    uint32_t *vals;
-    uint32_t *stamp;
+    /* global -> local map: entry i is live when map[i].stamp == cur; key,
+     * value and stamp side by side, so a probe touches one cache line */
+    struct sampler_ent {
+        uint64_t key;
+        uint32_t val;
+        uint32_t stamp;
+    } *map;
     uint64_t mask;  /* capacity - 1 (a power of two) */
     unsigned shift; /* 64 - log2(capacity) */
     uint32_t cur;

@@ -1,8 +1,17 @@
 /* trainer_cpu.c - the CPU backend of gnn-trainer (trainer_backend.h):
- * ops/model.h on the host, GEMMs on the ops thread pool, feature rows read
- * straight from the host feature buffer. Everything is synchronous: each
- * call has finished its work when it returns. state() hands out the live
- * arrays themselves (no copies), so state_loaded() has nothing to do. */
+ * ops/model.h on the host, GEMMs and row loops on the ops thread pool,
+ * feature rows read straight from the host feature buffer. Everything is
+ * synchronous: each call has finished its work when it returns. state()
+ * hands out the live arrays themselves (no copies), so state_loaded() has
+ * nothing to do.
+ *
+ * Gather. When the model reads its input where it lies
+ * (model_takes_rows: GraphSAGE mean/sum; f32 rows), gather copies only
+ * layer 0's destinations (the rows its self term and weight gradients
+ * read) and forward aggregates every source straight from the feature
+ * buffer through the batch's aliases (model_forward_rows): the same bits
+ * as copying every source row first, without the copy. Otherwise every
+ * row of the batch is copied into x. */
 #include "stages/trainer_backend.h"
 
 #include <errno.h>
@@ -21,6 +30,9 @@ struct trainer_backend {
     float *logits, *dlogits;
     size_t x_cap, logits_cap; /* floats */
     uint32_t x_rows;          /* rows gathered into x */
+    bool rows;                /* forward reads layer 0's sources from the buffer (model_forward_rows) */
+    const uint32_t *alias;    /* the batch's aliases, for that and for nonfinite_rows */
+    uint32_t n_rows;          /* the batch's input rows */
     uint32_t last_targets;    /* targets of the last forward */
 };
 
@@ -82,11 +94,15 @@ fail:
 static int cpu_gather(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen)
 {
     uint32_t n = batch_nodes(v), dim = b->c.model.in_dim;
-    if (need(&b->x, &b->x_cap, (size_t)n * dim) != 0)
-        return sl_errf(err, errlen, -ENOMEM, "out of memory for %u input rows", n);
+    b->rows = !b->c.f16 && model_takes_rows(b->m) && batch_layers(v) > 0;
+    b->alias = v->alias;
+    b->n_rows = n;
+    uint32_t copy = b->rows ? batch_block_dst(v, batch_block_for_layer(v, 0)) : n; /* layer 0's destinations come first */
+    if (need(&b->x, &b->x_cap, (size_t)copy * dim) != 0)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for %u input rows", copy);
     const struct featbuf *fb = b->c.fb;
-    ops_gather_rows(b->x, featbuf_row(fb, 0), fb->stride, v->alias, n, dim, b->c.f16);
-    b->x_rows = n;
+    ops_gather_rows(b->x, featbuf_row(fb, 0), fb->stride, v->alias, copy, dim, b->c.f16);
+    b->x_rows = copy;
     return 0;
 }
 
@@ -100,7 +116,14 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
         return sl_errf(err, errlen, -ENOMEM, "out of memory for %u targets' logits", nb);
     struct ops_block blocks[MODEL_LAYERS_MAX];
     uint32_t nblocks = trainer_batch_blocks(v, blocks);
-    int rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
+    int rc;
+    if (b->rows) {
+        const struct featbuf *fb = b->c.fb;
+        struct model_rows src = {.rows = featbuf_row(fb, 0), .stride = fb->stride, .alias = b->alias};
+        rc = model_forward_rows(b->m, blocks, nblocks, nb, b->x, &src, train, dropout_seed, b->logits, err, errlen);
+    } else {
+        rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
+    }
     if (rc)
         return rc;
     b->last_targets = nb;
@@ -129,8 +152,10 @@ static int cpu_nonfinite_rows(struct trainer_backend *b, uint32_t *rows, uint32_
     (void)err, (void)errlen;
     size_t dim = b->c.model.in_dim;
     uint32_t found = 0;
-    for (uint32_t r = 0; r < b->x_rows; r++)
-        if (ops_count_nonfinite(b->x + (size_t)r * dim, dim)) {
+    const struct featbuf *fb = b->c.fb;
+    for (uint32_t r = 0; r < b->n_rows; r++)
+        if (r < b->x_rows ? ops_count_nonfinite(b->x + (size_t)r * dim, dim)
+                          : ops_count_nonfinite((const float *)featbuf_row(fb, b->alias[r]), dim)) {
             if (found < max)
                 rows[found] = r;
             found++;

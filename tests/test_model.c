@@ -612,6 +612,82 @@ static void test_threads_and_reuse_same_bits(void **state)
     tb_free(&b2);
 }
 
+/* GraphSAGE reading layer 0's sources where they lie (model_forward_rows:
+ * the rows scattered in a larger buffer, with a wider stride, reached
+ * through a permutation) gives the bits of model_forward over the same
+ * rows gathered first: logits and every gradient, mean and sum, with 1
+ * and 2 threads; other models and max are refused. */
+static void test_forward_rows_same_bits(void **state)
+{
+    (void)state;
+    const uint32_t in = 40, hidden = 64, classes = 6;
+    struct tb b;
+    tb_make(&b, 6000, 8, 2, (int64_t[]){10, 5}, 700, g_seed + 11);
+    uint32_t n = batch_nodes(&b.v), nd0 = batch_block_dst(&b.v, batch_block_for_layer(&b.v, 0));
+    size_t stride = 48 * sizeof(float); /* wider than a row */
+    uint32_t nrows = 3 * n;
+    unsigned char *rows = calloc((size_t)nrows, stride);
+    uint32_t *alias = calloc(n, sizeof *alias);
+    float *x = fvec((size_t)n * in);
+    uint64_t st = g_seed;
+    for (uint32_t i = 0; i < n; i++) {
+        alias[i] = 3 * (n - 1 - i) + i % 3; /* distinct, reversed, gaps between */
+        for (uint32_t c = 0; c < in; c++)
+            x[(size_t)i * in + c] = urand(&st, -1, 1);
+        memcpy(rows + (size_t)alias[i] * stride, x + (size_t)i * in, in * sizeof *x);
+    }
+    float *dl = fvec((size_t)700 * classes), *l1 = fvec((size_t)700 * classes), *l2 = fvec((size_t)700 * classes);
+    for (size_t i = 0; i < (size_t)700 * classes; i++)
+        dl[i] = urand(&st, -1, 1);
+    int before = ops_threads();
+    enum model_aggr saved = g_aggr;
+    for (int a = 0; a < 2; a++)
+        for (int t = 1; t <= 2; t++) {
+            g_aggr = a ? MODEL_AGGR_SUM : MODEL_AGGR_MEAN;
+            assert_int_equal(ops_set_threads(t), 0);
+            struct model *m = create(MODEL_SAGE, 2, in, hidden, classes, 1, 0.5f, g_seed);
+            assert_true(model_takes_rows(m));
+            size_t np = model_nparams(m);
+            float *g1 = fvec(np);
+            forward(m, &b.v, x, true, 42, l1);
+            backward(m, dl);
+            memcpy(g1, model_grads(m), np * sizeof *g1);
+            char err[256] = "";
+            struct ops_block blocks[MODEL_LAYERS_MAX];
+            uint32_t nb = trainer_batch_blocks(&b.v, blocks);
+            struct model_rows src = {.rows = rows, .stride = stride, .alias = alias};
+            float *xd = fvec((size_t)nd0 * in); /* only layer 0's destinations */
+            memcpy(xd, x, (size_t)nd0 * in * sizeof *xd);
+            if (model_forward_rows(m, blocks, nb, 700, xd, &src, true, 42, l2, err, sizeof err) != 0)
+                fail_msg("model_forward_rows: %s", err);
+            if (memcmp(l1, l2, (size_t)700 * classes * sizeof *l1) != 0)
+                fail_msg("aggr %d, %d threads: logits differ from the gathered input's", a, t);
+            backward(m, dl);
+            if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
+                fail_msg("aggr %d, %d threads: gradients differ from the gathered input's", a, t);
+            free(xd);
+            free(g1);
+            model_destroy(m);
+        }
+    g_aggr = MODEL_AGGR_MAX;
+    struct model *m = create(MODEL_SAGE, 2, in, hidden, classes, 1, 0.5f, g_seed);
+    assert_false(model_takes_rows(m));
+    char err[256] = "";
+    struct ops_block blocks[MODEL_LAYERS_MAX];
+    uint32_t nb = trainer_batch_blocks(&b.v, blocks);
+    struct model_rows src = {.rows = rows, .stride = stride, .alias = alias};
+    assert_int_equal(model_forward_rows(m, blocks, nb, 700, x, &src, true, 1, l2, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "mean or sum"));
+    model_destroy(m);
+    g_aggr = saved;
+    m = create(MODEL_GCN, 2, in, hidden, classes, 1, 0.5f, g_seed);
+    assert_false(model_takes_rows(m));
+    model_destroy(m);
+    ops_set_threads(before);
+    free(rows), free(alias), free(x), free(dl), free(l1), free(l2);
+    tb_free(&b);
+}
+
 /* ---- errors --------------------------------------------------------------------------------------------- */
 
 static void test_config_errors(void **state)
@@ -835,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_param_count),
         cmocka_unit_test(test_same_seed_same_bits),
         cmocka_unit_test(test_threads_and_reuse_same_bits),
+        cmocka_unit_test(test_forward_rows_same_bits),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_call_errors),
         cmocka_unit_test(test_sage_learns_neighbours_mlp_cannot),

@@ -245,6 +245,107 @@ static void test_gemm_vs_naive(void **state)
     }
 }
 
+/* A product with one tile and a long reduction (the weight gradients) is
+ * cut along k into pieces fixed by the shape: the same bits for 1, 2 and
+ * 3 threads, with beta 0 and 1, and within float rounding of a double
+ * reference. */
+static void test_gemm_ksplit_threads_bitwise(void **state)
+{
+    (void)state;
+    const size_t m = 100, n = 70, k = 9001; /* 4 pieces of 2048 and the rest */
+    float *a = frand(k * m, -1, 1), *b = frand(k * n, -1, 1), *c[3], *c0 = frand(m * n, -1, 1);
+    int before = ops_threads();
+    for (int beta1 = 0; beta1 < 2; beta1++) {
+        for (int t = 0; t < 3; t++) {
+            c[t] = fvec(m * n);
+            memcpy(c[t], c0, m * n * sizeof *c0);
+            assert_int_equal(ops_set_threads(t + 1), 0);
+            ops_gemm(true, false, m, n, k, 1.0f, a, m, b, n, beta1 ? 1.0f : 0.0f, c[t], n);
+        }
+        assert_memory_equal(c[0], c[1], m * n * sizeof *c[0]);
+        assert_memory_equal(c[0], c[2], m * n * sizeof *c[0]);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double s = 0, mag = 0;
+                for (size_t p = 0; p < k; p++) {
+                    s += (double)a[p * m + i] * b[p * n + j];
+                    mag += fabs((double)a[p * m + i] * b[p * n + j]);
+                }
+                double ref = s + (beta1 ? c0[i * n + j] : 0.0);
+                double tol = (double)(k + 4) * 0x1p-23 * (mag + fabs(c0[i * n + j]));
+                if (!(fabs(c[0][i * n + j] - ref) <= tol))
+                    fail_msg("k-split C[%zu,%zu] = %.8g, expected %.8g", i, j, c[0][i * n + j], ref);
+            }
+        for (int t = 0; t < 3; t++)
+            free(c[t]);
+    }
+    assert_int_equal(ops_set_threads(before), 0);
+    free(a), free(b), free(c0);
+}
+
+/* The element-wise and per-row operators run on the pool in pieces fixed
+ * by the sizes: the same bits for 1, 2 and 3 threads (sizes well past a
+ * piece, and not a multiple of one: odd n for dropout's pairs). */
+static void test_elementwise_threads_bitwise(void **state)
+{
+    (void)state;
+    const size_t n = 3 * 32768 + 777;
+    const uint32_t rows = 5000, dim = 33, nsrc = 9000;
+    float *base = frand(n, -2, 2), *y = frand(n, -1, 1), *out[3][6];
+    uint8_t *mask[3];
+    uint32_t *indptr = calloc(rows + 1, sizeof *indptr), *src = calloc((size_t)rows * 7, sizeof *src);
+    uint32_t *alias = calloc(nsrc, sizeof *alias);
+    float *h = frand((size_t)nsrc * dim, -1, 1), *bias = frand(dim, -1, 1);
+    uint64_t st = 77;
+    for (uint32_t d = 0; d < rows; d++) {
+        indptr[d + 1] = indptr[d] + d % 8; /* 0..7 sources */
+        for (uint32_t j = indptr[d]; j < indptr[d + 1]; j++)
+            src[j] = (uint32_t)(sl_splitmix64(&st) % nsrc);
+    }
+    for (uint32_t i = 0; i < nsrc; i++)
+        alias[i] = nsrc - 1 - i;
+    unsigned char *rowsbuf = calloc(nsrc, 64 * sizeof(float));
+    for (uint32_t i = 0; i < nsrc; i++)
+        memcpy(rowsbuf + (size_t)alias[i] * 64 * sizeof(float), h + (size_t)i * dim, dim * sizeof(float));
+    struct ops_block blk = {.n_dst = rows, .n_src = nsrc, .indptr = indptr, .src = src};
+    int before = ops_threads();
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(ops_set_threads(t + 1), 0);
+        for (int o = 0; o < 4; o++) {
+            out[t][o] = fvec(n);
+            memcpy(out[t][o], base, n * sizeof *base);
+        }
+        mask[t] = calloc(n, 1);
+        ops_relu_fwd(out[t][0], n);
+        ops_relu_bwd(out[t][1], y, n);
+        ops_dropout_fwd(out[t][2], mask[t], n, 0.4f, 1234);
+        ops_dropout_bwd(out[t][3], mask[t], n, 0.4f);
+        out[t][4] = fvec((size_t)rows * dim);
+        out[t][5] = fvec((size_t)rows * dim);
+        ops_agg_mean_fwd(out[t][4], &blk, h, dim);
+        ops_bias_fwd(out[t][4], bias, rows, dim);
+        ops_agg_rows_fwd(out[t][5], &blk, rowsbuf, 64 * sizeof(float), alias, dim, true);
+        ops_bias_fwd(out[t][5], bias, rows, dim);
+    }
+    for (int t = 1; t < 3; t++) {
+        for (int o = 0; o < 4; o++)
+            if (memcmp(out[0][o], out[t][o], n * sizeof(float)))
+                fail_msg("element-wise operator %d differs between 1 and %d threads", o, t + 1);
+        assert_memory_equal(mask[0], mask[t], n);
+        assert_memory_equal(out[0][4], out[t][4], (size_t)rows * dim * sizeof(float));
+        assert_memory_equal(out[0][5], out[t][5], (size_t)rows * dim * sizeof(float));
+    }
+    /* the rows read in place give the gathered input's bits */
+    assert_memory_equal(out[0][4], out[0][5], (size_t)rows * dim * sizeof(float));
+    assert_int_equal(ops_set_threads(before), 0);
+    for (int t = 0; t < 3; t++) {
+        for (int o = 0; o < 6; o++)
+            free(out[t][o]);
+        free(mask[t]);
+    }
+    free(base), free(y), free(indptr), free(src), free(alias), free(h), free(bias), free(rowsbuf);
+}
+
 /* OpenBLAS splits the output between threads, never a dot product: the
  * same bits with 1 and 2 threads, on products big enough to be split. */
 static void test_gemm_threads_bitwise(void **state)
@@ -930,6 +1031,8 @@ int main(void)
         cmocka_unit_test(test_count_nonfinite),
         cmocka_unit_test(test_gemm_vs_naive),
         cmocka_unit_test(test_gemm_threads_bitwise),
+        cmocka_unit_test(test_gemm_ksplit_threads_bitwise),
+        cmocka_unit_test(test_elementwise_threads_bitwise),
         cmocka_unit_test(test_linear_bias_grad),
         cmocka_unit_test(test_relu_dropout_grad),
         cmocka_unit_test(test_dropout_mask),

@@ -14,7 +14,11 @@
  *     accuracy stays near chance;
  *   - two ranks train in step (gradient all-reduce) and learn;
  *   - --resume with no checkpoint, and a checkpoint of another model, are
- *     refused with a clear message. */
+ *     refused with a clear message;
+ *   - a run that starts warm (pipeline.warm_start = "on": the feature
+ *     buffer filled by one sequential pass) trains, in ordered mode, to the
+ *     same checkpoint as one that reads every row on demand ("off");
+ *     "on" with a buffer too small for the rows is refused before start. */
 #include "t_util.h"
 
 #include <errno.h>
@@ -302,6 +306,52 @@ static void test_deterministic(void **state)
         assert_int_equal(ckpt_path(path[i], sizeof path[i], ck[i], 2), 0);
     }
     expect_same_tensors(path[0], path[1]);
+}
+
+/* Warm start on and off: the same checkpoint, byte for byte; "on" says
+ * so in the log, "off" reads rows on demand. */
+static void test_warm_start_same(void **state)
+{
+    (void)state;
+    char ck[2][1300], set[2][1400], path[2][1400];
+    const char *warm[2] = {"pipeline.warm_start=on", "pipeline.warm_start=off"};
+    for (int i = 0; i < 2; i++) {
+        struct t_proc r;
+        snprintf(ck[i], sizeof ck[i], "%s/ck-warm%d", t_ldir, i);
+        snprintf(set[i], sizeof set[i], "train.checkpoint_dir=\"%s\"", ck[i]);
+        run(&r, (const char *[]){g_cfg, "--set", set[i], "--set", warm[i], "--epochs", "2", NULL}, 0);
+        if (i == 0) {
+            t_expect_log(&r, "warm start: 4000 rows");
+        } else {
+            t_expect_no_log(&r, "warm start:");
+        }
+        assert_int_equal(ckpt_path(path[i], sizeof path[i], ck[i], 2), 0);
+    }
+    expect_same_tensors(path[0], path[1]);
+}
+
+/* "on" with a buffer that cannot hold every row: refused before start,
+ * naming the key (4000 rows of 1 KiB do not fit in 1 MiB). */
+static void test_warm_start_refused(void **state)
+{
+    (void)state;
+    char wide[1300], prep[1200], out[4096], ds[1400];
+    snprintf(wide, sizeof wide, "%s/ds-wide", t_ldir);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out, "%s synth %s --nodes 4000 --avg-degree 4 --feat-dim 256 --classes 4 --seed 3", prep,
+              wide) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    snprintf(ds, sizeof ds, "dataset.path=\"%s\"", wide);
+    const char *base[] = {g_cfg, "--set", ds, "--set", "pipeline.feature_buffer_mb=1", "--set", "model.fanouts=[2]",
+                          "--epochs", "1", "--set", NULL, NULL};
+    struct t_proc r;
+    base[10] = "pipeline.warm_start=on";
+    run(&r, base, 2);
+    t_expect_log(&r, "pipeline.warm_start = \"on\"");
+    t_expect_log(&r, "1024 of its 4000 rows");
+    base[10] = "pipeline.warm_start=auto"; /* auto: no warm start, the batches read their rows */
+    run(&r, base, 0);
+    t_expect_no_log(&r, "warm start:");
 }
 
 static void test_resume_after_kill(void **state)
@@ -714,6 +764,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sage_learns, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_warm_start_same, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_warm_start_refused, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_lr_schedule_and_clip, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_early_stop, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),

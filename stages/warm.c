@@ -1,0 +1,421 @@
+/* warm.c - the warm start's sequential pass (API, protocol and when it
+ * applies: warm.h).
+ *
+ * Ownership. The pass owns, from its claim until its featbuf_loaded /
+ * featbuf_load_failed, the rows of every slot it was answered LOAD for;
+ * it writes them (by a read straight into slot memory, or a copy out of
+ * its staging) and no one else does. It holds one reference on every row
+ * of a chunk from the claim until the chunk is done. Its staging
+ * (depth pieces of one chunk's extent) and its io_uring are its own.
+ *
+ * A chunk's life: CLAIMED (references held; LOADs outstanding) -> READING
+ * (a request in flight; short reads continue from the last aligned byte
+ * that landed) -> done (LOADs published or failed, references dropped).
+ * Chunks are started in file order; they may land out of order and each
+ * is published as it lands. On an error no new read starts, the reads in
+ * flight are waited for (the kernel may still write into slot memory),
+ * then every LOAD not yet published is failed and every reference left is
+ * dropped. If io_uring itself fails with reads in flight, their chunks'
+ * loads are failed but their references are kept for ever, so no slot the
+ * kernel may still write is reused (the run is failing anyway). */
+#include "stages/warm.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "stages/extract_int.h" /* SLUICE_FAULT_READ_EIO counts the pass's reads too */
+
+#ifdef SLUICE_HAVE_URING
+#include <liburing.h>
+#endif
+
+#define WAIT_SLICE_MS 200
+#define DEPTH_MAX 256u
+
+struct wchunk {
+    uint64_t first;     /* first row */
+    uint32_t n;         /* rows */
+    uint32_t nload;     /* of them answered LOAD */
+    uint64_t start;     /* file offset of the extent (aligned) */
+    size_t len;         /* bytes of the extent */
+    size_t skip;        /* where row `first` starts in the extent */
+    size_t need;        /* bytes that must land: up to the end of the last row */
+    size_t got;         /* landed: a prefix of the extent */
+    size_t from;        /* start of the request in flight */
+    unsigned char *dst; /* where the extent lands: slot memory, or a staging piece */
+    int piece;          /* its staging piece, or -1 when read straight into the slots */
+};
+
+struct warm {
+    const struct extract_source *src;
+    struct featbuf *fb;
+    struct warm_stats *st;
+    uint32_t rows_per; /* rows per chunk */
+    uint64_t nchunks, claimed;
+    uint32_t *slots; /* (rows) */
+    uint8_t *act;    /* (rows) */
+    unsigned depth;
+    unsigned char *staging; /* (depth, piece_bytes) */
+    size_t piece_bytes;
+    int *free_piece; /* (depth) */
+    unsigned nfree;
+    struct wchunk *io; /* (depth): chunks in flight, by io slot */
+    bool *busy;        /* (depth) */
+    unsigned inflight;
+    bool wedged;
+    int rc;
+    char *err;
+    size_t errlen;
+#ifdef SLUICE_HAVE_URING
+    struct io_uring ring;
+    bool uring;
+#endif
+};
+
+bool warm_fits(const struct featbuf *fb, const struct extract_source *src)
+{
+    return fb->rows && (uint64_t)fb->nslots >= src->rows && fb->n_nodes >= src->rows && fb->row_bytes >= src->row_bytes;
+}
+
+static void SL_PRINTF(3, 4) keep_error(struct warm *w, int rc, const char *fmt, ...)
+{
+    if (w->rc)
+        return;
+    w->rc = rc;
+    if (w->err && w->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->err, w->errlen, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* Step 1 for chunk c. 0, -EAGAIN (no room: stop claiming), -errno. */
+static int claim(struct warm *w, uint64_t c, uint64_t *nodes)
+{
+    uint64_t first = c * w->rows_per;
+    uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
+    for (uint32_t i = 0; i < n; i++)
+        nodes[i] = first + i;
+    int rc = featbuf_acquire_many(w->fb, nodes, n, w->slots + first, w->act + first);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < n; i++)
+        if (w->act[first + i] != FEATBUF_LOAD)
+            w->st->skipped++;
+    return 0;
+}
+
+/* Publishes (ok) or fails every LOAD row of chunk c, then drops its
+ * references (unless keep_refs). */
+static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_refs)
+{
+    const struct extract_source *s = w->src;
+    struct featbuf *fb = w->fb;
+    for (uint32_t i = 0; i < k->n; i++) {
+        uint64_t r = k->first + i;
+        if (w->act[r] != FEATBUF_LOAD)
+            continue;
+        uint32_t slot = w->slots[r];
+        int rc;
+        if (ok) {
+            if (k->piece >= 0)
+                memcpy(featbuf_row(fb, slot), k->dst + k->skip + (size_t)i * s->row_stride, (size_t)s->row_bytes);
+            rc = featbuf_loaded(fb, slot);
+            w->st->loaded++;
+        } else {
+            rc = featbuf_load_failed(fb, slot);
+        }
+        if (rc == -EPIPE)
+            keep_error(w, rc, "the feature buffer is broken (the run is stopping)");
+    }
+    if (!keep_refs && featbuf_release_many(fb, w->slots + k->first, k->n) == -EPIPE)
+        keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
+}
+
+/* Sets chunk c up in io slot e: its extent, and where it lands. */
+static void prepare(struct warm *w, uint64_t c, struct wchunk *k)
+{
+    const struct extract_source *s = w->src;
+    uint64_t a = s->align, first = c * w->rows_per;
+    memset(k, 0, sizeof *k);
+    k->first = first;
+    k->n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
+    for (uint32_t i = 0; i < k->n; i++)
+        k->nload += w->act[first + i] == FEATBUF_LOAD;
+    uint64_t off = first * s->row_stride;
+    k->need = (size_t)((k->n - 1) * s->row_stride + s->row_bytes);
+    /* straight into the slots: every row LOAD, consecutive slots, the
+     * same stride, and an extent that covers exactly those slots */
+    bool direct = k->nload == k->n && w->fb->stride == s->row_stride && s->row_stride % a == 0 && off % a == 0;
+    uint32_t s0 = w->slots[first];
+    for (uint32_t i = 1; direct && i < k->n; i++)
+        direct = w->slots[first + i] == s0 + i;
+    unsigned char *row0 = direct ? featbuf_row(w->fb, s0) : NULL;
+    if (direct && (uintptr_t)row0 % a == 0) {
+        k->start = off;
+        k->len = (size_t)k->n * s->row_stride;
+        k->skip = 0;
+        k->dst = row0;
+        k->piece = -1;
+        w->st->chunks_direct++;
+        return;
+    }
+    k->start = off & ~(a - 1);
+    k->len = (size_t)(sl_round_up(off + k->need, a) - k->start);
+    k->skip = (size_t)(off - k->start);
+    k->need += k->skip;
+    k->piece = w->free_piece[--w->nfree];
+    k->dst = w->staging + (size_t)k->piece * w->piece_bytes;
+    w->st->chunks_copied++;
+}
+
+/* ---- reads: io_uring, or pread(2) ------------------------------------------------------------------ */
+
+/* Queues the request of io slot e (from k->from). 0 or -errno. */
+static int submit(struct warm *w, unsigned e)
+{
+    struct wchunk *k = &w->io[e];
+#ifdef SLUICE_HAVE_URING
+    if (w->uring) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+        if (!sqe)
+            return -EBUSY; /* cannot happen: at most depth requests, depth sq entries */
+        io_uring_prep_read(sqe, w->src->fd, k->dst + k->from, (unsigned)(k->len - k->from), k->start + k->from);
+        io_uring_sqe_set_data64(sqe, e);
+        int rc = io_uring_submit(&w->ring);
+        return rc < 0 ? rc : 0;
+    }
+#endif
+    (void)k;
+    return 0; /* pread: the read happens in reap */
+}
+
+/* Waits for one request: its io slot and result (bytes or -errno). 0;
+ * -ETIME (nothing within the slice); other -errno: the ring failed. */
+static int reap(struct warm *w, unsigned *e, int *res)
+{
+#ifdef SLUICE_HAVE_URING
+    if (w->uring) {
+        struct io_uring_cqe *cqe;
+        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = WAIT_SLICE_MS * 1000000L};
+        int rc = io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts);
+        if (rc == -EINTR)
+            return -ETIME;
+        if (rc)
+            return rc;
+        *e = (unsigned)io_uring_cqe_get_data64(cqe);
+        *res = cqe->res;
+        io_uring_cqe_seen(&w->ring, cqe);
+        return 0;
+    }
+#endif
+    for (unsigned i = 0; i < w->depth; i++) /* pread: one request at a time (depth 1) */
+        if (w->busy[i]) {
+            struct wchunk *k = &w->io[i];
+            ssize_t n = pread(w->src->fd, k->dst + k->from, k->len - k->from, (off_t)(k->start + k->from));
+            *e = i;
+            *res = n < 0 ? -errno : (int)n;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* A request of io slot e ended with res. true when the chunk is done
+ * (published, or failed with the error kept). */
+static bool complete(struct warm *w, unsigned e, int res)
+{
+    struct wchunk *k = &w->io[e];
+    const struct extract_source *s = w->src;
+    if (extract_fault_read_fails())
+        res = -EIO;
+    if (res == -EAGAIN || res == -EINTR)
+        return submit(w, e) == 0 ? false : (keep_error(w, -EIO, "%s: resubmitting a read failed", s->path), true);
+    if (res < 0 || (res == 0 && k->got < k->need)) {
+        keep_error(w, res < 0 ? res : -EIO,
+                   "%s: warm start: reading %zu bytes at offset %" PRIu64 " (rows %" PRIu64 "..%" PRIu64 "): %s",
+                   s->path, k->len - k->from, k->start + k->from, k->first, k->first + k->n - 1,
+                   res < 0 ? strerror(-res) : "the file ended early (it shrank under us; run gnnprep check)");
+        return true;
+    }
+    w->st->reads++;
+    w->st->bytes += (uint64_t)res;
+    k->got = k->from + (size_t)res;
+    if (k->got >= k->need)
+        return true;
+    if (w->rc)
+        return true; /* failing: no follow-ups */
+    k->from = k->got & ~((size_t)s->align - 1);
+    int rc = submit(w, e);
+    if (rc) {
+        keep_error(w, rc, "%s: submitting a read: %s", s->path, strerror(-rc));
+        return true;
+    }
+    return false;
+}
+
+static void retire(struct warm *w, unsigned e, bool ok)
+{
+    struct wchunk *k = &w->io[e];
+    finish(w, k, ok, false);
+    if (k->piece >= 0)
+        w->free_piece[w->nfree++] = k->piece;
+    w->busy[e] = false;
+    w->inflight--;
+}
+
+static int setup(struct warm *w, const struct warm_params *p, char *err, size_t errlen)
+{
+    const struct extract_source *s = w->src;
+    size_t chunk = p && p->chunk_bytes ? p->chunk_bytes : WARM_CHUNK_BYTES_DEFAULT;
+    unsigned depth = p && p->depth ? p->depth : WARM_DEPTH_DEFAULT;
+    if (depth > DEPTH_MAX)
+        return sl_errf(err, errlen, -EINVAL, "warm start: %u reads in flight, more than %u", depth, DEPTH_MAX);
+    uint64_t per = chunk / s->row_stride;
+    w->rows_per = (uint32_t)SL_MAX(1, SL_MIN(per, (uint64_t)1 << 20));
+    w->nchunks = (s->rows + w->rows_per - 1) / w->rows_per;
+    w->depth = depth;
+    w->piece_bytes = sl_round_up((uint64_t)w->rows_per * s->row_stride + 2 * (uint64_t)s->align, STAGING_ALIGN);
+    w->slots = malloc((size_t)s->rows * sizeof *w->slots);
+    w->act = malloc((size_t)s->rows);
+    w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * depth);
+    w->free_piece = calloc(depth, sizeof *w->free_piece);
+    w->io = calloc(depth, sizeof *w->io);
+    w->busy = calloc(depth, sizeof *w->busy);
+    if (!w->slots || !w->act || !w->staging || !w->free_piece || !w->io || !w->busy)
+        return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
+                       s->rows, w->piece_bytes * depth);
+    for (unsigned i = 0; i < depth; i++)
+        w->free_piece[w->nfree++] = (int)i;
+#ifdef SLUICE_HAVE_URING
+    const char *no = getenv("SLUICE_NO_IO_URING"); /* as the engines (extract.h) */
+    w->uring = !(no && *no && strcmp(no, "0") != 0) && io_uring_queue_init(depth, &w->ring, 0) == 0;
+    if (!w->uring)
+#endif
+        w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
+    return 0;
+}
+
+static void teardown(struct warm *w)
+{
+#ifdef SLUICE_HAVE_URING
+    if (w->uring)
+        io_uring_queue_exit(&w->ring);
+#endif
+    free(w->slots);
+    if (!w->wedged)
+        free(w->staging); /* else the kernel may still write into it */
+    free(w->free_piece);
+    free(w->io);
+    free(w->busy);
+    free(w->act);
+}
+
+int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct warm_params *p, warm_idle_fn idle,
+              void *arg, struct warm_stats *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    if (err && errlen)
+        err[0] = '\0';
+    if (!fb->rows)
+        return sl_errf(err, errlen, -EINVAL, "warm start: the feature buffer keeps its rows on a GPU");
+    if (!warm_fits(fb, src))
+        return sl_errf(err, errlen, -EINVAL,
+                       "warm start: the feature buffer has %u slots of %zu bytes, %s has %" PRIu64 " rows of %" PRIu64
+                       " bytes: they do not all fit",
+                       fb->nslots, fb->row_bytes, src->path, src->rows, src->row_bytes);
+    uint64_t t0 = sl_now_ns();
+    st->rows = src->rows;
+    struct warm w = {.src = src, .fb = fb, .st = st, .err = err, .errlen = errlen};
+    int rc = setup(&w, p, err, errlen);
+    if (rc) {
+        teardown(&w);
+        return rc;
+    }
+    if (src->rows == 0)
+        goto out;
+    /* 1: claim every row, chunk by chunk */
+    uint64_t *nodes = malloc((size_t)w.rows_per * sizeof *nodes);
+    if (!nodes) {
+        teardown(&w);
+        return sl_errf(err, errlen, -ENOMEM, "warm start: out of memory");
+    }
+    for (; w.claimed < w.nchunks; w.claimed++) {
+        rc = claim(&w, w.claimed, nodes);
+        if (rc == -EAGAIN) /* a batch took the room: what is claimed is read, the rest is left to the batches */
+            break;
+        if (rc) {
+            keep_error(&w, rc, "warm start: claiming rows %" PRIu64 "..: %s", w.claimed * w.rows_per, strerror(-rc));
+            break;
+        }
+    }
+    free(nodes);
+    st->claim_ns = sl_now_ns() - t0;
+
+    /* 2, 3: read the claimed chunks in order, publish each as it lands */
+    uint64_t next = 0;
+    for (;;) {
+        while (!w.rc && w.inflight < w.depth && next < w.claimed) {
+            unsigned e = 0;
+            while (w.busy[e])
+                e++;
+            prepare(&w, next, &w.io[e]);
+            next++;
+            if (w.io[e].nload == 0) { /* nothing to read: the batches had all of it */
+                w.busy[e] = true;
+                w.inflight++;
+                retire(&w, e, true);
+                continue;
+            }
+            w.busy[e] = true;
+            w.inflight++;
+            int src_rc = submit(&w, e);
+            if (src_rc) {
+                keep_error(&w, src_rc, "%s: warm start: submitting a read: %s", src->path, strerror(-src_rc));
+                retire(&w, e, false);
+            }
+        }
+        if (w.inflight == 0)
+            break;
+        unsigned e;
+        int res;
+        rc = reap(&w, &e, &res);
+        if (rc == -ETIME) {
+            if (idle && idle(arg) && !w.rc)
+                keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
+            continue;
+        }
+        if (rc) { /* the ring failed: the kernel may still write where the reads in flight land */
+            keep_error(&w, -EIO, "warm start: io_uring failed: %s", strerror(-rc));
+            w.wedged = true;
+            for (unsigned i = 0; i < w.depth; i++)
+                if (w.busy[i]) {
+                    finish(&w, &w.io[i], false, true);
+                    w.busy[i] = false;
+                }
+            w.inflight = 0;
+            break;
+        }
+        if (complete(&w, e, res))
+            retire(&w, e, w.io[e].got >= w.io[e].need);
+        if (idle && !w.rc && idle(arg))
+            keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
+    }
+    /* chunks claimed and never started (an error came first) */
+    for (; next < w.claimed; next++) {
+        struct wchunk k = {.first = next * w.rows_per,
+                           .n = (uint32_t)SL_MIN((uint64_t)w.rows_per, src->rows - next * w.rows_per),
+                           .piece = -1};
+        finish(&w, &k, false, false);
+    }
+out:
+    teardown(&w);
+    st->total_ns = sl_now_ns() - t0;
+    return w.rc;
+}

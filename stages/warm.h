@@ -1,0 +1,83 @@
+/* warm.h - the warm start (issue 27): one sequential pass over
+ * features.bin that fills a rank's feature buffer at launch with large
+ * reads, many in flight, instead of one small random read per row as the
+ * first batches ask for them.
+ *
+ * When. Only when every row of the file can have a slot of its own
+ * (nslots >= rows) and the rows live in host memory (warm_fits). Then no
+ * row the pass loads is ever evicted: the pass never takes a slot another
+ * batch would need. A buffer too small for the file is left to the
+ * batches and the eviction policy (a hot set read by the same pass is
+ * later work).
+ *
+ * Protocol (stages/featbuf.h; runs beside the extractor threads, in one
+ * thread of gnn-extractor):
+ *   1. Claim: featbuf_acquire_many over every row, one chunk of
+ *      params.chunk_bytes worth of rows at a time, in file order, before
+ *      any read. Rows a batch already holds or loads come back HIT or WAIT
+ *      and are left alone; the others come back LOAD, so from now on an
+ *      extractor that needs one of them waits on its slot (FEATBUF_WAIT)
+ *      instead of reading it at random.
+ *   2. Read: the claimed chunks in file order, params.depth reads in
+ *      flight (io_uring, or pread(2) one at a time without it: not built
+ *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1). A chunk
+ *      whose rows are all LOAD in consecutive slots, with the buffer's
+ *      stride equal to the file's and the direct I/O alignment kept, is
+ *      read straight into the slots' memory; any other chunk lands in the
+ *      pass's own staging and its LOAD rows are copied into their slots.
+ *   3. As each chunk lands: featbuf_loaded on its LOAD rows (waiters wake:
+ *      the row is usable as soon as its chunk is in), then
+ *      featbuf_release_many over the whole chunk, so every row ends on
+ *      standby, VALID, unreferenced.
+ * The pass finishes (loaded or load_failed) every LOAD it claimed before
+ * it returns, on every path, so no extractor waits for ever. It never
+ * waits on a slot itself.
+ *
+ * Errors: 0, or -errno with a message naming the file, offset and errno:
+ * -EIO (a read failed or the file ended early: its rows' loads fail),
+ * -EPIPE (the buffer broke, or idle() asked to stop), -ENOMEM. */
+#ifndef SLUICE_STAGES_WARM_H
+#define SLUICE_STAGES_WARM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stages/extract.h"
+#include "stages/featbuf.h"
+
+#define WARM_CHUNK_BYTES_DEFAULT (1u << 20) /* one read */
+#define WARM_DEPTH_DEFAULT 8u               /* reads in flight */
+
+struct warm_params {
+    size_t chunk_bytes; /* bytes of rows per read (rounded down to whole rows, at least one); 0: default */
+    unsigned depth;     /* reads in flight, 1..256; 0: default */
+};
+
+struct warm_stats {
+    uint64_t rows;       /* rows of the file */
+    uint64_t loaded;     /* rows this pass put in the buffer */
+    uint64_t skipped;    /* rows a batch held or loaded first (HIT or WAIT at the claim) */
+    uint64_t bytes;      /* bytes read */
+    uint64_t reads;      /* read requests completed */
+    uint64_t chunks_direct; /* chunks read straight into their slots */
+    uint64_t chunks_copied; /* chunks read into staging and copied */
+    uint64_t claim_ns;   /* step 1 */
+    uint64_t total_ns;   /* the whole pass */
+};
+
+/* Called between reads (at least every 200 ms while the pass sleeps on
+ * the disk); nonzero stops the pass with -EPIPE. */
+typedef int (*warm_idle_fn)(void *arg);
+
+/* True when the pass applies: rows in host memory and a slot for every
+ * row of src. */
+bool warm_fits(const struct featbuf *fb, const struct extract_source *src);
+
+/* Runs the pass over src into fb (protocol above). Blocks until every
+ * chunk landed or the pass failed. Statistics in *st (filled on errors
+ * too). Not on a buffer with rows on the device (-EINVAL). */
+int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct warm_params *p, warm_idle_fn idle,
+              void *arg, struct warm_stats *st, char *err, size_t errlen);
+
+#endif
