@@ -34,6 +34,9 @@
 #            epochs of OOC_STEPS (8) training batches, validation and test
 #            after the last
 #   default  inmem, then ooc
+#   tune     only --tune-workers: each peer with 0, 1, 2 loader workers, 2 epochs of
+#            sage [10,5] on a 20-batch view of INMEM_DS (the second epoch's
+#            training time decides); the result file lists every try
 #   i24      issue 24: sage 3 layers [10,10,10], hidden 128, batch 1000, lr
 #            0.003, 20 training batches an epoch, 3 epochs, inmem-2m,
 #            systems sluice,pyg, two seeds (SEEDS_I24, "1 2")
@@ -119,9 +122,10 @@ SEEDS_I24=${SEEDS_I24:-1 2}
 VIEWS=${VIEWS:-/work/bench-data/views}
 case $JOB in
 default | inmem | ooc) DEF_SYSTEMS=sluice,pyg,dgl ;;
+tune) DEF_SYSTEMS=pyg,dgl TUNE=1 ;;
 i24) DEF_SYSTEMS=sluice,pyg ;;
 i27) DEF_SYSTEMS=sluice,dgl ;;
-*) lib_die "--job $JOB: use default, inmem, ooc, i24 or i27" ;;
+*) lib_die "--job $JOB: use default, inmem, ooc, tune, i24 or i27" ;;
 esac
 SYSTEMS=${SYSTEMS:-$DEF_SYSTEMS}
 for s in ${SYSTEMS//,/ }; do
@@ -380,6 +384,7 @@ i24)
         run_group "i24-sage-10-10-10-seed$s" "$view" mem 0 sage 10,10,10 3 every 2048 "$s"
     done
     ;;
+tune) ;;
 i27)
     run_group i27-sage-10-5 "$INMEM_DS" mem 1 sage 10,5 5 every 2048 "$SEED"
     run_group i27-sage-10-10-10 "$INMEM_DS" mem 1 sage 10,10,10 3 every 2048 "$SEED"
