@@ -114,7 +114,8 @@ class Dataset:
         return torch.from_numpy(a)
 
     def labels(self):
-        return torch.from_numpy(self.array("labels").astype(np.int64))
+        # i32 as stored (4 bytes a node, not 8): batches widen their own labels
+        return torch.from_numpy(self.array("labels"))
 
     def split(self, name):
         return torch.from_numpy(self.array(name).astype(np.int64))
@@ -173,7 +174,7 @@ def pyg_setup(ds, args, x, y):
     def run_batch(model, b):
         b = b.to(args.device)
         out = model(b.x.float(), b.adj_t, b.num_sampled_nodes, b.num_sampled_edges)[: b.batch_size]
-        return out, b.y[: b.batch_size]
+        return out, b.y[: b.batch_size].long()
 
     backend = "torch_sparse" if not torch_geometric.typing.WITH_PYG_LIB else "pyg_lib"
     info = {"torch_geometric": torch_geometric.__version__, "torch_sparse": torch_sparse.__version__,
@@ -260,7 +261,7 @@ def dgl_setup(ds, args, x, y):
         if self_loops:
             blocks = [with_self_loops(bl) for bl in blocks]
         blocks = [bl.to(args.device) for bl in blocks]
-        return model(blocks, x0.to(args.device).float()), lab.to(args.device)
+        return model(blocks, x0.to(args.device).float()), lab.to(args.device).long()
 
     info = {"dgl": dgl.__version__, "graph": f"dgl.graph(('csc', (indptr, indices, [])), idtype={idtype})",
             "init": "DGL defaults (xavier_uniform, relu gain for SAGEConv's linears; biases 0)"}

@@ -174,7 +174,7 @@ make_dgl_venv() {
     lib_log "making $v (PyTorch 2.2.1, DGL 2.1.0, torchdata 0.7.1 from PyPI); log $log"
     {
         [[ -x $v/bin/python ]] || python3 -m venv "$v"
-        "$v/bin/pip" install torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" "pandas<2.3" psutil pydantic pyyaml
+        "$v/bin/pip" install torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" "pandas<2.3" psutil pydantic pyyaml xxhash
     } >"$log" 2>&1 || lib_die "making $v failed; see $log"
 }
 
@@ -231,26 +231,29 @@ import os, re, sys, numpy as np
 ds, out, k, s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 if os.path.exists(os.path.join(out, "dataset.toml")):
     sys.exit(0)
-toml = open(os.path.join(ds, "dataset.toml")).read()
-m = re.search(r'\[train\][^\[]*', toml)
-dt = re.search(r'dtype = "(u32|u64)"', m.group(0)).group(1)
+lines = open(os.path.join(ds, "dataset.toml")).read().split("\n")
+start = lines.index("[train]")
+end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+sec = "\n".join(lines[start:end])
+dt = re.search(r'dtype = "(u32|u64)"', sec).group(1)
 ids = np.fromfile(os.path.join(ds, "train.bin"), dtype=np.uint32 if dt == "u32" else np.uint64)
 if k > ids.shape[0]:
     sys.exit(f"{ds}: the training split has {ids.shape[0]} ids, fewer than {k}")
 sub = np.sort(np.random.default_rng(s).choice(ids, size=k, replace=False)).astype(ids.dtype)
 tmp = out + ".tmp"
+import shutil
+shutil.rmtree(tmp, ignore_errors=True)
 os.makedirs(tmp, exist_ok=True)
 sub.tofile(os.path.join(tmp, "train.bin"))
 try:
     import xxhash
     h = xxhash.xxh3_64_hexdigest(sub.tobytes())
 except ImportError:
-    h = "0000000000000000"
-sec = m.group(0)
+    sys.exit("no xxhash module: install it in the venv (pip install xxhash)")
 sec = re.sub(r'shape = \[\d+\]', f'shape = [{k}]', sec)
 sec = re.sub(r'bytes = \d+', f'bytes = {sub.nbytes}', sec)
 sec = re.sub(r'xxh3 = "[0-9a-f]+"', f'xxh3 = "{h}"', sec)
-toml = toml.replace(m.group(0), sec)
+toml = "\n".join(lines[:start] + [sec] + lines[end:])
 toml = re.sub(r'(source = ".*)"', r'\1 (view: train = %d of its ids, bench/peers.sh, seed %d)"' % (k, s), toml, count=1)
 for f in os.listdir(ds):
     if f.endswith(".bin") and f != "train.bin":

@@ -101,7 +101,8 @@ def main():
         out = read(os.path.join(run, rid + ".log"))
         if r["system"] == "sluice":
             ep, fin, load = parse_sluice(out)
-            plan = [l for l in read(os.path.join(run, rid + ".err")).splitlines() if "memory plan" in l or "plan:" in l]
+            both = read(os.path.join(run, rid + ".err")) + "\n" + out
+            plan = [l for l in both.splitlines() if "plan:" in l]
             r["sluice_plan"] = plan[:2]
         else:
             ep, fin, load = parse_peer(out)
@@ -239,6 +240,10 @@ def main():
                      f"{fmt(r['steady_epoch_s'])} | {fmt(r['test_acc'], 4)} | {gib(r['peak_bytes'])} | {lds} | "
                      f"{fmt(r['wall_s'], 1)} | {la} | {r['rc']} |")
         L.append("")
+        for r in rs:
+            if r.get("sluice_plan"):
+                L.append(f"Sluice's {r['sluice_plan'][0].strip()}")
+                L.append("")
         L.append("First-epoch losses: " + ", ".join(
             f"{r['system']} {fmt((r['epochs_detail'][0] if r['epochs_detail'] else {}).get('loss'), 4)}" for r in rs))
         L.append("")
