@@ -145,7 +145,11 @@ def pyg_setup(ds, args, x, y):
     data.num_nodes = ds.n
     graph_s = time.perf_counter() - t0
 
+    # trim_to_layer needs the per-hop counts (num_sampled_nodes), which
+    # only pyg-lib's sampler returns; torch_sparse's does not.
     trim = args.trim if args.trim != "auto" else ("yes" if args.model == "sage" else "no")
+    if trim == "yes" and not torch_geometric.typing.WITH_PYG_LIB:
+        trim = "no (unavailable: the torch_sparse sampler returns no per-hop counts)"
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -173,7 +177,9 @@ def pyg_setup(ds, args, x, y):
 
     def run_batch(model, b):
         b = b.to(args.device)
-        out = model(b.x.float(), b.adj_t, b.num_sampled_nodes, b.num_sampled_edges)[: b.batch_size]
+        nsn = getattr(b, "num_sampled_nodes", None) if trim == "yes" else None
+        nse = getattr(b, "num_sampled_edges", None) if trim == "yes" else None
+        out = model(b.x.float(), b.adj_t, nsn, nse)[: b.batch_size]
         return out, b.y[: b.batch_size].long()
 
     backend = "torch_sparse" if not torch_geometric.typing.WITH_PYG_LIB else "pyg_lib"
