@@ -127,7 +127,7 @@ def pyg_setup(ds, args, x, y):
     import torch_geometric
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
-    from torch_geometric.nn import GCNConv, SAGEConv
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
     from torch_geometric.utils import trim_to_layer
     import torch_sparse
     from torch_sparse import SparseTensor
@@ -147,7 +147,7 @@ def pyg_setup(ds, args, x, y):
 
     # trim_to_layer needs the per-hop counts (num_sampled_nodes), which
     # only pyg-lib's sampler returns; torch_sparse's does not.
-    trim = args.trim if args.trim != "auto" else ("yes" if args.model == "sage" else "no")
+    trim = args.trim if args.trim != "auto" else ("yes" if args.model in ("sage", "gat") else "no")
     if trim == "yes" and not torch_geometric.typing.WITH_PYG_LIB:
         trim = "no (unavailable: the torch_sparse sampler returns no per-hop counts)"
 
@@ -155,8 +155,15 @@ def pyg_setup(ds, args, x, y):
         def __init__(self):
             super().__init__()
             dims = [ds.f] + [args.hidden] * (args.layers - 1) + [ds.classes]
-            conv = {"sage": SAGEConv, "gcn": GCNConv}[args.model]
-            self.convs = torch.nn.ModuleList(conv(dims[i], dims[i + 1]) for i in range(args.layers))
+            last = args.layers - 1
+
+            def conv(i):
+                if args.model == "gat":  # hidden: heads concatenated; last: heads averaged
+                    if i < last:
+                        return GATConv(dims[i], dims[i + 1] // args.heads, heads=args.heads)
+                    return GATConv(dims[i], dims[i + 1], heads=args.heads, concat=False)
+                return {"sage": SAGEConv, "gcn": GCNConv}[args.model](dims[i], dims[i + 1])
+            self.convs = torch.nn.ModuleList(conv(i) for i in range(args.layers))
 
         def forward(self, h, adj, nsn, nse):
             for i, c in enumerate(self.convs):
@@ -222,28 +229,35 @@ def dgl_setup(ds, args, x, y):
     g.ndata["label"] = y
     graph_s = time.perf_counter() - t0
 
-    self_loops = args.model == "gcn"
+    self_loops = args.model in ("gcn", "gat")  # Sluice adds each destination's self loop
 
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
             dims = [ds.f] + [args.hidden] * (args.layers - 1) + [ds.classes]
-            if args.model == "sage":
-                mk = lambda i, o: dglnn.SAGEConv(i, o, "mean")  # noqa: E731
-            else:
-                mk = lambda i, o: dglnn.GraphConv(i, o, norm="both", allow_zero_in_degree=True)  # noqa: E731
-            self.convs = torch.nn.ModuleList(mk(dims[i], dims[i + 1]) for i in range(args.layers))
+            last = args.layers - 1
+
+            def mk(i):
+                if args.model == "sage":
+                    return dglnn.SAGEConv(dims[i], dims[i + 1], "mean")
+                if args.model == "gat":
+                    d = dims[i + 1] // args.heads if i < last else dims[i + 1]
+                    return dglnn.GATConv(dims[i], d, args.heads, allow_zero_in_degree=True)
+                return dglnn.GraphConv(dims[i], dims[i + 1], norm="both", allow_zero_in_degree=True)
+            self.convs = torch.nn.ModuleList(mk(i) for i in range(args.layers))
 
         def forward(self, blocks, h):
             for i, (c, b) in enumerate(zip(self.convs, blocks)):
                 h = c(b, h)
+                if args.model == "gat":  # [dst, heads, d]: concatenate, or average on the last layer
+                    h = h.flatten(1) if i < len(self.convs) - 1 else h.mean(1)
                 if i < len(self.convs) - 1:
                     h = F.relu(h)
                     h = F.dropout(h, p=args.dropout, training=self.training)
             return h
 
     def with_self_loops(b):
-        # GCN as Sluice's "block" norm: each destination also aggregates itself.
+        # GCN as Sluice's "block" norm, and GAT: each destination also aggregates itself.
         src, dst = b.edges()
         ids = torch.arange(b.num_dst_nodes(), dtype=src.dtype)
         return dgl.create_block((torch.cat([src, ids]), torch.cat([dst, ids])),
@@ -285,7 +299,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--system", choices=["pyg", "dgl"], required=True)
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--model", choices=["sage", "gcn"], default="sage")
+    ap.add_argument("--model", choices=["sage", "gcn", "gat"], default="sage")
+    ap.add_argument("--heads", type=int, default=4, help="GAT heads (Sluice's model.heads; the last layer averages as many)")
     ap.add_argument("--fanouts", default="10,5", help="first = the targets' neighbours (PyG's order)")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1000)

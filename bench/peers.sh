@@ -24,7 +24,7 @@
 # Jobs (--job; each a list of runs: dataset, regime, model, fanouts, epochs):
 #   inmem    INMEM_DS (/work/bench-data/inmem-2m), features in memory, page
 #            cache warm (the files are read once before each run), no cap:
-#            sage [10,5] and gcn [10,5], INMEM_EPOCHS (4) epochs each,
+#            INMEM_MODELS ("sage gcn"; gat too: 4 heads) [10,5], INMEM_EPOCHS (4) epochs each,
 #            validation every epoch, test after the last
 #   ooc      the d128-f32-x4 dataset of bench/outofcore.sh (features 4 x CAP,
 #            made once under OOC_WORK with flock OOC_WORK/../.gen.lock),
@@ -58,7 +58,7 @@
 #                                      2.1.2 + torch-sparse 0.6.18 built from source (no pyg-lib)
 #   DGL_VENV (VENVS/dgl)               torch 2.2.1 + dgl 2.1.0 + torchdata 0.7.1 (PyPI, CPU)
 #   PYG_WORKERS (0) DGL_WORKERS (0)    loader workers (--tune-workers measures 0,1,2)
-#   INMEM_DS INMEM_EPOCHS OOC_WORK (/work/bench-data/ooc) OOC_EPOCHS OOC_STEPS
+#   INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK (/work/bench-data/ooc) OOC_EPOCHS OOC_STEPS
 #   CAP (1G; --cap)                    the out-of-core regime's memory cap
 #   BATCH (1000) HIDDEN (128) LR (0.003) DROPOUT (0.5) SEED (1)
 #   VIEWS (/work/bench-data/views)
@@ -75,7 +75,7 @@ usage() {
 
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
-for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS INMEM_DS INMEM_EPOCHS OOC_WORK \
+for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK \
     OOC_EPOCHS OOC_STEPS CAP BATCH HIDDEN LR DROPOUT SEED VIEWS SEEDS_I24; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
@@ -109,6 +109,7 @@ PYG_WORKERS=${PYG_WORKERS:-0}
 DGL_WORKERS=${DGL_WORKERS:-0}
 INMEM_DS=${INMEM_DS:-/work/bench-data/inmem-2m}
 INMEM_EPOCHS=${INMEM_EPOCHS:-4}
+INMEM_MODELS=${INMEM_MODELS:-sage gcn}
 OOC_WORK=${OOC_WORK:-/work/bench-data/ooc}
 OOC_EPOCHS=${OOC_EPOCHS:-3}
 OOC_STEPS=${OOC_STEPS:-8}
@@ -128,6 +129,9 @@ i27) DEF_SYSTEMS=sluice,dgl ;;
 *) lib_die "--job $JOB: use default, inmem, ooc, tune, i24 or i27" ;;
 esac
 SYSTEMS=${SYSTEMS:-$DEF_SYSTEMS}
+for m in $INMEM_MODELS; do
+    [[ $m == sage || $m == gcn || $m == gat ]] || lib_die "INMEM_MODELS: '$m' is not sage, gcn or gat"
+done
 for s in ${SYSTEMS//,/ }; do
     [[ $s == sluice || $s == pyg || $s == dgl ]] || lib_die "--systems: '$s' is not sluice, pyg or dgl"
 done
@@ -372,8 +376,9 @@ GROUP=""
 case $JOB in
 default | inmem | ooc)
     if [[ $JOB != ooc ]]; then
-        run_group inmem-sage-10-5 "$INMEM_DS" mem 0 sage 10,5 "$INMEM_EPOCHS" every 2048 "$SEED"
-        run_group inmem-gcn-10-5 "$INMEM_DS" mem 0 gcn 10,5 "$INMEM_EPOCHS" every 2048 "$SEED"
+        for m in $INMEM_MODELS; do
+            run_group "inmem-$m-10-5" "$INMEM_DS" mem 0 "$m" 10,5 "$INMEM_EPOCHS" every 2048 "$SEED"
+        done
     fi
     if [[ $JOB != inmem ]]; then
         ds=$(ooc_dataset)
