@@ -114,8 +114,11 @@ class Dataset:
         return torch.from_numpy(a)
 
     def labels(self):
-        # i32 as stored (4 bytes a node, not 8): batches widen their own labels
-        return torch.from_numpy(self.array("labels"))
+        # i32 as stored (4 bytes a node, not 8): batches widen their own
+        # labels; memory-mapped with mapped features
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.from_numpy(self.array("labels", mmap=self.mode == "mmap"))
 
     def split(self, name):
         return torch.from_numpy(self.array(name).astype(np.int64))
@@ -136,8 +139,11 @@ def pyg_setup(ds, args, x, y):
     # indptr is u64: the same bits as int64 (E < 2^63). torch_sparse wants
     # int64 indices, so the u32 in-neighbour ids are widened (its cost is
     # part of the load).
-    indptr = torch.from_numpy(ds.array("indptr").view(np.int64))
-    indices = torch.from_numpy(ds.array("indices", mmap=args.features == "mmap").astype(np.int64))
+    mm = args.features == "mmap"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        indptr = torch.from_numpy(ds.array("indptr", mmap=mm).view(np.int64))
+    indices = torch.from_numpy(ds.array("indices", mmap=mm).astype(np.int64))
     # adj_t[v, u] = 1 for an edge u -> v: CSR of adj_t is the dataset's CSC.
     adj_t = SparseTensor(rowptr=indptr, col=indices, sparse_sizes=(ds.n, ds.n), is_sorted=True,
                          trust_data=True)
@@ -204,7 +210,8 @@ def dgl_setup(ds, args, x, y):
 
     t0 = time.perf_counter()
     mm = args.features == "mmap"
-    indptr = ds.array("indptr")
+    warnings.simplefilter("ignore", UserWarning)  # torch.from_numpy of read-only memmaps
+    indptr = ds.array("indptr", mmap=mm)
     indices = ds.array("indices", mmap=mm)
     # int32 ids halve the topology's memory, but DGL 2.1.0 crashes when an
     # int32 graph is sampled in the main process (workers = 0: COOToCSR's
@@ -222,6 +229,10 @@ def dgl_setup(ds, args, x, y):
         ix = torch.from_numpy(np.asarray(indices).astype(np.int64))
     # ('csc', (indptr, indices, [])): the in-edges of v are indices[indptr[v]:indptr[v+1]] -> v
     g = dgl.graph(("csc", (ip, ix, torch.tensor([], dtype=idtype))), num_nodes=ds.n, idtype=idtype)
+    # Only the CSC the sampler reads: DGL would otherwise materialise COO
+    # and CSR beside it (three copies of the topology; out of core they do
+    # not fit the cap).
+    g = g.formats(["csc"])
     g.create_formats_()
     # DGL may share the tensors' memory (DLPack) without holding them: keep them alive.
     KEEP_ALIVE.extend([ip, ix, indptr, indices])
