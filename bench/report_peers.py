@@ -2,7 +2,11 @@
 """bench/report_peers.py - turns a bench/peers.sh run directory into
 RESULTS/NAME.md and RESULTS/NAME.json.
 
-usage: report_peers.py RUN_DIR RESULTS_DIR NAME
+usage: report_peers.py RUN_DIR[,RUN_DIR...] RESULTS_DIR NAME
+
+Several run directories (comma-separated, e.g. the in-memory and the
+out-of-core jobs, run one after the other under the benchmark lock) make
+one result file: each group keeps its own run's settings and commands.
 
 Per run (RUN/ID.*, listed in RUN/manifest.jsonl): Sluice's epoch lines and
 final line from its stdout (docs/training.md, "Epoch lines"), or the peer's
@@ -92,12 +96,26 @@ def gib(b):
 
 
 def main():
-    run, results, name = sys.argv[1:4]
-    settings = json.loads(read(os.path.join(run, "settings.json"), "{}"))
-    machine = json.loads(read(os.path.join(run, "machine.json"), "{}"))
-    runs = [json.loads(l) for l in read(os.path.join(run, "manifest.jsonl")).splitlines() if l.strip()]
+    if len(sys.argv) != 4:
+        sys.exit("usage: report_peers.py RUN_DIR[,RUN_DIR...] RESULTS_DIR NAME")
+    run_dirs, results, name = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+    all_settings = []
+    runs = []
+    for d in run_dirs:
+        st = json.loads(read(os.path.join(d, "settings.json"), "{}"))
+        st.setdefault("run_dir", d)
+        all_settings.append(st)
+        for l in read(os.path.join(d, "manifest.jsonl")).splitlines():
+            if l.strip():
+                r = json.loads(l)
+                r["run_dir"] = d
+                r["settings"] = st
+                runs.append(r)
+    settings = all_settings[0] if all_settings else {}
+    machine = json.loads(read(os.path.join(run_dirs[0], "machine.json"), "{}"))
     for r in runs:
         rid = r["id"]
+        run = r["run_dir"]
         out = read(os.path.join(run, rid + ".log"))
         if r["system"] == "sluice":
             ep, fin, load = parse_sluice(out)
@@ -160,7 +178,7 @@ def main():
                             "faster_peer": worst["peer"], "met": worst["steady_train_ratio"] >= need})
 
     os.makedirs(results, exist_ok=True)
-    doc = {"name": name, "settings": settings, "machine": machine, "runs": runs, "comparisons": comparisons,
+    doc = {"name": name, "settings": all_settings, "machine": machine, "runs": runs, "comparisons": comparisons,
            "targets": targets}
     with open(os.path.join(results, name + ".json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -168,8 +186,10 @@ def main():
     L = []
     L.append(f"# Sluice beside PyTorch Geometric and DGL ({name})")
     L.append("")
-    L.append(f"Made by `{settings.get('command', 'bench/peers.sh')}` (job `{settings.get('job')}`); raw files in "
-             f"`{settings.get('run_dir')}`; the same numbers in `{name}.json`. How to read it: docs/benchmarks.md.")
+    made = "; ".join(f"`{st.get('command', 'bench/peers.sh')}` (job `{st.get('job')}`, raw files in `{st.get('run_dir')}`)"
+                     for st in all_settings)
+    L.append(f"Made by {made}, one after the other; the same numbers in `{name}.json`. How to read it: "
+             "docs/benchmarks.md.")
     L.append("")
     L.append(f"- machine: {machine.get('cpu_model', '?')}, {machine.get('cores', '?')} cores, "
              f"{(machine.get('mem_total_bytes') or 0) / 2**30:.1f} GiB, {machine.get('os', '?')}, kernel "
@@ -187,9 +207,8 @@ def main():
         keep = {k: v for k, v in info.items() if k not in ("graph", "init")}
         L.append(f"- {s}: " + ", ".join(f"{k} {v}" for k, v in keep.items()) + f"; graph: `{info.get('graph')}`"
                  + (f"; init: {info['init']}" if "init" in info else ""))
-    L.append(f"- loader workers (each peer's best of 0, 1, 2 on this machine"
-             f"{', measured in this run' if settings.get('tuned_workers') else ', measured by an earlier --tune-workers run'}): "
-             f"PyG {settings.get('pyg_workers')}, DGL {settings.get('dgl_workers')}")
+    L.append("- loader workers: per group below (PYG_WORKERS, DGL_WORKERS; in memory each peer's best of 0, 1, 2 "
+             "from `--job tune`)")
     L.append(f"- job: hidden {settings.get('hidden')}, batch {settings.get('batch')}, Adam lr {settings.get('lr')}, "
              f"dropout {settings.get('dropout')} (after ReLU on hidden layers), mean cross-entropy; fanouts per "
              "group; the training split in shuffled batches each epoch")
@@ -221,9 +240,13 @@ def main():
         r0 = rs[0]
         L.append(f"## {g}")
         L.append("")
+        st = r0["settings"]
         L.append(f"Dataset `{r0['dataset']}`, {r0['model']} {r0['fanouts']}, {r0['epochs']} epochs, regime "
-                 f"{r0['regime']}{' (caches dropped before each run)' if r0['drop_caches'] else ''}, validation "
-                 f"{'every epoch' if r0['eval'] == 'every' else 'after the last epoch'}, seed {r0['seed']}.")
+                 f"{r0['regime']}{' (caches dropped before each run)' if r0['drop_caches'] else ''}"
+                 f"{' under a cap of ' + str(st.get('cap')) if r0['regime'] == 'ooc' else ''}, validation "
+                 f"{'every epoch' if r0['eval'] == 'every' else 'after the last epoch'}, seed {r0['seed']}; "
+                 f"loader workers PyG {st.get('pyg_workers')}, DGL {st.get('dgl_workers')}; "
+                 f"`{st.get('command')}`.")
         L.append("")
         L.append("| system | training s per epoch | epoch s (with eval) | steady training s | steady epoch s | "
                  "test acc | peak memory (cgroup) | load: import / features / graph s | whole run s | load avg before -> after | exit |")
@@ -251,6 +274,13 @@ def main():
         L.append("")
         for r in rs:
             L.append(f"    {r['command']}")
+        for r in rs:
+            if r["rc"] != 0:
+                oom = (r.get("cgroup") or {}).get("oom_kills")
+                L.append("")
+                L.append(f"{r['system']} exited with status {r['rc']}"
+                         + (f": killed by the out-of-memory killer ({oom} OOM kill in its cgroup)" if oom else "")
+                         + f"; its stderr is `{r['run_dir']}/{r['id']}.err`.")
         L.append("")
     with open(os.path.join(results, name + ".md"), "w") as f:
         f.write("\n".join(L))
