@@ -24,6 +24,7 @@ usage: peers.py --system pyg|dgl --dataset DIR [options]   (--help)
 """
 import argparse
 import json
+import mmap
 import os
 import resource
 import sys
@@ -60,8 +61,9 @@ def children_peak_bytes():
 # ---- the dataset, read as Sluice writes it --------------------------------------------------
 
 class Dataset:
-    def __init__(self, path, features):
+    def __init__(self, path, features, madvise="normal"):
         self.path = path
+        self.madvise = madvise
         try:
             with open(os.path.join(path, "dataset.toml"), "rb") as f:
                 self.meta = tomllib.load(f)
@@ -102,6 +104,9 @@ class Dataset:
         rows = self.n
         mm = np.memmap(p, dtype=dt, mode="r", shape=(rows, cols))
         view = mm[:, : self.f]
+        if self.mode == "mmap" and self.madvise == "random":
+            # no readahead: a fault reads the row's page, not 128 KiB around it
+            mm._mmap.madvise(mmap.MADV_RANDOM)
         if self.mode == "mmap":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # read-only memmap: torch warns about writes
@@ -320,6 +325,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--features", choices=["mem", "mmap"], default="mem")
+    ap.add_argument("--madvise", choices=["normal", "random"], default="normal",
+                    help="mapped features: madvise(MADV_RANDOM) (no readahead) or the kernel's default")
     ap.add_argument("--eval-last", action="store_true", help="validate only after the last epoch")
     ap.add_argument("--trim", choices=["auto", "yes", "no"], default="auto",
                     help="PyG trim_to_layer (auto: SAGE yes, GCN no)")
@@ -336,7 +343,7 @@ def main():
     import_s = time.perf_counter() - T_START
 
     t0 = time.perf_counter()
-    ds = Dataset(args.dataset, args.features)
+    ds = Dataset(args.dataset, args.features, args.madvise)
     x = ds.features()
     y = ds.labels()
     splits = {s: ds.split(s) for s in ("train", "val", "test")}
@@ -355,7 +362,7 @@ def main():
                  "python": sys.version.split()[0]})
     print(json.dumps({"type": "load", "import_s": import_s, "features_s": feat_s, "graph_s": graph_s,
                       "loader_s": setup_s, "since_start_s": time.perf_counter() - T_START,
-                      "features": args.features, "info": info}), flush=True)
+                      "features": args.features, "madvise": args.madvise, "info": info}), flush=True)
 
     def evaluate(ld):
         model.eval()

@@ -59,6 +59,9 @@
 #   DGL_VENV (VENVS/dgl)               torch 2.2.1 + dgl 2.1.0 + torchdata 0.7.1 (PyPI, CPU)
 #   PYG_WORKERS (0) DGL_WORKERS (0)    loader workers (--tune-workers measures 0,1,2)
 #   INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK (/work/bench-data/ooc) OOC_EPOCHS OOC_STEPS
+#   OOC_MADVISE (random)               the peers' mapped features: random = madvise(MADV_RANDOM),
+#                                      no readahead (the kernel's default readahead, "normal",
+#                                      reads 128 KiB per 512-byte row: far slower)
 #   CAP (1G; --cap)                    the out-of-core regime's memory cap
 #   BATCH (1000) HIDDEN (128) LR (0.003) DROPOUT (0.5) SEED (1)
 #   VIEWS (/work/bench-data/views)
@@ -76,7 +79,7 @@ usage() {
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
 for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK \
-    OOC_EPOCHS OOC_STEPS CAP BATCH HIDDEN LR DROPOUT SEED VIEWS SEEDS_I24; do
+    OOC_EPOCHS OOC_STEPS OOC_MADVISE CAP BATCH HIDDEN LR DROPOUT SEED VIEWS SEEDS_I24; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
 JOB=default
@@ -113,6 +116,7 @@ INMEM_MODELS=${INMEM_MODELS:-sage gcn}
 OOC_WORK=${OOC_WORK:-/work/bench-data/ooc}
 OOC_EPOCHS=${OOC_EPOCHS:-3}
 OOC_STEPS=${OOC_STEPS:-8}
+OOC_MADVISE=${OOC_MADVISE:-random}
 CAP=${CAP:-1G}
 BATCH=${BATCH:-1000}
 HIDDEN=${HIDDEN:-128}
@@ -293,6 +297,7 @@ run_one() { # ID SYSTEM DS REGIME(mem|ooc) DROP(0|1) MODEL FANOUTS(csv) EPOCHS E
             --hidden "$HIDDEN" --batch "$BATCH" --lr "$LR" --dropout "$DROPOUT" --epochs "$epochs"
             --workers "$workers" --seed "$seed" --features "$([[ $regime == ooc ]] && echo mmap || echo mem)")
         [[ $ev == last ]] && cmd+=(--eval-last)
+        [[ $regime == ooc ]] && cmd+=(--madvise "$OOC_MADVISE")
         [[ $GPU == 1 ]] && cmd+=(--device cuda)
     fi
     printf '%q ' "${cmd[@]}" >"$RUN/$id.cmd"
