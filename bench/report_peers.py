@@ -155,6 +155,10 @@ def main():
             if r is sl or sl is None:
                 continue
             c = {"group": g, "peer": r["system"]}
+            if r["rc"] != 0 or sl["rc"] != 0:
+                c["failed"] = f"{r['system'] if r['rc'] else 'sluice'} exited with status {r['rc'] or sl['rc']}"
+                comparisons.append(c)
+                continue
             if sl["steady_train_s"] and r["steady_train_s"]:
                 c["steady_train_ratio"] = r["steady_train_s"] / sl["steady_train_s"]
             if sl["steady_epoch_s"] and r["steady_epoch_s"]:
@@ -180,8 +184,16 @@ def main():
     os.makedirs(results, exist_ok=True)
     doc = {"name": name, "settings": all_settings, "machine": machine, "runs": runs, "comparisons": comparisons,
            "targets": targets}
+    def clean(o):  # NaN (an empty split's accuracy) is not JSON: null
+        if isinstance(o, float) and o != o:
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [clean(v) for v in o]
+        return o
     with open(os.path.join(results, name + ".json"), "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(clean(doc), f, indent=1)
 
     L = []
     L.append(f"# Sluice beside PyTorch Geometric and DGL ({name})")
@@ -233,6 +245,9 @@ def main():
         acc = "-"
         if "acc_diff_points" in c:
             acc = f"{c['acc_diff_points']:+.2f}" + ("" if c["acc_within"] else f" (beyond {ACC_POINTS})")
+        if "failed" in c:
+            L.append(f"| {c['group']} | {c['peer']} | - | - | - | {c['failed']} (below) |")
+            continue
         L.append(f"| {c['group']} | {c['peer']} | {fmt(c.get('steady_train_ratio'))}x | "
                  f"{fmt(c.get('steady_epoch_ratio'))}x | {fmt(c.get('wall_ratio'))}x | {acc} |")
     L.append("")
