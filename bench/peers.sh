@@ -57,7 +57,10 @@
 #   PYG_VENV (VENVS/pyg)               torch 2.3.1 + torch_geometric 2.8.1 + torch-scatter
 #                                      2.1.2 + torch-sparse 0.6.18 built from source (no pyg-lib)
 #   DGL_VENV (VENVS/dgl)               torch 2.2.1 + dgl 2.1.0 + torchdata 0.7.1 (PyPI, CPU)
-#   PYG_WORKERS (0) DGL_WORKERS (0)    loader workers (--tune-workers measures 0,1,2)
+#   PYG_WORKERS (1) DGL_WORKERS (0)    loader workers in memory (the best of 0,1,2 that
+#                                      --job tune measured on the 2-core development VM)
+#   OOC_PYG_WORKERS (2) OOC_DGL_WORKERS (2)  out of core: page faults overlap across workers,
+#                                      and DGL keeps int32 ids only with workers (docs/benchmarks.md)
 #   INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK (/work/bench-data/ooc) OOC_EPOCHS OOC_STEPS
 #   OOC_MADVISE (random)               the peers' mapped features: random = madvise(MADV_RANDOM),
 #                                      no readahead (the kernel's default readahead, "normal",
@@ -78,7 +81,7 @@ usage() {
 
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
-for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK \
+for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS OOC_PYG_WORKERS OOC_DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK \
     OOC_EPOCHS OOC_STEPS OOC_MADVISE CAP BATCH HIDDEN LR DROPOUT SEED VIEWS SEEDS_I24; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
@@ -108,8 +111,10 @@ RESULTS=${RESULTS:-bench/results}
 VENVS=${VENVS:-/work/bench-data/venvs}
 PYG_VENV=${PYG_VENV:-$VENVS/pyg}
 DGL_VENV=${DGL_VENV:-$VENVS/dgl}
-PYG_WORKERS=${PYG_WORKERS:-0}
+PYG_WORKERS=${PYG_WORKERS:-1}
 DGL_WORKERS=${DGL_WORKERS:-0}
+OOC_PYG_WORKERS=${OOC_PYG_WORKERS:-2}
+OOC_DGL_WORKERS=${OOC_DGL_WORKERS:-2}
 INMEM_DS=${INMEM_DS:-/work/bench-data/inmem-2m}
 INMEM_EPOCHS=${INMEM_EPOCHS:-4}
 INMEM_MODELS=${INMEM_MODELS:-sage gcn}
@@ -293,6 +298,10 @@ run_one() { # ID SYSTEM DS REGIME(mem|ooc) DROP(0|1) MODEL FANOUTS(csv) EPOCHS E
     else
         local venv=$PYG_VENV workers=$PYG_WORKERS
         [[ $sys == dgl ]] && { venv=$DGL_VENV; workers=$DGL_WORKERS; }
+        if [[ $regime == ooc ]]; then
+            workers=$OOC_PYG_WORKERS
+            [[ $sys == dgl ]] && workers=$OOC_DGL_WORKERS
+        fi
         cmd=("$venv/bin/python" bench/peers.py --system "$sys" --dataset "$ds" --model "$model" --fanouts "$fan"
             --hidden "$HIDDEN" --batch "$BATCH" --lr "$LR" --dropout "$DROPOUT" --epochs "$epochs"
             --workers "$workers" --seed "$seed" --features "$([[ $regime == ooc ]] && echo mmap || echo mem)")
@@ -405,7 +414,8 @@ i27)
 esac
 
 jq -n --arg job "$JOB" --arg systems "$SYSTEMS" --arg cap "$CAP" --argjson cap_bytes "$CAP_BYTES" \
-    --argjson pyg_workers "$PYG_WORKERS" --argjson dgl_workers "$DGL_WORKERS" --argjson tuned "$TUNE" \
+    --argjson pyg_workers "$([[ $JOB == ooc ]] && echo "$OOC_PYG_WORKERS" || echo "$PYG_WORKERS")" \
+    --argjson dgl_workers "$([[ $JOB == ooc ]] && echo "$OOC_DGL_WORKERS" || echo "$DGL_WORKERS")" --argjson tuned "$TUNE" \
     --argjson gpu "$GPU" --arg pyg_venv "$PYG_VENV" --arg dgl_venv "$DGL_VENV" --argjson batch "$BATCH" \
     --argjson hidden "$HIDDEN" --argjson lr "$LR" --argjson dropout "$DROPOUT" --argjson ooc_steps "$OOC_STEPS" \
     --arg cap_method "$(lib_cg_describe)" --arg drop "$(lib_drop_method)" --arg cmdline "${ENV_SET}$CMDLINE" \
