@@ -30,7 +30,7 @@
 #            made once under OOC_WORK with flock OOC_WORK/../.gen.lock),
 #            under a cgroup cap of CAP, caches dropped before each run, the
 #            peers on memory-mapped features, Sluice with its default
-#            (planned to the cap) direct I/O: sage [10,5], OOC_EPOCHS (3)
+#            (planned to the cap) direct I/O: OOC_MODELS ("sage gcn") [10,5], OOC_EPOCHS (3)
 #            epochs of OOC_STEPS (8) training batches, validation and test
 #            after the last
 #   default  inmem, then ooc
@@ -81,7 +81,7 @@ usage() {
 
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
-for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS OOC_PYG_WORKERS OOC_DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_WORK \
+for v in BUILD WORK RESULTS NAME VENVS PYG_VENV DGL_VENV PYG_WORKERS DGL_WORKERS OOC_PYG_WORKERS OOC_DGL_WORKERS INMEM_DS INMEM_EPOCHS INMEM_MODELS OOC_MODELS OOC_WORK \
     OOC_EPOCHS OOC_STEPS OOC_MADVISE CAP BATCH HIDDEN LR DROPOUT SEED VIEWS SEEDS_I24; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
@@ -118,6 +118,7 @@ OOC_DGL_WORKERS=${OOC_DGL_WORKERS:-2}
 INMEM_DS=${INMEM_DS:-/work/bench-data/inmem-2m}
 INMEM_EPOCHS=${INMEM_EPOCHS:-4}
 INMEM_MODELS=${INMEM_MODELS:-sage gcn}
+OOC_MODELS=${OOC_MODELS:-sage gcn}
 OOC_WORK=${OOC_WORK:-/work/bench-data/ooc}
 OOC_EPOCHS=${OOC_EPOCHS:-3}
 OOC_STEPS=${OOC_STEPS:-8}
@@ -138,8 +139,8 @@ i27) DEF_SYSTEMS=sluice,dgl ;;
 *) lib_die "--job $JOB: use default, inmem, ooc, tune, i24 or i27" ;;
 esac
 SYSTEMS=${SYSTEMS:-$DEF_SYSTEMS}
-for m in $INMEM_MODELS; do
-    [[ $m == sage || $m == gcn || $m == gat ]] || lib_die "INMEM_MODELS: '$m' is not sage, gcn or gat"
+for m in $INMEM_MODELS $OOC_MODELS; do
+    [[ $m == sage || $m == gcn || $m == gat ]] || lib_die "INMEM_MODELS/OOC_MODELS: '$m' is not sage, gcn or gat"
 done
 for s in ${SYSTEMS//,/ }; do
     [[ $s == sluice || $s == pyg || $s == dgl ]] || lib_die "--systems: '$s' is not sluice, pyg or dgl"
@@ -397,7 +398,9 @@ default | inmem | ooc)
     if [[ $JOB != inmem ]]; then
         ds=$(ooc_dataset)
         view=$(make_view "$ds" $((OOC_STEPS * BATCH)) "$SEED")
-        run_group ooc-sage-10-5 "$view" ooc 1 sage 10,5 "$OOC_EPOCHS" last "" "$SEED"
+        for m in $OOC_MODELS; do
+            run_group "ooc-$m-10-5" "$view" ooc 1 "$m" 10,5 "$OOC_EPOCHS" last "" "$SEED"
+        done
     fi
     ;;
 i24)
