@@ -58,7 +58,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
 {
     uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
     uint64_t idx = sampler_cache_index_bytes(m->nodes);
-    uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_FETCH_BUF); /* the threads' read buffers */
+    uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_READ_BUFS); /* the threads' read buffers */
     bool mb_given = config_given(c, "pipeline.neighbour_cache_mb") && c->pipeline.neighbour_cache_mb > 0;
     uint64_t before = add_sat(p->arenas, p->margin), room = UINT64_MAX;
     if (p->limit != CGROUP_NONE)

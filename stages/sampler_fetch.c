@@ -52,7 +52,8 @@ struct sampler_fetch {
     bool uring;
 };
 
-int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t, char *err, size_t errlen)
+int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t, size_t bytes, char *err,
+                       size_t errlen)
 {
     *out = NULL;
     struct sampler_fetch *f = calloc(1, sizeof *f);
@@ -63,8 +64,7 @@ int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t,
     f->align = t->read_align ? t->read_align : SAMPLER_IO_ALIGN;
     /* each round's half holds the longest list's aligned span at least */
     uint64_t span = sl_round_up(t->max_in_degree * f->es, SAMPLER_IO_ALIGN) + SAMPLER_IO_ALIGN;
-    uint64_t want = t->fetch_buf ? t->fetch_buf : SAMPLER_FETCH_BUF;
-    f->half = (size_t)sl_round_up(SL_MAX(want / 2, span), SAMPLER_IO_ALIGN);
+    f->half = (size_t)sl_round_up(SL_MAX((uint64_t)bytes / 2, span), SAMPLER_IO_ALIGN);
     f->buf = aligned_alloc(SAMPLER_IO_ALIGN, 2 * f->half);
     bool ok = f->buf != NULL;
     for (int i = 0; i < 2 && ok; i++) {

@@ -312,7 +312,7 @@ static void test_plan_topology(void **state)
     assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     assert_true(p.neighbour_cache_sized);
     assert_false(config_given(&c, "pipeline.neighbour_cache_mb"));
-    uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_FETCH_BUF;
+    uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_READ_BUFS;
     uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - rd) / MIB;
     assert_true(want_mb * MIB > room / MEMFIT_TOPO_CACHE_DIV);
     assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)want_mb);
