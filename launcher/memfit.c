@@ -77,7 +77,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         if (room != UINT64_MAX) {
             /* a quarter of the room, or what the feature buffers (at their
              * size before any sizing: all rows when they fit) and staging
-             * leave of it less an eighth, whichever is more */
+             * leave of it less a 32nd, whichever is more */
             uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes), slack = room / MEMFIT_TOPO_SLACK_DIV;
             uint64_t rest = room > add_sat(want, slack) ? room - want - slack : 0;
             share = SL_MAX(room / MEMFIT_TOPO_CACHE_DIV, rest) / nr;
