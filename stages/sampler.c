@@ -117,6 +117,7 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
     t->fd = -1;
     t->mode = o->mode;
     t->fetch_buf = o->fetch_buf;
+    t->round_reads = o->round_reads ? o->round_reads : SAMPLER_FETCH_ROUND_READS;
     const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
@@ -303,8 +304,8 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
         }
         size_t buf = t->fetch_buf ? t->fetch_buf : SAMPLER_FETCH_BUF;
         size_t pbuf = t->fetch_buf ? t->fetch_buf / 4 : SAMPLER_PREFETCH_BUF;
-        if ((rc = sampler_fetch_init(&s->fetch, t, buf, err, errlen)) ||
-            (rc = sampler_fetch_init(&s->pre, t, pbuf, err, errlen))) {
+        if ((rc = sampler_fetch_init(&s->fetch, t, buf, t->round_reads, err, errlen)) ||
+            (rc = sampler_fetch_init(&s->pre, t, pbuf, 0, err, errlen))) { /* a batch's targets: one round */
             sampler_free(s);
             return rc;
         }

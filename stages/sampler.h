@@ -77,6 +77,7 @@ struct sampler_topo_opts {
     bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
     size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
     size_t fetch_buf;     /* CACHE: each sampling thread's read buffer; 0: SAMPLER_FETCH_BUF (sampler_fetch.h) */
+    uint32_t round_reads; /* CACHE: reads per round of a hop, at most; 0: SAMPLER_FETCH_ROUND_READS (sampler_fetch.h) */
     const char *shm_run;  /* MEMORY: share one copy between the node's samplers in the run's segment
                              "topology" (NULL: private memory); see sampler_topo_load_shared */
 };
@@ -101,6 +102,7 @@ struct sampler_topo {
     uint32_t read_align;   /* CACHE: offset and length granule of the list reads (the file's direct I/O
                               alignment from statx, 512 .. SAMPLER_IO_ALIGN; 512 when buffered) */
     size_t fetch_buf;      /* from sampler_topo_opts */
+    uint32_t round_reads;  /* from sampler_topo_opts, 0 made SAMPLER_FETCH_ROUND_READS */
     uint64_t *cache_off;   /* (nodes) element offset of v's list in cache, or SAMPLER_UNCACHED */
     void *cache;           /* the cached lists, in node order */
     uint64_t cache_nodes;  /* lists in the cache (in-degree > 0) */

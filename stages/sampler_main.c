@@ -58,7 +58,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gnn-sampler --bench DATASET [--fanouts 10,10,10] [--batch-size N] [--threads T]\n"
                "                   [--seconds S] [--seed S] [--topology mmap|memory|cache]\n"
-               "                   [--cache-mb MB] [--buffered] [--no-prefetch]\n"
+               "                   [--cache-mb MB] [--buffered] [--no-prefetch] [--round-reads N]\n"
                "\n"
                "Benchmarks neighbour sampling on DATASET (a gnnprep dataset directory): T threads\n"
                "sample batches of its training split into private buffers for S seconds and print\n"
@@ -76,6 +76,8 @@ static void usage(FILE *f)
                "  --buffered        read indices.bin through the page cache, not with O_DIRECT\n"
                "  --no-prefetch     with --topology cache, do not read the next batch's targets' lists\n"
                "                    while a batch is sampled (the stage always does)\n"
+               "  --round-reads N   with --topology cache, reads per round of a hop at most\n"
+               "                    (default 128; 100000: rounds bounded by the read buffer only)\n"
                "  --help            this text\n"
                "\n"
                "Without --bench, gnn-sampler is the sampling stage of a run and is started by\n"
@@ -235,9 +237,9 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
         CHECK(-ENOMEM);
     printf("dataset=%s\nnodes=%" PRIu64 "\nedges=%" PRIu64 "\nmax_in_degree=%" PRIu64 "\ntrain=%" PRIu64
            "\nbatches_per_pass=%" PRIu64 "\ntopology=%s\ntopology_open_s=%.3f\ntopology_load_bytes=%" PRIu64
-           "\nneighbour_cache_nodes=%" PRIu64 "\nneighbour_cache_edges=%" PRIu64 "\n",
+           "\nneighbour_cache_nodes=%" PRIu64 "\nneighbour_cache_edges=%" PRIu64 "\nround_reads=%" PRIu32 "\nprefetch=%d\n",
            dir, topo.nodes, topo.edges, topo.max_in_degree, n_train, b.nb, sampler_topo_mode_name(topo.mode), t_open,
-           topo.load_bytes, topo.cache_nodes, topo.cache_edges);
+           topo.load_bytes, topo.cache_nodes, topo.cache_edges, topo.round_reads, prefetch && topo.mode == SAMPLER_TOPO_CACHE);
     fflush(stdout);
     double t0 = sl_now();
     b.deadline = t0 + seconds;
@@ -518,7 +520,7 @@ int main(int argc, char **argv)
         return stage_main(argc, argv);
     char dir[4096] = "", fan_arg[256] = "10,10,10";
     struct batch_shape shape = {.batch_size = 1024};
-    uint64_t threads = 1, seed = 0, cache_mb = 0;
+    uint64_t threads = 1, seed = 0, cache_mb = 0, round_reads = 0;
     double seconds = 10;
     bool help = false, buffered = false, no_prefetch = false;
     char topo_arg[16] = "mmap";
@@ -533,6 +535,7 @@ int main(int argc, char **argv)
         {.name = "--cache-mb", .kind = OPT_UINT, .dst = &cache_mb, .lo = 1, .hi = (int64_t)1 << 40},
         {.name = "--buffered", .kind = OPT_FLAG, .dst = &buffered},
         {.name = "--no-prefetch", .kind = OPT_FLAG, .dst = &no_prefetch},
+        {.name = "--round-reads", .kind = OPT_UINT, .dst = &round_reads, .lo = 1, .hi = UINT32_MAX},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
     int rc = opt_main("gnn-sampler", opts, (int)SL_ARRAY_LEN(opts), argc, argv, NULL, &help, usage);
@@ -547,7 +550,7 @@ int main(int argc, char **argv)
                 MODEL_LAYERS_MAX, fan_arg);
         return 2;
     }
-    struct sampler_topo_opts to = {.cache_bytes = cache_mb << 20, .buffered = buffered};
+    struct sampler_topo_opts to = {.cache_bytes = cache_mb << 20, .buffered = buffered, .round_reads = (uint32_t)round_reads};
     if (!strcmp(topo_arg, "mmap"))
         to.mode = SAMPLER_TOPO_MMAP;
     else if (!strcmp(topo_arg, "memory"))

@@ -134,6 +134,8 @@ static int teardown(void **state)
  * rounds of reads (the least it can be is twice HUB's span) */
 #define FETCH_BUF (2 * (HUB_DEG * 4 + 8192))
 
+static uint32_t g_round_reads; /* reads per round (0: the default) */
+
 static void open_mode(struct sampler_topo *t, const char *path, enum sampler_topo_mode mode, uint64_t cache_bytes,
                       bool buffered)
 {
@@ -141,7 +143,8 @@ static void open_mode(struct sampler_topo *t, const char *path, enum sampler_top
     if (dataset_meta_read(path, &m, true, err, sizeof err))
         fail_msg("%s: %s", path, err);
     struct sampler_topo_opts o = {
-        .mode = mode, .cache_bytes = cache_bytes, .buffered = buffered, .load_chunk = LOAD_CHUNK, .fetch_buf = FETCH_BUF};
+        .mode = mode, .cache_bytes = cache_bytes, .buffered = buffered, .load_chunk = LOAD_CHUNK, .fetch_buf = FETCH_BUF,
+        .round_reads = g_round_reads};
     int rc = sampler_topo_open_mode(t, path, &m, &o, err, sizeof err);
     if (rc)
         fail_msg("open %s: %s", sampler_topo_mode_name(mode), err);
@@ -158,7 +161,11 @@ static void test_identical(void **state)
     open_mode(&tm, ds, SAMPLER_TOPO_MMAP, 0, false);
     open_mode(&tmem, ds, SAMPLER_TOPO_MEMORY, 0, false);
     open_mode(&tc, ds, SAMPLER_TOPO_CACHE, budget, false);
+    g_round_reads = 3; /* rounds of three reads: many rounds per hop */
     open_mode(&tcb, ds, SAMPLER_TOPO_CACHE, budget, true);
+    g_round_reads = 0;
+    assert_int_equal(tc.round_reads, SAMPLER_FETCH_ROUND_READS);
+    assert_int_equal(tcb.round_reads, 3);
     assert_true(tmem.direct); /* the test's scratch is on a filesystem with O_DIRECT */
     assert_true(tc.direct);
     assert_false(tcb.direct);
