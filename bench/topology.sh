@@ -16,7 +16,8 @@
 # ONLY=cache runs the neighbour cache's rows alone: training under the cap
 # on BIG and on BIG128 (the same graph with 128-dim features, the
 # out-of-core benchmarks' row width, 1 GiB of them), and sampling alone
-# with and without the cross-batch prefetch (--no-prefetch).
+# with and without the cross-batch prefetch (--no-prefetch) and the rounds
+# of at most 128 reads (--round-reads 100000: bounded by the buffer only).
 # The page cache is dropped before every run (lib.sh). Each training run's
 # epoch lines (seconds, busy seconds per stage) go into the table; raw logs
 # stay in WORK.
@@ -145,8 +146,11 @@ grep -q 'pipeline.topology = "cache", chosen' "$WORK/big-cache.log" || lib_die "
 if [[ $ONLY == cache ]]; then
     train big128-cache "$CAP_BYTES" "$WORK/big128.toml" --set pipeline.topology=auto
     grep -q 'pipeline.topology = "cache", chosen' "$WORK/big128-cache.log" || lib_die "auto did not choose cache under $CAP"
+    # the stage's reads (prefetch, rounds of 128 reads) against each half and the earlier code (neither)
     sample smp-cache --topology cache --cache-mb "$CACHE_MB"
     sample smp-cache-noprefetch --topology cache --cache-mb "$CACHE_MB" --no-prefetch
+    sample smp-cache-bigrounds --topology cache --cache-mb "$CACHE_MB" --round-reads 100000
+    sample smp-cache-neither --topology cache --cache-mb "$CACHE_MB" --no-prefetch --round-reads 100000
 else
     train big-mmap "$CAP_BYTES" "$WORK/big.toml" --set pipeline.topology=mmap
     sample smp-cache --topology cache --cache-mb "$CACHE_MB"
@@ -166,13 +170,13 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo "### Sampling alone under the $CAP cap ($BIG, fanouts 10,10, batch 1000, $THREADS threads, ${SECONDS_} s)"
     echo
-    echo "| topology | open s | batches/s | sampled edges/s | lists read directly | of them read ahead | bytes read | cgroup peak |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    echo "| topology | open s | batches/s | sampled edges/s | lists read directly | of them read ahead | reads a round | bytes read | cgroup peak |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     SMP=(mmap cache)
-    [[ $ONLY == cache ]] && SMP=(cache cache-noprefetch)
+    [[ $ONLY == cache ]] && SMP=(cache cache-noprefetch cache-bigrounds cache-neither)
     for m in "${SMP[@]}"; do
         echo "| $m | $(kv smp-$m topology_open_s) | $(kv smp-$m batches_per_s) | $(kv smp-$m sampled_edges_per_s) |" \
-            "$(kv smp-$m lists_read) | $(kv smp-$m lists_prefetched) | $(kv smp-$m list_bytes_read | numfmt --to=iec) | $(peak smp-$m) |"
+            "$(kv smp-$m lists_read) | $(kv smp-$m lists_prefetched) | $(kv smp-$m round_reads) | $(kv smp-$m list_bytes_read | numfmt --to=iec) | $(peak smp-$m) |"
     done
     echo
     echo "### Training under the $CAP cap (sage [10,10], batch 1000, $EPOCHS epochs)"
@@ -219,7 +223,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo '```'
     IDS=(big-cache big-mmap big-memory smp-cache smp-mmap small-mmap small-memory)
-    [[ $ONLY == cache ]] && IDS=(big-cache big128-cache smp-cache smp-cache-noprefetch)
+    [[ $ONLY == cache ]] && IDS=(big-cache big128-cache smp-cache smp-cache-noprefetch smp-cache-bigrounds smp-cache-neither)
     for id in "${IDS[@]}"; do
         cat "$WORK/$id.cmd"
         echo
