@@ -381,12 +381,14 @@ static void *stage_thread(void *arg)
     struct schedule_cursor ncur;
     if (ahead)
         schedule_cursor_init(&ncur, &r->sched, 0);
-    uint64_t gnext = atomic_fetch_add(&r->next, 1);
+    uint64_t gnext = UINT64_MAX; /* the next batch number taken already, if any */
     while (!atomic_load(&r->stop)) {
-        uint64_t g = gnext;
+        uint64_t g = gnext != UINT64_MAX ? gnext : atomic_fetch_add(&r->next, 1);
+        gnext = UINT64_MAX;
         if (g >= total)
             break;
-        gnext = atomic_fetch_add(&r->next, 1);
+        if (ahead)
+            gnext = atomic_fetch_add(&r->next, 1);
         if (ahead && gnext < total) {
             struct schedule_batch nb;
             if (schedule_batch(&ncur, gnext, &nb, msg, sizeof msg) != 0 ||
