@@ -26,7 +26,9 @@
 #
 # Environment: BUILD (build), DATA (/work/bench-data), WORK (bench/work/topology),
 # RESULTS (bench/results), NAME (topology-DATE), CAP (1G), EPOCHS (3),
-# THREADS (2), SAMPLE_SECONDS (20), SMALL (DATA/inmem-2m), ONLY (all | cache).
+# THREADS (2), SAMPLE_SECONDS (20), SMALL (DATA/inmem-2m), ONLY (all | cache),
+# REPEAT (1; with ONLY=cache: the four sampling runs repeated in turn, so
+# that the machine's drift falls on each alike).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIB_PROG=bench/topology.sh
@@ -147,10 +149,12 @@ if [[ $ONLY == cache ]]; then
     train big128-cache "$CAP_BYTES" "$WORK/big128.toml" --set pipeline.topology=auto
     grep -q 'pipeline.topology = "cache", chosen' "$WORK/big128-cache.log" || lib_die "auto did not choose cache under $CAP"
     # the stage's reads (prefetch, rounds of 128 reads) against each half and the earlier code (neither)
-    sample smp-cache --topology cache --cache-mb "$CACHE_MB"
-    sample smp-cache-noprefetch --topology cache --cache-mb "$CACHE_MB" --no-prefetch
-    sample smp-cache-bigrounds --topology cache --cache-mb "$CACHE_MB" --round-reads 100000
-    sample smp-cache-neither --topology cache --cache-mb "$CACHE_MB" --no-prefetch --round-reads 100000
+    for ((i = 1; i <= ${REPEAT:-1}; i++)); do
+        sample smp-cache-$i --topology cache --cache-mb "$CACHE_MB"
+        sample smp-cache-noprefetch-$i --topology cache --cache-mb "$CACHE_MB" --no-prefetch
+        sample smp-cache-bigrounds-$i --topology cache --cache-mb "$CACHE_MB" --round-reads 100000
+        sample smp-cache-neither-$i --topology cache --cache-mb "$CACHE_MB" --no-prefetch --round-reads 100000
+    done
 else
     train big-mmap "$CAP_BYTES" "$WORK/big.toml" --set pipeline.topology=mmap
     sample smp-cache --topology cache --cache-mb "$CACHE_MB"
@@ -173,7 +177,10 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "| topology | open s | batches/s | sampled edges/s | lists read directly | of them read ahead | reads a round | bytes read | cgroup peak |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     SMP=(mmap cache)
-    [[ $ONLY == cache ]] && SMP=(cache cache-noprefetch cache-bigrounds cache-neither)
+    if [[ $ONLY == cache ]]; then
+        SMP=()
+        for ((i = 1; i <= ${REPEAT:-1}; i++)); do SMP+=(cache-$i cache-noprefetch-$i cache-bigrounds-$i cache-neither-$i); done
+    fi
     for m in "${SMP[@]}"; do
         echo "| $m | $(kv smp-$m topology_open_s) | $(kv smp-$m batches_per_s) | $(kv smp-$m sampled_edges_per_s) |" \
             "$(kv smp-$m lists_read) | $(kv smp-$m lists_prefetched) | $(kv smp-$m round_reads) | $(kv smp-$m list_bytes_read | numfmt --to=iec) | $(peak smp-$m) |"
@@ -223,7 +230,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
     echo
     echo '```'
     IDS=(big-cache big-mmap big-memory smp-cache smp-mmap small-mmap small-memory)
-    [[ $ONLY == cache ]] && IDS=(big-cache big128-cache smp-cache smp-cache-noprefetch smp-cache-bigrounds smp-cache-neither)
+    [[ $ONLY == cache ]] && IDS=(big-cache big128-cache "${SMP[@]/#/smp-}")
     for id in "${IDS[@]}"; do
         cat "$WORK/$id.cmd"
         echo
