@@ -58,7 +58,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
 {
     uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
     uint64_t idx = sampler_cache_index_bytes(m->nodes);
-    uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_FETCH_BUF); /* the threads' read buffers */
+    uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_READ_BUFS); /* the threads' read buffers */
     bool mb_given = config_given(c, "pipeline.neighbour_cache_mb") && c->pipeline.neighbour_cache_mb > 0;
     uint64_t before = add_sat(p->arenas, p->margin), room = UINT64_MAX;
     if (p->limit != CGROUP_NONE)
@@ -77,7 +77,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         if (room != UINT64_MAX) {
             /* a quarter of the room, or what the feature buffers (at their
              * size before any sizing: all rows when they fit) and staging
-             * leave of it less an eighth, whichever is more */
+             * leave of it less a 32nd, whichever is more */
             uint64_t want = add_sat(mul_sat(f->rank_bytes, nr), f->staging_bytes), slack = room / MEMFIT_TOPO_SLACK_DIV;
             uint64_t rest = room > add_sat(want, slack) ? room - want - slack : 0;
             share = SL_MAX(room / MEMFIT_TOPO_CACHE_DIV, rest) / nr;

@@ -32,7 +32,7 @@
  * the room and at least the extraction reserve (MEMFIT_TOPO_FEAT_DIV);
  * else "cache" with a neighbour cache of what the feature buffers (at
  * their size before sizing: all rows when they fit) and staging leave of
- * the room less an eighth (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it
+ * the room less a 32nd (MEMFIT_TOPO_SLACK_DIV), or of a quarter of it
  * (MEMFIT_TOPO_CACHE_DIV) when that is more, less indptr and the read
  * buffers ("mmap" when that is not above the cache's index); an unset
  * pipeline.neighbour_cache_mb with "cache" is sized the same way, a given
@@ -60,7 +60,9 @@
 #define MEMFIT_CACHE_DIV 32                       /* ... and a 32nd of the limit */
 #define MEMFIT_TOPO_FEAT_DIV 4   /* topology "auto" is "memory" when it leaves the features this share */
 #define MEMFIT_TOPO_CACHE_DIV 4  /* ... else a neighbour cache of at least this share */
-#define MEMFIT_TOPO_SLACK_DIV 8  /* ... or of what the feature buffers leave, less this share */
+#define MEMFIT_TOPO_SLACK_DIV 32 /* ... or of what the feature buffers leave, less this share: a guard beside the
+                                    margin's own allowances (an eighth left 151 MiB of a 1 GiB limit unused,
+                                    bench/results/topology-2026-11-25.md) */
 
 struct memfit_plan {
     struct cgroup_mem cg;          /* the launcher's memory cgroup (version 0: none) */

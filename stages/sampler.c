@@ -117,6 +117,7 @@ int sampler_topo_open_mode(struct sampler_topo *t, const char *dir, const struct
     t->fd = -1;
     t->mode = o->mode;
     t->fetch_buf = o->fetch_buf;
+    t->round_reads = o->round_reads ? o->round_reads : SAMPLER_FETCH_ROUND_READS;
     const struct dataset_file *fp = &m->f[DATASET_INDPTR], *fi = &m->f[DATASET_INDICES];
     int rc;
     if (!fp->present || !fi->present || m->nodes == 0)
@@ -299,9 +300,19 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
             sampler_free(s);
             return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the batch's read lists");
         }
-        if ((rc = sampler_fetch_init(&s->fetch, t, err, errlen))) {
+        size_t buf = t->fetch_buf ? t->fetch_buf : SAMPLER_FETCH_BUF;
+        size_t pbuf = t->fetch_buf ? t->fetch_buf / 4 : SAMPLER_PREFETCH_BUF;
+        if ((rc = sampler_fetch_init(&s->fetch, t, buf, t->round_reads, err, errlen)) ||
+            (rc = sampler_fetch_init(&s->pre, t, pbuf, 0, err, errlen))) { /* a batch's targets: one round */
             sampler_free(s);
             return rc;
+        }
+        for (int i = 0; i < 2; i++) {
+            s->pre_ids[i] = malloc(SL_MAX(s->shape.batch_size, 1) * sizeof *s->pre_ids[i]);
+            if (!s->pre_ids[i]) {
+                sampler_free(s);
+                return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for the next batches' targets");
+            }
         }
     }
     return 0;
@@ -316,6 +327,9 @@ void sampler_free(struct sampler *s)
     free(s->pick_stamp);
     free(s->picks);
     sampler_fetch_free(s->fetch);
+    sampler_fetch_free(s->pre);
+    free(s->pre_ids[0]);
+    free(s->pre_ids[1]);
     free(s->known);
     free(s->store);
     memset(s, 0, sizeof *s);
@@ -450,6 +464,80 @@ static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uin
 
 #define SAMPLE_PREFETCH 8 /* destinations ahead whose indptr entries are prefetched */
 
+/* Waits for the oldest prefetch and forgets it: 0 with *lists and *n its
+ * lists and how many targets they cover, or -errno. */
+static int prefetch_pop(struct sampler *s, const void *const **lists, uint32_t *n, char *err, size_t errlen)
+{
+    int64_t got = sampler_fetch_wait(s->pre, lists, &s->lists_read, &s->bytes_read, err, errlen);
+    if (got < 0) {
+        s->pre_count = 0; /* the reader forgot every round */
+        return (int)got;
+    }
+    s->pre_head = (s->pre_head + 1) % 2;
+    s->pre_count--;
+    *n = (uint32_t)got;
+    return 0;
+}
+
+int sampler_prefetch(struct sampler *s, const uint64_t *targets, uint32_t n, char *err, size_t errlen)
+{
+    if (!s->pre)
+        return 0;
+    if (n == 0 || n > s->shape.batch_size)
+        return sl_errf(err, errlen, -EINVAL, "sampler: prefetch of %" PRIu32 " targets (1 .. %" PRIu64 ")", n,
+                       s->shape.batch_size);
+    for (uint32_t i = 0; i < n; i++)
+        if (targets[i] >= s->topo->nodes)
+            return sl_errf(err, errlen, -ERANGE, "sampler: target %" PRIu64 " is not below %" PRIu64 " nodes",
+                           targets[i], s->topo->nodes);
+    if (s->pre_count == 2) { /* the oldest was never asked for */
+        const void *const *lists;
+        uint32_t got;
+        int rc = prefetch_pop(s, &lists, &got, err, errlen);
+        if (rc)
+            return rc;
+    }
+    int64_t got = sampler_fetch_start(s->pre, targets, NULL, n, err, errlen);
+    if (got < 0) {
+        s->pre_count = 0;
+        return (int)got;
+    }
+    unsigned i = (s->pre_head + s->pre_count) % 2;
+    memcpy(s->pre_ids[i], targets, n * sizeof *targets);
+    s->pre_n[i] = n;
+    s->pre_count++;
+    return 0;
+}
+
+/* The prefetch of exactly these targets, if one is outstanding: waits for
+ * it (and drops the older one before it) and sets known[0 .. *covered)
+ * to its lists; *covered = 0 when there is none. 0 or -errno. */
+static int prefetch_take(struct sampler *s, const uint64_t *targets, uint32_t n, uint32_t *covered, char *err,
+                         size_t errlen)
+{
+    *covered = 0;
+    for (unsigned j = 0; j < s->pre_count; j++) {
+        unsigned i = (s->pre_head + j) % 2;
+        if (s->pre_n[i] != n || memcmp(s->pre_ids[i], targets, n * sizeof *targets) != 0)
+            continue;
+        const void *const *lists = NULL;
+        uint32_t got = 0;
+        for (unsigned d = 0; d <= j; d++) { /* j = 1: the older one first, never asked for */
+            int rc = prefetch_pop(s, &lists, &got, err, errlen);
+            if (rc)
+                return rc;
+        }
+        for (uint32_t v = 0; v < got; v++) {
+            s->known[v] = lists[v]; /* valid until the next sampler_prefetch: after this batch */
+            uint64_t g = targets[v];
+            s->lists_prefetched += s->topo->cache_off[g] == SAMPLER_UNCACHED && s->topo->indptr[g + 1] > s->topo->indptr[g];
+        }
+        *covered = got;
+        return 0;
+    }
+    return 0;
+}
+
 int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
                    const struct batch_id *id, uint64_t seed, uint64_t *edges, char *err, size_t errlen)
 {
@@ -492,10 +580,14 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         } else { /* rounds of reads (sampler_fetch.h): round r + 1's run while round r is sampled, in order */
             /* block k's first destinations are block k - 1's, whose lists are
              * known (s->known); the new ones are not yet */
-            for (uint32_t i = k ? prev_ndst : 0; i < ndst; i++)
-                s->known[i] = NULL;
-            if (k == 0)
+            uint32_t from = k ? prev_ndst : 0;
+            if (k == 0) { /* the targets' lists may have been read ahead (sampler_prefetch) */
                 s->store_used = 0;
+                if (s->pre_count && (rc = prefetch_take(s, targets, n_targets, &from, err, errlen)) != 0)
+                    return rc;
+            }
+            for (uint32_t i = from; i < ndst; i++)
+                s->known[i] = NULL;
             bool keep = k + 1 < s->shape.layers; /* a later block needs these lists again */
             uint32_t planned = 0;
             int64_t got = sampler_fetch_start(s->fetch, w.nodes, s->known, ndst, err, errlen);

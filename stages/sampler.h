@@ -77,6 +77,7 @@ struct sampler_topo_opts {
     bool buffered;        /* read through the page cache instead of O_DIRECT (pipeline.io = "buffered") */
     size_t load_chunk;    /* bytes per sequential read at open, a multiple of SAMPLER_IO_ALIGN; 0: 8 MiB */
     size_t fetch_buf;     /* CACHE: each sampling thread's read buffer; 0: SAMPLER_FETCH_BUF (sampler_fetch.h) */
+    uint32_t round_reads; /* CACHE: reads per round of a hop, at most; 0: SAMPLER_FETCH_ROUND_READS (sampler_fetch.h) */
     const char *shm_run;  /* MEMORY: share one copy between the node's samplers in the run's segment
                              "topology" (NULL: private memory); see sampler_topo_load_shared */
 };
@@ -101,6 +102,7 @@ struct sampler_topo {
     uint32_t read_align;   /* CACHE: offset and length granule of the list reads (the file's direct I/O
                               alignment from statx, 512 .. SAMPLER_IO_ALIGN; 512 when buffered) */
     size_t fetch_buf;      /* from sampler_topo_opts */
+    uint32_t round_reads;  /* from sampler_topo_opts, 0 made SAMPLER_FETCH_ROUND_READS */
     uint64_t *cache_off;   /* (nodes) element offset of v's list in cache, or SAMPLER_UNCACHED */
     void *cache;           /* the cached lists, in node order */
     uint64_t cache_nodes;  /* lists in the cache (in-degree > 0) */
@@ -214,8 +216,17 @@ struct sampler {
     const void **known;  /* (plan.n_max[layers - 1]) */
     unsigned char *store; /* (SAMPLER_KNOWN_STORE) copies of lists read in this batch */
     size_t store_used;
-    /* counters of the reads (CACHE): lists read, bytes read */
+    /* CACHE: the targets of the batches this thread samples next
+     * (sampler_prefetch): a second reader whose rounds (at most two, in
+     * order) hold those lists; pre_ids[i] and pre_n[i] are round i's
+     * targets, the oldest at pre_head */
+    struct sampler_fetch *pre;
+    uint64_t *pre_ids[2]; /* (shape.batch_size) each */
+    uint32_t pre_n[2];
+    unsigned pre_head, pre_count;
+    /* counters of the reads (CACHE): lists read, bytes read (prefetched ones included) */
     uint64_t lists_read, bytes_read;
+    uint64_t lists_prefetched; /* of lists_read: targets' lists a sampler_sample found read ahead */
 };
 
 /* Bytes of read lists a thread keeps for the next block of a batch. */
@@ -225,9 +236,10 @@ struct sampler {
 
 /* Prepares a sampler for batches of `shape` (fanouts, batch size; its
  * nodes, edges and max_in_degree are taken from t) over t; with a CACHE
- * topology also the thread's reader (sampler_fetch.h: an io_uring of
- * SAMPLER_FETCH_DEPTH entries when liburing is there, else pread(2), and
- * an aligned read buffer of SAMPLER_FETCH_BUF bytes or t->fetch_buf). shape->layers and fanouts
+ * topology also the thread's two readers (sampler_fetch.h: each an io_uring
+ * of SAMPLER_FETCH_DEPTH entries when liburing is there, else pread(2),
+ * and an aligned read buffer of SAMPLER_FETCH_BUF and SAMPLER_PREFETCH_BUF
+ * bytes, or t->fetch_buf and a quarter of it). shape->layers and fanouts
  * as in batch.h. 0, -EINVAL / -EOVERFLOW (from batch_plan), -ENOMEM. */
 int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct batch_shape *shape, char *err,
                  size_t errlen);
@@ -248,5 +260,21 @@ static inline const struct batch_shape *sampler_shape(const struct sampler *s)
  * small for this shape). Never blocks. */
 int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
                    const struct batch_id *id, uint64_t seed, uint64_t *edges, char *err, size_t errlen);
+
+/* Cross-batch prefetch (CACHE; a no-op returning 0 in the other modes):
+ * starts reading the uncached in-neighbour lists of targets[0 .. n) (a
+ * batch this thread will sample soon: the schedule knows its targets)
+ * while the thread goes on sampling the batch before. The next
+ * sampler_sample whose targets are exactly these ids in this order takes
+ * the lists from the prefetch instead of reading them in its first block;
+ * a sample of other targets leaves the prefetch for later. At most two
+ * prefetches are outstanding: a third drops the oldest (its reads are
+ * waited for and wasted). The batch sampled is the same, bit for bit,
+ * with or without a prefetch (only where the lists come from changes).
+ * As many targets as the prefetch buffer holds are covered, the rest are
+ * read by sampler_sample as usual. 0, -EINVAL (n is 0 or above the batch
+ * size), -ERANGE (a target not below the node count) or a read's -errno,
+ * with a message. Does not block with io_uring, except when dropping. */
+int sampler_prefetch(struct sampler *s, const uint64_t *targets, uint32_t n, char *err, size_t errlen);
 
 #endif

@@ -43,6 +43,7 @@ struct sampler_fetch {
     size_t half;
     struct round r[2];
     unsigned head, count; /* the oldest round started and not yet waited for; rounds outstanding (0..2) */
+    uint32_t max_reads;   /* per round */
     uint32_t inflight;
     int failed;
 #ifdef SLUICE_HAVE_URING
@@ -52,19 +53,20 @@ struct sampler_fetch {
     bool uring;
 };
 
-int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t, char *err, size_t errlen)
+int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t, size_t bytes, uint32_t max_reads,
+                       char *err, size_t errlen)
 {
     *out = NULL;
     struct sampler_fetch *f = calloc(1, sizeof *f);
     if (!f)
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a topology reader");
     f->t = t;
+    f->max_reads = max_reads ? max_reads : UINT32_MAX;
     f->es = t->indices_u64 ? 8 : 4;
     f->align = t->read_align ? t->read_align : SAMPLER_IO_ALIGN;
     /* each round's half holds the longest list's aligned span at least */
     uint64_t span = sl_round_up(t->max_in_degree * f->es, SAMPLER_IO_ALIGN) + SAMPLER_IO_ALIGN;
-    uint64_t want = t->fetch_buf ? t->fetch_buf : SAMPLER_FETCH_BUF;
-    f->half = (size_t)sl_round_up(SL_MAX(want / 2, span), SAMPLER_IO_ALIGN);
+    f->half = (size_t)sl_round_up(SL_MAX((uint64_t)bytes / 2, span), SAMPLER_IO_ALIGN);
     f->buf = aligned_alloc(SAMPLER_IO_ALIGN, 2 * f->half);
     bool ok = f->buf != NULL;
     for (int i = 0; i < 2 && ok; i++) {
@@ -244,8 +246,8 @@ int64_t sampler_fetch_start(struct sampler_fetch *f, const uint64_t *dsts, const
         }
         uint64_t b0 = beg * es, b1 = (beg + d) * es;
         uint64_t a0 = b0 / f->align * f->align, a1 = sl_round_up(b1, f->align);
-        if (used + (a1 - a0) > f->half)
-            break; /* i >= 1: the half holds any one list */
+        if (used + (a1 - a0) > f->half || nr == f->max_reads)
+            break; /* i >= 1: the half holds any one list, max_reads >= 1 */
         r->rd[nr++] = (struct fread){.off = a0, .len = a1 - a0, .need = b1 - a0, .dst = r->buf + used};
         r->lists[i] = r->buf + used + (b0 - a0);
         used += (size_t)(a1 - a0);

@@ -3,7 +3,9 @@
  *
  * Protocol. A hop's destinations are taken in rounds, in order. A round
  * (sampler_fetch_start) covers as many destinations as half the thread's
- * read buffer holds (at least one, at most SAMPLER_FETCH_DSTS): each
+ * read buffer holds (at least one, at most SAMPLER_FETCH_DSTS, and at most
+ * the reader's max_reads reads: small rounds let the sampling of one
+ * overlap the reads of the next from a hop's start): each
  * one's list is in the neighbour cache, or the span of indices.bin
  * covering it in t->read_align granules is read into the round's half. Two
  * rounds may be outstanding: the sampler starts round r + 1, then waits
@@ -15,8 +17,11 @@
  * does (the file shrank) is -EIO. After an error, or to stop early,
  * sampler_fetch_cancel waits for what is in flight and forgets the rounds.
  *
- * Memory: the buffer (SAMPLER_FETCH_BUF, or twice the longest list's span
- * when that is more) and the ring belong to the thread. */
+ * Memory: the buffer (the size asked for, or twice the longest list's span
+ * when that is more) and the ring belong to the thread. A sampling thread
+ * has two readers (stages/sampler.h): one for the batch it samples
+ * (SAMPLER_FETCH_BUF) and one for the targets of the batches it will
+ * sample next (SAMPLER_PREFETCH_BUF); SAMPLER_READ_BUFS is both. */
 #ifndef SLUICE_STAGES_SAMPLER_FETCH_H
 #define SLUICE_STAGES_SAMPLER_FETCH_H
 
@@ -27,12 +32,18 @@
 
 #define SAMPLER_FETCH_DEPTH 64u              /* reads in flight per thread */
 #define SAMPLER_FETCH_BUF ((size_t)16 << 20) /* read buffer per thread (two rounds), bytes (at least) */
+#define SAMPLER_PREFETCH_BUF ((size_t)4 << 20) /* the next batches' targets: two rounds, bytes (at least) */
+#define SAMPLER_FETCH_ROUND_READS 128u /* reads per round of a hop, at most (sampler_topo_opts.round_reads) */
+#define SAMPLER_READ_BUFS (SAMPLER_FETCH_BUF + SAMPLER_PREFETCH_BUF) /* a sampling thread's read buffers */
 
 struct sampler_fetch;
 
-/* A reader for t (a CACHE topology). 0, -ENOMEM or the io_uring setup's
- * -errno (then pread(2) is used: not an error). */
-int sampler_fetch_init(struct sampler_fetch **f, const struct sampler_topo *t, char *err, size_t errlen);
+/* A reader for t (a CACHE topology) with a buffer of `bytes` (both rounds;
+ * raised to twice the longest list's span) whose rounds make max_reads
+ * reads at most (0: no limit). 0 or -ENOMEM (an io_uring that cannot be
+ * set up is no error: pread(2) is used). */
+int sampler_fetch_init(struct sampler_fetch **f, const struct sampler_topo *t, size_t bytes, uint32_t max_reads,
+                       char *err, size_t errlen);
 void sampler_fetch_free(struct sampler_fetch *f);
 
 /* Starts a round over dsts[0 .. n) (n >= 1; at most one other round

@@ -58,7 +58,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gnn-sampler --bench DATASET [--fanouts 10,10,10] [--batch-size N] [--threads T]\n"
                "                   [--seconds S] [--seed S] [--topology mmap|memory|cache]\n"
-               "                   [--cache-mb MB] [--buffered]\n"
+               "                   [--cache-mb MB] [--buffered] [--no-prefetch] [--round-reads N]\n"
                "\n"
                "Benchmarks neighbour sampling on DATASET (a gnnprep dataset directory): T threads\n"
                "sample batches of its training split into private buffers for S seconds and print\n"
@@ -74,6 +74,10 @@ static void usage(FILE *f)
                "                    read with direct I/O); see pipeline.topology\n"
                "  --cache-mb MB     the neighbour cache's budget with --topology cache\n"
                "  --buffered        read indices.bin through the page cache, not with O_DIRECT\n"
+               "  --no-prefetch     with --topology cache, do not read the next batch's targets' lists\n"
+               "                    while a batch is sampled (the stage always does)\n"
+               "  --round-reads N   with --topology cache, reads per round of a hop at most\n"
+               "                    (default 128; 100000: rounds bounded by the read buffer only)\n"
                "  --help            this text\n"
                "\n"
                "Without --bench, gnn-sampler is the sampling stage of a run and is started by\n"
@@ -85,6 +89,7 @@ struct bench {
     struct batch_shape shape;
     const struct schedule *sched; /* one epoch of the training split */
     uint64_t nb, seed;
+    bool prefetch; /* --no-prefetch clears it */
     double deadline;
     atomic_uint_fast64_t next;
     atomic_bool stop;
@@ -93,7 +98,7 @@ struct bench {
 struct worker {
     struct bench *b;
     pthread_t tid;
-    uint64_t batches, edges, lists_read, bytes_read;
+    uint64_t batches, edges, lists_read, bytes_read, lists_prefetched;
     double busy_s;
     int rc;
     char err[512];
@@ -120,9 +125,16 @@ static void *worker_run(void *arg)
     if ((w->rc = schedule_batch(&cur, 0, &sb, w->err, sizeof w->err))) /* the shuffle, before the clock */
         goto out;
     double t0 = sl_now();
+    /* as the stage does: the next batch's targets read while this one is sampled (CACHE) */
+    uint64_t gnext = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed)) {
-        uint64_t g = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
-        uint64_t e = g / b->nb, k = g % b->nb;
+        uint64_t g = gnext, e = g / b->nb, k = g % b->nb;
+        gnext = atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed);
+        if (b->prefetch && s.pre) {
+            if ((w->rc = schedule_batch(&cur, gnext % b->nb, &sb, w->err, sizeof w->err)) ||
+                (w->rc = sampler_prefetch(&s, sb.targets, sb.pos.targets, w->err, sizeof w->err)))
+                break;
+        }
         if ((w->rc = schedule_batch(&cur, k, &sb, w->err, sizeof w->err)))
             break;
         struct batch_id id = {.batch = g, .epoch = (uint32_t)e, .rank = 0};
@@ -139,6 +151,7 @@ static void *worker_run(void *arg)
     w->busy_s = sl_now() - t0;
     w->lists_read = s.lists_read;
     w->bytes_read = s.bytes_read;
+    w->lists_prefetched = s.lists_prefetched;
 out:
     free(slot);
     sampler_free(&s);
@@ -194,7 +207,7 @@ static void topo_describe(const struct sampler_topo *t, char *buf, size_t len)
 }
 
 static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threads, double seconds, uint64_t seed,
-                      const char *fan_arg, const struct sampler_topo_opts *to)
+                      const char *fan_arg, const struct sampler_topo_opts *to, bool prefetch)
 {
     struct dataset_meta m;
     struct sampler_topo topo;
@@ -217,16 +230,16 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
                                  .epochs = 1, .eval_every = 1, .seed = seed};
     CHECK(schedule_open(&sched, NULL, &sp, err, sizeof err));
     CHECK(schedule_set_ids(&sched, (const uint64_t *const[BATCH_SPLITS]){train}, err, sizeof err));
-    struct bench b = {.topo = &topo, .shape = *shape, .sched = &sched, .seed = seed};
+    struct bench b = {.topo = &topo, .shape = *shape, .sched = &sched, .seed = seed, .prefetch = prefetch};
     b.nb = schedule_len(&sched);
     struct worker *w = calloc(threads, sizeof *w);
     if (!w)
         CHECK(-ENOMEM);
     printf("dataset=%s\nnodes=%" PRIu64 "\nedges=%" PRIu64 "\nmax_in_degree=%" PRIu64 "\ntrain=%" PRIu64
            "\nbatches_per_pass=%" PRIu64 "\ntopology=%s\ntopology_open_s=%.3f\ntopology_load_bytes=%" PRIu64
-           "\nneighbour_cache_nodes=%" PRIu64 "\nneighbour_cache_edges=%" PRIu64 "\n",
+           "\nneighbour_cache_nodes=%" PRIu64 "\nneighbour_cache_edges=%" PRIu64 "\nround_reads=%" PRIu32 "\nprefetch=%d\n",
            dir, topo.nodes, topo.edges, topo.max_in_degree, n_train, b.nb, sampler_topo_mode_name(topo.mode), t_open,
-           topo.load_bytes, topo.cache_nodes, topo.cache_edges);
+           topo.load_bytes, topo.cache_nodes, topo.cache_edges, topo.round_reads, prefetch && topo.mode == SAMPLER_TOPO_CACHE);
     fflush(stdout);
     double t0 = sl_now();
     b.deadline = t0 + seconds;
@@ -236,7 +249,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
         if (rc)
             CHECK(-rc);
     }
-    uint64_t batches = 0, edges = 0, lists_read = 0, bytes_read = 0;
+    uint64_t batches = 0, edges = 0, lists_read = 0, bytes_read = 0, lists_prefetched = 0;
     int failed = 0;
     for (uint64_t i = 0; i < threads; i++) {
         pthread_join(w[i].tid, NULL);
@@ -248,6 +261,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
         edges += w[i].edges;
         lists_read += w[i].lists_read;
         bytes_read += w[i].bytes_read;
+        lists_prefetched += w[i].lists_prefetched;
     }
     double wall = sl_now() - t0;
     if (!failed)
@@ -255,9 +269,9 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
                "\nseconds=%.3f\nbatches=%" PRIu64 "\nsampled_edges=%" PRIu64
                "\nbatches_per_s=%.1f\nsampled_edges_per_s=%.0f\n"
                "sampled_edges_per_s_per_thread=%.0f\nlists_read=%" PRIu64 "\nlist_bytes_read=%" PRIu64
-               "\npeak_rss_bytes=%" PRIu64 "\n",
+               "\nlists_prefetched=%" PRIu64 "\npeak_rss_bytes=%" PRIu64 "\n",
                threads, fan_arg, shape->batch_size, seed, wall, batches, edges, batches / wall, edges / wall,
-               edges / wall / (double)threads, lists_read, bytes_read, sl_peak_rss());
+               edges / wall / (double)threads, lists_read, bytes_read, lists_prefetched, sl_peak_rss());
     free(w);
     schedule_free(&sched);
     free(train);
@@ -270,7 +284,7 @@ static int bench_main(const char *dir, struct batch_shape *shape, uint64_t threa
 struct srun {
     struct stage *st;
     struct sampler_topo topo;
-    atomic_uint_fast64_t lists_read, bytes_read; /* CACHE: the threads' reads, summed as they end */
+    atomic_uint_fast64_t lists_read, bytes_read, lists_prefetched; /* CACHE: the threads' reads, summed as they end */
     struct schedule sched; /* loaded: every thread has a cursor on it */
     bool ordered;
     struct stage_turn turn;
@@ -358,10 +372,29 @@ static void *stage_thread(void *arg)
         if (!h.mem)
             stage_fail(st, "no memory for a %zu-byte lookahead batch", h.size);
     }
+    /* CACHE: the thread takes its next batch number before it samples the
+     * current one and has that batch's targets' lists read meanwhile
+     * (sampler_prefetch); batch numbers are still taken in order, so the
+     * lowest one outstanding is always some thread's current batch (what
+     * pipeline.ordered waits for) */
+    bool ahead = s.pre != NULL;
+    struct schedule_cursor ncur;
+    if (ahead)
+        schedule_cursor_init(&ncur, &r->sched, 0);
+    uint64_t gnext = UINT64_MAX; /* the next batch number taken already, if any */
     while (!atomic_load(&r->stop)) {
-        uint64_t g = atomic_fetch_add(&r->next, 1);
+        uint64_t g = gnext != UINT64_MAX ? gnext : atomic_fetch_add(&r->next, 1);
+        gnext = UINT64_MAX;
         if (g >= total)
             break;
+        if (ahead)
+            gnext = atomic_fetch_add(&r->next, 1);
+        if (ahead && gnext < total) {
+            struct schedule_batch nb;
+            if (schedule_batch(&ncur, gnext, &nb, msg, sizeof msg) != 0 ||
+                sampler_prefetch(&s, nb.targets, nb.pos.targets, msg, sizeof msg) != 0)
+                stage_fail(st, "batch %" PRIu64 ": %s", gnext, msg);
+        }
         if (r->window)
             hint_ahead(r, &s, &h, g, total);
         struct schedule_batch sb;
@@ -398,6 +431,9 @@ static void *stage_thread(void *arg)
     }
     atomic_fetch_add(&r->lists_read, s.lists_read);
     atomic_fetch_add(&r->bytes_read, s.bytes_read);
+    atomic_fetch_add(&r->lists_prefetched, s.lists_prefetched);
+    if (ahead)
+        schedule_cursor_free(&ncur);
     schedule_cursor_free(&cur);
     sampler_free(&s);
     return NULL;
@@ -468,8 +504,9 @@ static int stage_main(int argc, char **argv)
     if (r.topo.mode == SAMPLER_TOPO_CACHE) {
         char b[32];
         uint64_t n = atomic_load(&r.lists_read);
-        stage_note(&st, "topology cache: %" PRIu64 " in-neighbour lists read directly, %s", n,
-                   sl_fmt_bytes(atomic_load(&r.bytes_read), b, sizeof b));
+        stage_note(&st, "topology cache: %" PRIu64 " in-neighbour lists read directly, %s; %" PRIu64
+                   " of them targets' lists read ahead, while the batch before was sampled", n,
+                   sl_fmt_bytes(atomic_load(&r.bytes_read), b, sizeof b), atomic_load(&r.lists_prefetched));
     }
     free(t);
     stage_turn_destroy(&r.turn);
@@ -485,9 +522,9 @@ int main(int argc, char **argv)
         return stage_main(argc, argv);
     char dir[4096] = "", fan_arg[256] = "10,10,10";
     struct batch_shape shape = {.batch_size = 1024};
-    uint64_t threads = 1, seed = 0, cache_mb = 0;
+    uint64_t threads = 1, seed = 0, cache_mb = 0, round_reads = 0;
     double seconds = 10;
-    bool help = false, buffered = false;
+    bool help = false, buffered = false, no_prefetch = false;
     char topo_arg[16] = "mmap";
     const struct opt opts[] = {
         {.name = "--bench", .kind = OPT_STR, .dst = dir, .len = sizeof dir},
@@ -499,6 +536,8 @@ int main(int argc, char **argv)
         {.name = "--topology", .kind = OPT_STR, .dst = topo_arg, .len = sizeof topo_arg},
         {.name = "--cache-mb", .kind = OPT_UINT, .dst = &cache_mb, .lo = 1, .hi = (int64_t)1 << 40},
         {.name = "--buffered", .kind = OPT_FLAG, .dst = &buffered},
+        {.name = "--no-prefetch", .kind = OPT_FLAG, .dst = &no_prefetch},
+        {.name = "--round-reads", .kind = OPT_UINT, .dst = &round_reads, .lo = 1, .hi = UINT32_MAX},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
     int rc = opt_main("gnn-sampler", opts, (int)SL_ARRAY_LEN(opts), argc, argv, NULL, &help, usage);
@@ -513,7 +552,7 @@ int main(int argc, char **argv)
                 MODEL_LAYERS_MAX, fan_arg);
         return 2;
     }
-    struct sampler_topo_opts to = {.cache_bytes = cache_mb << 20, .buffered = buffered};
+    struct sampler_topo_opts to = {.cache_bytes = cache_mb << 20, .buffered = buffered, .round_reads = (uint32_t)round_reads};
     if (!strcmp(topo_arg, "mmap"))
         to.mode = SAMPLER_TOPO_MMAP;
     else if (!strcmp(topo_arg, "memory"))
@@ -528,5 +567,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "gnn-sampler: --topology cache needs --cache-mb MB (the neighbour cache's budget)\n");
         return 2;
     }
-    return bench_main(dir, &shape, threads, seconds, seed, fan_arg, &to);
+    return bench_main(dir, &shape, threads, seconds, seed, fan_arg, &to, !no_prefetch);
 }

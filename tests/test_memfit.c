@@ -307,12 +307,12 @@ static void test_plan_topology(void **state)
     assert_int_equal(p.topology, 2 * ip + big);
     assert_int_equal(p.topology_shm, big);
     /* a 1 GiB limit: the neighbour cache, what the feature buffer (all of
-     * its 4.9 MiB of rows) leaves of the room less an eighth */
+     * its 4.9 MiB of rows) leaves of the room less a 32nd */
     assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, big, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     assert_true(p.neighbour_cache_sized);
     assert_false(config_given(&c, "pipeline.neighbour_cache_mb"));
-    uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_FETCH_BUF;
+    uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_READ_BUFS;
     uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - rd) / MIB;
     assert_true(want_mb * MIB > room / MEMFIT_TOPO_CACHE_DIV);
     assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)want_mb);

@@ -17,6 +17,7 @@
 #include "core/util.h"
 #include "stages/sampler.h"
 #include "stages/sampler_fetch.h"
+#include "stages/schedule.h"
 
 #define N 5000
 #define HUB 7 /* in-degree HUB_DEG: its list spans several 4 KiB blocks */
@@ -133,6 +134,8 @@ static int teardown(void **state)
  * rounds of reads (the least it can be is twice HUB's span) */
 #define FETCH_BUF (2 * (HUB_DEG * 4 + 8192))
 
+static uint32_t g_round_reads; /* reads per round (0: the default) */
+
 static void open_mode(struct sampler_topo *t, const char *path, enum sampler_topo_mode mode, uint64_t cache_bytes,
                       bool buffered)
 {
@@ -140,7 +143,8 @@ static void open_mode(struct sampler_topo *t, const char *path, enum sampler_top
     if (dataset_meta_read(path, &m, true, err, sizeof err))
         fail_msg("%s: %s", path, err);
     struct sampler_topo_opts o = {
-        .mode = mode, .cache_bytes = cache_bytes, .buffered = buffered, .load_chunk = LOAD_CHUNK};
+        .mode = mode, .cache_bytes = cache_bytes, .buffered = buffered, .load_chunk = LOAD_CHUNK, .fetch_buf = FETCH_BUF,
+        .round_reads = g_round_reads};
     int rc = sampler_topo_open_mode(t, path, &m, &o, err, sizeof err);
     if (rc)
         fail_msg("open %s: %s", sampler_topo_mode_name(mode), err);
@@ -157,7 +161,11 @@ static void test_identical(void **state)
     open_mode(&tm, ds, SAMPLER_TOPO_MMAP, 0, false);
     open_mode(&tmem, ds, SAMPLER_TOPO_MEMORY, 0, false);
     open_mode(&tc, ds, SAMPLER_TOPO_CACHE, budget, false);
+    g_round_reads = 3; /* rounds of three reads: many rounds per hop */
     open_mode(&tcb, ds, SAMPLER_TOPO_CACHE, budget, true);
+    g_round_reads = 0;
+    assert_int_equal(tc.round_reads, SAMPLER_FETCH_ROUND_READS);
+    assert_int_equal(tcb.round_reads, 3);
     assert_true(tmem.direct); /* the test's scratch is on a filesystem with O_DIRECT */
     assert_true(tc.direct);
     assert_false(tcb.direct);
@@ -240,6 +248,169 @@ static void test_identical(void **state)
     sampler_topo_free(&tmem);
     sampler_topo_free(&tc);
     sampler_topo_free(&tcb);
+}
+
+/* ---- cross-batch prefetch ------------------------------------------------------------------ */
+
+/* Samples batch g of the schedule with s into slot and checks it against
+ * the mapped topology's sample of the same batch (ref into rslot). */
+static void sample_check(struct sampler *s, struct sampler *ref, void *slot, void *rslot, size_t size,
+                         struct schedule_cursor *cur, uint64_t g, const char *what)
+{
+    struct schedule_batch sb;
+    assert_int_equal(schedule_batch(cur, g, &sb, err, sizeof err), 0);
+    struct batch_id id = {.batch = g, .epoch = sb.pos.epoch, .split = sb.pos.split};
+    uint64_t e0, e1;
+    memset(slot, 0xA5, size);
+    memset(rslot, 0xA5, size);
+    if (sampler_sample(ref, rslot, size, sb.targets, sb.pos.targets, &id, sb.seed, &e0, err, sizeof err) ||
+        sampler_sample(s, slot, size, sb.targets, sb.pos.targets, &id, sb.seed, &e1, err, sizeof err))
+        fail_msg("%s: batch %" PRIu64 ": %s", what, g, err);
+    uint64_t bytes = ((const struct batch_hdr *)rslot)->bytes;
+    assert_int_equal(e1, e0);
+    assert_int_equal(((const struct batch_hdr *)slot)->bytes, bytes);
+    if (memcmp(slot, rslot, bytes) != 0)
+        fail_msg("%s: batch %" PRIu64 " (epoch %" PRIu32 ", split %" PRIu32 ") differs from mmap's", what, g,
+                 sb.pos.epoch, sb.pos.split);
+}
+
+/* Prefetches batch g's targets (through its own cursor, as the stage does). */
+static void prefetch(struct sampler *s, struct schedule_cursor *cur, uint64_t g)
+{
+    struct schedule_batch sb;
+    assert_int_equal(schedule_batch(cur, g, &sb, err, sizeof err), 0);
+    if (sampler_prefetch(s, sb.targets, sb.pos.targets, err, sizeof err))
+        fail_msg("prefetch of batch %" PRIu64 ": %s", g, err);
+}
+
+/* The lists of the next batch's targets read while a batch is sampled
+ * (sampler_prefetch) give the same batches as the mapped topology over a
+ * real schedule (two epochs; training, validation and test passes; a
+ * short last batch of each pass), read no list twice, and survive
+ * misuse: samples of other batches in between (the lookahead policy's
+ * announcements), prefetches never used, the same targets in another
+ * order, two prefetches ahead. */
+static void test_prefetch(void **state)
+{
+    (void)state;
+    uint64_t budget = sampler_cache_index_bytes(N) + n_edges * 4 / 3;
+    struct sampler_topo tm, tc;
+    open_mode(&tm, ds, SAMPLER_TOPO_MMAP, 0, false);
+    open_mode(&tc, ds, SAMPLER_TOPO_CACHE, budget, false);
+    /* the splits of write_dataset: nodes 0, 1, 2 mod 4 */
+    uint64_t *ids[BATCH_SPLITS];
+    uint64_t cnt[BATCH_SPLITS] = {0};
+    for (int k = 0; k < BATCH_SPLITS; k++) {
+        ids[k] = malloc(N * sizeof *ids[k]);
+        assert_non_null(ids[k]);
+    }
+    for (uint64_t v = 0; v < N; v++)
+        if (v % 4 < BATCH_SPLITS)
+            ids[v % 4][cnt[v % 4]++] = v;
+    struct schedule sched;
+    struct schedule_params sp = {.split_n = {cnt[0], cnt[1], cnt[2]}, .ranks = 1, .batch_size = 200, .epochs = 2,
+                                 .eval_every = 1, .seed = 5};
+    assert_int_equal(schedule_open(&sched, NULL, &sp, err, sizeof err), 0);
+    assert_int_equal(schedule_set_ids(&sched, (const uint64_t *const *)ids, err, sizeof err), 0);
+    uint64_t len = schedule_len(&sched);
+    assert_true(len > 12);
+    assert_true(cnt[0] % 200 != 0); /* a short last batch in every training pass */
+
+    struct batch_shape sh = {.batch_size = 200, .layers = 2, .fanouts = {6, 4}};
+    struct sampler ref, s, plain;
+    assert_int_equal(sampler_init(&ref, &tm, &sh, err, sizeof err), 0);
+    assert_int_equal(sampler_init(&s, &tc, &sh, err, sizeof err), 0);
+    assert_int_equal(sampler_init(&plain, &tc, &sh, err, sizeof err), 0);
+    assert_null(ref.pre); /* mapped: nothing to prefetch */
+    assert_non_null(s.pre);
+    size_t size = (size_t)sl_round_up(ref.plan.max_bytes, 64);
+    void *slot = aligned_alloc(64, size), *rslot = aligned_alloc(64, size);
+    assert_true(slot && rslot);
+    struct schedule_cursor cur, ncur;
+    schedule_cursor_init(&cur, &sched, 0);
+    schedule_cursor_init(&ncur, &sched, 0);
+    uint64_t targets[200];
+
+    /* 1. the stage's pattern: batch g + 1 prefetched before batch g is
+     *    sampled, over every boundary of epoch and split, and the last */
+    for (uint64_t g = 0; g < len; g++) {
+        if (g + 1 < len)
+            prefetch(&s, &ncur, g + 1);
+        sample_check(&s, &ref, slot, rslot, size, &cur, g, "stage order");
+        sample_check(&plain, &ref, slot, rslot, size, &cur, g, "no prefetch");
+    }
+    assert_true(s.lists_prefetched > 0);
+    assert_int_equal(s.pre_count, 0);
+    /* every list read once: as many as without the prefetch */
+    assert_int_equal(s.lists_read, plain.lists_read);
+    assert_int_equal(s.bytes_read, plain.bytes_read);
+    assert_int_equal(sampler_prefetch(&ref, targets, 1, err, sizeof err), 0); /* a no-op when mapped */
+
+    /* 2. two ahead, with samples of other batches in between (taken from
+     *    neither prefetch), then the batches in order */
+    uint64_t pf = s.lists_prefetched;
+    prefetch(&s, &ncur, 3);
+    prefetch(&s, &ncur, 4);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 9, "in between");
+    assert_int_equal(s.pre_count, 2);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 3, "two ahead");
+    assert_int_equal(s.pre_count, 1);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 4, "two ahead");
+    assert_int_equal(s.pre_count, 0);
+    assert_true(s.lists_prefetched > pf);
+
+    /* 3. the newer of two taken: the older is dropped; a third prefetch
+     *    drops the oldest; the same ids in another order are not a match */
+    prefetch(&s, &ncur, 5);
+    prefetch(&s, &ncur, 6);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 6, "newer");
+    assert_int_equal(s.pre_count, 0);
+    prefetch(&s, &ncur, 7);
+    prefetch(&s, &ncur, 8);
+    prefetch(&s, &ncur, 10);
+    assert_int_equal(s.pre_count, 2);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 7, "dropped");
+    assert_int_equal(s.pre_count, 2);
+    struct schedule_batch sb;
+    assert_int_equal(schedule_batch(&ncur, 8, &sb, err, sizeof err), 0);
+    uint32_t nt = sb.pos.targets;
+    for (uint32_t i = 0; i < nt; i++)
+        targets[i] = sb.targets[nt - 1 - i];
+    struct batch_id id = {.batch = 8};
+    uint64_t e0, e1;
+    memset(slot, 0xA5, size);
+    memset(rslot, 0xA5, size);
+    pf = s.lists_prefetched;
+    assert_int_equal(sampler_sample(&s, slot, size, targets, nt, &id, 77, &e1, err, sizeof err), 0);
+    assert_int_equal(sampler_sample(&ref, rslot, size, targets, nt, &id, 77, &e0, err, sizeof err), 0);
+    assert_int_equal(s.lists_prefetched, pf); /* reversed: not batch 8's prefetch */
+    assert_int_equal(s.pre_count, 2);
+    assert_memory_equal(slot, rslot, ((const struct batch_hdr *)rslot)->bytes);
+    sample_check(&s, &ref, slot, rslot, size, &cur, 10, "after a mismatch");
+    assert_int_equal(s.pre_count, 0);
+
+    /* 4. bad prefetches are refused, nothing outstanding changes */
+    targets[0] = N;
+    assert_int_equal(sampler_prefetch(&s, targets, 1, err, sizeof err), -ERANGE);
+    assert_non_null(strstr(err, "not below"));
+    assert_int_equal(sampler_prefetch(&s, targets, 0, err, sizeof err), -EINVAL);
+    assert_int_equal(sampler_prefetch(&s, targets, 201, err, sizeof err), -EINVAL);
+    assert_int_equal(s.pre_count, 0);
+    /* one left outstanding is waited for by sampler_free */
+    prefetch(&s, &ncur, 11);
+
+    schedule_cursor_free(&cur);
+    schedule_cursor_free(&ncur);
+    free(slot);
+    free(rslot);
+    sampler_free(&ref);
+    sampler_free(&s);
+    sampler_free(&plain);
+    schedule_free(&sched);
+    for (int k = 0; k < BATCH_SPLITS; k++)
+        free(ids[k]);
+    sampler_topo_free(&tm);
+    sampler_topo_free(&tc);
 }
 
 /* ---- Ginex's rule on a hand-made graph ---------------------------------------------------- */
@@ -395,6 +566,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identical),
+        cmocka_unit_test(test_prefetch),
         cmocka_unit_test(test_choice),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cli),

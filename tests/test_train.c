@@ -419,6 +419,42 @@ static void test_two_ranks(void **state)
     t_expect_log(&r, "loaded by another rank's sampler; waited ");
 }
 
+/* pipeline.topology = "cache" (a neighbour cache of a quarter of the ids,
+ * the rest read directly, the next batch's targets read ahead while a
+ * batch is sampled, two sampler threads in order) trains the same model,
+ * byte for byte, as "memory": the stage's batches are the same over
+ * epoch and split boundaries. */
+static void test_topology_cache_same(void **state)
+{
+    (void)state;
+    char ds[1300], cfg[1300], prep[1200], out[4096];
+    snprintf(ds, sizeof ds, "%s/ds-topo", t_ldir);
+    snprintf(cfg, sizeof cfg, "%s/topo.toml", t_ldir);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out,
+              "%s synth %s --nodes 30000 --avg-degree 24 --feat-dim 8 --classes 4 --homophily 0.9 "
+              "--train-frac 0.03 --val-frac 0.01 --test-frac 0.01 --seed 3",
+              prep, ds) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    write_config(cfg, ds, NULL);
+    const char *modes[2] = {"pipeline.topology=\"memory\"", "pipeline.topology=\"cache\""};
+    char ck[2][1300], set[2][1400], path[2][1400];
+    for (int i = 0; i < 2; i++) {
+        struct t_proc r;
+        snprintf(ck[i], sizeof ck[i], "%s/ck-topo%d", t_ldir, i);
+        snprintf(set[i], sizeof set[i], "train.checkpoint_dir=\"%s\"", ck[i]);
+        run(&r,
+            (const char *[]){cfg, "--set", set[i], "--set", modes[i], "--set", "pipeline.neighbour_cache_mb=1",
+                             "--set", "pipeline.samplers=2", "--epochs", "2", NULL},
+            0);
+        t_expect_log(&r, i ? "gnn-sampler rank 0: topology cache: neighbour cache of" : "topology memory");
+        if (i)
+            t_expect_log(&r, "of them targets' lists read ahead");
+        assert_int_equal(ckpt_path(path[i], sizeof path[i], ck[i], 2), 0);
+    }
+    expect_same_tensors(path[0], path[1]);
+}
+
 /* --metrics: every line a JSON object of a documented type with its keys;
  * one epoch object per epoch, in order; the final object last. */
 static void test_metrics_file(void **state)
@@ -771,6 +807,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_topology_cache_same, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_trace_file, t_launch_case_setup, t_launch_case_teardown),
