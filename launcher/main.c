@@ -420,6 +420,18 @@ static int check_tensorboard(const char *dir, char *abs, size_t len, char *err, 
     return check_output("--tensorboard", dir, abs, len, err, errlen);
 }
 
+/* ROOT/<run name>: --run-name, else the config file's name without .toml
+ * (the default of train.checkpoint_dir and of --predict's --out). */
+static void run_dir_default(const struct opts *o, const char *root, char *out, size_t len)
+{
+    const char *base = strrchr(o->config, '/');
+    base = o->run_name ? o->run_name : base ? base + 1 : o->config;
+    size_t n = strlen(base);
+    if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
+        n -= 5;
+    snprintf(out, len, "%s/%.*s", root, (int)SL_MIN(n, 200), base);
+}
+
 /* train.checkpoint_dir: "" becomes checkpoints/<run name> (--run-name, or
  * the config file's name without .toml); relative paths are made absolute
  * (stages need not share our cwd). Then, under the directory's lock
@@ -439,12 +451,7 @@ static int check_checkpoints(struct launch *l, const struct opts *o, uint64_t da
     char *dir = l->cfg.train.checkpoint_dir, rel[PATH_MAX], cwd[PATH_MAX], msg[2048];
     size_t cap = sizeof l->cfg.train.checkpoint_dir;
     if (!dir[0]) {
-        const char *base = strrchr(o->config, '/');
-        base = o->run_name ? o->run_name : base ? base + 1 : o->config;
-        size_t n = strlen(base);
-        if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
-            n -= 5;
-        snprintf(rel, sizeof rel, "checkpoints/%.*s", (int)SL_MIN(n, 200), base);
+        run_dir_default(o, "checkpoints", rel, sizeof rel);
     } else {
         snprintf(rel, sizeof rel, "%s", dir);
     }
@@ -535,12 +542,7 @@ static int check_predict(struct launch *l, const struct opts *o, char *err, size
     if (o->out) {
         snprintf(rel, sizeof rel, "%s", o->out);
     } else {
-        const char *base = strrchr(o->config, '/');
-        base = o->run_name ? o->run_name : base ? base + 1 : o->config;
-        size_t n = strlen(base);
-        if (!o->run_name && n > 5 && !strcmp(base + n - 5, ".toml"))
-            n -= 5;
-        snprintf(rel, sizeof rel, "predictions/%.*s", (int)SL_MIN(n, 200), base);
+        run_dir_default(o, "predictions", rel, sizeof rel);
         if (mkdir("predictions", 0755) != 0 && errno != EEXIST)
             return sl_errf(err, errlen, -errno, "cannot create predictions/: %s", strerror(errno));
     }
