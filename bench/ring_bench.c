@@ -346,7 +346,7 @@ static int take_mode(const char *val, void *dst, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.nentries = 0};
+    static struct opts o; /* static: gcc -O3 misreads a zero-initialised local here as maybe-uninitialized */
     bool mode[2] = {true, true}, json = false, help = false;
     struct opt_list entries = {.v = {16, 64}, .n = 2};
     uint64_t items = 5000000, iters = 200000, warmup = 10000, capacity = 1024, producers = 1, consumers = 1;

@@ -569,8 +569,8 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
     if (!root)
         return sl_errf(err, errlen, -EINVAL, "%s", perr);
     int rc;
-    const char *fmt, *src = "";
-    uint64_t version, classes;
+    const char *fmt = "", *src = "";
+    uint64_t version = 0, classes = 0;
     if ((rc = need_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
         goto out;
     if (strcmp(fmt, DATASET_FORMAT)) {

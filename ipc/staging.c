@@ -86,7 +86,7 @@ static int plan(const struct staging_params *p, struct layout *l, char *err, siz
 
 size_t staging_mem_size(const struct staging_params *p)
 {
-    struct layout l;
+    struct layout l = {0};
     return plan(p, &l, NULL, 0) ? 0 : (size_t)l.total;
 }
 
@@ -108,7 +108,7 @@ static void point(struct staging *s, unsigned char *base, const struct layout *l
 
 int staging_mem_format(void *mem, size_t len, const struct staging_params *p, char *err, size_t errlen)
 {
-    struct layout l;
+    struct layout l = {0};
     int rc = plan(p, &l, err, errlen);
     if (rc)
         return rc;
@@ -159,7 +159,7 @@ int staging_init(struct staging *s, void *mem, size_t len, char *err, size_t err
                                .blocks = vh->blocks_per,
                                .block_bytes = vh->block_bytes,
                                .keep = vh->keep};
-    struct layout l;
+    struct layout l = {0};
     if (p.keep == 0 || plan(&p, &l, NULL, 0) || vh->words != l.words || vh->portions_off != l.portions_off ||
         vh->bits_off != l.bits_off || vh->blocks_off != l.blocks_off || vh->total != l.total || l.total > len)
         return sl_errf(err, errlen, -EINVAL,
@@ -180,7 +180,7 @@ int staging_create(struct staging *s, const char *run_id, const struct staging_p
     memset(s, 0, sizeof *s);
     size_t need = staging_mem_size(p);
     if (need == 0) {
-        struct layout l;
+        struct layout l = {0};
         return plan(p, &l, err, errlen); /* says what is wrong */
     }
     int rc = shm_seg_create(&s->seg, run_id, STAGING_OBJECT, SHM_KIND_STAGING, need, err, errlen);

@@ -76,8 +76,9 @@ int sampler_fetch_init(struct sampler_fetch **out, const struct sampler_topo *t,
         ok = f->r[i].lists && f->r[i].rd;
     }
     if (!ok) {
+        size_t want = 2 * f->half;
         sampler_fetch_free(f);
-        return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a %zu-byte topology read buffer", 2 * f->half);
+        return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a %zu-byte topology read buffer", want);
     }
 #ifdef SLUICE_HAVE_URING
     struct io_uring_params p = {0};
