@@ -573,6 +573,13 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
     uint64_t version = 0, classes = 0;
     if ((rc = need_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
         goto out;
+    if (!strcmp(fmt, "sluice-link-dataset")) { /* LINK_FORMAT, core/linkdata.h */
+        rc = sl_errf(err, errlen, -EMEDIUMTYPE,
+                     "%s: a link-prediction dataset (format = \"%s\": triples, no features or labels); this needs a "
+                     "node-classification dataset (gnnprep synth, import or import-ogb)",
+                     path, fmt);
+        goto out;
+    }
     if (strcmp(fmt, DATASET_FORMAT)) {
         rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, DATASET_FORMAT);
         goto out;
@@ -848,8 +855,11 @@ int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, 
 int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen)
 {
     int rc = dataset_meta_write(d->tmp, m, err, errlen);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : dataset_dir_rename(d, err, errlen);
+}
+
+int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen)
+{
     char owner[4200];
     snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
     unlink(owner); /* not part of the dataset */
