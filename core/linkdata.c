@@ -407,6 +407,43 @@ bool link_is_link_dataset(const char *dir)
     return link;
 }
 
+/* ---- loading -------------------------------------------------------------------------------- */
+
+int link_load_split(const char *dir, const struct link_meta *m, int s, uint64_t **out, char *err, size_t errlen)
+{
+    const struct dataset_file *f = &m->split[s];
+    *out = NULL;
+    char fp[4096];
+    if (sl_path_join(fp, sizeof fp, dir, f->file) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+    uint64_t n = f->rows * 3;
+    uint64_t *v = malloc((n + 1) * sizeof *v);
+    if (!v)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu64 " triples of %s", f->rows, fp);
+    struct dataset_scan sc;
+    int rc = dataset_scan_open(&sc, fp, false, err, errlen);
+    size_t esz = dtype_size(f->dtype);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        if (esz == 4) {
+            uint32_t x;
+            rc = dataset_scan_read(&sc, &x, 4, err, errlen);
+            v[i] = x;
+        } else {
+            rc = dataset_scan_read(&sc, &v[i], 8, err, errlen);
+        }
+        if (rc == 0 && v[i] >= (i % 3 == 1 ? m->relations : m->nodes))
+            rc = sl_errf(err, errlen, -EBADMSG, "%s: triple %" PRIu64 " has %s %" PRIu64 " out of range; run gnnprep check",
+                         fp, i / 3, i % 3 == 1 ? "relation" : i % 3 ? "tail" : "head", v[i]);
+    }
+    dataset_scan_free(&sc);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
 /* ---- the check ---------------------------------------------------------------------------- */
 
 #define CHECK_BATCH 4096 /* triples per read */

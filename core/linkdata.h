@@ -83,6 +83,12 @@ uint64_t link_meta_identity(const struct link_meta *m);
  * format key; false when it is missing or unreadable). */
 bool link_is_link_dataset(const char *dir);
 
+/* Reads split s's triples into *out (malloc'd, rows * 3 u64, head,
+ * relation, tail), checking sizes and ranges (not the checksum: the
+ * check's job). 0, -ENOMEM, -EBADMSG (an id out of range, named), or an
+ * I/O -errno. */
+int link_load_split(const char *dir, const struct link_meta *m, int s, uint64_t **out, char *err, size_t errlen);
+
 /* The whole check (gnnprep check): every file's size and XXH3-64, every
  * id of every triple in range (the first offender named by split, triple
  * and column), the name files' line counts and that no name is empty or
