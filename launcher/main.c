@@ -560,6 +560,55 @@ static int check_predict(struct launch *l, const struct opts *o, char *err, size
 
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
+/* model.kind = distmult | complex: a link-prediction run in this process
+ * (launcher/link.h). What it does not do yet is refused here, before
+ * anything is made: GPUs, several ranks or nodes, --predict, early
+ * stopping and the metric outputs. */
+static int check_link(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    const char *kind = model_kind_name(l->cfg.model.kind), *no = NULL;
+    if (l->gpus)
+        no = "--gpus (it trains on the CPU so far; use --cpu)";
+    else if (o->cluster.nodes > 1)
+        no = "--nodes (one machine so far)";
+    else if (l->cfg.pipeline.ranks > 1)
+        no = "pipeline.ranks above 1 (one rank so far)";
+    else if (o->predict)
+        no = "--predict (the checkpoint's node_emb and rel_emb tensors are the embeddings)";
+    else if (l->cfg.train.early_stop_patience > 0)
+        no = "train.early_stop_patience";
+    else if (o->metrics || o->metrics_csv || o->tensorboard || o->trace)
+        no = "--metrics, --metrics-csv, --tensorboard and --trace (the epoch lines carry the numbers)";
+    if (no)
+        return sl_errf(err, errlen, -EINVAL, "%s: model.kind = \"%s\" (link prediction, docs/link.md) does not take %s",
+                       o->config, kind, no);
+    char msg[2048], real[PATH_MAX];
+    struct launch_link *r = &l->link_run;
+    int rc = link_meta_read(l->cfg.dataset.path, &r->meta, true, msg, sizeof msg);
+    if (rc == -EMEDIUMTYPE)
+        return sl_errf(err, errlen, rc, "model.kind = \"%s\" needs a link-prediction dataset, but dataset.path = "
+                       "\"%s\" (from %s) holds a node-classification one: %s", kind, l->cfg.dataset.path, o->config, msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    if (!realpath(l->cfg.dataset.path, real))
+        return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
+    snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real);
+    if (o->run_name) {
+        if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
+            return rc;
+        snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
+    }
+    l->ranks = 1;
+    l->link = true;
+    l->resume = o->resume || o->resume_from;
+    if ((rc = check_checkpoints(l, o, link_meta_identity(&r->meta), err, errlen)) != 0)
+        return rc;
+    r->cfg = &l->cfg;
+    r->config_path = l->config_path;
+    r->start_epoch = l->start_epoch;
+    return 0;
+}
+
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
 {
     char msg[2048];
@@ -576,6 +625,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    if (model_kind_is_link(l->cfg.model.kind))
+        return check_link(l, o, err, errlen);
     if (o->predict) { /* one pass over the nodes, nothing trained, nothing checkpointed */
         if (o->cluster.nodes > 1)
             return sl_errf(err, errlen, -EINVAL, "--predict runs on one node; drop --nodes (or its environment "
@@ -592,6 +643,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
         rc = dataset_check_labelled(l->cfg.dataset.path, &meta, msg, sizeof msg);
+    if (rc == -EMEDIUMTYPE)
+        return sl_errf(err, errlen, rc,
+                       "dataset.path = \"%s\" (from %s): %s; or train link prediction on it with model.kind = "
+                       "\"distmult\" or \"complex\" (docs/link.md)",
+                       l->cfg.dataset.path, o->config, msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     uint32_t used = 0; /* classes = 1000 with 8 labels used: a model with 992 outputs that never train */
@@ -980,6 +1036,11 @@ int main(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
         return EXIT_USAGE;
+    }
+    if (l->link) { /* in this process: no run, no stages (link.h) */
+        code = launch_link_run(&l->link_run);
+        ckptdir_free(&l->ckd);
+        return code;
     }
     if (l->gpus)
         report_gpus(l);

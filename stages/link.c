@@ -157,6 +157,8 @@ int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char 
     double sum = 0;
     uint64_t batches = 0;
     for (uint64_t first = 0; first < t->n; first += o->batch, batches++) {
+        if (t->stop && *t->stop)
+            return sl_errf(err, errlen, -EINTR, "epoch %u stopped at batch %" PRIu64, epoch + 1, batches);
         const uint32_t nb = (uint32_t)SL_MIN((uint64_t)o->batch, t->n - first), C = (nb + chunk - 1) / chunk;
         const size_t K = (size_t)C * negs;
         float *H = t->rows, *R = H + (size_t)nb * d, *T = R + (size_t)nb * d, *NG = T + (size_t)nb * d;

@@ -24,6 +24,7 @@
 #ifndef SLUICE_STAGES_LINK_H
 #define SLUICE_STAGES_LINK_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +73,7 @@ struct link_trainer {
     uint64_t *ids, *uid, *neg_ids;
     uint32_t *order;
     uint8_t *side;
+    volatile sig_atomic_t *stop; /* (may be NULL) non-zero: link_train_epoch returns -EINTR before its next batch */
 };
 
 /* A trainer of m over triples (borrowed: n rows of head, relation, tail,
@@ -80,7 +82,8 @@ int link_trainer_init(struct link_trainer *t, struct link_model *m, const struct
                       uint64_t n, char *err, size_t errlen);
 void link_trainer_free(struct link_trainer *t);
 /* Epoch e (0-based): every training triple once. *loss gets the mean of
- * the batches' losses. 0 or -EDOM. */
+ * the batches' losses. 0, -EDOM, or -EINTR when *stop was set (the tables
+ * then hold part of the epoch: the caller goes back to a checkpoint). */
 int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char *err, size_t errlen);
 
 /* The known triples of every split, sorted, for filtered ranking. */
