@@ -122,20 +122,18 @@ static double brute_rank(const struct link_model *m, enum kge_model model, const
         s[v] = sum;
     }
     uint64_t truth = side ? x[0] : x[2];
+    static bool other[4096]; /* the other known answers of the query, for filtering */
+    memset(other, 0, sizeof other);
+    for (int sp = 0; filter && sp < LINK_SPLITS; sp++)
+        for (uint64_t i = 0; i < g_m.split[sp].rows; i++) {
+            const uint64_t *y = g_split[sp] + i * 3;
+            if (y[1] == x[1] && (side ? y[2] == x[2] : y[0] == x[0]))
+                other[side ? y[0] : y[2]] = true;
+        }
     double rank = 1;
     for (uint64_t v = 0; v < m->nodes; v++) {
-        if (v == truth)
+        if (v == truth || other[v])
             continue;
-        if (filter) { /* another known answer */
-            bool other = false;
-            for (int sp = 0; sp < LINK_SPLITS && !other; sp++)
-                for (uint64_t i = 0; i < g_m.split[sp].rows && !other; i++) {
-                    const uint64_t *y = g_split[sp] + i * 3;
-                    other = y[1] == x[1] && (side ? (y[2] == x[2] && y[0] == v) : (y[0] == x[0] && y[2] == v));
-                }
-            if (other)
-                continue;
-        }
         rank += s[v] > s[truth] ? 1 : s[v] == s[truth] ? 0.5 : 0;
     }
     return rank;
