@@ -14,6 +14,7 @@
 #include "ops/ckpt.h"
 #include "ops/ops.h"
 #include "stages/link.h"
+#include "stages/predict.h"
 
 static volatile sig_atomic_t g_stop;
 static void on_stop(int sig)
@@ -247,6 +248,16 @@ int launch_link_run(const struct launch_link *r)
         fprintf(stderr, "gnnlaunch: %s\n", err);
         goto out;
     }
+    /* the final tables as plain .npy beside the checkpoints */
+    char np[2][4200];
+    snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
+    snprintf(np[1], sizeof np[1], "%s/rel_emb.npy", c->train.checkpoint_dir);
+    if ((rc = predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err)) ||
+        (rc = predict_write_npy(np[1], "<f4", m.relations, m.d, 4, m.rel, err, sizeof err))) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        goto out;
+    }
+    fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
     printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
            tm.hits10, c->train.epochs, sl_now() - t0);
     fflush(stdout);

@@ -15,7 +15,8 @@
  * trainer's carry: epoch, dataset and run identity, every config key),
  * latest.safetensors pointing at the newest, train.keep_last honoured;
  * --resume continues from the newest and ends bit for bit as a run that
- * was never stopped. SIGINT/SIGTERM stop at the next batch: exit 130 with
+ * was never stopped. At the end node_emb.npy and rel_emb.npy (float32,
+ * [rows, d]) go beside the checkpoints. SIGINT/SIGTERM stop at the next batch: exit 130 with
  * the checkpoints of the finished epochs kept. */
 #ifndef SLUICE_LAUNCHER_LINK_H
 #define SLUICE_LAUNCHER_LINK_H

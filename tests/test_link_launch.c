@@ -55,6 +55,20 @@ static void final_line(const struct t_proc *r, char *out, size_t len)
     *s = '\0';
 }
 
+static unsigned char *t_slurp_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(*len + 1);
+    assert_int_equal(fread(p, 1, *len, f), *len);
+    p[*len] = 0;
+    fclose(f);
+    return p;
+}
+
 static void same_tensors(const char *a, const char *b)
 {
     struct ckpt x, y;
@@ -105,6 +119,23 @@ static void test_train_and_resume(void **state)
         assert_true(mrr > 0.1); /* chance is about 0.0075 on 1000 nodes */
         snprintf(a, sizeof a, "%s/latest.safetensors", ref);
         assert_true(t_exists(a));
+        /* node_emb.npy equals the last checkpoint's node_emb */
+        snprintf(b, sizeof b, "%s/node_emb.npy", ref);
+        size_t len;
+        unsigned char *npy = t_slurp_file(b, &len);
+        struct ckpt k;
+        char err[1024];
+        assert_int_equal(ckpt_path(a, sizeof a, ref, 8), 0);
+        assert_int_equal(ckpt_read(&k, a, err, sizeof err), 0);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *emb = ckpt_find(&k, "node_emb", "F32", &nd, shape);
+        assert_non_null(emb);
+        assert_int_equal(len, 128 + shape[0] * shape[1] * 4);
+        assert_memory_equal(npy + 128, emb, shape[0] * shape[1] * 4);
+        assert_non_null(memmem(npy, 128, "'shape': (1000, 32)", 19));
+        ckpt_free(&k);
+        free(npy);
         for (int e = 1; e <= 8; e++) {
             assert_int_equal(ckpt_path(a, sizeof a, ref, (uint32_t)e), 0);
             assert_true(t_exists(a));
