@@ -21,6 +21,7 @@
 #
 # Environment: BUILD (build) WORK (bench/work/kge) RESULTS (bench/results)
 # NAME (kge-DATE) SEEDS ("0 1 2") EPOCHS (20) DIM (64) LR (0.1) BATCH (1000)
+# DATASETS ("planted cora") MODELS ("distmult complex")
 # PYG_VENV (/work/bench-data/venvs/pyg: made with torch 2.3.1 and PyG 2.8.1
 # from PyPI when it cannot import torch_geometric).
 set -euo pipefail
@@ -34,6 +35,8 @@ EPOCHS=${EPOCHS:-20}
 DIM=${DIM:-64}
 LR=${LR:-0.1}
 BATCH=${BATCH:-1000}
+DATASETS=${DATASETS:-planted cora}
+MODELS=${MODELS:-distmult complex}
 PYG_VENV=${PYG_VENV:-/work/bench-data/venvs/pyg}
 PREP=$BUILD/bin/gnnprep
 KGE=$BUILD/bin/kge-bench
@@ -79,8 +82,8 @@ fi
 
 # ---- runs ----------------------------------------------------------------------------------
 common="--dim $DIM --lr $LR --batch $BATCH --epochs $EPOCHS"
-for ds in planted cora; do
-    for model in distmult complex; do
+for ds in $DATASETS; do
+    for model in $MODELS; do
         loss=margin
         [[ $model == complex ]] && loss=logistic
         for seed in $SEEDS; do
@@ -97,9 +100,10 @@ for ds in planted cora; do
 done
 
 # ---- report --------------------------------------------------------------------------------
-"$PY" - "$WORK" "$RESULTS/$NAME.md" "$SEEDS" "$common" <<'EOF'
+"$PY" - "$WORK" "$RESULTS/$NAME.md" "$SEEDS" "$common" "$DATASETS" "$MODELS" <<'EOF'
 import os, re, statistics, subprocess, sys, tomllib
 work, out, seeds, common = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4]
+datasets, models = sys.argv[5].split(), sys.argv[6].split()
 def last(path):
     with open(path) as f:
         lines = [l for l in f if l.startswith("test_mrr=")]
@@ -115,10 +119,10 @@ def eps(path):
 def ms(v):
     return f"{statistics.mean(v):.4f}" + (f" ± {statistics.stdev(v):.4f}" if len(v) > 1 else "")
 rows = []
-for ds in ("planted", "cora"):
+for ds in datasets:
     with open(f"{work}/{ds}/dataset.toml", "rb") as f:
         meta = tomllib.load(f)
-    for model in ("distmult", "complex"):
+    for model in models:
         r = {}
         for sysname in ("sluice", "pyg", "marius"):
             runs = [f"{work}/runs/{ds}-{model}-{sysname}-{s}.log" for s in seeds]
@@ -131,7 +135,8 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 with open(out, "w") as f:
     f.write(f"# Link prediction in memory beside PyG's KGE models\n\n")
-    f.write(f"Command: `SEEDS=\"{' '.join(seeds)}\" bench/kge.sh` (commit {commit}); common flags `{common}`.\n")
+    f.write(f"Command: `SEEDS=\"{' '.join(seeds)}\" DATASETS=\"{' '.join(datasets)}\" MODELS=\"{' '.join(models)}\" "
+            f"bench/kge.sh` (commit {commit}); common flags `{common}`.\n")
     f.write(f"Machine: {cpu}, {os.cpu_count()} CPUs, {uname}; one thread on each side.\n\n")
     f.write("Same training on both sides (PyG's): one random negative per positive, heads corrupted in the first "
             "half of a batch, tails in the second; DistMult with the margin ranking loss (margin 1), ComplEx with "
