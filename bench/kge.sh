@@ -18,10 +18,14 @@
 #            (a model that learns the planted clusters reaches planted_mrr)
 #   cora     Cora's 5278 undirected citation links (datasets/cora) as triples
 #            of one relation, 85/5/10% train/valid/test by a seeded shuffle
+#   umls, kinships  the classic small knowledge graphs (Kok and Domingos 2007)
+#            with their standard splits, as PyKEEN's wheel on PyPI carries
+#            them (pykeen 1.11.1, fetched with pip download, only its text
+#            files used), imported from their TSV with gnnprep import --triples
 #
 # Environment: BUILD (build) WORK (bench/work/kge) RESULTS (bench/results)
 # NAME (kge-DATE) SEEDS ("0 1 2") EPOCHS (20) DIM (64) LR (0.1) BATCH (1000)
-# DATASETS ("planted cora") MODELS ("distmult complex")
+# DATASETS ("planted cora umls kinships") MODELS ("distmult complex")
 # PYG_VENV (/work/bench-data/venvs/pyg: made with torch 2.3.1 and PyG 2.8.1
 # from PyPI when it cannot import torch_geometric).
 set -euo pipefail
@@ -35,7 +39,7 @@ EPOCHS=${EPOCHS:-20}
 DIM=${DIM:-64}
 LR=${LR:-0.1}
 BATCH=${BATCH:-1000}
-DATASETS=${DATASETS:-planted cora}
+DATASETS=${DATASETS:-planted cora umls kinships}
 MODELS=${MODELS:-distmult complex}
 PYG_VENV=${PYG_VENV:-/work/bench-data/venvs/pyg}
 PREP=$BUILD/bin/gnnprep
@@ -79,6 +83,18 @@ EOF
     "$PREP" import "$WORK/cora" --triples "$WORK/cora-npy/train.npy" --valid "$WORK/cora-npy/valid.npy" \
         --test "$WORK/cora-npy/test.npy" --nodes 2708 >&2
 fi
+
+for ds in umls kinships; do
+    [[ " $DATASETS " == *" $ds "* && ! -f $WORK/$ds/dataset.toml ]] || continue
+    if [[ ! -f $WORK/pykeen/pykeen/datasets/$ds/train.txt ]]; then
+        mkdir -p "$WORK/pykeen"
+        "$PYG_VENV/bin/pip" download -q --no-deps pykeen==1.11.1 -d "$WORK/pykeen" || die "pip download pykeen failed"
+        (cd "$WORK/pykeen" && python3 -m zipfile -e pykeen-1.11.1-py3-none-any.whl .) || die "cannot unpack the pykeen wheel"
+    fi
+    src=$WORK/pykeen/pykeen/datasets/$ds
+    rm -rf "$WORK/$ds"
+    "$PREP" import "$WORK/$ds" --triples "$src/train.txt" --valid "$src/valid.txt" --test "$src/test.txt" >&2
+done
 
 # ---- runs ----------------------------------------------------------------------------------
 common="--dim $DIM --lr $LR --batch $BATCH --epochs $EPOCHS"
