@@ -122,7 +122,7 @@ static void usage(FILE *f)
             "r sends cluster c to cluster (a_r - c) mod K; each node heads about D triples whose tails\n"
             "are drawn from the cluster its relation points to. A model that learns the clusters\n"
             "reaches the planted MRR printed at the end (tail prediction, filtered ranking).\n\n"
-            "  --nodes N          nodes (suffixes k, M, G: 20M)\n"
+            "  --nodes N          nodes (suffixes k, M, G: 20M = 20,000,000)\n"
             "  --relations R      relation types (at most %llu)\n"
             "  --avg-degree D     triples headed by each node, on average (at most %.0f)\n"
             "  --cluster-size M   nodes per cluster (default 10; 1 <= M <= N)\n"
@@ -140,6 +140,18 @@ static int parse_frac(const char *v, void *dst, char *err, size_t errlen)
     if (sl_parse_double(v, &x) < 0 || !(x >= 0 && x <= 1))
         return sl_errf(err, errlen, -EINVAL, "'%s' is not a fraction in [0, 1] (--noise, --valid-frac, --test-frac)", v);
     *(double *)dst = x;
+    return 0;
+}
+
+/* A count with decimal suffixes (20M = 20,000,000), as gnnprep synth's
+ * --nodes: the value must be in [1, *(uint64_t *)dst] on entry. */
+static int parse_count(const char *v, void *dst, char *err, size_t errlen)
+{
+    uint64_t x, max = *(uint64_t *)dst;
+    if (sl_parse_u64(v, false, &x) < 0 || x < 1 || x > max)
+        return sl_errf(err, errlen, -EINVAL, "'%s' is not a count in 1..%" PRIu64 " (digits with an optional k/M/G "
+                       "suffix, e.g. 20M)", v, max);
+    *(uint64_t *)dst = x;
     return 0;
 }
 
@@ -269,17 +281,19 @@ static double planted_rr(const struct gen *g, uint64_t h, const struct triple *t
 
 int prep_synth_link_main(int argc, char **argv)
 {
-    struct link_opts o = {.cluster = 10, .valid = 0.05, .test = 0.05};
+    /* the count options hold their largest value until parsed */
+    struct link_opts o = {.nodes = SL_MAX_NODES, .relations = SL_MAX_RELATIONS, .cluster = SL_MAX_NODES, .valid = 0.05,
+                          .test = 0.05};
     bool seen[10] = {false};
     const struct opt opts[] = {
         {.name = "--task", .kind = OPT_STR, .dst = o.task, .len = sizeof o.task},
-        {.name = "--nodes", .kind = OPT_SIZE, .dst = &o.nodes, .lo = 1, .hi = (int64_t)SL_MAX_NODES,
-         .what = "is not a node count in 1..2^36"},
-        {.name = "--relations", .kind = OPT_SIZE, .dst = &o.relations, .lo = 1, .hi = (int64_t)SL_MAX_RELATIONS,
-         .what = "is not a relation count in 1..2^24"},
+        {.name = "--nodes", .kind = OPT_FN, .dst = &o.nodes, .fn = parse_count,
+         .what = "is not a node count in 2..2^36 (digits with an optional k/M/G suffix: 20M = 20,000,000)"},
+        {.name = "--relations", .kind = OPT_FN, .dst = &o.relations, .fn = parse_count,
+         .what = "is not a relation count in 1..2^24 (digits with an optional k/M suffix)"},
         {.name = "--avg-degree", .kind = OPT_FN, .dst = &o.degree, .fn = parse_degree},
-        {.name = "--cluster-size", .kind = OPT_SIZE, .dst = &o.cluster, .lo = 1, .hi = (int64_t)SL_MAX_NODES,
-         .what = "is not a cluster size"},
+        {.name = "--cluster-size", .kind = OPT_FN, .dst = &o.cluster, .fn = parse_count,
+         .what = "is not a cluster size of at least 1"},
         {.name = "--noise", .kind = OPT_FN, .dst = &o.noise, .fn = parse_frac},
         {.name = "--valid-frac", .kind = OPT_FN, .dst = &o.valid, .fn = parse_frac},
         {.name = "--test-frac", .kind = OPT_FN, .dst = &o.test, .fn = parse_frac},
@@ -302,6 +316,8 @@ int prep_synth_link_main(int argc, char **argv)
         usage(stdout);
         return PREP_EXIT_OK;
     }
+    if (!seen[opt_index(opts, nopts, "--cluster-size")])
+        o.cluster = 10;
     const char *need[] = {"--nodes", "--relations", "--avg-degree"};
     for (size_t i = 0; i < SL_ARRAY_LEN(need); i++)
         if (!seen[opt_index(opts, nopts, need[i])]) {
@@ -419,7 +435,7 @@ int prep_synth_link_main(int argc, char **argv)
            ", valid %" PRIu64 ", test %" PRIu64 ") in %.1f s\n",
            d.out, o.nodes, o.relations, total, count[0], count[1], count[2], sl_now() - t0);
     printf("nodes=%" PRIu64 " relations=%" PRIu64 " clusters=%" PRIu64 " train=%" PRIu64 " valid=%" PRIu64
-           " test=%" PRIu64 " test_in_cluster=%.4f planted_mrr=%.6f chance_mrr=%.6f\n",
+           " test=%" PRIu64 " test_in_cluster=%.4f planted_mrr=%.6f chance_mrr=%.3g\n",
            o.nodes, o.relations, g.k, count[0], count[1], count[2],
            count[2] ? (double)in_cluster / (double)count[2] : 0.0, m.planted_mrr < 0 ? 0.0 : m.planted_mrr,
            harmonic(o.nodes) / (double)o.nodes);
