@@ -181,17 +181,23 @@ float kge_step(const struct kge_batch *b, float *dh, float *dr, float *dt, float
                     if (!isfinite(Si[j]))
                         return NAN;
                 if (b->loss == KGE_LOSS_SOFTMAX) {
-                    double mx = ps;
+                    /* one exp per score: e_j = exp(s_j - max) into dSi, z
+                     * their sum (with the positive's); in float, summed in
+                     * order */
+                    float mx = ps;
                     for (uint32_t j = 0; j < k; j++)
                         mx = Si[j] > mx ? Si[j] : mx;
-                    double z = exp((double)ps - mx);
+                    const float e0 = expf(ps - mx);
+                    float z = e0;
+                    for (uint32_t j = 0; j < k; j++) {
+                        dSi[j] = expf(Si[j] - mx);
+                        z += dSi[j];
+                    }
+                    loss += (double)mx + log((double)z) - ps;
+                    const float g = (float)inv / z;
+                    dpos[i0 + i] += (float)(((double)e0 / z - 1.0) * inv);
                     for (uint32_t j = 0; j < k; j++)
-                        z += exp((double)Si[j] - mx);
-                    double lse = mx + log(z);
-                    loss += lse - ps;
-                    dpos[i0 + i] += (float)((exp((double)ps - lse) - 1.0) * inv);
-                    for (uint32_t j = 0; j < k; j++)
-                        dSi[j] = (float)(exp((double)Si[j] - lse) * inv);
+                        dSi[j] *= g;
                 } else if (b->loss == KGE_LOSS_LOGISTIC) {
                     for (uint32_t j = 0; j < k; j++) {
                         loss += softplus(Si[j]);
