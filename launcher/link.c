@@ -23,6 +23,67 @@ static void on_stop(int sig)
     g_stop = 1;
 }
 
+/* The progress line on stderr while an epoch trains, as the GNN runs'
+ * (docs/metrics.md): rewritten in place on a terminal (at most five times
+ * a second), else a plain line every SLUICE_PROGRESS_EVERY seconds (10). */
+struct link_progress {
+    bool tty, live;
+    double every, t_plain, t_draw, t_epoch;
+    uint32_t epoch, epochs;
+};
+
+static void clock_text(char *buf, size_t len, double secs)
+{
+    unsigned long t = secs >= 0 && secs < 1e7 ? (unsigned long)secs : 0;
+    if (!(secs >= 0 && secs < 1e7))
+        snprintf(buf, len, "?");
+    else if (t >= 3600)
+        snprintf(buf, len, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%lu:%02lu", t / 60, t % 60);
+}
+
+static void on_batch(void *arg, uint64_t done, uint64_t total, double loss)
+{
+    struct link_progress *p = arg;
+    double now = sl_now();
+    if (p->tty ? now - p->t_draw < 0.2 : now - p->t_plain < p->every)
+        return;
+    double el = now - p->t_epoch, rate = el > 0 ? (double)done / el : 0;
+    double left = rate > 0 ? (double)(total - done) / rate : -1;
+    double run_left = rate > 0 ? left + (double)(p->epochs - p->epoch - 1) * (double)total / rate : -1;
+    char bar[21], e[32], r[32], eta[32], line[320];
+    int fill = total ? (int)(20 * done / total) : 0;
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[20] = '\0';
+    clock_text(e, sizeof e, el);
+    clock_text(r, sizeof r, left);
+    clock_text(eta, sizeof eta, run_left);
+    snprintf(line, sizeof line,
+             "epoch %" PRIu32 "/%" PRIu32 " %3d%% [%s] %" PRIu64 "/%" PRIu64 " batches  %s<%s  %.1f batches/s  loss %.4f"
+             "  run ETA %s",
+             p->epoch + 1, p->epochs, total ? (int)(100 * done / total) : 0, bar, done, total, e, r, rate, loss, eta);
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+        p->live = true;
+        p->t_draw = now;
+    } else {
+        fprintf(stderr, "%s\n", line);
+        p->t_plain = now;
+    }
+    fflush(stderr);
+}
+
+static void clear_live(struct link_progress *p)
+{
+    if (p->live) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        p->live = false;
+    }
+}
+
 static struct link_opts opts_of(const struct config *c)
 {
     const bool pyg = c->link.sides == LINK_SIDES_KEY_PYG;
@@ -183,8 +244,14 @@ int launch_link_run(const struct launch_link *r)
         rc = link_model_init(&m, meta->nodes, meta->relations, &o, err, sizeof err);
     if (rc == 0)
         rc = link_trainer_init(&t, &m, &o, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, err, sizeof err);
+    struct link_progress prog = {.tty = isatty(STDERR_FILENO) == 1, .every = 10, .epochs = (uint32_t)c->train.epochs};
+    const char *every = getenv("SLUICE_PROGRESS_EVERY");
+    if (every && *every && (sl_parse_double(every, &prog.every) != 0 || !(prog.every >= 0)))
+        prog.every = 10;
     if (rc == 0) {
         t.stop = &g_stop;
+        t.on_batch = on_batch;
+        t.on_batch_arg = &prog;
         if (c->link.eval == LINK_EVAL_FILTERED) {
             const uint64_t *arr[3] = {split[0], split[1], split[2]};
             uint64_t ns[3] = {meta->split[0].rows, meta->split[1].rows, meta->split[2].rows};
@@ -212,7 +279,10 @@ int launch_link_run(const struct launch_link *r)
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
+        prog.epoch = ep;
+        prog.t_epoch = prog.t_plain = t1;
         rc = link_train_epoch(&t, ep, &loss, err, sizeof err);
+        clear_live(&prog);
         if (rc == -EINTR) {
             fprintf(stderr, "gnnlaunch: interrupted in epoch %" PRIu32 "; the checkpoints of the %" PRIu32
                     " finished epochs are kept (--resume continues)\n", ep + 1, ep);

@@ -201,6 +201,8 @@ int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char 
         update(m->node, m->node_g2, d, hid, dh, 2 * nb + (uint32_t)K, t->uid, t->gsum, t->order, o->lr, o->eps);
         update(m->rel, m->rel_g2, d, rid, dr, nb, t->uid, t->gsum, t->order, o->lr, o->eps);
         sum += l;
+        if (t->on_batch)
+            t->on_batch(t->on_batch_arg, batches + 1, (t->n + o->batch - 1) / o->batch, sum / (double)(batches + 1));
     }
     *loss = batches ? sum / (double)batches : 0;
     return 0;

@@ -73,6 +73,10 @@ struct link_trainer {
     uint64_t *ids, *uid, *neg_ids;
     uint32_t *order;
     uint8_t *side;
+    /* (may be NULL) told after every batch: batches done of the epoch's,
+     * and the mean loss of those done */
+    void (*on_batch)(void *arg, uint64_t done, uint64_t total, double loss);
+    void *on_batch_arg;
     volatile sig_atomic_t *stop; /* (may be NULL) non-zero: link_train_epoch returns -EINTR before its next batch */
 };
 
