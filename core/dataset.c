@@ -850,6 +850,11 @@ int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char
     int rc = dataset_meta_write(d->tmp, m, err, errlen);
     if (rc < 0)
         return rc;
+    return dataset_dir_finish(d, err, errlen);
+}
+
+int dataset_dir_finish(struct dataset_dir *d, char *err, size_t errlen)
+{
     char owner[4200];
     snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
     unlink(owner); /* not part of the dataset */

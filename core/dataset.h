@@ -156,6 +156,9 @@ int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t 
 int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, size_t len);
 /* Writes dataset.toml into staging, fsyncs and renames staging to OUT. */
 int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen);
+/* The same for a directory that is no dataset (gnnprep pack): fsyncs and
+ * renames staging to OUT as it is, its files written by the caller. */
+int dataset_dir_finish(struct dataset_dir *d, char *err, size_t errlen);
 /* Removes the staging directory unless committed. Safe to call twice. */
 void dataset_dir_abort(struct dataset_dir *d);
 

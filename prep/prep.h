@@ -22,6 +22,8 @@ int prep_import_main(int argc, char **argv);
 int prep_check_main(int argc, char **argv);
 int prep_info_main(int argc, char **argv);
 int prep_cache_sim_main(int argc, char **argv); /* cachesim_cmd.c */
+int prep_pack_main(int argc, char **argv);      /* pack_cmd.c */
+int prep_pack_info(const char *dir);            /* gnnprep info on a pack (pack_cmd.c) */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,
