@@ -15,6 +15,7 @@
 
 #include "core/toml.h"
 #include "core/util.h"
+#include "stages/schedule.h"
 
 size_t pack_sampling_text(const struct config *c, uint32_t ranks, char *buf, size_t len)
 {
@@ -422,4 +423,98 @@ int pack_read_hot(const struct pack *p, uint64_t **ids, void **rows, char *err, 
         }
     }
     return rc;
+}
+
+/* pread of [off, off + len) of chunks.bin, whole or failed. */
+static int read_span(const struct pack *p, const struct pack_entry *e, uint64_t off, uint64_t len, void *buf,
+                     const char *what, char *err, size_t errlen)
+{
+    size_t got = 0;
+    int rc = sl_pread_full(p->chunks_fd, buf, (size_t)len, (off_t)off, &got);
+    if (rc == 0 && got != len)
+        rc = -EIO;
+    if (rc)
+        return sl_errf(err, errlen, rc,
+                       "%s/" PACK_CHUNKS ": reading the %s of batch %" PRIu64 " of epoch %" PRIu32 " (%" PRIu64
+                       " bytes at %" PRIu64 "): %s",
+                       p->dir, what, e->k, e->epoch, len, off,
+                       got != len && rc == -EIO ? "short read (the pack changed under us?)" : strerror(-rc));
+    return 0;
+}
+
+int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
+{
+    return read_span(p, e, e->off, pack_round(e->batch_bytes), buf, "batch", err, errlen);
+}
+
+int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
+{
+    uint64_t len = pack_round((uint64_t)e->rows * p->m.row_bytes);
+    return len ? read_span(p, e, pack_rows_off(e), len, buf, "rows", err, errlen) : 0;
+}
+
+int pack_read_hot_rows(const struct pack *p, uint64_t first, uint64_t n, void *buf, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" PACK_HOT, p->dir);
+    if (first > p->m.hot_rows || n > p->m.hot_rows - first)
+        return sl_errf(err, errlen, -ERANGE, "%s: rows %" PRIu64 "+%" PRIu64 " past its %" PRIu64, path, first, n,
+                       p->m.hot_rows);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    uint64_t off = PACK_ALIGN + pack_round(p->m.hot_rows * 8) + first * p->m.row_bytes, len = n * p->m.row_bytes;
+    size_t got = 0;
+    int rc = sl_pread_full(fd, buf, (size_t)len, (off_t)off, &got);
+    close(fd);
+    if (rc || got != len)
+        return sl_errf(err, errlen, rc ? rc : -EIO, "%s: reading %" PRIu64 " hot rows: %s", path, n,
+                       rc ? strerror(-rc) : "short read (the pack changed under us?)");
+    return 0;
+}
+
+int pack_check_run(const struct pack *p, const struct config *c, uint32_t ranks, const struct dataset_meta *m,
+                   char *err, size_t errlen)
+{
+    int rc = pack_check(p, c, ranks, m, err, errlen);
+    if (rc)
+        return rc;
+    static const char *const what[BATCH_SPLITS] = {"training", "validation", "test"};
+    for (uint32_t r = 0; r < p->m.ranks; r++) {
+        struct schedule s;
+        struct schedule_params sp = {.rank = r,
+                                     .ranks = p->m.ranks,
+                                     .batch_size = (uint64_t)c->train.batch_size,
+                                     .epochs = (uint32_t)c->train.epochs,
+                                     .eval_every = (uint32_t)c->train.eval_every,
+                                     .test_with_val = c->train.early_stop_patience > 0,
+                                     .seed = (uint64_t)c->train.seed};
+        schedule_split_sizes(m, sp.split_n);
+        if ((rc = schedule_open(&s, NULL, &sp, err, errlen)) != 0)
+            return rc;
+        for (uint64_t g = 0; g < schedule_len(&s); g++) {
+            struct schedule_pos pos;
+            schedule_at(&s, g, &pos);
+            if (pack_find(p, r, pos.epoch, pos.split, pos.k))
+                continue;
+            if (pos.epoch >= p->m.epochs)
+                rc = sl_errf(err, errlen, -EINVAL,
+                             "train.epochs = %" PRId64 ", but %s holds %" PRIu32 " packed epoch%s; run gnnprep pack "
+                             "with --epochs %" PRId64 " (or more) or train %" PRIu32 " epoch%s",
+                             c->train.epochs, p->dir, p->m.epochs, p->m.epochs == 1 ? "" : "s", c->train.epochs,
+                             p->m.epochs, p->m.epochs == 1 ? "" : "s");
+            else
+                rc = sl_errf(err, errlen, -EINVAL,
+                             "%s lacks the %s pass of epoch %" PRIu32 " that a run of train.epochs = %" PRId64
+                             " has (a pack of %" PRIu32 " epochs evaluates and tests as a run of %" PRIu32
+                             " epochs does); run gnnprep pack with --epochs %" PRId64,
+                             p->dir, what[pos.split], pos.epoch, c->train.epochs, p->m.epochs, p->m.epochs,
+                             c->train.epochs);
+            break;
+        }
+        schedule_free(&s);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }

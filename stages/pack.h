@@ -182,6 +182,29 @@ const struct pack_entry *pack_find(const struct pack *p, uint32_t rank, uint32_t
  * read. 0, -EIO (short read: the file changed under us) or -errno. */
 int pack_read_chunk(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
 
+/* Reads only the batch image of e's chunk (its first
+ * pack_round(batch_bytes) bytes) into buf (that many bytes, aligned to
+ * PACK_ALIGN). Errors as pack_read_chunk. */
+int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
+
+/* Reads only the rows of e's chunk (pack_round(rows x row_bytes) bytes
+ * from pack_rows_off(e)) into buf (that many bytes, aligned to
+ * PACK_ALIGN), in one read. Errors as pack_read_chunk. */
+int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
+
+/* Reads hot rows [first, first + n) of hot.bin into buf (n x row_bytes). */
+int pack_read_hot_rows(const struct pack *p, uint64_t first, uint64_t n, void *buf, char *err, size_t errlen);
+
+/* Whether a run of c (train.epochs as it says) with `ranks` ranks on the
+ * dataset m can be served by the pack: pack_check, then every batch of
+ * every rank's schedule (stages/schedule.h, the default one) must be in
+ * the pack. -EINVAL with a message naming the first batch missing and
+ * what to do (pack --epochs = train.epochs: a pack of E epochs holds the
+ * validation passes of its evaluating epochs and the test pass of its
+ * last epoch only, so a run of fewer epochs may need one it lacks). */
+int pack_check_run(const struct pack *p, const struct config *c, uint32_t ranks, const struct dataset_meta *m,
+                   char *err, size_t errlen);
+
 /* Copies the batch image at the start of a chunk read by pack_read_chunk
  * into slot (size bytes) as batch `batch` of rank `rank` (the run's
  * numbering: the header's batch and rank are rewritten, nothing else),

@@ -22,6 +22,7 @@
 #include "core/dataset.h"
 #include "core/util.h"
 #include "ipc/run.h"
+#include "ops/ckpt.h"
 #include "stages/pack.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
@@ -376,6 +377,133 @@ static void test_disk_full(void **state)
     umount(mnt);
 }
 
+/* Reads a whole file. */
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*len + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+/* Two checkpoints of runs that differ only in pipeline.mode, pipeline.pack
+ * and train.checkpoint_dir: the tensor bytes after the header are the
+ * same, byte for byte, and so is every metadata field but the config's
+ * text and those three keys. */
+static void assert_same_ckpt(const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *x = slurp(a, &la), *y = slurp(b, &lb);
+    uint64_t ha, hb;
+    memcpy(&ha, x, 8);
+    memcpy(&hb, y, 8);
+    assert_true(8 + ha <= la && 8 + hb <= lb);
+    if (la - 8 - ha != lb - 8 - hb || memcmp(x + 8 + ha, y + 8 + hb, la - 8 - ha) != 0)
+        fail_msg("the tensors of %s and %s differ", a, b);
+    free(x);
+    free(y);
+    struct ckpt ca, cb;
+    char err[512];
+    assert_int_equal(ckpt_read(&ca, a, err, sizeof err), 0);
+    assert_int_equal(ckpt_read(&cb, b, err, sizeof err), 0);
+    static const char *const keys[] = {"epoch", "step", "seed", "rng", "model", "dataset", "run", "model.fanouts",
+                                       "train.seed", "train.batch_size"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++) {
+        const char *p = ckpt_meta(&ca, keys[i]), *q = ckpt_meta(&cb, keys[i]);
+        if (!p || !q || strcmp(p, q))
+            fail_msg("checkpoint field %s: %s vs %s", keys[i], p ? p : "(none)", q ? q : "(none)");
+    }
+    assert_string_equal(ckpt_meta(&cb, "pipeline.mode"), "packed");
+    ckpt_free(&ca);
+    ckpt_free(&cb);
+}
+
+/* The last line of a run's output. */
+static const char *last_line(const char *log)
+{
+    const char *l = log, *p;
+    while ((p = strstr(l, "test_acc=")) != NULL) {
+        l = p;
+        if (!strchr(p, '\n'))
+            break;
+        l = p + 1;
+        if (!strstr(l, "test_acc="))
+            return p;
+    }
+    return l;
+}
+
+/* gnnlaunch online and packed with pipeline.ordered: the same checkpoint
+ * (tensors byte for byte), the same final line; epochs the pack lacks,
+ * another seed and a missing pack are refused before start (exit 2). */
+static void test_launch(void **state)
+{
+    (void)state;
+    setup_files();
+    char gnnlaunch[4200], cfg[4300], out[4300], log[16384], log2[16384], ck1[4300], ck2[4300];
+    t_bin(gnnlaunch, sizeof gnnlaunch, "gnnlaunch");
+    snprintf(cfg, sizeof cfg, "%s/launch.toml", root);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n[model]\nfanouts = [4, 3]\nhidden = 16\n[train]\nepochs = 2\nbatch_size = 100\n"
+            "seed = 11\n[pipeline]\nranks = 2\nfeature_buffer_mb = 1\nextractors = 1\nsamplers = 2\nordered = true\n",
+            ds);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/pack-run", root);
+    if (pack(log, sizeof log, ds, cfg, out, "") != 0)
+        fail_msg("gnnprep pack failed:\n%s", log);
+    struct pack_manifest m;
+    char err[1024];
+    assert_int_equal(pack_manifest_read(out, &m, err, sizeof err), 0);
+    assert_true(m.hot_rows > 0 && m.packed_rows > 0); /* both tiers serve the run */
+    snprintf(ck1, sizeof ck1, "%s/ck-online", root);
+    snprintf(ck2, sizeof ck2, "%s/ck-packed", root);
+    if (t_run(log, sizeof log, "'%s' --cpu '%s' --set train.checkpoint_dir='%s'", gnnlaunch, cfg, ck1) != 0)
+        fail_msg("online run failed:\n%s", log);
+    if (t_run(log2, sizeof log2, "'%s' --cpu '%s' --set train.checkpoint_dir='%s' --set pipeline.mode=packed "
+              "--set pipeline.pack='%s'", gnnlaunch, cfg, ck2, out) != 0)
+        fail_msg("packed run failed:\n%s", log2);
+    if (!strstr(log2, "hot tier of"))
+        fail_msg("the packed run did not say it read the pack:\n%s", log2);
+    const char *a = last_line(log), *b = last_line(log2);
+    /* test_acc=... val_acc=... epochs=2 seconds=...: all but the seconds */
+    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
+    char p1[4400], p2[4400];
+    for (int e = 1; e <= 2; e++) {
+        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
+        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck2, e);
+        assert_same_ckpt(p1, p2);
+    }
+    /* refusals before start */
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s' "
+                           "--set train.epochs=3", gnnlaunch, cfg, out), 2);
+    if (!strstr(log, "packed epoch") || !strstr(log, "--epochs 3"))
+        fail_msg("epochs beyond the pack:\n%s", log);
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s' "
+                           "--set train.epochs=1", gnnlaunch, cfg, out), 2);
+    if (!strstr(log, "lacks the test pass"))
+        fail_msg("fewer epochs than packed:\n%s", log);
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s' "
+                           "--set train.seed=12", gnnlaunch, cfg, out), 2);
+    if (!strstr(log, "train.seed: 11 -> 12"))
+        fail_msg("another seed:\n%s", log);
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s/none'",
+                           gnnlaunch, cfg, root), 2);
+    assert_non_null(strstr(log, "gnnprep pack"));
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed", gnnlaunch, cfg), 2);
+    assert_non_null(strstr(log, "pipeline.pack"));
+    t_rmrf(ck1);
+    t_rmrf(ck2);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -391,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_disk_limit),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_launch),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
