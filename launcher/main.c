@@ -662,6 +662,20 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if ((rc = layout_warm_check(&l->cfg, &l->featbuf, l->gpus > 0, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    if (l->cfg.pipeline.mode == PIPELINE_PACKED) { /* the hot tier must fit the buffer's pins as the plan made it */
+        struct pack_manifest pm;
+        if ((rc = pack_manifest_read(l->cfg.pipeline.pack, &pm, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "pipeline.pack: %s", msg);
+        if (pm.hot_rows > l->featbuf.params.pin_slots) {
+            uint64_t need = ((pm.hot_rows + l->featbuf.reserve) * l->featbuf.stride + (1ull << 20) - 1) >> 20;
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s: the pack's hot tier holds %" PRIu64 " rows, but pipeline.feature_buffer_mb = %" PRId64
+                           " leaves room to pin %" PRIu32 " beside the extraction reserve; set "
+                           "pipeline.feature_buffer_mb to at least %" PRIu64
+                           " (the pack was made for that), or make the pack again with this buffer",
+                           o->config, pm.hot_rows, l->cfg.pipeline.feature_buffer_mb, l->featbuf.params.pin_slots, need);
+        }
+    }
     memfit_plan_describe(&l->mem, &l->cfg, msg, sizeof msg);
     fprintf(stderr, "gnnlaunch: %s\n", msg);
     if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)

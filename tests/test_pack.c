@@ -498,6 +498,11 @@ static void test_launch(void **state)
     assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s/none'",
                            gnnlaunch, cfg, root), 2);
     assert_non_null(strstr(log, "gnnprep pack"));
+    /* a buffer whose pins cannot hold the hot tier (the reserve of two extractors takes every slot) */
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s' "
+                           "--set pipeline.extractors=2", gnnlaunch, cfg, out), 2);
+    if (!strstr(log, "hot tier holds") || !strstr(log, "pipeline.feature_buffer_mb"))
+        fail_msg("a hot tier too large for the buffer:\n%s", log);
     assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed", gnnlaunch, cfg), 2);
     assert_non_null(strstr(log, "pipeline.pack"));
     t_rmrf(ck1);
