@@ -75,7 +75,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 LOCK=/tmp/sluice-bench.lock
 
-# The mean of epochs 2..E of a log's epoch lines: seconds, MB read, reads.
+# From a log's epoch lines: epoch 1's seconds, the mean of epochs 2..E, and MB read and reads per epoch.
 epoch_stats() { # LOG
     python3 - "$1" <<'PY'
 import re, sys
@@ -87,8 +87,11 @@ for l in open(sys.argv[1]):
 first = [r for r in rows if r[0] == 1]
 rest = [r for r in rows if r[0] > 1]
 n = max(len(rest), 1)
+# bytes and reads: the run's total over its epochs (a short epoch's counters may be attributed to its
+# neighbour by the launcher's 1-second samples; the sum is exact)
+e = max(len(rows), 1)
 print("%.2f %.2f %.1f %.0f" % (first[0][1] if first else float("nan"), sum(r[1] for r in rest) / n,
-                                 sum(r[2] for r in rest) / n, sum(r[3] for r in rest) / n))
+                                 sum(r[2] for r in rows) / e, sum(r[3] for r in rows) / e))
 PY
 }
 
@@ -124,7 +127,12 @@ MD=$RESULTS/$NAME.md
     echo "online: pipeline.io = direct, cache policy auto. Epoch 1 is the cold start (the packed run pins its hot tier"
     echo "then); \"epoch s\" is the mean of epochs 2..$EPOCHS. Packing: \`gnnprep pack --epochs $EPOCHS --mem-limit $PACK_MEM\` in the same cap."
     echo
-    echo "| dataset | features | mode | epoch 1 s | epoch s | MB read / epoch | reads / epoch | MB/s | fio seq MB/s (same request) | speedup | pack s | pack disk | test_acc |"
+    echo "MB and reads per epoch: the run's total over its $EPOCHS epochs (the extractor's; the packed sampler's batch"
+    echo "image reads come on top, one per batch). \"read MiB/s\": the packed extractor's chunk reads, bytes over the"
+    echo "time spent in them summed over its threads (the rate of one read stream); fio: one job of sequential direct reads"
+    echo "of the mean chunk's size, one at a time, on features.bin (one extractor thread's pattern)."
+    echo
+    echo "| dataset | features | mode | epoch 1 s | epoch s | MB read / epoch | reads / epoch | read MiB/s | fio seq MiB/s (request) | speedup | pack s | pack disk | test_acc |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$MD.tmp"
 
@@ -178,10 +186,14 @@ PY
     rm -rf "$RUN/ck-$label-online" "$RUN/ck-$label-packed"
     read -r o1 os omb ord < <(epoch_stats "$RUN/$label.online.log")
     read -r p1 ps pmb prd < <(epoch_stats "$RUN/$label.packed.log")
-    req=$(python3 -c "print(max(4096, int($pmb * 1048576 / max($prd, 1)) // 4096 * 4096))")
+    # the extractor's chunk reads: count, MiB, and the rate of one read stream
+    note=$(sed -n 's/.*packed: \([0-9]*\) chunk reads, \([0-9.]*\) MiB, .*: \([0-9.]*\) MiB\/s per read stream.*/\1 \2 \3/p' \
+        "$RUN/$label.packed.log")
+    read -r creads cmib crate <<<"$note"
+    req=$(python3 -c "print(max(4096, int($cmib * 1048576 / max($creads, 1)) // 4096 * 4096))")
+    # one stream of sequential direct reads of that size, one at a time: what one extractor thread does
     fio_cmd=(fio --name=seq --filename="$ds/features.bin" --rw=read --direct=1 --ioengine=psync --bs="$req"
-        --numjobs="$EXTRACTORS" --offset_increment=$((nodes * stride / EXTRACTORS / 4096 * 4096)) --time_based
-        --runtime="$FIO_SECS" --group_reporting --output-format=json)
+        --numjobs=1 --time_based --runtime="$FIO_SECS" --output-format=json)
     lib_drop_caches
     flock "$LOCK" "${fio_cmd[@]}" >"$RUN/$label.fio.json"
     fio_mbs=$(jq '.jobs[0].read.bw_bytes / 1048576' "$RUN/$label.fio.json")
@@ -189,14 +201,14 @@ PY
     acc_p=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.packed.log")
     feat=$(numfmt --to=iec "$(stat -c %s "$ds/features.bin")")
     python3 - "$label" "$feat" "$o1" "$os" "$omb" "$ord" "$p1" "$ps" "$pmb" "$prd" "$fio_mbs" "$pack_s" "$pack_disk" \
-        "$acc_o" "$acc_p" "$req" >>"$MD.tmp" <<'PY'
+        "$acc_o" "$acc_p" "$req" "$crate" >>"$MD.tmp" <<'PY'
 import sys
-(label, feat, o1, os_, omb, ord_, p1, ps, pmb, prd, fio, pack_s, disk, acc_o, acc_p, req) = sys.argv[1:]
-o1, os_, omb, ord_, p1, ps, pmb, prd, fio = map(float, (o1, os_, omb, ord_, p1, ps, pmb, prd, fio))
+(label, feat, o1, os_, omb, ord_, p1, ps, pmb, prd, fio, pack_s, disk, acc_o, acc_p, req, crate) = sys.argv[1:]
+o1, os_, omb, ord_, p1, ps, pmb, prd, fio, crate = map(float, (o1, os_, omb, ord_, p1, ps, pmb, prd, fio, crate))
 gib = int(disk) / 2**30
-print(f"| {label} | {feat} | online direct | {o1:.1f} | {os_:.1f} | {omb:.0f} | {ord_:.0f} | {omb / os_:.0f} | | | | | {acc_o} |")
-print(f"| {label} | {feat} | packed | {p1:.1f} | {ps:.1f} | {pmb:.0f} | {prd:.0f} | {pmb / ps:.0f} | {fio:.0f} ({int(req) >> 10} KiB) "
-      f"| {os_ / ps:.1f}x | {float(pack_s):.0f} | {gib:.2f} GiB | {acc_p} |")
+print(f"| {label} | {feat} | online direct | {o1:.2f} | {os_:.2f} | {omb:.0f} | {ord_:.0f} | | | | | | {acc_o} |")
+print(f"| {label} | {feat} | packed | {p1:.2f} | {ps:.2f} | {pmb:.0f} | {prd:.0f} | {crate:.0f} | {fio:.0f} ({int(req) >> 10} KiB) "
+      f"| {os_ / ps:.1f}x | {float(pack_s):.1f} ({float(pack_s) / os_:.1f} epochs) | {gib:.2f} GiB | {acc_p} |")
 PY
     echo "$label same_tensors=$same" >>"$RUN/identity.txt"
     lib_log "$label: online ${os}s, packed ${ps}s an epoch; tensors identical: $same"

@@ -57,6 +57,7 @@ struct xrun {
     bool packed;
     struct pack_rows pr;
     struct schedule sched; /* the run's, for pr */
+    atomic_uint_fast64_t chunk_reads, chunk_bytes, chunk_ns; /* the threads' chunk reads, summed as they end */
 };
 
 static int idle(void *arg)
@@ -147,6 +148,9 @@ static void *thread_main(void *arg)
         metrics_add(&st->block->items, 1);
     }
     t->st = x.st;
+    atomic_fetch_add(&r->chunk_reads, pb.reads);
+    atomic_fetch_add(&r->chunk_bytes, pb.bytes);
+    atomic_fetch_add(&r->chunk_ns, pb.read_ns);
     pack_rows_buf_free(&pb);
     extractor_free(&x);
     return NULL;
@@ -336,6 +340,14 @@ static int stage_main(int argc, char **argv)
                sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
                sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0,
                sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0);
+    if (r.packed) {
+        uint64_t b = atomic_load(&r.chunk_bytes), ns = atomic_load(&r.chunk_ns);
+        stage_note(&st,
+                   "packed: %" PRIu64 " chunk reads, %.1f MiB, %.2f s reading (summed over the threads): %.0f MiB/s "
+                   "per read stream",
+                   atomic_load(&r.chunk_reads), (double)b / (1 << 20), (double)ns / 1e9,
+                   ns ? (double)b / (1 << 20) / ((double)ns / 1e9) : 0.0);
+    }
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
     if (rowtrace_close(&r.trace, msg, sizeof msg))

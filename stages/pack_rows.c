@@ -143,9 +143,11 @@ int pack_rows_batch(const struct pack_rows *pr, struct pack_rows_buf *b, uint64_
         b->rows = r;
         b->nrows = n;
     }
+    uint64_t t0 = sl_now_ns();
     int rc = pack_read_rows(p, e, b->buf, err, errlen);
     if (rc)
         return rc;
+    b->read_ns += sl_now_ns() - t0;
     if (e->rows) {
         b->reads++;
         b->bytes += pack_round((uint64_t)e->rows * p->m.row_bytes);

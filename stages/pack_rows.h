@@ -47,6 +47,7 @@ struct pack_rows_buf {
     const void **rows;   /* (nrows) */
     uint32_t nrows;
     uint64_t reads, bytes; /* what this thread read */
+    uint64_t read_ns;      /* ... and the time its reads took */
 };
 
 int pack_rows_open(struct pack_rows *pr, const char *dir, const struct config *c, uint32_t rank, uint32_t ranks,
