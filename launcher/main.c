@@ -569,6 +569,9 @@ static int check_pack(struct launch *l, const struct opts *o, const struct datas
     if (o->cluster.nodes > 1)
         return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" runs on one node; drop --nodes or use "
                        "pipeline.mode = \"online\"", o->config);
+    if (l->gpus > 0) /* the CUDA row sink copies from registered staging; a chunk's rows are in private memory */
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" runs on the CPU only for now (gnnlaunch "
+                       "--cpu); on GPUs use pipeline.mode = \"online\"", o->config);
     if (!realpath(l->cfg.pipeline.pack, real))
         return sl_errf(err, errlen, -errno, "pipeline.pack = \"%s\" (from %s): %s; make it with gnnprep pack",
                        l->cfg.pipeline.pack, o->config, strerror(errno));
