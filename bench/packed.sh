@@ -123,8 +123,10 @@ MD=$RESULTS/$NAME.md
     echo "Machine: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/Mem:/ {print $2}') GiB RAM,"
     echo "disk $(lib_disk_of "$WORK"); memory cap $CAP per run ($(lib_cg_describe | cut -d: -f1)), page cache dropped before each run."
     echo "Job: GraphSAGE, fanouts $FANOUTS, batch $BATCH, $TRAIN_BATCHES training batches an epoch, $EPOCHS epochs,"
-    echo "pipeline.extractors = $EXTRACTORS, samplers = $SAMPLERS, feature buffer $FB_MB MiB, pipeline.ordered = true;"
-    echo "online: pipeline.io = direct, cache policy auto. Epoch 1 is the cold start (the packed run pins its hot tier"
+    echo "pipeline.extractors = $EXTRACTORS, samplers = $SAMPLERS, pipeline.ordered = true. Packed: feature buffer $FB_MB MiB"
+    echo "(the hot tier is sized by it), no topology in memory. Online: pipeline.io = direct, cache policy auto, the"
+    echo "feature buffer and the topology sized to the cap by gnnlaunch (its plan is in the raw log)."
+    echo "Epoch 1 is the cold start (the packed run pins its hot tier"
     echo "then); \"epoch s\" is the mean of epochs 2..$EPOCHS. Packing: \`gnnprep pack --epochs $EPOCHS --mem-limit $PACK_MEM\` in the same cap."
     echo
     echo "MB and reads per epoch: the run's total over its $EPOCHS epochs (the extractor's; the packed sampler's batch"
@@ -161,6 +163,9 @@ samplers = $SAMPLERS
 feature_buffer_mb = $FB_MB
 ordered = true
 EOF
+    # the online run: gnnlaunch sizes the feature buffer and the topology to the cap itself (an online run
+    # needs the graph in memory, or a neighbour cache, beside the buffer; a packed run does not)
+    grep -v '^feature_buffer_mb' "$cfg" >"$RUN/$label.online.toml"
     pack=$RUN/$label.pack
     lib_log "$label: packing $EPOCHS epochs into $pack"
     run_capped "$RUN/$label.pack.log" "$PREP" pack "$ds" "$cfg" "$pack" --epochs "$EPOCHS" --mem-limit "$PACK_MEM" ||
@@ -169,7 +174,7 @@ EOF
     pack_disk=$(du -sb "$pack" | cut -f1)
     "$PREP" info "$pack" >"$RUN/$label.pack.info"
     lib_log "$label: online direct"
-    run_capped "$RUN/$label.online.log" "$GL" --cpu "$cfg" --run-name "packed-$$-${label//./_}-online" \
+    run_capped "$RUN/$label.online.log" "$GL" --cpu "$RUN/$label.online.toml" --run-name "packed-$$-${label//./_}-online" \
         --set "train.checkpoint_dir=\"$RUN/ck-$label-online\"" || { tail -3 "$RUN/$label.online.log" >&2; lib_die "online run failed"; }
     lib_log "$label: packed"
     run_capped "$RUN/$label.packed.log" "$GL" --cpu "$cfg" --run-name "packed-$$-${label//./_}-packed" \

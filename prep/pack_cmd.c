@@ -29,7 +29,9 @@
  *
  * Memory: the node counts (4 bytes a node), the hot bitmap, indptr (8
  * bytes a node, the sampler's), the index (64 bytes a batch), one slot,
- * the partition buffer and the group; --mem-limit bounds their sum. */
+ * and either indices.bin while sampling (read whole when it fits, else
+ * mapped) or the partition buffer and the group while packing;
+ * --mem-limit bounds their sum. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -185,6 +187,7 @@ struct packer {
     uint8_t *hot;     /* (nodes / 8 + 1) bitmap */
     uint64_t *hot_ids;
     uint64_t nhot;
+    bool topo_memory;    /* sample with indices.bin in memory (it fits the limit) */
     unsigned char *slot; /* (slot_bytes) */
     size_t slot_bytes;
     struct pack_manifest man;
@@ -198,8 +201,11 @@ static inline bool is_hot(const struct packer *p, uint64_t v)
 /* Pass 1: every batch of every rank into the spill file. */
 static int sample_all(struct packer *p, char *err, size_t errlen)
 {
+    /* indices.bin read whole with large sequential reads when the memory
+     * limit has room for it (a page fault per list costs a random read on
+     * a cold cache), else mapped */
     struct sampler_topo topo;
-    struct sampler_topo_opts to = {.mode = SAMPLER_TOPO_MMAP};
+    struct sampler_topo_opts to = {.mode = p->topo_memory ? SAMPLER_TOPO_MEMORY : SAMPLER_TOPO_MMAP};
     int rc = sampler_topo_open_mode(&topo, p->dataset, &p->meta, &to, err, errlen);
     if (rc)
         return rc;
@@ -572,6 +578,8 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
                        "--mem-limit %s is below the %s packing %" PRIu64 " nodes and %" PRIu64
                        " batches needs at least (node counts, index, one batch); raise --mem-limit",
                        mb(p->mem_limit, a, sizeof a), mb(least, b, sizeof b), n, batches);
+    /* sampling (pass 1) holds the topology, packing (pass 4) the groups: never both */
+    p->topo_memory = p->meta.f[DATASET_INDICES].bytes + SAMPLER_IO_ALIGN <= p->mem_limit - fixed;
     size_t part = (size_t)SL_MIN(PART_MAX, SL_MAX(PART_MIN, (p->mem_limit - fixed) / 4));
     part = part / PACK_ALIGN * PACK_ALIGN;
     uint64_t group_budget = p->mem_limit - fixed - part;
@@ -648,12 +656,13 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
     printf("pack=%s\nbatches=%" PRIu64 "\nepochs=%" PRIu32 "\nranks=%" PRIu32 "\naccesses=%" PRIu64
            "\nhot_rows=%" PRIu64 "\npacked_rows=%" PRIu64 "\ndistinct_packed=%" PRIu64 "\nreplication=%.3f\n"
            "chunks_bytes=%" PRIu64 "\nhot_bytes=%" PRIu64 "\ndisk_bytes=%" PRIu64 "\nfeature_reads=%" PRIu64
-           "\nfeature_read_bytes=%" PRIu64 "\nfeature_io=%s\nmem_limit=%" PRIu64 "\nsample_s=%.3f\npack_s=%.3f\n"
-           "seconds=%.3f\n",
+           "\nfeature_read_bytes=%" PRIu64 "\nfeature_io=%s\nmem_limit=%" PRIu64 "\ntopology=%s\nsample_s=%.3f\n"
+           "pack_s=%.3f\nseconds=%.3f\n",
            out, m->batches, m->epochs, m->ranks, m->accesses, m->hot_rows, m->packed_rows, m->distinct_packed,
            m->distinct_packed ? (double)m->packed_rows / (double)m->distinct_packed : 0.0, m->chunks_bytes,
            m->hot_bytes, m->chunks_bytes + m->hot_bytes + m->index_bytes, feat_reads, feat_bytes,
-           direct ? "direct" : "buffered", p->mem_limit, sample_s, pack_s, m->pack_seconds);
+           direct ? "direct" : "buffered", p->mem_limit, p->topo_memory ? "memory" : "mmap", sample_s, pack_s,
+           m->pack_seconds);
     return 0;
 }
 
