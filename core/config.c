@@ -34,6 +34,8 @@ static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
+/* pipeline.mode, in enum pipeline_mode's order (add a mode at the end of both) */
+static const char *const pipeline_modes[] = {"online", "packed", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -191,6 +193,14 @@ static const key keys[] = {
     {"pipeline.hot_fraction", K_FLOAT, OFF(pipeline.hot_fraction), "0.5", 0, 0.95, NULL,
      "Share of the feature buffer's slots (less the extraction reserve) pinned to the hot set by the static "
      "policies."},
+    {"pipeline.mode", K_ENUM, OFF(pipeline.mode), "\"online\"", 0, 0, pipeline_modes,
+     "Where batches come from (docs/packed.md): online (the sampler samples each batch as the run goes and the "
+     "extractor reads each row where features.bin has it) or packed (batches sampled ahead by gnnprep pack: the "
+     "sampler reads them from pipeline.pack, the extractor reads each batch's rows from its chunk in a few large "
+     "reads and keeps the pack's hot tier pinned in the feature buffer; the same batches, fixed by the pack)."},
+    {"pipeline.pack", K_STR, OFF(pipeline.pack), "\"\"", 0, 0, NULL,
+     "The pack a run with pipeline.mode = \"packed\" reads (a directory gnnprep pack wrote for this dataset and "
+     "these sampling keys; relative to the current directory)."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
@@ -242,6 +252,10 @@ const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v 
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
 const char *cache_policy_name(enum cache_policy p) { return (unsigned)p < 5 ? cache_policies[p] : "unknown"; }
 const char *topology_mode_name(enum topology_mode m) { return (unsigned)m < 4 ? topology_modes[m] : "unknown"; }
+const char *pipeline_mode_name(enum pipeline_mode m)
+{
+    return (unsigned)m < SL_ARRAY_LEN(pipeline_modes) - 1 ? pipeline_modes[m] : "unknown";
+}
 
 int extract_io_parse(const char *s)
 {
@@ -577,6 +591,9 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_COMPLEX && c->model.hidden % 2)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is odd; complex embeddings hold real and "
                        "imaginary halves, so it must be even", src, c->model.hidden);
+    if (c->pipeline.mode == PIPELINE_PACKED && !c->pipeline.pack[0])
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" needs pipeline.pack, the directory "
+                       "gnnprep pack wrote; add it or --set pipeline.pack=DIR", src);
     if (c->train.lr_schedule == LR_COSINE && c->train.lr_min > c->train.lr)
         return sl_errf(err, errlen, -EINVAL, "%s: train.lr_min = %g is above train.lr = %g; the cosine schedule falls "
                        "from train.lr to train.lr_min", src, c->train.lr_min, c->train.lr);

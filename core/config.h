@@ -55,6 +55,11 @@ enum cache_policy {
  * docs/architecture.md, "Topology"). gnnlaunch resolves AUTO to MEMORY or
  * CACHE from its memory plan before the stages start. */
 enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
+/* pipeline.mode: where a run's batches come from (docs/packed.md). ONLINE:
+ * sampled as the run goes, rows read from features.bin; PACKED: read from
+ * the pack gnnprep pack wrote (pipeline.pack). More modes go at the end
+ * (and in config.c's pipeline_modes). */
+enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -131,6 +136,8 @@ struct config {
         int64_t lookahead_mb; /* the lookahead policy's hint log, at most */
         double hot_fraction;  /* slots pinned to the hot set (static policies) */
         char trace_rows[4096]; /* "" or the row trace's base path (FILE.rank<R>) */
+        enum pipeline_mode mode;
+        char pack[4096]; /* PIPELINE_PACKED: the pack's directory */
     } pipeline;
     struct { /* link prediction (model.kind = distmult | complex; docs/link.md) */
         enum link_loss_key loss;
@@ -212,6 +219,8 @@ const char *extract_io_name(enum extract_io io);
 const char *cache_policy_name(enum cache_policy p);
 /* pipeline.topology's spelling of m. */
 const char *topology_mode_name(enum topology_mode m);
+/* pipeline.mode's spelling of m; "unknown" when out of range. */
+const char *pipeline_mode_name(enum pipeline_mode m);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

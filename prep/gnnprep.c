@@ -16,6 +16,7 @@ static const struct {
     {"check", prep_check_main, "check DIR"},
     {"info", prep_info_main, "info DIR"},
     {"cache-sim", prep_cache_sim_main, "cache-sim TRACE --slots S [--window W,...] [--dataset DIR] [options]"},
+    {"pack", prep_pack_main, "pack DATASET CONFIG OUT --epochs E [--disk-limit SIZE] [--mem-limit SIZE]"},
 };
 
 static void usage(FILE *f)

@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dataset.h"
 #include "core/util.h"
 #include "prep.h"
+#include "stages/pack.h"
 #include "core/dataset_scan.h"
 #include "core/linkdata.h"
 
@@ -190,7 +192,9 @@ static void info_usage(FILE *f)
     fprintf(f, "usage: gnnprep info DIR\n\n"
                "Prints a summary of a dataset: counts, in-degree statistics, class balance,\n"
                "split sizes and sizes on disk. Reads only dataset.toml, indptr and labels;\n"
-               "`gnnprep check` verifies the whole dataset.\n");
+               "`gnnprep check` verifies the whole dataset.\n"
+               "On a pack (gnnprep pack) it prints its batches, epochs, the bytes of each tier,\n"
+               "the rows' replication factor and its space on disk.\n");
 }
 
 int prep_info_main(int argc, char **argv)
@@ -217,6 +221,9 @@ int prep_info_main(int argc, char **argv)
     if (link_is_link_dataset(dir))
         return info_link(dir);
     char err[2048], p[4096], b1[32], b2[32];
+    snprintf(p, sizeof p, "%s/" PACK_MANIFEST, dir);
+    if (access(p, F_OK) == 0) /* a pack (gnnprep pack), not a dataset */
+        return prep_pack_info(dir);
     struct dataset_meta m;
     int rc = dataset_meta_read(dir, &m, true, err, sizeof err);
     if (rc < 0) {

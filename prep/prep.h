@@ -30,6 +30,8 @@ int prep_import_triples_main(int argc, char **argv);
 /* The value of option `name` (--name VALUE or --name=VALUE) in argv[1 ..
  * argc), or NULL when absent. */
 const char *prep_find_opt(int argc, char **argv, const char *name);
+int prep_pack_main(int argc, char **argv);      /* pack_cmd.c */
+int prep_pack_info(const char *dir);            /* gnnprep info on a pack (pack_cmd.c) */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,
