@@ -850,6 +850,11 @@ int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char
     int rc = dataset_meta_write(d->tmp, m, err, errlen);
     if (rc < 0)
         return rc;
+    return dataset_dir_rename(d, err, errlen);
+}
+
+int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen)
+{
     char owner[4200];
     snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
     unlink(owner); /* not part of the dataset */
@@ -859,7 +864,7 @@ int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char
         close(fd);
     }
     if (rename(d->tmp, d->out) < 0)
-        return sl_errf(err, errlen, -errno, "%s: cannot move the finished dataset into place: %s", d->out, strerror(errno));
+        return sl_errf(err, errlen, -errno, "%s: cannot move the finished directory into place: %s", d->out, strerror(errno));
     d->committed = true;
     return 0;
 }

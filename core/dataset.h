@@ -156,6 +156,11 @@ int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t 
 int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, size_t len);
 /* Writes dataset.toml into staging, fsyncs and renames staging to OUT. */
 int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen);
+/* Renames the staging directory to OUT (after fsyncing it) without
+ * writing dataset.toml: for directories of another kind staged the same
+ * way (a partitioned layout, core/partition.h, writes its own metadata
+ * into d->tmp first). */
+int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen);
 /* Removes the staging directory unless committed. Safe to call twice. */
 void dataset_dir_abort(struct dataset_dir *d);
 

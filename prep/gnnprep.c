@@ -15,6 +15,7 @@ static const struct {
     {"import", prep_import_main, "import OUT --edges FILE --features F.npy --labels L.npy --train T --val V --test U [options]"},
     {"check", prep_check_main, "check DIR"},
     {"info", prep_info_main, "info DIR"},
+    {"partition", prep_partition_main, "partition DATASET --parts P [--order random|degree] [--mem-limit SIZE]"},
     {"cache-sim", prep_cache_sim_main, "cache-sim TRACE --slots S [--window W,...] [--dataset DIR] [options]"},
 };
 
