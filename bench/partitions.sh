@@ -62,7 +62,7 @@ for scale in $SCALES; do
             rm -rf "$ds/parts.$p"
             lib_cg_create "$cap"
             t0=$(date +%s.%N)
-            lib_cg_exec "$PREP" partition "$ds" --parts "$p" --mem-limit "$((cap * 3 / 4))" --quiet
+            lib_cg_exec "$PREP" partition "$ds" --parts "$p" --mem-limit "$((cap / 2))" --quiet
             echo "partition dataset=$(basename "$ds") parts=$p seconds=$(echo "$(date +%s.%N) - $t0" | bc) $(lib_cg_summary | jq -c .)"
             lib_cg_remove
         fi

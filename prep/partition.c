@@ -90,6 +90,17 @@ static void progress(const struct pjob *j, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Writes back what fd holds so far and drops it from the page cache, so
+ * that the output does not pile up as dirty pages against the memory the
+ * run was given (a cgroup charges them to it). 0 or -errno. */
+static int settle(int fd)
+{
+    if (fdatasync(fd) < 0)
+        return -errno;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    return 0;
+}
+
 static int file_path(const struct pjob *j, int f, char *out, size_t len)
 {
     return sl_path_join(out, len, j->dir, j->m.f[f].file);
@@ -277,6 +288,8 @@ static int write_features(struct pjob *j, uint64_t avail)
                 written = block_end;
             }
         }
+        if (rc == 0 && (rc = settle(w.fd)) < 0)
+            sl_errf(j->err, sizeof j->err, rc, "%s: write failed: %s", out, strerror(-rc));
     }
     /* blocks of partitions past the last node (P * S > N + S) stay zero */
     uint64_t total = (uint64_t)j->p * j->pm.part_bytes;
@@ -451,6 +464,8 @@ static int write_buckets(struct pjob *j, uint64_t avail)
             done[bk] += e - r;
             r = e;
         }
+        if (rc == 0 && (rc = settle(fd)) < 0)
+            sl_errf(j->err, sizeof j->err, rc, "%s: write failed: %s", out, strerror(-rc));
         a = b;
     }
     if (rc == 0 && fsync(fd) < 0)
