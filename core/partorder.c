@@ -514,17 +514,20 @@ int po_tune(const struct po_tune_in *in, struct po_tune *out, char *err, size_t 
     memset(out, 0, sizeof *out);
     if (in->nodes == 0 || in->row_bytes == 0 || in->min_read == 0)
         return sl_errf(err, errlen, -EINVAL, "auto-tuning needs nodes, a row size and a read size");
+    if (in->parts > PO_MAX_PARTS || in->parts > in->nodes)
+        return sl_errf(err, errlen, -EINVAL, "partitions: %" PRIu32 " is above %u or the %" PRIu64 " nodes", in->parts,
+                       PO_MAX_PARTS, in->nodes);
     double no = (double)in->nodes * (double)in->row_bytes;
     double eo = (double)in->edges * (double)in->edge_bytes;
     double d = (double)in->min_read;
     double a = no / d, b = sqrt(eo / d);
     double pd = a < b ? a : b;
-    uint64_t p = pd < 2 ? 2 : pd > PO_MAX_PARTS ? PO_MAX_PARTS : (uint64_t)pd;
+    uint64_t p = in->parts ? in->parts : pd < 2 ? 2 : pd > PO_MAX_PARTS ? PO_MAX_PARTS : (uint64_t)pd;
     if (p > in->nodes)
         p = in->nodes;
     uint64_t part_nodes = (in->nodes + p - 1) / p;
     out->parts = (uint32_t)p;
-    out->part_bytes = part_nodes * in->row_bytes;
+    out->part_bytes = sl_round_up(part_nodes * in->row_bytes, 4096); /* a layout's blocks (core/partition.h) */
     out->bucket_bytes = (uint64_t)(eo / ((double)p * (double)p));
     uint32_t copies = in->edge_copies ? in->edge_copies : 1;
     uint32_t need = in->cover == PO_COVER_PAIRS ? 2 : 1;

@@ -138,6 +138,7 @@ struct po_tune_in {
     uint64_t reserve_bytes; /* kept free for working memory (F of the paper) */
     uint64_t min_read;      /* D: the smallest read that still streams (paper: the block size) */
     enum po_cover cover;
+    uint32_t parts;         /* p to use; 0: MariusGNN's rule below */
 };
 struct po_tune {
     uint32_t parts, slots, logical, logical_slots, train_parts;
@@ -146,7 +147,8 @@ struct po_tune {
     uint64_t buffer_bytes; /* c * PO + copies * c^2 * EBO */
     bool in_memory;        /* everything fits: p = c, one state */
 };
-/* p = min(NO/D, sqrt(EO/D)) (at least 2, at most PO_MAX_PARTS), then the
+/* p = min(NO/D, sqrt(EO/D)) (at least 2, at most PO_MAX_PARTS; or in->parts
+ * when given), then the
  * largest c <= p with c*PO + copies*c^2*EBO + F <= CPU, then l by
  * po_auto_logical. -ENOSPC when not even the least buffer fits (err says
  * how much it needs). */

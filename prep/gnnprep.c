@@ -16,6 +16,7 @@ static const struct {
     {"check", prep_check_main, "check DIR"},
     {"info", prep_info_main, "info DIR"},
     {"partition", prep_partition_main, "partition DATASET --parts P [--order random|degree] [--mem-limit SIZE]"},
+    {"partition-plan", prep_partition_plan_main, "partition-plan DATASET --budget SIZE [--parts P] [--slots C]"},
     {"cache-sim", prep_cache_sim_main, "cache-sim TRACE --slots S [--window W,...] [--dataset DIR] [options]"},
 };
 

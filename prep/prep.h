@@ -23,6 +23,7 @@ int prep_check_main(int argc, char **argv);
 int prep_info_main(int argc, char **argv);
 int prep_cache_sim_main(int argc, char **argv); /* cachesim_cmd.c */
 int prep_partition_main(int argc, char **argv);
+int prep_partition_plan_main(int argc, char **argv); /* partition_plan.c */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,

@@ -12,6 +12,7 @@
 #include "t_util.h"
 #include "core/dataset.h"
 #include "core/partition.h"
+#include "core/partorder.h"
 #include "core/util.h"
 
 static char err[1024], log_[16384];
@@ -311,12 +312,57 @@ static void test_refused(void **state)
     t_rmrf(dir);
 }
 
+/* gnnprep partition-plan: the auto-tuning and the swaps, as the library
+ * computes them for the same inputs. */
+static void test_plan(void **state)
+{
+    (void)state;
+    char dir[4096], ds[4200], prep[4096];
+    t_scratch(dir, sizeof dir, "partition-plan");
+    snprintf(ds, sizeof ds, "%s/ds", dir);
+    synth(ds, 150, 4);
+    t_bin(prep, sizeof prep, "gnnprep");
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
+    assert_int_equal(t_run(log_, sizeof log_, "%s partition-plan %s --budget 3M --read-size 4K --reserve 0", prep, ds), 0);
+    struct po_tune_in in = {.nodes = m.nodes, .edges = m.edges, .row_bytes = m.f[DATASET_FEATURES].row_stride,
+                            .edge_bytes = 8, .edge_copies = 1, .train_nodes = m.f[DATASET_TRAIN].rows,
+                            .mem_bytes = 3u << 20, .min_read = 4096};
+    struct po_tune t;
+    assert_int_equal(po_tune(&in, &t, err, sizeof err), 0);
+    char want[256];
+    snprintf(want, sizeof want, "parts=%u (auto) part_bytes=%llu", t.parts, (unsigned long long)t.part_bytes);
+    if (!strstr(log_, want))
+        fail_msg("no \"%s\" in:\n%s", want, log_);
+    snprintf(want, sizeof want, "slots=%u (auto)", t.slots);
+    assert_non_null(strstr(log_, want));
+    assert_true(t.parts > 2 && t.slots > 1 && t.slots < t.parts); /* a case that partitions */
+    for (unsigned o = 0; o < PO_ORDERS; o++)
+        for (unsigned cv = 0; cv < 2; cv++) {
+            struct po_params pp = {.parts = t.parts, .slots = t.slots, .train_parts = t.train_parts, .order = o,
+                                   .cover = cv, .seed = 1};
+            snprintf(want, sizeof want, "order=%s cover=%s single=", po_order_name(o), po_cover_name(cv));
+            const char *line = strstr(log_, want);
+            assert_non_null(line);
+            snprintf(want, sizeof want, " swaps=%llu ", (unsigned long long)po_expected_swaps(&pp));
+            const char *eol = strchr(line, '\n'), *hit = strstr(line, want);
+            assert_true(hit && hit < eol);
+        }
+    /* a budget below one partition: refused, saying so */
+    assert_int_equal(t_run(log_, sizeof log_, "%s partition-plan %s --budget 100K --read-size 4K --reserve 0", prep, ds), 2);
+    assert_non_null(strstr(log_, "raise the memory budget"));
+    assert_int_equal(t_run(log_, sizeof log_, "%s partition-plan %s", prep, ds), 2);
+    assert_non_null(strstr(log_, "--budget is required"));
+    t_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_out_of_core_passes),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
