@@ -373,19 +373,18 @@ int partbuf_switch(struct partbuf *pb, const struct po_plan *pl, uint32_t s, cha
     for (;;) {
         if ((rc = pb->rc) < 0)
             break;
-        bool all = true, stuck = false;
+        bool all = true;
         for (uint32_t j = 0; j < pl->slots; j++) {
             uint32_t q = po_slot(pl, s, j);
             if (q == PO_EMPTY)
                 continue;
             uint8_t st = get_state(pb, q);
-            if (st == PARTBUF_ABSENT && !queue_part(pb, q))
-                stuck = true;
+            if (st == PARTBUF_ABSENT)
+                queue_part(pb, q); /* no frame free: stale prefetches hold them until they land; retried below */
             all &= st == PARTBUF_RESIDENT;
         }
         if (all)
             break;
-        (void)stuck; /* frames of stale prefetches free up as they land; the next pass retries */
         pthread_cond_wait(&pb->cv, &pb->mu);
         /* stale prefetches that landed meanwhile: evict them now */
         for (uint32_t f = 0; f < pb->frames; f++) {
