@@ -869,7 +869,7 @@ int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen)
         close(fd);
     }
     if (rename(d->tmp, d->out) < 0)
-        return sl_errf(err, errlen, -errno, "%s: cannot move the finished dataset into place: %s", d->out, strerror(errno));
+        return sl_errf(err, errlen, -errno, "%s: cannot move the finished directory into place: %s", d->out, strerror(errno));
     d->committed = true;
     return 0;
 }

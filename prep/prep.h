@@ -32,6 +32,8 @@ int prep_import_triples_main(int argc, char **argv);
 const char *prep_find_opt(int argc, char **argv, const char *name);
 int prep_pack_main(int argc, char **argv);      /* pack_cmd.c */
 int prep_pack_info(const char *dir);            /* gnnprep info on a pack (pack_cmd.c) */
+int prep_partition_main(int argc, char **argv);
+int prep_partition_plan_main(int argc, char **argv); /* partition_plan.c */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,

@@ -332,7 +332,39 @@ void sampler_free(struct sampler *s)
     free(s->pre_ids[1]);
     free(s->known);
     free(s->store);
+    free(s->kept);
     memset(s, 0, sizeof *s);
+}
+
+int sampler_set_filter(struct sampler *s, const struct sampler_filter *f, char *err, size_t errlen)
+{
+    if (!f) {
+        s->filtered = false;
+        return 0;
+    }
+    if (!f->node_pos || !f->part_in || f->part_nodes == 0 || f->parts == 0)
+        return sl_errf(err, errlen, -EINVAL, "sampler: a filter needs node positions, partitions and their size");
+    if (s->shape.degrees && s->topo->mode == SAMPLER_TOPO_CACHE)
+        return sl_errf(err, errlen, -EINVAL,
+                       "sampler: the partition mode's in-buffer degrees (GCN) need every list in memory; use "
+                       "pipeline.topology = \"memory\" or \"mmap\"");
+    if (!s->kept) {
+        s->kept = malloc(SL_MAX(s->topo->max_in_degree, 1) * sizeof *s->kept);
+        if (!s->kept)
+            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for %" PRIu64 " in-neighbours",
+                           s->topo->max_in_degree);
+    }
+    s->filter = *f;
+    s->filtered = true;
+    return 0;
+}
+
+/* Whether node g is in the filter's buffer. */
+static inline bool node_in(const struct sampler_filter *f, uint64_t g)
+{
+    uint64_t pos = f->pos_u64 ? ((const uint64_t *)f->node_pos)[g] : ((const uint32_t *)f->node_pos)[g];
+    uint64_t q = pos / f->part_nodes;
+    return q < f->parts && f->part_in[q];
 }
 
 /* Next stamp of a stamped table; on wrap-around the table is wiped once. */
@@ -437,7 +469,18 @@ static inline uint64_t list_at(const void *list, bool u64, uint64_t i)
 static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uint64_t *rng, const void *list, uint64_t d,
                                   int64_t f)
 {
-    const bool u64 = s->topo->indices_u64;
+    bool u64 = s->topo->indices_u64;
+    if (s->filtered) { /* the in-buffer part of the list, drawn from as a whole list */
+        uint64_t n = 0;
+        for (uint64_t i = 0; i < d; i++) {
+            uint64_t g = list_at(list, u64, i);
+            if (node_in(&s->filter, g))
+                s->kept[n++] = g;
+        }
+        list = s->kept;
+        d = n;
+        u64 = true;
+    }
     uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
     uint32_t *out = take ? batch_reserve_edges(w, (uint32_t)take) : NULL;
     if (take && !out)
@@ -562,6 +605,11 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 return sl_errf(err, errlen, -EINVAL, "sampler: target %" PRIu64 " appears twice in one batch", g);
             j = (j + 1) & s->mask;
         }
+        if (s->filtered && !node_in(&s->filter, g))
+            return sl_errf(err, errlen, -EINVAL,
+                           "sampler: target %" PRIu64 " is not in a partition of the buffer (the schedule's state and the "
+                           "buffer's disagree)",
+                           g);
         s->map[j] = (struct sampler_ent){.key = g, .val = i, .stamp = s->cur};
         batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
     }
@@ -629,6 +677,12 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
     uint32_t *deg = s->shape.degrees ? batch_degrees(&w) : NULL;
     for (uint32_t i = 0; deg && i < w.nn; i++) { /* GCN's graph norm: in-degrees in the graph */
         uint64_t g = w.nodes[i], d = t->indptr[g + 1] - t->indptr[g];
+        if (s->filtered) { /* ... in the subgraph the batch was sampled from */
+            uint64_t n = 0;
+            for (uint64_t e = t->indptr[g]; e < t->indptr[g + 1]; e++)
+                n += node_in(&s->filter, list_at(t->indices, t->indices_u64, e));
+            d = n;
+        }
         deg[i] = d < UINT32_MAX ? (uint32_t)d : UINT32_MAX;
     }
     rc = batch_finish(&w, err, errlen);
