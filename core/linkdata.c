@@ -21,25 +21,10 @@ const char *const link_names_key[LINK_NAME_FILES] = {"entity_names", "relation_n
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
-static void quote(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void write_file_table(FILE *f, const char *key, const struct dataset_file *d, bool triples)
 {
     fprintf(f, "\n[%s]\nfile = ", key);
-    quote(f, d->file);
+    toml_write_string(f, d->file);
     if (triples)
         fprintf(f, "\ndtype = \"%s\"\nshape = [%" PRIu64 ", 3]\n", dtype_name(d->dtype), d->rows);
     else
@@ -52,67 +37,39 @@ int link_meta_write(const char *dir, const struct link_meta *m, char *err, size_
     char path[4096], tmp[4200];
     if (sl_path_join(path, sizeof path, dir, DATASET_META_FILE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = sl_fopen_write(tmp, 0644);
-    if (!f)
-        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
+    FILE *f;
+    int rc = sl_atomic_begin(&f, path, tmp, sizeof tmp, err, errlen);
+    if (rc < 0)
+        return rc;
     fprintf(f, "# Sluice link-prediction dataset (docs/format.md). Written by gnnprep; checked by `gnnprep check`.\n");
     fprintf(f, "format = \"%s\"\nversion = %u\n", LINK_FORMAT, LINK_VERSION);
     fprintf(f, "nodes = %" PRIu64 "\nrelations = %" PRIu64 "\n", m->nodes, m->relations);
     if (m->planted_mrr >= 0)
         fprintf(f, "planted_mrr = %.6f\n", m->planted_mrr);
     fprintf(f, "source = ");
-    quote(f, m->source);
+    toml_write_string(f, m->source);
     fputc('\n', f);
     for (int i = 0; i < LINK_SPLITS; i++)
         write_file_table(f, link_split_key[i], &m->split[i], true);
     for (int i = 0; i < LINK_NAME_FILES; i++)
         if (m->names[i].present)
             write_file_table(f, link_names_key[i], &m->names[i], false);
-    int rc = 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
+    return sl_atomic_commit(f, tmp, path, err, errlen);
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
-static int missing(const char *path, const char *tname, const char *key, char *err, size_t errlen)
-{
-    return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, make it again with gnnprep",
-                   path, tname ? tname : "", tname ? "." : "", key);
-}
-
+#define MISSING_HINT "the dataset is incomplete, make it again with gnnprep"
 static int get_uint(const char *path, const struct toml_value *tab, const char *tname, const char *key, uint64_t *out,
                     char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return missing(path, tname, key, err, errlen);
-    if (v->type != TOML_INT || v->u.i < 0)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a non-negative integer", path, v->line, v->col,
-                       tname ? tname : "", tname ? "." : "", key);
-    *out = (uint64_t)v->u.i;
-    return 0;
+    return toml_need_uint(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static int get_str(const char *path, const struct toml_value *tab, const char *tname, const char *key,
                    const char **out, char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return missing(path, tname, key, err, errlen);
-    if (v->type != TOML_STRING)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a string", path, v->line, v->col,
-                       tname ? tname : "", tname ? "." : "", key);
-    *out = v->u.s;
-    return 0;
+    return toml_need_str(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static const char *const top_keys[] = {"format", "version", "nodes", "relations", "planted_mrr", "source"};

@@ -73,10 +73,10 @@ int parts_meta_write(const char *dir, const struct parts_meta *pm, char *err, si
     char path[4096], tmp[4200];
     if (sl_path_join(path, sizeof path, dir, PARTS_META_FILE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = sl_fopen_write(tmp, 0644);
-    if (!f)
-        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
+    FILE *f;
+    int rc = sl_atomic_begin(&f, path, tmp, sizeof tmp, err, errlen);
+    if (rc < 0)
+        return rc;
     fprintf(f, "# Sluice partitioned layout (docs/partitions.md). Written by gnnprep partition.\n");
     fprintf(f, "format = \"%s\"\nversion = %u\n", PARTS_FORMAT, PARTS_VERSION);
     fprintf(f, "parts = %" PRIu32 "\ntrain_parts = %" PRIu32 "\npart_nodes = %" PRIu64 "\npart_bytes = %" PRIu64 "\n",
@@ -85,56 +85,26 @@ int parts_meta_write(const char *dir, const struct parts_meta *pm, char *err, si
             pm->row_stride, pm->nodes, pm->edges, pm->train_nodes);
     fprintf(f, "order = \"%s\"\nseed = %" PRIu64 "\ndataset_identity = \"%016" PRIx64 "\"\n", parts_order_name(pm->order),
             pm->seed, pm->dataset_identity);
-    fprintf(f, "source = \"");
-    for (const char *s = pm->source; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fprintf(f, "\"\n");
+    fprintf(f, "source = ");
+    toml_write_string(f, pm->source);
+    fputc('\n', f);
     for (int i = 0; i < PARTS_FILES; i++)
         fprintf(f, "\n[%s]\nfile = \"%s\"\nbytes = %" PRIu64 "\nxxh3 = \"%016" PRIx64 "\"\n", parts_file_key[i],
                 parts_file_name[i], pm->bytes[i], pm->xxh3[i]);
-    int rc = 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
+    return sl_atomic_commit(f, tmp, path, err, errlen);
 }
 
+#define MISSING_HINT "remake the layout with gnnprep partition"
 static int get_uint(const char *path, const struct toml_value *tab, const char *tname, const char *key, uint64_t *out,
                     char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; remake the layout with gnnprep partition", path,
-                       tname ? tname : "", tname ? "." : "", key);
-    if (v->type != TOML_INT || v->u.i < 0)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s must be a non-negative integer", path, v->line, v->col, key);
-    *out = (uint64_t)v->u.i;
-    return 0;
+    return toml_need_uint(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static int get_str(const char *path, const struct toml_value *tab, const char *tname, const char *key, const char **out,
                    char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; remake the layout with gnnprep partition", path,
-                       tname ? tname : "", tname ? "." : "", key);
-    if (v->type != TOML_STRING)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s must be a string", path, v->line, v->col, key);
-    *out = v->u.s;
-    return 0;
+    return toml_need_str(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static int get_hex(const char *path, const struct toml_value *tab, const char *tname, const char *key, uint64_t *out,
