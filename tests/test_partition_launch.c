@@ -69,8 +69,8 @@ static void train(const char *sets)
     assert_non_null(strstr(log_, "training rows are copied out of it"));
     const char *r = strstr(log_, "gnnlaunch: run ");
     assert_non_null(r);
-    char run[SHM_RUN_ID_MAX] = "";
-    assert_int_equal(sscanf(r, "gnnlaunch: run %63[^:]:", run), 1);
+    char run[128] = "";
+    assert_int_equal(sscanf(r, "gnnlaunch: run %127[^:]:", run), 1);
     assert_int_equal(shm_left(run), 0);
 }
 
