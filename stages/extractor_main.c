@@ -76,6 +76,7 @@ struct xrun {
     pthread_cond_t gcv;
     uint32_t g_epoch, g_state;    /* the state in the buffer for batches (g_state PO_EMPTY: none yet) */
     uint64_t g_left;              /* its batches not yet extracted */
+    bool g_closing;               /* the threads are gone: batches still counted will not come (under gmu) */
 };
 
 static uint64_t node_position(const struct xrun *r, uint64_t v)
@@ -185,13 +186,16 @@ static void *partitions_owner(void *arg)
             r->g_state = s;
             r->g_left = r->left0[e][s];
             pthread_cond_broadcast(&r->gcv);
-            while (r->g_left > 0 && !atomic_load(&r->stop)) {
+            while (r->g_left > 0 && !atomic_load(&r->stop) && !r->g_closing) {
                 struct timespec ts;
                 clock_gettime(CLOCK_MONOTONIC, &ts);
                 ts.tv_sec += 1;
                 pthread_cond_timedwait(&r->gcv, &r->gmu, &ts);
             }
+            bool cut = r->g_left > 0; /* the run ended early (stopped, early stopping): no more states */
             pthread_mutex_unlock(&r->gmu);
+            if (cut)
+                return NULL;
         }
     }
     return NULL;
@@ -261,11 +265,14 @@ static void partitions_close(struct xrun *r)
 {
     struct stage *st = r->st;
     if (r->owner_started) {
-        if (atomic_load(&r->stop)) { /* wake it: it waits for batches that will not come */
-            pthread_mutex_lock(&r->gmu);
-            pthread_cond_broadcast(&r->gcv);
-            pthread_mutex_unlock(&r->gmu);
-        }
+        /* the extractor threads are gone: the owner finishes the states
+         * whose batches were all extracted (the trailing ones that train
+         * nothing too) and stops at one that still waits for batches
+         * (the run stopped or stopped early) */
+        pthread_mutex_lock(&r->gmu);
+        r->g_closing = true;
+        pthread_cond_broadcast(&r->gcv);
+        pthread_mutex_unlock(&r->gmu);
         pthread_join(r->owner, NULL);
     }
     struct partbuf_stats ps;
