@@ -306,6 +306,10 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     sl_fmt_bytes(p->topology, top, sizeof top);
     sl_fmt_bytes(p->margin, mar, sizeof mar);
     sl_fmt_bytes(p->staging, st, sizeof st);
+    char pbuf[96] = "", pb[32];
+    if (p->partbuf) /* the partitions mode */
+        snprintf(pbuf, sizeof pbuf, "partition buffer %s (pipeline.buffer_partitions = %" PRId64 "), ",
+                 sl_fmt_bytes(p->partbuf, pb, sizeof pb), c->pipeline.buffer_partitions);
     if (keys[0])
         return sl_errf(err, errlen, -ENOMEM,
                        "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
@@ -315,10 +319,11 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
                        keys, ar, top, mar, tot, lim, p->limit_what);
     return sl_errf(err, errlen, -ENOMEM,
                    "the run needs at least %s (feature buffer %s at its extraction reserve or below the default, "
-                   "staging %s, batch arenas %s, topology %s, margin %s for the trainer, processes and page cache), "
-                   "more than the limit of %s (%s); lower train.batch_size, model.fanouts, pipeline.extractors or "
+                   "staging %s, batch arenas %s, topology %s, %smargin %s for the trainer, processes and page cache), "
+                   "more than the limit of %s (%s); lower train.batch_size, model.fanouts, pipeline.extractors%s or "
                    "pipeline.ranks, or give the run more memory",
-                   tot, fb, st, ar, top, mar, lim, p->limit_what);
+                   tot, fb, st, ar, top, pbuf, mar, lim, p->limit_what,
+                   p->partbuf ? ", pipeline.buffer_partitions" : "");
 }
 
 void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
