@@ -6,8 +6,8 @@
 # `partbuf-bench` under the cap for each (p, c) of SETTINGS and each
 # ordering x coverage: partitions read per epoch against the plan and the
 # lower bounds, bytes, average request, epoch time and read rate beside
-# fio's. It measures the I/O of the mode alone; training in the mode is
-# not wired into gnnlaunch yet (docs/partitions.md).
+# fio's. It measures the I/O of the mode alone; bench/partitions_train.sh
+# trains in the mode with gnnlaunch against the online mode.
 #
 #   bench/partitions.sh                  # cap 1G, SCALES "2 4", SETTINGS "32:4 64:8"
 #   CAP=512M SCALES=2 SETTINGS=16:4 EPOCHS=2 bench/partitions.sh   # quick

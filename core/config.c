@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "core/partition.h"
 #include "core/toml.h"
 #include "core/util.h"
 
@@ -35,7 +36,9 @@ static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
 /* pipeline.mode, in enum pipeline_mode's order (add a mode at the end of both) */
-static const char *const pipeline_modes[] = {"online", "packed", NULL};
+static const char *const pipeline_modes[] = {"online", "packed", "partitions", NULL};
+/* pipeline.partition_order, in enum po_order's order (core/partorder.h) */
+static const char *const partition_orders[] = {"comet", "beta", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -197,10 +200,23 @@ static const key keys[] = {
      "Where batches come from (docs/packed.md): online (the sampler samples each batch as the run goes and the "
      "extractor reads each row where features.bin has it) or packed (batches sampled ahead by gnnprep pack: the "
      "sampler reads them from pipeline.pack, the extractor reads each batch's rows from its chunk in a few large "
-     "reads and keeps the pack's hot tier pinned in the feature buffer; the same batches, fixed by the pack)."},
+     "reads and keeps the pack's hot tier pinned in the feature buffer; the same batches, fixed by the pack) or "
+     "partitions (docs/partitions.md: an epoch is a sequence of partition buffer states read whole from the layout "
+     "gnnprep partition wrote; training batches are sampled among the nodes in the buffer and their rows copied out "
+     "of it, evaluation batches are sampled and read as online)."},
     {"pipeline.pack", K_STR, OFF(pipeline.pack), "\"\"", 0, 0, NULL,
      "The pack a run with pipeline.mode = \"packed\" reads (a directory gnnprep pack wrote for this dataset and "
      "these sampling keys; relative to the current directory)."},
+    {"pipeline.partitions", K_AUTOINT, OFF(pipeline.partitions), "\"auto\"", 0, PARTS_MAX, NULL,
+     "pipeline.mode = \"partitions\" (docs/partitions.md): the layout DATASET/parts.P that gnnprep partition "
+     "wrote, by its P; \"auto\" (or 0): the dataset's only layout."},
+    {"pipeline.buffer_partitions", K_AUTOINT, OFF(pipeline.buffer_partitions), "\"auto\"", 0, PARTS_MAX, NULL,
+     "pipeline.mode = \"partitions\": the partitions the buffer holds at once (c, at most P); \"auto\" (or 0): "
+     "the largest c whose partitions fit half of what the memory plan leaves for buffers, as gnnprep "
+     "partition-plan tunes it (MariusGNN section 6)."},
+    {"pipeline.partition_order", K_ENUM, OFF(pipeline.partition_order), "\"comet\"", 0, 0, partition_orders,
+     "pipeline.mode = \"partitions\": the order of the buffer states, comet (MariusGNN; one state per epoch "
+     "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline)."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
@@ -594,6 +610,10 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->pipeline.mode == PIPELINE_PACKED && !c->pipeline.pack[0])
         return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" needs pipeline.pack, the directory "
                        "gnnprep pack wrote; add it or --set pipeline.pack=DIR", src);
+    if (c->pipeline.partitions > 0 && c->pipeline.buffer_partitions > c->pipeline.partitions)
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.buffer_partitions = %" PRId64 " is above pipeline.partitions "
+                       "= %" PRId64 "; the buffer holds at most every partition", src, c->pipeline.buffer_partitions,
+                       c->pipeline.partitions);
     if (c->train.lr_schedule == LR_COSINE && c->train.lr_min > c->train.lr)
         return sl_errf(err, errlen, -EINVAL, "%s: train.lr_min = %g is above train.lr = %g; the cosine schedule falls "
                        "from train.lr to train.lr_min", src, c->train.lr_min, c->train.lr);

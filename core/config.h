@@ -57,9 +57,11 @@ enum cache_policy {
 enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
 /* pipeline.mode: where a run's batches come from (docs/packed.md). ONLINE:
  * sampled as the run goes, rows read from features.bin; PACKED: read from
- * the pack gnnprep pack wrote (pipeline.pack). More modes go at the end
+ * the pack gnnprep pack wrote (pipeline.pack); PARTITIONS: sampled and
+ * extracted within the buffer states of a partitioned layout
+ * (docs/partitions.md). More modes go at the end
  * (and in config.c's pipeline_modes). */
-enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1 };
+enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1, PIPELINE_PARTITIONS = 2 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -138,6 +140,12 @@ struct config {
         char trace_rows[4096]; /* "" or the row trace's base path (FILE.rank<R>) */
         enum pipeline_mode mode;
         char pack[4096]; /* PIPELINE_PACKED: the pack's directory */
+        /* PIPELINE_PARTITIONS (docs/partitions.md): the layout parts.P (0: the
+         * dataset's only one), the buffer's c (0: auto-tuned; gnnlaunch
+         * writes the value it chose into the run's configuration) and the
+         * ordering (enum po_order's values) */
+        int64_t partitions, buffer_partitions;
+        int partition_order;
     } pipeline;
     struct { /* link prediction (model.kind = distmult | complex; docs/link.md) */
         enum link_loss_key loss;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "core/config.h"
+#include "core/partition.h"
 #include "core/dataset_verify.h"
 #include "gpu/device.h"
 #include "ipc/shm.h"
@@ -66,6 +67,8 @@ struct launch {
     struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */
     struct device_plan gpu_plan;        /* which GPU each rank uses (--gpus) */
     struct dataset_verify_stamp data_stamp; /* the dataset's files as verified at launch (verify.c) */
+    struct parts_meta parts;                /* pipeline.mode = "partitions": the layout (checked) */
+    char parts_dir[PATH_MAX];               /* ... and its directory */
 
     /* what was made */
     char run_id[SHM_RUN_ID_MAX];

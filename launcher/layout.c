@@ -172,6 +172,12 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
         p->params.hint_entries = 0;
         p->params.pin_slots = (uint32_t)(slots - p->reserve);
     }
+    if (c->pipeline.mode == PIPELINE_PARTITIONS) { /* rows come from the partition buffer state by state: plain lru */
+        p->params.policy = FEATBUF_POLICY_LRU;
+        p->params.window = 0;
+        p->params.hint_entries = 0;
+        p->params.pin_slots = 0;
+    }
     p->rank_bytes = featbuf_mem_size(&p->params);
     if (p->rank_bytes == 0)
         return sl_errf(err, errlen, -EOVERFLOW,

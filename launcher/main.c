@@ -14,6 +14,7 @@
  * failed at run time; 130 interrupted (SIGINT, SIGTERM, SIGHUP, or "stop"
  * on the control socket). The launcher writes only to stderr: stdout
  * belongs to the stages (the trainer's final result line). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -35,6 +36,7 @@
 #include "launcher/launch.h"
 #include "launcher/clusterenv.h"
 #include "stages/pack.h"
+#include "stages/schedule_partitions.h"
 #include "stages/predict.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
@@ -587,6 +589,126 @@ static int check_pack(struct launch *l, const struct opts *o, const struct datas
     return 0;
 }
 
+/* pipeline.mode = "partitions" (docs/partitions.md): one rank on the
+ * CPU of one node; the layout pipeline.partitions names (or the dataset's
+ * only one) exists and was made from this dataset. Sets
+ * pipeline.partitions to its P; pipeline.buffer_partitions is resolved by
+ * the memory plan (memfit.h). */
+static int check_partitions(struct launch *l, const struct opts *o, const struct dataset_meta *meta, char *err,
+                            size_t errlen)
+{
+    struct config *c = &l->cfg;
+    const char *ds = c->dataset.path;
+    if (o->cluster.nodes > 1 || l->gpus > 0 || c->pipeline.ranks > 1)
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"partitions\" runs one rank on the CPU of one node "
+                       "for now (gnnlaunch --cpu, pipeline.ranks = 1, no --nodes); use pipeline.mode = \"online\" "
+                       "otherwise", o->config);
+    uint32_t parts = (uint32_t)c->pipeline.partitions;
+    char name[32];
+    if (parts == 0) { /* the dataset's only layout */
+        DIR *d = opendir(ds);
+        if (!d)
+            return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", ds, strerror(errno));
+        unsigned found = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            unsigned q;
+            int n = 0;
+            if (sscanf(e->d_name, "parts.%u%n", &q, &n) == 1 && e->d_name[n] == '\0' && q > 0) {
+                found++;
+                if (found == 1 || q < parts)
+                    parts = q;
+            }
+        }
+        closedir(d);
+        if (found == 0)
+            return sl_errf(err, errlen, -ENOENT, "%s: pipeline.mode = \"partitions\", but the dataset %s has no "
+                           "partitioned layout (no %s/parts.P); make one with gnnprep partition %s --parts P",
+                           o->config, ds, ds, ds);
+        if (found > 1)
+            return sl_errf(err, errlen, -EINVAL, "%s: the dataset %s has %u partitioned layouts (parts.P); say which "
+                           "with pipeline.partitions = P (for instance %u)", o->config, ds, found, parts);
+    }
+    parts_dir_name(parts, name, sizeof name);
+    if (sl_path_join(l->parts_dir, sizeof l->parts_dir, ds, name) < 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "dataset.path = \"%s\": too long", ds);
+    char msg[2048];
+    int rc = parts_meta_read(l->parts_dir, meta, &l->parts, msg, sizeof msg);
+    if (rc == -ENOENT)
+        return sl_errf(err, errlen, rc, "%s: pipeline.mode = \"partitions\" needs the layout %s, which does not exist "
+                       "(%s); make it with gnnprep partition %s --parts %u", o->config, l->parts_dir, msg, ds, parts);
+    if (rc)
+        return sl_errf(err, errlen, rc, "%s: pipeline.mode = \"partitions\": %s", o->config, msg);
+    if (l->parts.parts > PO_MAX_PARTS)
+        return sl_errf(err, errlen, -EINVAL, "%s: %s has %u partitions, more than the %u an ordering takes", o->config,
+                       l->parts_dir, l->parts.parts, PO_MAX_PARTS);
+    if (c->pipeline.buffer_partitions > (int64_t)l->parts.parts)
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.buffer_partitions = %" PRId64 " is above the %" PRIu32
+                       " partitions of %s; the buffer holds at most all of them", o->config,
+                       c->pipeline.buffer_partitions, l->parts.parts, l->parts_dir);
+    c->pipeline.partitions = parts;
+    return 0;
+}
+
+/* What the partition mode will do, printed once every check passed: p, c,
+ * the ordering, each epoch's states and swaps against the lower bound,
+ * and the partitions the run reads in all (the extractor's closing note
+ * counts the same). */
+static int report_partitions(struct launch *l, char *err, size_t errlen)
+{
+    const struct config *c = &l->cfg;
+    char arg[8300], msg[1024];
+    struct schedule s;
+    struct schedule_params sp = {.rank = 0, .ranks = 1, .batch_size = (uint64_t)c->train.batch_size,
+                                 .epochs = (uint32_t)c->train.epochs, .eval_every = (uint32_t)c->train.eval_every,
+                                 .test_with_val = c->train.early_stop_patience > 0, .seed = (uint64_t)c->train.seed};
+    schedule_split_sizes(&l->meta, sp.split_n);
+    sp.arg = arg;
+    int rc = schedule_open(&s, schedule_for_config(c, arg, sizeof arg), &sp, msg, sizeof msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "pipeline.mode = \"partitions\": %s", msg);
+    const struct parts_meta *pm = &l->parts;
+    uint32_t cs = (uint32_t)c->pipeline.buffer_partitions, states_min = UINT32_MAX, states_max = 0;
+    uint64_t total = 0;
+    struct po_plan prev = {0}, pl;
+    for (uint32_t e = l->start_epoch; e < sp.epochs && rc == 0; e++) {
+        if ((rc = schedule_partitions_plan(&s, e, &pl, msg, sizeof msg)) != 0)
+            break;
+        total += (e == l->start_epoch ? pl.first_loads : po_epoch_carry_loads(&prev, &pl)) + pl.swaps;
+        states_min = SL_MIN(states_min, pl.states);
+        states_max = SL_MAX(states_max, pl.states);
+        po_plan_free(&prev);
+        prev = pl;
+    }
+    po_plan_free(&prev);
+    schedule_free(&s);
+    if (rc)
+        return sl_errf(err, errlen, rc, "pipeline.mode = \"partitions\": %s", msg);
+    enum po_order order = (enum po_order)c->pipeline.partition_order;
+    struct po_params pp = {.parts = pm->parts, .slots = cs, .train_parts = pm->train_parts, .order = order,
+                           .cover = PO_COVER_NODES};
+    uint32_t spare = 0;
+    if ((rc = schedule_partitions_spare(pm->parts, cs, pm->train_parts, order, &spare, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "pipeline.mode = \"partitions\": %s", msg);
+    char b1[32], b2[32], b3[32];
+    uint32_t epochs = sp.epochs - l->start_epoch;
+    /* MariusGNN's rule (comet, k < c) needs no swap at all: its bound is 0 */
+    bool one_state = order == PO_ORDER_COMET && pm->train_parts < cs;
+    fprintf(stderr,
+            "gnnlaunch: partitions: %s, p = %" PRIu32 " partitions of %" PRIu64 " nodes (%s each), %" PRIu32
+            " holding the training nodes; buffer c = %" PRIu32 " (%s) + %" PRIu32 " spare frames = %s; ordering %s: "
+            "%" PRIu32 "..%" PRIu32 " states an epoch, %" PRIu64 " swaps an epoch expected against the lower bound %" PRIu64
+            " (%s; pairs: %" PRIu64 "); the run reads %" PRIu64 " partitions (%s) over %" PRIu32 " epochs\n",
+            l->parts_dir, pm->parts, pm->part_nodes, sl_fmt_bytes(pm->part_bytes, b1, sizeof b1), pm->train_parts, cs,
+            l->mem.partbuf_sized ? "auto-tuned to the memory plan" : "as given", spare,
+            sl_fmt_bytes((uint64_t)(cs + spare) * pm->part_bytes, b2, sizeof b2), po_order_name(order), states_min,
+            states_max, po_expected_swaps(&pp), one_state ? 0 : po_lower_bound_nodes(pm->parts, cs),
+            one_state ? "the training partitions fit the buffer: one state" : "p - c, every partition in once",
+            cs >= 2 ? po_lower_bound_pairs(pm->parts, cs) : 0, total, sl_fmt_bytes(total * pm->part_bytes, b3, sizeof b3),
+            epochs);
+    return 0;
+}
+
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
 /* model.kind = distmult | complex: a link-prediction run in this process
@@ -697,6 +819,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         l->cfg.pipeline.mode = PIPELINE_ONLINE; /* a prediction samples its own pass over the nodes */
     if (l->cfg.pipeline.mode == PIPELINE_PACKED && (rc = check_pack(l, o, &meta, err, errlen)) != 0)
         return rc;
+    if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS && (rc = check_partitions(l, o, &meta, err, errlen)) != 0)
+        return rc;
     if ((rc = run_arena_plan(&l->cfg, &meta, &l->arena, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     uint64_t mem, shm_free;
@@ -714,8 +838,9 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     struct cgroup_mem cg; /* the limit: sizes what the configuration leaves unset, refuses what it sets too large */
     if (cgroup_mem_read(&cg, msg, sizeof msg) != 0)
         fprintf(stderr, "gnnlaunch: warning: %s; the memory limit is MemAvailable alone\n", msg);
-    if ((rc = memfit_plan_make(&l->mem, &l->cfg, &meta, &l->arena, &l->featbuf, &cg, l->ranks, l->gpus > 0, mem,
-                               shm_free, msg, sizeof msg)) != 0) {
+    if ((rc = memfit_plan_make(&l->mem, &l->cfg, &meta, &l->arena, &l->featbuf,
+                               l->cfg.pipeline.mode == PIPELINE_PARTITIONS ? &l->parts : NULL, &cg, l->ranks,
+                               l->gpus > 0, mem, shm_free, msg, sizeof msg)) != 0) {
         /* keys beyond half of MemAvailable or /dev/shm: the older rule's message, which names that */
         if (rc == -ENOMEM)
             layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg);
@@ -1093,6 +1218,11 @@ int main(int argc, char **argv)
     }
     if (l->gpus)
         report_gpus(l);
+    if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS && (rc = report_partitions(l, err, sizeof err)) != 0) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        ckptdir_free(&l->ckd);
+        return EXIT_USAGE;
+    }
     if (l->predict.exact) { /* layer-wise, in this process: no run, no stages */
         double t0 = sl_now();
         fprintf(stderr, "gnnlaunch: --predict --exact: layer-wise inference of all %" PRIu64 " nodes with %s\n",

@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "stages/sampler.h"
 #include "stages/sampler_fetch.h"
+#include "stages/schedule_partitions.h"
 
 #define MIB ((uint64_t)1 << 20)
 
@@ -119,7 +120,53 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
 
 static uint64_t plan_total(const struct memfit_plan *p)
 {
-    return add_sat(add_sat(add_sat(p->featbuf, p->staging), add_sat(p->arenas, p->topology)), p->margin);
+    return add_sat(add_sat(add_sat(add_sat(p->featbuf, p->staging), add_sat(p->arenas, p->topology)), p->margin),
+                   p->partbuf);
+}
+
+/* The partition buffer of a partitions run (rules in memfit.h) within
+ * room (UINT64_MAX: no limit known): resolves an auto
+ * pipeline.buffer_partitions and counts (c + spare) x part_bytes into
+ * p->partbuf. 0, -ENOSPC / -ENOMEM (not even one partition fits, or the
+ * given c does not), or the ordering's -EINVAL. */
+static int plan_partbuf(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
+                        const struct parts_meta *pm, uint64_t room, char *err, size_t errlen)
+{
+    enum po_order order = (enum po_order)c->pipeline.partition_order;
+    uint32_t cs = (uint32_t)c->pipeline.buffer_partitions, spare = 0;
+    char msg[512], b1[32], b2[32];
+    int rc;
+    if (cs == 0) {
+        uint64_t budget = room == UINT64_MAX ? UINT64_MAX : room / 2;
+        struct po_tune_in in = {.nodes = m->nodes, .edges = m->edges, .row_bytes = pm->row_stride, .edge_bytes = 8,
+                                .edge_copies = 1, .train_nodes = pm->train_nodes, .mem_bytes = budget,
+                                .reserve_bytes = 0, .min_read = MIB, .cover = PO_COVER_NODES, .parts = pm->parts};
+        struct po_tune t;
+        if ((rc = po_tune(&in, &t, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc == -ENOSPC ? -ENOMEM : rc,
+                           "pipeline.buffer_partitions = \"auto\": %s (the budget is half of the %s the memory plan "
+                           "leaves for buffers); give the run more memory or make a layout of more partitions",
+                           msg, sl_fmt_bytes(room, b1, sizeof b1));
+        for (cs = t.slots;; cs--) { /* the spare frames count too */
+            if ((rc = schedule_partitions_spare(pm->parts, cs, pm->train_parts, order, &spare, msg, sizeof msg)) != 0)
+                return sl_errf(err, errlen, rc, "pipeline.buffer_partitions = %" PRIu32 ": %s", cs, msg);
+            if (cs == 1 || mul_sat((uint64_t)cs + spare, pm->part_bytes) <= budget)
+                break;
+        }
+        c->pipeline.buffer_partitions = cs;
+        p->partbuf_sized = true;
+    } else if ((rc = schedule_partitions_spare(pm->parts, cs, pm->train_parts, order, &spare, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "pipeline.buffer_partitions = %" PRIu32 ": %s", cs, msg);
+    p->partbuf_spare = spare;
+    p->partbuf = mul_sat((uint64_t)cs + spare, pm->part_bytes);
+    if (room != UINT64_MAX && p->partbuf > room)
+        return sl_errf(err, errlen, -ENOMEM,
+                       "pipeline.buffer_partitions = %" PRIu32 ": the partition buffer (%" PRIu32 " partitions and %" PRIu32
+                       " spare frames of %" PRIu64 " bytes) needs %s, more than the %s the memory plan leaves for "
+                       "buffers; lower pipeline.buffer_partitions or set it to \"auto\"",
+                       cs, cs, spare, pm->part_bytes, sl_fmt_bytes(p->partbuf, b1, sizeof b1),
+                       sl_fmt_bytes(room, b2, sizeof b2));
+    return 0;
 }
 
 /* The staging segment's bytes for pipeline.staging_mb = mb, from f's row
@@ -166,8 +213,9 @@ static void given_keys(const struct config *c, const struct memfit_plan *p, int 
 }
 
 int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
-                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct cgroup_mem *cg,
-                     int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen)
+                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct parts_meta *parts,
+                     const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
+                     char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     p->cg = *cg;
@@ -198,6 +246,12 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     if (shm_free != UINT64_MAX)
         room =
             SL_MIN(room, shm_free > add_sat(p->arenas, p->topology_shm) ? shm_free - p->arenas - p->topology_shm : 0);
+    if (parts) { /* the partition buffer comes first: the feature buffers are sized to what it leaves */
+        if ((rc = plan_partbuf(p, c, m, parts, room, err, errlen)) != 0)
+            return rc;
+        if (room != UINT64_MAX)
+            room -= p->partbuf;
+    }
     if (room != UINT64_MAX && !config_given(c, "pipeline.staging_mb")) {
         int64_t before = c->pipeline.staging_mb;
         size_staging(c, f, room / 8);
@@ -252,6 +306,10 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     sl_fmt_bytes(p->topology, top, sizeof top);
     sl_fmt_bytes(p->margin, mar, sizeof mar);
     sl_fmt_bytes(p->staging, st, sizeof st);
+    char pbuf[96] = "", pb[32];
+    if (p->partbuf) /* the partitions mode */
+        snprintf(pbuf, sizeof pbuf, "partition buffer %s (pipeline.buffer_partitions = %" PRId64 "), ",
+                 sl_fmt_bytes(p->partbuf, pb, sizeof pb), c->pipeline.buffer_partitions);
     if (keys[0])
         return sl_errf(err, errlen, -ENOMEM,
                        "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
@@ -261,10 +319,11 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
                        keys, ar, top, mar, tot, lim, p->limit_what);
     return sl_errf(err, errlen, -ENOMEM,
                    "the run needs at least %s (feature buffer %s at its extraction reserve or below the default, "
-                   "staging %s, batch arenas %s, topology %s, margin %s for the trainer, processes and page cache), "
-                   "more than the limit of %s (%s); lower train.batch_size, model.fanouts, pipeline.extractors or "
+                   "staging %s, batch arenas %s, topology %s, %smargin %s for the trainer, processes and page cache), "
+                   "more than the limit of %s (%s); lower train.batch_size, model.fanouts, pipeline.extractors%s or "
                    "pipeline.ranks, or give the run more memory",
-                   tot, fb, st, ar, top, mar, lim, p->limit_what);
+                   tot, fb, st, ar, top, pbuf, mar, lim, p->limit_what,
+                   p->partbuf ? ", pipeline.buffer_partitions" : "");
 }
 
 void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
@@ -275,6 +334,12 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
         snprintf(limit, sizeof limit, "no limit found (no memory cgroup limit, MemAvailable unreadable)");
     else
         snprintf(limit, sizeof limit, "limit %s (%s)", sl_fmt_bytes(p->limit, lim, sizeof lim), p->limit_what);
+    char pbuf[160] = "", pb[32];
+    if (p->partbuf)
+        snprintf(pbuf, sizeof pbuf, "partition buffer %s (pipeline.buffer_partitions = %" PRId64 "%s, + %" PRIu32
+                 " spare), ",
+                 sl_fmt_bytes(p->partbuf, pb, sizeof pb), c->pipeline.buffer_partitions,
+                 p->partbuf_sized ? ", auto-tuned" : ", as given", p->partbuf_spare);
     int w = snprintf(topo, sizeof topo, "pipeline.topology = \"%s\"%s", topology_mode_name(c->pipeline.topology),
                      p->topology_auto ? ", chosen" : "");
     if (c->pipeline.topology == TOPOLOGY_CACHE && w > 0 && (size_t)w < sizeof topo)
@@ -282,7 +347,7 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
                  c->pipeline.neighbour_cache_mb, p->neighbour_cache_sized ? ", sized to fit" : "");
     snprintf(buf, len,
              "memory: %s, plan: feature buffer %s (pipeline.feature_buffer_mb = %" PRId64 "%s), staging %s "
-             "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s (%s), margin %s (trainer %s, processes %s, "
+             "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s (%s), %smargin %s (trainer %s, processes %s, "
              "page cache %s); %s in all",
              limit, sl_fmt_bytes(p->featbuf, fb, sizeof fb), c->pipeline.feature_buffer_mb,
              p->featbuf_sized                                  ? ", sized to fit"
@@ -292,7 +357,7 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
              p->staging_sized                           ? ", sized to fit"
              : config_given(c, "pipeline.staging_mb") ? ", as given"
                                                         : "",
-             sl_fmt_bytes(p->arenas, ar, sizeof ar), sl_fmt_bytes(p->topology, top, sizeof top), topo,
+             sl_fmt_bytes(p->arenas, ar, sizeof ar), sl_fmt_bytes(p->topology, top, sizeof top), topo, pbuf,
              sl_fmt_bytes(p->margin, mar, sizeof mar), sl_fmt_bytes(p->workspace, ws, sizeof ws),
              sl_fmt_bytes(p->processes, pr, sizeof pr), sl_fmt_bytes(p->cache, ca, sizeof ca),
              sl_fmt_bytes(plan_total(p), tot, sizeof tot));

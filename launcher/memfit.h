@@ -40,7 +40,13 @@
  * train.batch_size, model.fanouts and the queue keys, which decide what is
  * computed or how deep the pipeline is, so they are counted, never
  * shrunk. The sized buffers also keep the older rules of layout.h (half
- * of MemAvailable, the space free in /dev/shm). */
+ * of MemAvailable, the space free in /dev/shm).
+ * pipeline.mode = "partitions" adds the partition buffer, (c + spare) x
+ * part_bytes of /dev/shm (stages/partbuf.h), to what is fixed before the
+ * feature buffers are sized; an unset pipeline.buffer_partitions (0) is
+ * auto-tuned (po_tune with the layout's p, as gnnprep partition-plan) to
+ * the largest c whose buffer, spare frames included, fits half of the
+ * room, and written back into the configuration. */
 #ifndef SLUICE_LAUNCHER_MEMFIT_H
 #define SLUICE_LAUNCHER_MEMFIT_H
 
@@ -51,6 +57,7 @@
 
 #include "core/config.h"
 #include "core/dataset.h"
+#include "core/partition.h"
 #include "ipc/run.h"
 #include "launcher/cgroup.h"
 #include "launcher/layout.h"
@@ -73,6 +80,9 @@ struct memfit_plan {
     uint64_t arenas;               /* all ranks' batch arenas */
     uint64_t topology;             /* the samplers' topology, all ranks (see above) */
     uint64_t topology_shm;         /* of which in /dev/shm (memory with several ranks) */
+    uint64_t partbuf;              /* the partition buffer (pipeline.mode = "partitions"), else 0 */
+    uint32_t partbuf_spare;        /* ... its spare frames beside pipeline.buffer_partitions */
+    bool partbuf_sized;            /* pipeline.buffer_partitions was auto and chosen here */
     bool topology_auto;            /* pipeline.topology was "auto" and chosen here */
     bool neighbour_cache_sized;    /* pipeline.neighbour_cache_mb was unset and chosen here */
     uint64_t workspace;            /* the trainers' working memory, all ranks (an estimate) */
@@ -90,7 +100,8 @@ struct memfit_plan {
  * what a batch of a->batch.n_max nodes can need, not a measurement. */
 uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a);
 
-/* Makes the plan: reads nothing but c, m, a, f and cg; sets the unset
+/* Makes the plan: reads nothing but c, m, a, f, parts (the layout of a
+ * partitions run, else NULL) and cg; sets the unset
  * memory keys of c (recording them as not given), replanning *f to
  * match. gpu: the ranks keep their feature rows on their devices (f's
  * segments hold metadata only), so pipeline.feature_buffer_mb is device
@@ -99,8 +110,9 @@ uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, 
  * can do with, exceed the limit (exit 2); -EINVAL or -EOVERFLOW from
  * layout_featbuf_plan. */
 int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
-                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct cgroup_mem *cg,
-                     int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free, char *err, size_t errlen);
+                     const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct parts_meta *parts,
+                     const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
+                     char *err, size_t errlen);
 
 /* The plan in one line, without a newline: "memory: limit X (cgroup /a
  * memory.max), plan: feature buffer A (sized to fit), staging B, arenas

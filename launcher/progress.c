@@ -33,6 +33,7 @@
 #include "launcher/ckptdir.h"
 #include "launcher/progress.h"
 #include "stages/schedule.h"
+#include "stages/schedule_partitions.h"
 
 #define PLAIN_EVERY_S 10.0
 
@@ -142,7 +143,13 @@ void progress_start(struct progress *p, const struct progress_run *run)
             uint32_t node = p->run.node, nodes = p->run.nodes; /* global ranks */
             sp.rank = node * (uint32_t)p->run.ranks + (uint32_t)r;
             sp.ranks = nodes * (uint32_t)p->run.ranks;
-            if (schedule_open(&s, schedule_find(SCHEDULE_DEFAULT), &sp, msg, sizeof msg) != 0)
+            char arg[8300];
+            const struct schedule_ops *ops = schedule_find(SCHEDULE_DEFAULT);
+            if (p->run.predict == RUN_PREDICT_NONE) { /* as stage_schedule chooses it */
+                ops = schedule_for_config(cfg, arg, sizeof arg);
+                sp.arg = arg[0] ? arg : NULL;
+            }
+            if (schedule_open(&s, ops, &sp, msg, sizeof msg) != 0)
                 continue;
             uint64_t base = schedule_epoch_start(&s, p->run.start_epoch);
             p->batches_total += schedule_len(&s) - base;

@@ -35,7 +35,9 @@
 #include "stages/extract.h"
 #include "stages/featbuf_cuda.h"
 #include "stages/pack_rows.h"
+#include "stages/partbuf.h"
 #include "stages/schedule.h"
+#include "stages/schedule_partitions.h"
 #include "stages/stage.h"
 #include "stages/warm.h"
 
@@ -58,7 +60,29 @@ struct xrun {
     struct pack_rows pr;
     struct schedule sched; /* the run's, for pr */
     atomic_uint_fast64_t chunk_reads, chunk_bytes, chunk_ns; /* the threads' chunk reads, summed as they end */
+    /* pipeline.mode = "partitions": training batches' rows come from the
+     * partition buffer, which the owner thread moves through the buffer
+     * states (the protocol: partitions_owner) */
+    bool partitioned;
+    struct partbuf pb;
+    struct schedule psched;       /* the run's partitions schedule */
+    void *node_pos;               /* the layout's node_pos.bin */
+    bool pos_u64;
+    struct po_plan *plans;        /* (epochs) */
+    uint64_t **left0;             /* (epochs)(states) training batches of each state */
+    pthread_t owner;
+    bool owner_started;
+    pthread_mutex_t gmu;
+    pthread_cond_t gcv;
+    uint32_t g_epoch, g_state;    /* the state in the buffer for batches (g_state PO_EMPTY: none yet) */
+    uint64_t g_left;              /* its batches not yet extracted */
+    bool g_closing;               /* the threads are gone: batches still counted will not come (under gmu) */
 };
+
+static uint64_t node_position(const struct xrun *r, uint64_t v)
+{
+    return r->pos_u64 ? ((const uint64_t *)r->node_pos)[v] : ((const uint32_t *)r->node_pos)[v];
+}
 
 static int idle(void *arg)
 {
@@ -88,6 +112,194 @@ static void stop_all(struct xrun *r)
     stage_turn_abort(&r->turn);
 }
 
+/* ---- the partition mode's buffer states ----
+ * Protocol. One owner thread moves the partition buffer through every
+ * state of every epoch in order (those that train no batch too, so that
+ * it reads what the plan counts): partbuf_switch to the state, prefetch
+ * of the next one (the next epoch's first after an epoch's last), then it
+ * publishes the state with the count of its training batches and waits
+ * until the extractor threads have extracted them all. A thread with a
+ * training batch of state (e, s) waits until (e, s) is published, copies
+ * the batch's rows out of the buffer into the feature buffer
+ * (extractor_run_rows: no disk read) and counts it off; the rows it copied
+ * live on in the feature buffer, so the buffer may drop the state as soon
+ * as the count reaches zero, whatever the trainer does next. The sampler
+ * pushes in batch order (sampler_main.c), so every batch of (e, s) is in
+ * the extract queue before any of the next state: threads waiting on the
+ * next state never keep a batch of this one from being popped.
+ * Evaluation batches (no state) are extracted from features.bin as in the
+ * online mode and never wait. */
+static int partitions_wait(struct xrun *r, uint32_t epoch, uint32_t state)
+{
+    pthread_mutex_lock(&r->gmu);
+    while (!(r->g_state == state && r->g_epoch == epoch) && !atomic_load(&r->stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&r->gcv, &r->gmu, &ts);
+        pthread_mutex_unlock(&r->gmu);
+        stage_heartbeat(r->st);
+        pthread_mutex_lock(&r->gmu);
+    }
+    pthread_mutex_unlock(&r->gmu);
+    return atomic_load(&r->stop) ? -EPIPE : 0;
+}
+
+static void partitions_done(struct xrun *r)
+{
+    pthread_mutex_lock(&r->gmu);
+    if (--r->g_left == 0)
+        pthread_cond_broadcast(&r->gcv);
+    pthread_mutex_unlock(&r->gmu);
+}
+
+static void *partitions_owner(void *arg)
+{
+    struct xrun *r = arg;
+    struct stage *st = r->st;
+    char msg[1024];
+    uint32_t epochs = r->psched.p.epochs;
+    struct partbuf_stats seen = {0};
+    for (uint32_t e = st->args.start_epoch; e < epochs && !atomic_load(&r->stop); e++) {
+        const struct po_plan *pl = &r->plans[e];
+        for (uint32_t s = 0; s < pl->states && !atomic_load(&r->stop); s++) {
+            if (partbuf_switch(&r->pb, pl, s, msg, sizeof msg) != 0)
+                stage_fail(st, "epoch %" PRIu32 ", buffer state %" PRIu32 ": %s", e, s, msg);
+            int rc = 0;
+            if (s + 1 < pl->states)
+                rc = partbuf_prefetch(&r->pb, pl, s + 1, msg, sizeof msg);
+            else if (e + 1 < epochs)
+                rc = partbuf_prefetch(&r->pb, &r->plans[e + 1], 0, msg, sizeof msg);
+            if (rc)
+                stage_fail(st, "epoch %" PRIu32 ", prefetching after buffer state %" PRIu32 ": %s", e, s, msg);
+            struct partbuf_stats ps; /* the partitions' reads count as the extractor's (the epoch lines) */
+            partbuf_stats(&r->pb, &ps);
+            metrics_add(&st->block->bytes, ps.bytes - seen.bytes);
+            metrics_add(&st->block->io_ops, ps.reads - seen.reads);
+            seen = ps;
+            pthread_mutex_lock(&r->gmu);
+            r->g_epoch = e;
+            r->g_state = s;
+            r->g_left = r->left0[e][s];
+            pthread_cond_broadcast(&r->gcv);
+            while (r->g_left > 0 && !atomic_load(&r->stop) && !r->g_closing) {
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += 1;
+                pthread_cond_timedwait(&r->gcv, &r->gmu, &ts);
+            }
+            bool cut = r->g_left > 0; /* the run ended early (stopped, early stopping): no more states */
+            pthread_mutex_unlock(&r->gmu);
+            if (cut)
+                return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Opens the partition mode's side: the schedule (its plans and the count
+ * of each state's training batches), node_pos.bin, the buffer (a segment
+ * of the run: /sluice.<run>.partbuf) and its owner thread. */
+static void partitions_open(struct xrun *r)
+{
+    struct stage *st = r->st;
+    char msg[1024];
+    stage_schedule(st, &r->psched);
+    if (schedule_load(&r->psched, st->cfg.dataset.path, &st->meta, msg, sizeof msg) != 0 ||
+        schedule_partitions_node_pos(&r->psched, &r->node_pos, &r->pos_u64, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    uint32_t epochs = r->psched.p.epochs, spare = 0;
+    const struct parts_meta *pm = schedule_partitions_meta(&r->psched);
+    r->plans = calloc(epochs, sizeof *r->plans);
+    r->left0 = calloc(epochs, sizeof *r->left0);
+    if (!r->plans || !r->left0)
+        stage_fail(st, "out of memory");
+    for (uint32_t e = 0; e < epochs; e++) {
+        if (schedule_partitions_plan(&r->psched, e, &r->plans[e], msg, sizeof msg) != 0)
+            stage_fail(st, "%s", msg);
+        spare = SL_MAX(spare, r->plans[e].single ? 0 : r->plans[e].group);
+        if (!(r->left0[e] = calloc(r->plans[e].states, sizeof **r->left0)))
+            stage_fail(st, "out of memory");
+        uint64_t g0 = schedule_epoch_start(&r->psched, e), nb = schedule_pass_batches(&r->psched, e, BATCH_TRAIN);
+        for (uint64_t g = g0; g < g0 + nb; g++) { /* the training pass comes first in an epoch (schedule.h) */
+            struct schedule_pos p;
+            schedule_at(&r->psched, g, &p);
+            uint32_t s = schedule_partitions_state(&r->psched, &p);
+            if (s >= r->plans[e].states)
+                stage_fail(st, "batch %" PRIu64 " of epoch %" PRIu32 " is in buffer state %" PRIu32 " of %" PRIu32, g, e,
+                           s, r->plans[e].states);
+            r->left0[e][s]++;
+        }
+    }
+    struct partbuf_params bp = {.run_id = st->args.run_id, .slots = r->plans[0].slots, .spare = spare,
+                                .buffered = st->cfg.pipeline.io == EXTRACT_IO_BUFFERED};
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", schedule_partitions_dir(&r->psched));
+    if (partbuf_init(&r->pb, dir, pm, &bp, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&r->gmu, NULL);
+    pthread_cond_init(&r->gcv, &ca);
+    pthread_condattr_destroy(&ca);
+    r->g_state = PO_EMPTY;
+    r->g_epoch = UINT32_MAX;
+    int rc = pthread_create(&r->owner, NULL, partitions_owner, r);
+    if (rc)
+        stage_fail(st, "cannot start the partition buffer's thread: %s", strerror(rc));
+    r->owner_started = true;
+    stage_note(st, "partitions: buffer of %" PRIu32 " + %" PRIu32 " spare frames of %.1f MiB (%s, %s reads of %.1f MiB, "
+               "%u in flight%s); training rows are copied out of it",
+               r->pb.slots, r->pb.frames - r->pb.slots, (double)r->pb.frame_bytes / (1 << 20), dir,
+               r->pb.direct ? "direct" : "buffered", (double)r->pb.read_bytes / (1 << 20), r->pb.depth,
+               r->pb.uring ? ", io_uring" : "");
+}
+
+/* Joins the owner, reports what the buffer read, frees the mode's side. */
+static void partitions_close(struct xrun *r)
+{
+    struct stage *st = r->st;
+    if (r->owner_started) {
+        /* the extractor threads are gone: the owner finishes the states
+         * whose batches were all extracted (the trailing ones that train
+         * nothing too) and stops at one that still waits for batches
+         * (the run stopped or stopped early) */
+        pthread_mutex_lock(&r->gmu);
+        r->g_closing = true;
+        pthread_cond_broadcast(&r->gcv);
+        pthread_mutex_unlock(&r->gmu);
+        pthread_join(r->owner, NULL);
+    }
+    struct partbuf_stats ps;
+    partbuf_stats(&r->pb, &ps);
+    if (!atomic_load(&r->stop))
+        stage_note(st,
+                   "partitions: read %" PRIu64 " partitions, %.1f MiB in %" PRIu64 " requests (%.2f MiB each), %.2f s "
+                   "reading; switches waited %.2f s for reads",
+                   ps.loads, (double)ps.bytes / (1 << 20), ps.reads,
+                   ps.reads ? (double)ps.bytes / (double)ps.reads / (1 << 20) : 0.0, (double)ps.read_ns / 1e9,
+                   (double)ps.wait_ns / 1e9);
+    partbuf_free(&r->pb);
+    for (uint32_t e = 0; r->plans && e < r->psched.p.epochs; e++) {
+        po_plan_free(&r->plans[e]);
+        if (r->left0)
+            free(r->left0[e]);
+    }
+    free(r->plans);
+    free(r->left0);
+    free(r->node_pos);
+    schedule_free(&r->psched);
+    if (r->owner_started) {
+        pthread_cond_destroy(&r->gcv);
+        pthread_mutex_destroy(&r->gmu);
+    }
+}
+
 static void *thread_main(void *arg)
 {
     struct xthread *t = arg;
@@ -101,6 +313,8 @@ static void *thread_main(void *arg)
     x.idle = idle;
     x.idle_arg = r;
     struct pack_rows_buf pb = {0};
+    const void **prows = NULL; /* the partition mode: each node's row in the buffer */
+    uint32_t prows_cap = 0;
     struct run_desc d;
     while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
@@ -112,7 +326,32 @@ static void *thread_main(void *arg)
             stage_fail(st, "pipeline.trace_rows: writing %s failed: %s", r->trace.path, strerror(-r->trace.rc));
         x.batch = d.batch;
         int rc;
-        if (r->packed) { /* the batch's rows in one read of its chunk, hot rows pinned in the buffer */
+        struct schedule_pos sp;
+        uint32_t pstate = PO_EMPTY;
+        if (r->partitioned) {
+            schedule_at(&r->psched, d.batch, &sp);
+            pstate = schedule_partitions_state(&r->psched, &sp);
+        }
+        if (pstate != PO_EMPTY) { /* a training batch of the partition mode: its rows from the buffer */
+            if (partitions_wait(r, sp.epoch, pstate) != 0) {
+                stop_all(r);
+                break;
+            }
+            if (n > prows_cap) {
+                free(prows);
+                prows_cap = n;
+                if (!(prows = malloc(prows_cap * sizeof *prows)))
+                    stage_fail(st, "out of memory");
+            }
+            for (uint32_t i = 0; i < n; i++)
+                if (!(prows[i] = partbuf_row(&r->pb, node_position(r, v.nodes[i]))))
+                    stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 ", buffer state %" PRIu32 "): node %" PRIu64
+                               " is not in the partition buffer: the sampler and the buffer disagree on the state",
+                               d.batch, d.epoch, pstate, v.nodes[i]);
+            rc = extractor_run_rows(&x, v.nodes, n, prows, v.alias, msg, sizeof msg);
+            if (rc == 0)
+                partitions_done(r);
+        } else if (r->packed) { /* the batch's rows in one read of its chunk, hot rows pinned in the buffer */
             uint64_t reads = pb.reads, bytes = pb.bytes;
             if (pack_rows_batch(&r->pr, &pb, d.batch, v.nodes, n, msg, sizeof msg) != 0)
                 stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
@@ -152,6 +391,7 @@ static void *thread_main(void *arg)
     atomic_fetch_add(&r->chunk_bytes, pb.bytes);
     atomic_fetch_add(&r->chunk_ns, pb.read_ns);
     pack_rows_buf_free(&pb);
+    free(prows);
     extractor_free(&x);
     return NULL;
 }
@@ -295,8 +535,11 @@ static int stage_main(int argc, char **argv)
         rowtrace_open(&r.trace, st.cfg.pipeline.trace_rows, st.args.rank, st.meta.nodes, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
     r.packed = st.cfg.pipeline.mode == PIPELINE_PACKED && !st.args.predict;
+    r.partitioned = st.cfg.pipeline.mode == PIPELINE_PARTITIONS && !st.args.predict;
     if (r.packed)
         packed_open(&r);
+    else if (r.partitioned)
+        partitions_open(&r);
     else
         pin_hot_set(&st);
     struct schedule sched;
@@ -309,7 +552,7 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "pipeline.warm_start = \"on\", but the feature buffer (%u slots%s) cannot hold all %" PRIu64
                    " rows; raise pipeline.feature_buffer_mb or set pipeline.warm_start = \"auto\"",
                    st.fb.nslots, st.fb.rows ? "" : ", on a GPU", r.src.rows);
-    if (wm != CONFIG_WARM_OFF && !r.packed && warm_fits(&st.fb, &r.src)) { /* packed: the hot tier is the warm start */
+    if (wm != CONFIG_WARM_OFF && !r.packed && !r.partitioned && warm_fits(&st.fb, &r.src)) { /* partitions: reads are the buffer's */ /* packed: the hot tier is the warm start */
         int rc = pthread_create(&r.warm_tid, NULL, warm_main, &r);
         if (rc)
             stage_fail(&st, "cannot start the warm start's thread: %s", strerror(rc));
@@ -357,6 +600,8 @@ static int stage_main(int argc, char **argv)
         pack_rows_free(&r.pr);
         schedule_free(&r.sched);
     }
+    if (r.partitioned)
+        partitions_close(&r);
     extract_source_free(&r.src);
     staging_free(&r.stg);
     stage_close(&st);

@@ -41,6 +41,7 @@
 #include "stages/pack.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
+#include "stages/schedule_partitions.h"
 #include "stages/stage.h"
 
 #define CHECK(stmt)                                                                                                    \
@@ -298,6 +299,12 @@ struct srun {
     /* pipeline.mode = "packed": batches are read from the pack, not sampled */
     bool packed;
     struct pack pack;
+    /* pipeline.mode = "partitions": training batches are sampled among the
+     * nodes of their buffer state's partitions (sampler_set_filter) */
+    bool partitioned;
+    void *node_pos; /* the layout's node_pos.bin */
+    bool pos_u64;
+    struct po_plan *plans; /* (epochs) each epoch's buffer states */
 };
 
 /* One thread's means of announcing batches: its own cursor and a scratch
@@ -445,6 +452,17 @@ static void *stage_thread(void *arg)
     if (ahead)
         schedule_cursor_init(&ncur, &r->sched, 0);
     uint64_t gnext = UINT64_MAX; /* the next batch number taken already, if any */
+    /* the partition mode: the thread's own copy of which partitions are in the buffer in the state of its batch */
+    uint8_t *part_in = NULL;
+    struct sampler_filter filt = {0};
+    uint32_t f_epoch = UINT32_MAX, f_state = PO_EMPTY; /* what part_in holds; PO_EMPTY: the filter is off */
+    if (r->partitioned) {
+        const struct parts_meta *pm = schedule_partitions_meta(&r->sched);
+        if (!(part_in = calloc(pm->parts, 1)))
+            stage_fail(st, "out of memory");
+        filt = (struct sampler_filter){.node_pos = r->node_pos, .pos_u64 = r->pos_u64, .part_nodes = pm->part_nodes,
+                                       .parts = pm->parts, .part_in = part_in};
+    }
     while (!atomic_load(&r->stop)) {
         uint64_t g = gnext != UINT64_MAX ? gnext : atomic_fetch_add(&r->next, 1);
         gnext = UINT64_MAX;
@@ -464,6 +482,23 @@ static void *stage_thread(void *arg)
         if (schedule_batch(&cur, g, &sb, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
         const struct schedule_pos *p = &sb.pos;
+        if (r->partitioned) { /* follow the batch's buffer state; evaluation batches sample the whole graph */
+            uint32_t bs = schedule_partitions_state(&r->sched, p);
+            if (bs != f_state || (bs != PO_EMPTY && p->epoch != f_epoch)) {
+                if (bs != PO_EMPTY) {
+                    const struct po_plan *pl = &r->plans[p->epoch];
+                    memset(part_in, 0, filt.parts);
+                    for (uint32_t j = 0; j < pl->slots; j++)
+                        if (po_slot(pl, bs, j) != PO_EMPTY)
+                            part_in[po_slot(pl, bs, j)] = 1;
+                }
+                if ((bs == PO_EMPTY) != (f_state == PO_EMPTY) &&
+                    sampler_set_filter(&s, bs == PO_EMPTY ? NULL : &filt, msg, sizeof msg) != 0)
+                    stage_fail(st, "%s", msg);
+                f_state = bs;
+                f_epoch = p->epoch;
+            }
+        }
         uint32_t slot;
         if (stage_alloc(st, &slot) != 0)
             break;
@@ -499,6 +534,7 @@ static void *stage_thread(void *arg)
         schedule_cursor_free(&ncur);
     schedule_cursor_free(&cur);
     sampler_free(&s);
+    free(part_in);
     return NULL;
 }
 
@@ -535,6 +571,25 @@ static int stage_main(int argc, char **argv)
             stage_fail(&st, "%s", msg);
     }
     r.ordered = st.cfg.pipeline.ordered;
+    r.partitioned = st.cfg.pipeline.mode == PIPELINE_PARTITIONS && !st.args.predict;
+    if (r.partitioned) {
+        /* Batches enter the extract queue in batch order: the extractor
+         * switches the buffer to a state only once every batch of the
+         * state before is extracted, and a queue holding the next state's
+         * batches ahead of one of the state before could never drain. */
+        r.ordered = true;
+        if (schedule_partitions_node_pos(&r.sched, &r.node_pos, &r.pos_u64, msg, sizeof msg) != 0)
+            stage_fail(&st, "%s", msg);
+        if (!(r.plans = calloc(r.sched.p.epochs, sizeof *r.plans)))
+            stage_fail(&st, "out of memory");
+        for (uint32_t e = 0; e < r.sched.p.epochs; e++)
+            if (schedule_partitions_plan(&r.sched, e, &r.plans[e], msg, sizeof msg) != 0)
+                stage_fail(&st, "%s", msg);
+        const struct parts_meta *pm = schedule_partitions_meta(&r.sched);
+        stage_note(&st, "partitions: training batches sampled among the nodes of their buffer state's %" PRIu64
+                   " partitions of %" PRIu32 " (%s); evaluation batches on the whole graph",
+                   (uint64_t)r.plans[0].slots, pm->parts, schedule_partitions_dir(&r.sched));
+    }
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
     uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);
     atomic_store(&r.next, first);
@@ -580,6 +635,12 @@ static int stage_main(int argc, char **argv)
     }
     free(t);
     stage_turn_destroy(&r.turn);
+    if (r.partitioned) {
+        for (uint32_t e = 0; e < r.sched.p.epochs; e++)
+            po_plan_free(&r.plans[e]);
+        free(r.plans);
+        free(r.node_pos);
+    }
     schedule_free(&r.sched);
     if (r.packed)
         pack_free(&r.pack);

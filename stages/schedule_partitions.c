@@ -325,3 +325,60 @@ const struct schedule_ops schedule_partitions_ops = {
     .order = psched_order,
     .free = psched_free,
 };
+
+const struct schedule_ops *schedule_for_config(const struct config *c, char *arg, size_t len)
+{
+    if (c->pipeline.mode != PIPELINE_PARTITIONS) {
+        if (len)
+            arg[0] = '\0';
+        return schedule_find(SCHEDULE_DEFAULT);
+    }
+    char dir[32];
+    parts_dir_name((uint32_t)c->pipeline.partitions, dir, sizeof dir);
+    snprintf(arg, len, "%" PRId64 ":%s:nodes:%s/%s", c->pipeline.buffer_partitions,
+             po_order_name((enum po_order)c->pipeline.partition_order), c->dataset.path, dir);
+    return &schedule_partitions_ops;
+}
+
+int schedule_partitions_spare(uint32_t p, uint32_t c, uint32_t k, enum po_order order, uint32_t *spare, char *err,
+                              size_t errlen)
+{
+    struct po_params pp = {.parts = p, .slots = c, .train_parts = k, .order = order, .cover = PO_COVER_NODES};
+    struct po_plan pl;
+    int rc = po_plan_build(&pl, &pp, err, errlen);
+    if (rc == 0)
+        *spare = pl.single ? 0 : pl.group; /* the grouping's shape, not its draw: the same every epoch */
+    po_plan_free(&pl);
+    return rc;
+}
+
+const struct parts_meta *schedule_partitions_meta(const struct schedule *s)
+{
+    return &((const struct psched *)s->impl)->pm;
+}
+
+const char *schedule_partitions_dir(const struct schedule *s)
+{
+    return ((const struct psched *)s->impl)->layout;
+}
+
+int schedule_partitions_node_pos(const struct schedule *s, void **out, bool *u64, char *err, size_t errlen)
+{
+    const struct psched *ps = s->impl;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", ps->layout, parts_file_name[PARTS_NODE_POS]);
+    enum dtype t = dtype_for_ids(ps->pm.nodes);
+    size_t want = (size_t)(ps->pm.nodes * dtype_size(t)), len = 0;
+    char *buf = NULL;
+    int rc = sl_read_file(path, want + 1, &buf, &len, err, errlen);
+    if (rc)
+        return rc;
+    if (len != want) {
+        free(buf);
+        return sl_errf(err, errlen, -EINVAL, "%s: %zu bytes, not the %zu of %" PRIu64 " nodes; remake the layout with "
+                       "gnnprep partition", path, len, want, ps->pm.nodes);
+    }
+    *out = buf;
+    *u64 = t == DTYPE_U64;
+    return 0;
+}

@@ -31,6 +31,8 @@
 #ifndef SLUICE_STAGES_SCHEDULE_PARTITIONS_H
 #define SLUICE_STAGES_SCHEDULE_PARTITIONS_H
 
+#include "core/config.h"
+#include "core/partition.h"
 #include "core/partorder.h"
 #include "stages/schedule.h"
 
@@ -46,5 +48,30 @@ int schedule_partitions_plan(const struct schedule *s, uint32_t epoch, struct po
 /* The buffer state the batch at p trains in; PO_EMPTY for evaluation
  * batches (sampled on the whole graph). */
 uint32_t schedule_partitions_state(const struct schedule *s, const struct schedule_pos *p);
+
+/* The layout the schedule s (opened with schedule_partitions_ops) follows:
+ * its metadata (checked against the dataset at open) and directory. */
+const struct parts_meta *schedule_partitions_meta(const struct schedule *s);
+const char *schedule_partitions_dir(const struct schedule *s);
+/* Reads the layout's node_pos.bin whole (malloc'd, nodes entries of the
+ * dataset's id dtype: *u64 says which): the map a stage needs to find a
+ * node's partition (sampler_filter) and its row (partbuf_row). 0 or
+ * -errno naming the file (a file of the wrong size is refused). */
+int schedule_partitions_node_pos(const struct schedule *s, void **out, bool *u64, char *err, size_t errlen);
+
+/* The schedule a run of configuration c follows, for every stage and the
+ * launcher alike: with pipeline.mode = "partitions" this one, its
+ * argument written into arg ("C:ORDER:nodes:DATASET/parts.P", from
+ * pipeline.buffer_partitions, partition_order and partitions, which
+ * gnnlaunch resolved before the stages start); otherwise the default,
+ * with *arg = "" (pass NULL as schedule_params.arg). */
+const struct schedule_ops *schedule_for_config(const struct config *c, char *arg, size_t len);
+/* The spare frames a partition buffer needs for this ordering to prefetch
+ * a whole swap (the most partitions one state loads after the first: 0
+ * for MariusGNN's single state, the logical partition's size for comet, 1
+ * for beta), from a plan of p partitions, c slots and k training ones. 0
+ * or po_plan_build's error. */
+int schedule_partitions_spare(uint32_t p, uint32_t c, uint32_t k, enum po_order order, uint32_t *spare, char *err,
+                              size_t errlen);
 
 #endif

@@ -2,6 +2,7 @@
 #include "stages/stage.h"
 
 #include "stages/schedule.h"
+#include "stages/schedule_partitions.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -267,7 +268,13 @@ void stage_schedule(struct stage *s, struct schedule *out)
         p.epochs = 1;
         p.test_with_val = false;
     }
-    if (schedule_open(out, schedule_find(SCHEDULE_DEFAULT), &p, msg, sizeof msg) != 0)
+    static char arg[8300]; /* the schedule keeps a pointer to it (schedule_params.arg) */
+    const struct schedule_ops *ops = schedule_find(SCHEDULE_DEFAULT);
+    if (s->args.predict == RUN_PREDICT_NONE) {
+        ops = schedule_for_config(&s->cfg, arg, sizeof arg);
+        p.arg = arg[0] ? arg : NULL;
+    }
+    if (schedule_open(out, ops, &p, msg, sizeof msg) != 0)
         stage_fail(s, "%s", msg);
     if (s->args.start_epoch >= p.epochs)
         stage_fail(s, "--start-epoch=%" PRIu32 " is not below train.epochs = %" PRIu32, s->args.start_epoch,

@@ -203,7 +203,7 @@ static int plan(struct memfit_plan *p, struct config *c, const char *const *sets
     assert_int_equal(run_arena_plan(c, &m, &a, err, errlen), 0);
     assert_int_equal(layout_featbuf_plan(c, &m, &a, f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
-    return memfit_plan_make(p, c, &m, &a, f, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
+    return memfit_plan_make(p, c, &m, &a, f, NULL, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
 static void test_plan(void **state)
@@ -274,7 +274,7 @@ static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *s
     assert_int_equal(layout_featbuf_plan(c, m, &a, &f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
     g_fwant = f.rank_bytes + f.staging_bytes; /* the feature buffer before sizing */
-    return memfit_plan_make(p, c, m, &a, &f, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
+    return memfit_plan_make(p, c, m, &a, &f, NULL, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
 /* pipeline.topology in the plan: auto resolves to memory or a neighbour
