@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "ipc/shm.h"
 #include "stages/extract_int.h" /* SLUICE_FAULT_READ_EIO counts the pass's reads too */
 
 #ifdef SLUICE_HAVE_URING
@@ -69,6 +70,8 @@ struct warm {
     bool *busy;        /* (depth) */
     unsigned inflight;
     bool wedged;
+    bool huge;                 /* shm_huge ahead of the reads (not SLUICE_NO_HUGE_PAGES) */
+    unsigned char *huge_next;  /* slot memory below this has been offered to shm_huge */
     int rc;
     char *err;
     size_t errlen;
@@ -139,6 +142,77 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
         keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
 }
 
+/* Huge pages, interleaved with the reads. Before chunk c's read is sent,
+ * the slot memory up to the end of its last LOAD row's slot has been
+ * offered to shm_huge (huge_covered), so the read lands in huge pages: a
+ * page is zeroed once and read into, with no copy and no small-page
+ * faults. The offers go in slot order from a cursor, HUGE_STEP bytes per
+ * shm_huge call (each call drains every CPU's page lists first; a range
+ * may reach into other chunks' slots: the collapse keeps contents, so it
+ * never matters whose rows they are), at most HUGE_LOOKAHEAD past the
+ * next chunk to read, and while reads are in flight they alternate with
+ * polling for completions: where the kernel is slow to hand out huge
+ * pages (a virtual machine whose host backs memory on first touch), that
+ * time overlaps the disk's instead of adding to it. Claims gave the
+ * chunks rising slots, so the cursor sweeps the rows once. The first
+ * refusal other than a busy page turns it off for the rest of the pass. */
+#define HUGE_STEP ((size_t)8 << 20)
+#define HUGE_LOOKAHEAD ((size_t)32 << 20)
+
+/* Just past the slot memory of chunk c's last LOAD row (the rows' start
+ * when it has none). */
+static unsigned char *huge_end(const struct warm *w, uint64_t c)
+{
+    uint64_t first = c * w->rows_per, n = SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
+    uint32_t top = 0;
+    bool any = false;
+    for (uint64_t i = first; i < first + n; i++)
+        if (w->act[i] == FEATBUF_LOAD) {
+            top = SL_MAX(top, w->slots[i]);
+            any = true;
+        }
+    return any ? featbuf_row(w->fb, top) + w->fb->stride : featbuf_row(w->fb, 0);
+}
+
+static unsigned char *rows_end(const struct warm *w)
+{
+    return featbuf_row(w->fb, 0) + (size_t)w->fb->nslots * w->fb->stride;
+}
+
+/* Chunk c may be read: its slots have been offered (or huge pages are off). */
+static bool huge_covered(const struct warm *w, uint64_t c)
+{
+    return !w->huge || w->huge_next >= huge_end(w, c);
+}
+
+/* There is slot memory to offer before chunk c and its lookahead. */
+static bool huge_wanted(const struct warm *w, uint64_t c)
+{
+    if (!w->huge)
+        return false;
+    unsigned char *want = huge_end(w, c) + HUGE_LOOKAHEAD, *end = rows_end(w);
+    return w->huge_next < (want < end ? want : end);
+}
+
+/* Offers the next HUGE_STEP bytes (to a huge page boundary, or the end of
+ * the rows) and moves the cursor past them. */
+static void huge_step(struct warm *w)
+{
+    unsigned char *end = rows_end(w);
+    uintptr_t up = sl_round_up((uintptr_t)w->huge_next + HUGE_STEP, SHM_HUGE_BYTES);
+    unsigned char *to = up < (uintptr_t)end ? (unsigned char *)up : end;
+    uint64_t t0 = sl_now_ns();
+    size_t got = 0;
+    int rc = shm_huge(w->huge_next, (size_t)(to - w->huge_next), &got);
+    w->st->huge_ns += sl_now_ns() - t0;
+    w->st->huge_bytes += got;
+    if (rc && rc != -EAGAIN && rc != -EBUSY) {
+        w->st->huge_rc = rc;
+        w->huge = false;
+    }
+    w->huge_next = to;
+}
+
 /* Sets chunk c up in io slot e: its extent, and where it lands. */
 static void prepare(struct warm *w, uint64_t c, struct wchunk *k)
 {
@@ -197,15 +271,17 @@ static int submit(struct warm *w, unsigned e)
     return 0; /* pread: the read happens in reap */
 }
 
-/* Waits for one request: its io slot and result (bytes or -errno). 0;
- * -ETIME (nothing within the slice); other -errno: the ring failed. */
-static int reap(struct warm *w, unsigned *e, int *res)
+/* Waits for one request (or, without wait, takes one that has ended):
+ * its io slot and result (bytes or -errno). 0; -ETIME (nothing within
+ * the slice); -EAGAIN (without wait: none has ended); other -errno: the
+ * ring failed. */
+static int reap(struct warm *w, unsigned *e, int *res, bool wait)
 {
 #ifdef SLUICE_HAVE_URING
     if (w->uring) {
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = WAIT_SLICE_MS * 1000000L};
-        int rc = io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts);
+        int rc = wait ? io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts) : io_uring_peek_cqe(&w->ring, &cqe);
         if (rc == -EINTR)
             return -ETIME;
         if (rc)
@@ -216,6 +292,7 @@ static int reap(struct warm *w, unsigned *e, int *res)
         return 0;
     }
 #endif
+    (void)wait;
     for (unsigned i = 0; i < w->depth; i++) /* pread: one request at a time (depth 1) */
         if (w->busy[i]) {
             struct wchunk *k = &w->io[i];
@@ -299,6 +376,10 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
+    const char *nh = getenv("SLUICE_NO_HUGE_PAGES");
+    w->huge = !(nh && *nh && strcmp(nh, "0") != 0);
+    w->huge_next = featbuf_row(w->fb, 0);
+    w->st->huge_rc = w->huge ? 0 : -ECANCELED;
     return 0;
 }
 
@@ -361,7 +442,7 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     /* 2, 3: read the claimed chunks in order, publish each as it lands */
     uint64_t next = 0;
     for (;;) {
-        while (!w.rc && w.inflight < w.depth && next < w.claimed) {
+        while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
             unsigned e = 0;
             while (w.busy[e])
                 e++;
@@ -381,11 +462,21 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
                 retire(&w, e, false);
             }
         }
-        if (w.inflight == 0)
+        bool huge_work = !w.rc && next < w.claimed && huge_wanted(&w, next);
+        if (w.inflight == 0 && !huge_work)
             break;
+        if (huge_work) {
+            huge_step(&w);
+            if (idle && !w.rc && idle(arg))
+                keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
+            if (w.inflight == 0)
+                continue;
+        }
         unsigned e;
         int res;
-        rc = reap(&w, &e, &res);
+        rc = reap(&w, &e, &res, !huge_work);
+        if (rc == -EAGAIN) /* nothing landed yet: more huge pages first */
+            continue;
         if (rc == -ETIME) {
             if (idle && idle(arg) && !w.rc)
                 keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
