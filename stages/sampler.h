@@ -207,7 +207,8 @@ struct sampler {
     uint64_t pick_mask;
     unsigned pick_shift;
     uint32_t pick_cur;
-    uint64_t *picks; /* (largest finite fanout) positions drawn */
+    uint64_t *picks;     /* (2, pick_cap) positions drawn: two destinations' (sample_block_mem) */
+    uint64_t pick_cap;   /* the largest finite fanout (at least 1) */
     struct sampler_fetch *fetch; /* SAMPLER_TOPO_CACHE: this thread's reads of uncached lists, else NULL */
     /* CACHE: the lists of the batch's destinations so far, so that block
      * k + 1 (whose destinations begin with block k's) reads none of them
