@@ -21,7 +21,8 @@
 # JOBS ("105 101010"), REPS (1: runs of each build per job, interleaved),
 # LOCK (/tmp/sluice-bench.lock: every timed run holds it), NOHUGE (1: also
 # run the new build with SLUICE_NO_HUGE_PAGES=1, labelled nohuge, to
-# isolate the warm start's huge pages). Needs root for
+# isolate the warm start's huge pages), ALONE (1; 0: skip the sampler
+# and trainer-bench runs, only gnnlaunch). Needs root for
 # drop_caches. Asserts nothing about time (STYLE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,6 +90,7 @@ for job in $JOBS; do
         [[ ${NOHUGE:-0} == 1 ]] && run nohuge "$NEW" "$job" "$rep"
         run new "$NEW" "$job" "$rep"
     done
+    [[ ${ALONE:-1} == 0 ]] && continue
     # the sampler alone (one thread, the topology read into memory as gnnlaunch does): edges per second and
     # per CPU second (task-clock), so that other load on the machine shows as the gap between the two
     for label in base new; do
