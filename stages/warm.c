@@ -191,9 +191,13 @@ static unsigned char *huge_end(const struct warm *w, uint64_t c)
     return any ? featbuf_row(w->fb, top) + w->fb->stride : featbuf_row(w->fb, 0);
 }
 
+/* The end of the slot memory offered: the first `rows` slots, where a
+ * fresh buffer puts the file's rows (a buffer with more slots than rows
+ * keeps the rest untouched, in small pages, as without the pass). */
 static unsigned char *rows_end(const struct warm *w)
 {
-    return featbuf_row(w->fb, 0) + (size_t)w->fb->nslots * w->fb->stride;
+    uint64_t n = SL_MIN((uint64_t)w->fb->nslots, w->src->rows);
+    return featbuf_row(w->fb, 0) + (size_t)n * w->fb->stride;
 }
 
 static void *huge_main(void *arg)
@@ -287,6 +291,8 @@ static bool huge_covered(struct warm *w, uint64_t c)
     if (need <= w->huge_base)
         return true;
     size_t last = (size_t)(need - 1 - w->huge_base) / HUGE_STEP;
+    if (last >= w->huge_steps) /* slots past the offered memory (rows loaded elsewhere first): wait for all */
+        last = w->huge_steps - 1;
     while (w->huge_prefix < w->huge_steps && atomic_load_explicit(&w->huge_done[w->huge_prefix], memory_order_acquire))
         w->huge_prefix++;
     return w->huge_prefix > last;

@@ -426,8 +426,9 @@ static void test_resident(void **state)
  * slot memory to shm_huge ahead of the reads; every row still equals the
  * file, whether the kernel made huge pages (then it says how many bytes:
  * every whole huge page of the rows) or refused (then it says why), and
- * with SLUICE_NO_HUGE_PAGES=1 it offers nothing. Small chunks and one
- * read in flight make the reads and the offers interleave. */
+ * with SLUICE_NO_HUGE_PAGES=1 it offers nothing; a buffer with more
+ * slots than rows gets huge pages for the rows' slots only. Small chunks
+ * and one read in flight make the reads and the offers interleave. */
 static void test_huge_pages(void **state)
 {
     (void)state;
@@ -437,16 +438,19 @@ static void test_huge_pages(void **state)
     size_t flen;
     unsigned char *file = file_bytes(dir, &flen);
     static const struct warm_params ps[] = {{0, 0}, {65536, 1}};
-    for (int off = 0; off < 2; off++) {
-        if (off)
+    for (int off = 0; off < 3; off++) {
+        if (off == 1)
             setenv("SLUICE_NO_HUGE_PAGES", "1", 1);
+        if (off == 2)
+            unsetenv("SLUICE_NO_HUGE_PAGES");
+        uint32_t extra = off == 2 ? 9000 : 0; /* slots beyond the rows: not offered */
         for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
             char combo[128];
-            snprintf(combo, sizeof combo, "huge pages %s, chunk %zu depth %u", off ? "off" : "on", ps[k].chunk_bytes,
-                     ps[k].depth);
+            snprintf(combo, sizeof combo, "huge pages %s, %u spare slots, chunk %zu depth %u", off == 1 ? "off" : "on",
+                     extra, ps[k].chunk_bytes, ps[k].depth);
             struct extract_source src;
             open_src(&src, dir, EXTRACT_IO_DIRECT);
-            struct featbuf_params p = {.n_nodes = n, .nslots = n, .row_bytes = (size_t)src.row_bytes};
+            struct featbuf_params p = {.n_nodes = n, .nslots = n + extra, .row_bytes = (size_t)src.row_bytes};
             struct buf b = {.len = featbuf_mem_size(&p)};
             assert_true(b.len > 0);
             size_t span = b.len + SHM_HUGE_BYTES; /* aligned, as shm.c maps segments */
@@ -463,7 +467,7 @@ static void test_huge_pages(void **state)
             expect_rows(&b, &src, file, true, combo);
             uintptr_t lo = sl_round_up((uintptr_t)featbuf_row(&b.fb, 0), SHM_HUGE_BYTES);
             uintptr_t hi = ((uintptr_t)featbuf_row(&b.fb, 0) + (size_t)n * b.fb.stride) & ~(SHM_HUGE_BYTES - 1);
-            if (off) {
+            if (off == 1) {
                 assert_int_equal(st.huge_rc, -ECANCELED);
                 assert_int_equal(st.huge_bytes, 0);
             } else if (st.huge_rc == 0) {
