@@ -18,7 +18,11 @@
 /* K_AUTOINT: an integer in [min, max], or the string "auto", stored as 0. */
 typedef enum ktype { K_STR, K_INT, K_FLOAT, K_BOOL, K_ENUM, K_INTLIST, K_AUTOINT } ktype;
 
-static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", NULL};
+static const char *const model_kinds[] = {"sage", "gcn", "gat", "mlp", "distmult", "complex", NULL};
+static const char *const link_losses[] = {"softmax", "logistic", "margin", NULL};
+static const char *const link_sides[] = {"both", "tail", "pyg", NULL};
+static const char *const link_inits[] = {"xavier", "uniform", NULL};
+static const char *const link_evals[] = {"filtered", "raw", NULL};
 static const char *const io_modes[] = {"direct", "buffered", "mmap", NULL};
 static const char *const cache_policies[] = {"lru", "lookahead", "static", "lookahead-static", "auto", NULL};
 static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", NULL};
@@ -30,6 +34,8 @@ static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
+/* pipeline.mode, in enum pipeline_mode's order (add a mode at the end of both) */
+static const char *const pipeline_modes[] = {"online", "packed", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -49,10 +55,14 @@ static const key keys[] = {
      "Dataset directory made by gnnprep (relative to the current directory). Required."},
 
     {"model.kind", K_ENUM, OFF(model.kind), "\"sage\"", 0, 0, model_kinds,
-     "GraphSAGE (mean aggregator), GCN, GAT (multi-head attention) or a feature-only MLP."},
+     "GraphSAGE (mean aggregator), GCN, GAT (multi-head attention) or a feature-only MLP; or, on a link-prediction "
+     "dataset, DistMult or ComplEx over learnt node embeddings of model.hidden floats (the [link] keys; "
+     "docs/link.md)."},
     {"model.layers", K_INT, OFF(model.layers), "3", 1, MODEL_LAYERS_MAX, NULL,
      "Number of GNN layers. When only `fanouts` is given, layers = its length."},
-    {"model.hidden", K_INT, OFF(model.hidden), "256", 1, 65536, NULL, "Hidden dimension of every layer but the last."},
+    {"model.hidden", K_INT, OFF(model.hidden), "256", 1, 65536, NULL,
+     "Hidden dimension of every layer but the last; for distmult and complex, the floats of an embedding (complex: "
+     "real then imaginary halves, PyG's hidden_channels = half of it)."},
     {"model.fanouts", K_INTLIST, OFF(model.fanouts), "[10, 10, 10]", -1, 1e6, NULL,
      "Neighbours sampled per node at each hop, first entry = the targets' neighbours, as PyG's num_neighbors "
      "(-1 = all). One per layer; "
@@ -79,7 +89,8 @@ static const key keys[] = {
 
     {"train.epochs", K_INT, OFF(train.epochs), "10", 1, 1e6, NULL, "Passes over the training split."},
     {"train.batch_size", K_INT, OFF(train.batch_size), "1000", 1, 1e7, NULL, "Target nodes per mini-batch (per rank)."},
-    {"train.lr", K_FLOAT, OFF(train.lr), "0.003", 1e-9, 10, NULL, "Adam learning rate."},
+    {"train.lr", K_FLOAT, OFF(train.lr), "0.003", 1e-9, 10, NULL,
+     "Learning rate: Adam's, or Adagrad's for distmult and complex (Marius and PyG's KGE examples use about 0.1)."},
     {"train.optimizer", K_ENUM, OFF(train.optimizer), "\"adam\"", 0, 0, optimizers,
      "adam: torch.optim.Adam (weight decay added to the gradient); adamw: torch.optim.AdamW (decoupled weight "
      "decay)."},
@@ -182,9 +193,45 @@ static const key keys[] = {
     {"pipeline.hot_fraction", K_FLOAT, OFF(pipeline.hot_fraction), "0.5", 0, 0.95, NULL,
      "Share of the feature buffer's slots (less the extraction reserve) pinned to the hot set by the static "
      "policies."},
+    {"pipeline.mode", K_ENUM, OFF(pipeline.mode), "\"online\"", 0, 0, pipeline_modes,
+     "Where batches come from (docs/packed.md): online (the sampler samples each batch as the run goes and the "
+     "extractor reads each row where features.bin has it) or packed (batches sampled ahead by gnnprep pack: the "
+     "sampler reads them from pipeline.pack, the extractor reads each batch's rows from its chunk in a few large "
+     "reads and keeps the pack's hot tier pinned in the feature buffer; the same batches, fixed by the pack)."},
+    {"pipeline.pack", K_STR, OFF(pipeline.pack), "\"\"", 0, 0, NULL,
+     "The pack a run with pipeline.mode = \"packed\" reads (a directory gnnprep pack wrote for this dataset and "
+     "these sampling keys; relative to the current directory)."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
+
+    {"link.loss", K_ENUM, OFF(link.loss), "\"softmax\"", 0, 0, link_losses,
+     "distmult/complex: softmax (cross-entropy of each positive among its chunk's negatives, Marius), logistic "
+     "(softplus of every positive and negative score, PyG's ComplEx) or margin (max(0, link.margin - positive + "
+     "negative) per pair, PyG's DistMult)."},
+    {"link.margin", K_FLOAT, OFF(link.margin), "1", 0, 1e6, NULL, "link.loss = \"margin\": the margin."},
+    {"link.negatives", K_INT, OFF(link.negatives), "100", 1, 1e6, NULL,
+     "Negative nodes per chunk of positives, shared by the chunk's positives (Marius's batched negatives)."},
+    {"link.chunk", K_INT, OFF(link.chunk), "100", 1, 1e7, NULL, "Positives sharing one set of negatives."},
+    {"link.degree_frac", K_FLOAT, OFF(link.degree_frac), "0.5", 0, 1, NULL,
+     "Share of negatives drawn in proportion to training degree (an endpoint of a random training triple); the "
+     "rest are uniform nodes."},
+    {"link.sides", K_ENUM, OFF(link.sides), "\"both\"", 0, 0, link_sides,
+     "What negatives replace: both heads and tails (Marius), tails only, or pyg (one uniform negative per "
+     "positive, heads in the batch's first half, tails in its second: PyG's KGEModel.loss; link.negatives and "
+     "link.chunk are then 1)."},
+    {"link.init", K_ENUM, OFF(link.init), "\"xavier\"", 0, 0, link_inits,
+     "Embedding initialisation: xavier (torch's xavier_uniform_ per table, as PyG) or uniform in "
+     "+-link.init_scale."},
+    {"link.init_scale", K_FLOAT, OFF(link.init_scale), "0.001", 0, 1e3, NULL, "link.init = \"uniform\": the bound."},
+    {"link.eval", K_ENUM, OFF(link.eval), "\"filtered\"", 0, 0, link_evals,
+     "Ranking of validation and test answers: filtered (other known answers from any split left out) or raw."},
+    {"link.eval_heads", K_BOOL, OFF(link.eval_heads), "false", 0, 0, NULL,
+     "Rank heads as well as tails (MRR and Hits over both directions, as Marius reports); false: tails only, as "
+     "PyG's KGEModel.test."},
+    {"link.eval_sampled", K_INT, OFF(link.eval_sampled), "0", 0, 1e7, NULL,
+     "Rank each answer among this many uniformly drawn nodes instead of all nodes (for graphs too large to rank "
+     "fully). 0: all nodes."},
 };
 
 /* The keys that decide what a run computes: its identity (config_run_text). */
@@ -193,17 +240,22 @@ static const char *const run_keys[] = {
     "model.input_dropout", "model.attention_dropout", "model.activation", "model.gcn_norm", "model.aggr", "model.heads",
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
     "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
-    "train.lr_min",      "train.grad_clip",   "pipeline.ranks"};
+    "train.lr_min",      "train.grad_clip",   "pipeline.ranks", "link.loss", "link.margin", "link.negatives",
+    "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
-static const char *const sections[] = {"dataset", "model", "train", "pipeline"};
+static const char *const sections[] = {"dataset", "model", "train", "pipeline", "link"};
 
-const char *model_kind_name(enum model_kind k) { return (unsigned)k < 4 ? model_kinds[k] : "?"; }
+const char *model_kind_name(enum model_kind k) { return (unsigned)k < 6 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }
 const char *cache_policy_name(enum cache_policy p) { return (unsigned)p < 5 ? cache_policies[p] : "unknown"; }
 const char *topology_mode_name(enum topology_mode m) { return (unsigned)m < 4 ? topology_modes[m] : "unknown"; }
+const char *pipeline_mode_name(enum pipeline_mode m)
+{
+    return (unsigned)m < SL_ARRAY_LEN(pipeline_modes) - 1 ? pipeline_modes[m] : "unknown";
+}
 
 int extract_io_parse(const char *s)
 {
@@ -536,6 +588,12 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_GAT && c->model.hidden % c->model.heads)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is not a multiple of model.heads = %" PRId64
                        " (GAT concatenates the heads)", src, c->model.hidden, c->model.heads);
+    if (c->model.kind == MODEL_COMPLEX && c->model.hidden % 2)
+        return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is odd; complex embeddings hold real and "
+                       "imaginary halves, so it must be even", src, c->model.hidden);
+    if (c->pipeline.mode == PIPELINE_PACKED && !c->pipeline.pack[0])
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" needs pipeline.pack, the directory "
+                       "gnnprep pack wrote; add it or --set pipeline.pack=DIR", src);
     if (c->train.lr_schedule == LR_COSINE && c->train.lr_min > c->train.lr)
         return sl_errf(err, errlen, -EINVAL, "%s: train.lr_min = %g is above train.lr = %g; the cosine schedule falls "
                        "from train.lr to train.lr_min", src, c->train.lr_min, c->train.lr);

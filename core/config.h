@@ -20,8 +20,19 @@
  * (ops/model.h), so this one number bounds all three. */
 #define MODEL_LAYERS_MAX 8
 
-/* model.kind: the model the trainer builds (ops/model.h). */
-enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3 };
+/* model.kind: the model the trainer builds (ops/model.h), or a link-
+ * prediction model over learnt node embeddings (ops/kge.h, docs/link.md),
+ * which gnnlaunch trains in memory (launcher/link.c) on a link dataset. */
+enum model_kind { MODEL_SAGE = 0, MODEL_GCN = 1, MODEL_GAT = 2, MODEL_MLP = 3, MODEL_DISTMULT = 4, MODEL_COMPLEX = 5 };
+static inline bool model_kind_is_link(enum model_kind k)
+{
+    return k == MODEL_DISTMULT || k == MODEL_COMPLEX;
+}
+/* link.loss, link.sides, link.init, link.eval (stages/link.h) */
+enum link_loss_key { LINK_LOSS_SOFTMAX = 0, LINK_LOSS_LOGISTIC = 1, LINK_LOSS_MARGIN = 2 };
+enum link_sides_key { LINK_SIDES_KEY_BOTH = 0, LINK_SIDES_KEY_TAIL = 1, LINK_SIDES_KEY_PYG = 2 };
+enum link_init_key { LINK_INIT_KEY_XAVIER = 0, LINK_INIT_KEY_UNIFORM = 1 };
+enum link_eval_key { LINK_EVAL_FILTERED = 0, LINK_EVAL_RAW = 1 };
 /* model.activation: after every layer but the last. */
 enum model_activation { MODEL_ACT_RELU = 0, MODEL_ACT_ELU = 1 };
 /* model.aggr: GraphSAGE's neighbour aggregation. */
@@ -44,6 +55,11 @@ enum cache_policy {
  * docs/architecture.md, "Topology"). gnnlaunch resolves AUTO to MEMORY or
  * CACHE from its memory plan before the stages start. */
 enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, TOPOLOGY_CACHE = 3 };
+/* pipeline.mode: where a run's batches come from (docs/packed.md). ONLINE:
+ * sampled as the run goes, rows read from features.bin; PACKED: read from
+ * the pack gnnprep pack wrote (pipeline.pack). More modes go at the end
+ * (and in config.c's pipeline_modes). */
+enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -120,7 +136,22 @@ struct config {
         int64_t lookahead_mb; /* the lookahead policy's hint log, at most */
         double hot_fraction;  /* slots pinned to the hot set (static policies) */
         char trace_rows[4096]; /* "" or the row trace's base path (FILE.rank<R>) */
+        enum pipeline_mode mode;
+        char pack[4096]; /* PIPELINE_PACKED: the pack's directory */
     } pipeline;
+    struct { /* link prediction (model.kind = distmult | complex; docs/link.md) */
+        enum link_loss_key loss;
+        double margin;
+        int64_t negatives;
+        int64_t chunk;
+        double degree_frac;
+        enum link_sides_key sides;
+        enum link_init_key init;
+        double init_scale;
+        enum link_eval_key eval;
+        bool eval_heads;
+        int64_t eval_sampled;
+    } link;
     /* given[i]: schema key i was set by the file or a --set, whatever its
      * value (a default written out explicitly counts as given); read it
      * through config_given(). */
@@ -188,6 +219,8 @@ const char *extract_io_name(enum extract_io io);
 const char *cache_policy_name(enum cache_policy p);
 /* pipeline.topology's spelling of m. */
 const char *topology_mode_name(enum topology_mode m);
+/* pipeline.mode's spelling of m; "unknown" when out of range. */
+const char *pipeline_mode_name(enum pipeline_mode m);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

@@ -358,43 +358,28 @@ void feat_writer_free(struct feat_writer *fw)
 /* ------------------------------------------------------------------ */
 /* dataset.toml */
 
-static void toml_quote(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int dataset_meta_write(const char *dir, const struct dataset_meta *m, char *err, size_t errlen)
 {
     char path[4096], tmp[4200];
     if (sl_path_join(path, sizeof path, dir, DATASET_META_FILE) < 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = sl_fopen_write(tmp, 0644); /* like the data files (file_writer_open), whatever the umask */
-    if (!f)
-        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
+    FILE *f;
+    int rc = sl_atomic_begin(&f, path, tmp, sizeof tmp, err, errlen);
+    if (rc < 0)
+        return rc;
     fprintf(f, "# Sluice dataset (docs/format.md). Written by gnnprep; checked by `gnnprep check`.\n");
     fprintf(f, "format = \"%s\"\nversion = %u\n", DATASET_FORMAT, DATASET_VERSION);
     fprintf(f, "nodes = %" PRIu64 "\nedges = %" PRIu64 "\nfeat_dim = %" PRIu64 "\nclasses = %u\n",
             m->nodes, m->edges, m->feat_dim, m->classes);
     fprintf(f, "feat_align = %" PRIu64 "\nsource = ", m->feat_align);
-    toml_quote(f, m->source);
+    toml_write_string(f, m->source);
     fputc('\n', f);
     for (int i = 0; i < DATASET_FILES; i++) {
         const struct dataset_file *d = &m->f[i];
         if (!d->present)
             continue;
         fprintf(f, "\n[%s]\nfile = ", dataset_file_key[i]);
-        toml_quote(f, d->file);
+        toml_write_string(f, d->file);
         fprintf(f, "\ndtype = \"%s\"\n", dtype_name(d->dtype));
         if (i == DATASET_FEATURES)
             fprintf(f, "shape = [%" PRIu64 ", %" PRIu64 "]\nrow_stride = %" PRIu64 "\n", d->rows, d->cols,
@@ -403,45 +388,21 @@ int dataset_meta_write(const char *dir, const struct dataset_meta *m, char *err,
             fprintf(f, "shape = [%" PRIu64 "]\n", d->rows);
         fprintf(f, "bytes = %" PRIu64 "\nxxh3 = \"%016" PRIx64 "\"\n", d->bytes, d->xxh3);
     }
-    int rc = 0;
-    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == 0)
-        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = sl_errf(err, errlen, -errno, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
+    return sl_atomic_commit(f, tmp, path, err, errlen);
 }
 
 /* Helpers for dataset_meta_read: each reports "PATH: field: problem". */
+#define MISSING_HINT "the dataset is incomplete, regenerate it with gnnprep"
 static int need_uint(const char *path, const struct toml_value *tab, const char *tname, const char *key, uint64_t *out,
                      char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
-                       path, tname ? tname : "", tname ? "." : "", key);
-    if (v->type != TOML_INT || v->u.i < 0)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a non-negative integer", path, v->line,
-                       v->col, tname ? tname : "", tname ? "." : "", key);
-    *out = (uint64_t)v->u.i;
-    return 0;
+    return toml_need_uint(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static int need_str(const char *path, const struct toml_value *tab, const char *tname, const char *key,
                     const char **out, char *err, size_t errlen)
 {
-    const struct toml_value *v = toml_get(tab, key);
-    if (!v)
-        return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; the dataset is incomplete, regenerate it with gnnprep",
-                       path, tname ? tname : "", tname ? "." : "", key);
-    if (v->type != TOML_STRING)
-        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a string", path, v->line, v->col,
-                       tname ? tname : "", tname ? "." : "", key);
-    *out = v->u.s;
-    return 0;
+    return toml_need_str(tab, path, tname, key, MISSING_HINT, out, err, errlen);
 }
 
 static int read_dsfile(const char *path, const struct toml_value *root, int idx, struct dataset_file *d, char *err,
@@ -573,6 +534,13 @@ int dataset_meta_parse(const char *text, size_t len, const char *path, struct da
     uint64_t version = 0, classes = 0;
     if ((rc = need_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
         goto out;
+    if (!strcmp(fmt, "sluice-link-dataset")) { /* LINK_FORMAT, core/linkdata.h */
+        rc = sl_errf(err, errlen, -EMEDIUMTYPE,
+                     "%s: a link-prediction dataset (format = \"%s\": triples, no features or labels); this needs a "
+                     "node-classification dataset (gnnprep synth, import or import-ogb)",
+                     path, fmt);
+        goto out;
+    }
     if (strcmp(fmt, DATASET_FORMAT)) {
         rc = sl_errf(err, errlen, -EINVAL, "%s: format = \"%s\", expected \"%s\"", path, fmt, DATASET_FORMAT);
         goto out;
@@ -848,8 +816,11 @@ int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, 
 int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen)
 {
     int rc = dataset_meta_write(d->tmp, m, err, errlen);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : dataset_dir_rename(d, err, errlen);
+}
+
+int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen)
+{
     char owner[4200];
     snprintf(owner, sizeof owner, "%s/" OWNER_FILE, d->tmp);
     unlink(owner); /* not part of the dataset */
@@ -859,7 +830,7 @@ int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char
         close(fd);
     }
     if (rename(d->tmp, d->out) < 0)
-        return sl_errf(err, errlen, -errno, "%s: cannot move the finished dataset into place: %s", d->out, strerror(errno));
+        return sl_errf(err, errlen, -errno, "%s: cannot move the finished directory into place: %s", d->out, strerror(errno));
     d->committed = true;
     return 0;
 }

@@ -156,6 +156,11 @@ int dataset_dir_begin(struct dataset_dir *d, const char *out, char *err, size_t 
 int dataset_dir_path(const struct dataset_dir *d, const char *name, char *path, size_t len);
 /* Writes dataset.toml into staging, fsyncs and renames staging to OUT. */
 int dataset_dir_commit(struct dataset_dir *d, const struct dataset_meta *m, char *err, size_t errlen);
+/* The second half of dataset_dir_commit, for a dataset.toml written
+ * otherwise (link_meta_write, core/linkdata.h), or for a directory that is no
+ * dataset (gnnprep pack, gnnprep partition): fsyncs the staging dir and
+ * renames it to OUT. 0 or -errno. */
+int dataset_dir_rename(struct dataset_dir *d, char *err, size_t errlen);
 /* Removes the staging directory unless committed. Safe to call twice. */
 void dataset_dir_abort(struct dataset_dir *d);
 

@@ -1019,3 +1019,53 @@ struct toml_value *toml_parse_value(const char *text, char *err, size_t errlen)
         err[0] = '\0';
     return v;
 }
+
+/* ---- metadata files ---- */
+
+static int missing_key(const char *path, const char *tname, const char *key, const char *hint, char *err,
+                       size_t errlen)
+{
+    return sl_errf(err, errlen, -EINVAL, "%s: %s%s%s is missing; %s", path, tname ? tname : "", tname ? "." : "", key,
+                   hint);
+}
+
+int toml_need_uint(const struct toml_value *tab, const char *path, const char *tname, const char *key,
+                   const char *hint, uint64_t *out, char *err, size_t errlen)
+{
+    const struct toml_value *v = toml_get(tab, key);
+    if (!v)
+        return missing_key(path, tname, key, hint, err, errlen);
+    if (v->type != TOML_INT || v->u.i < 0)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a non-negative integer", path, v->line, v->col,
+                       tname ? tname : "", tname ? "." : "", key);
+    *out = (uint64_t)v->u.i;
+    return 0;
+}
+
+int toml_need_str(const struct toml_value *tab, const char *path, const char *tname, const char *key,
+                  const char *hint, const char **out, char *err, size_t errlen)
+{
+    const struct toml_value *v = toml_get(tab, key);
+    if (!v)
+        return missing_key(path, tname, key, hint, err, errlen);
+    if (v->type != TOML_STRING)
+        return sl_errf(err, errlen, -EINVAL, "%s:%d:%d: %s%s%s must be a string", path, v->line, v->col,
+                       tname ? tname : "", tname ? "." : "", key);
+    *out = v->u.s;
+    return 0;
+}
+
+void toml_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}

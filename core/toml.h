@@ -13,6 +13,7 @@
 #define SLUICE_TOML_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,5 +68,20 @@ const struct toml_value *toml_get(const struct toml_value *tab, const char *key)
 /* Looks up a dotted path "a.b.c" through nested tables. */
 const struct toml_value *toml_get_path(const struct toml_value *root, const char *path);
 const char *toml_type_name(enum toml_type t);
+
+/* ---- metadata files (dataset.toml, a link dataset's, a partitioned layout's) ---- */
+
+/* The non-negative integer or the string at tab.key. path and tname (the
+ * table's name, NULL for the root) are for messages:
+ *   "PATH: TNAME.KEY is missing; HINT"
+ *   "PATH:LINE:COL: TNAME.KEY must be a non-negative integer" (a string)
+ * 0 or -EINVAL. */
+int toml_need_uint(const struct toml_value *tab, const char *path, const char *tname, const char *key,
+                   const char *hint, uint64_t *out, char *err, size_t errlen);
+int toml_need_str(const struct toml_value *tab, const char *path, const char *tname, const char *key,
+                  const char *hint, const char **out, char *err, size_t errlen);
+/* Writes s as a TOML basic string: quoted, with '"', '\\' and control
+ * characters escaped. */
+void toml_write_string(FILE *f, const char *s);
 
 #endif

@@ -137,6 +137,31 @@ FILE *sl_fopen_write(const char *path, mode_t mode)
     return f;
 }
 
+int sl_atomic_begin(FILE **f, const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    *f = NULL;
+    if ((size_t)snprintf(tmp, tmplen, "%s.tmp", path) >= tmplen)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+    *f = sl_fopen_write(tmp, 0644); /* like the data files, whatever the umask */
+    if (!*f)
+        return sl_errf(err, errlen, -errno, "%s: cannot create: %s", tmp, strerror(errno));
+    return 0;
+}
+
+int sl_atomic_commit(FILE *f, const char *tmp, const char *path, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == 0)
+        rc = sl_errf(err, errlen, -errno, "%s: write failed: %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
 int sl_path_join(char *out, size_t outlen, const char *dir, const char *name)
 {
     size_t dl = strlen(dir);

@@ -46,6 +46,12 @@ int sl_read_file(const char *path, size_t max_bytes, char **out, size_t *len, ch
  * change (--metrics, --trace) is created 0644 whatever the umask. An
  * existing file is truncated and keeps its mode. NULL with errno set. */
 FILE *sl_fopen_write(const char *path, mode_t mode);
+/* Replaces a small file atomically: sl_atomic_begin opens PATH.tmp (0644,
+ * name into tmp) for writing into *f; sl_atomic_commit flushes, fsyncs and
+ * closes it and renames it to path, removing the temporary on any failure.
+ * 0 or -errno with a message naming the file. */
+int sl_atomic_begin(FILE **f, const char *path, char *tmp, size_t tmplen, char *err, size_t errlen);
+int sl_atomic_commit(FILE *f, const char *tmp, const char *path, char *err, size_t errlen);
 
 /* Joins dir and name into out (snprintf semantics); -ENAMETOOLONG if cut. */
 int sl_path_join(char *out, size_t outlen, const char *dir, const char *name);

@@ -19,6 +19,7 @@
 #include "launcher/cluster.h"
 #include "launcher/control.h"
 #include "launcher/layout.h"
+#include "launcher/link.h"
 #include "launcher/memfit.h"
 #include "launcher/predict.h"
 #include "launcher/progress.h"
@@ -90,6 +91,8 @@ struct launch {
     struct progress prog; /* epoch lines, progress line, --metrics (progress.h) */
     struct launch_predict predict; /* --predict (predict.h); which = RUN_PREDICT_NONE when training */
     struct dataset_meta meta;      /* the dataset's, as checked at the start */
+    bool link;                     /* model.kind distmult/complex: a link-prediction run in this process (link.h) */
+    struct launch_link link_run;
 };
 
 /* Supervises a started launch (supervise.c describes the loop): reports

@@ -166,6 +166,12 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
     }
     if (cp == CACHE_POLICY_STATIC || cp == CACHE_POLICY_LOOKAHEAD_STATIC)
         p->params.pin_slots = (uint32_t)((double)(slots - p->reserve) * c->pipeline.hot_fraction);
+    if (c->pipeline.mode == PIPELINE_PACKED) { /* the pack's hot tier is pinned, the rest of its rows come once per batch */
+        p->params.policy = FEATBUF_POLICY_LRU;
+        p->params.window = 0;
+        p->params.hint_entries = 0;
+        p->params.pin_slots = (uint32_t)(slots - p->reserve);
+    }
     p->rank_bytes = featbuf_mem_size(&p->params);
     if (p->rank_bytes == 0)
         return sl_errf(err, errlen, -EOVERFLOW,

@@ -34,6 +34,7 @@
 #include "ipc/shm.h"
 #include "launcher/launch.h"
 #include "launcher/clusterenv.h"
+#include "stages/pack.h"
 #include "stages/predict.h"
 #include "ops/ckpt.h"
 #include "stages/trainer.h"
@@ -558,8 +559,87 @@ static int check_predict(struct launch *l, const struct opts *o, char *err, size
     return launch_predict_prepare(p, &l->cfg, &l->meta, err, errlen);
 }
 
+/* pipeline.mode = "packed": the pack exists, was made from this dataset
+ * for these sampling keys and ranks, and holds every batch of the run
+ * (stages/pack.h); its path is made absolute for the stages. */
+static int check_pack(struct launch *l, const struct opts *o, const struct dataset_meta *meta, char *err,
+                      size_t errlen)
+{
+    char msg[2048], real[PATH_MAX];
+    if (o->cluster.nodes > 1)
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" runs on one node; drop --nodes or use "
+                       "pipeline.mode = \"online\"", o->config);
+    if (l->gpus > 0) /* the CUDA row sink copies from registered staging; a chunk's rows are in private memory */
+        return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" runs on the CPU only for now (gnnlaunch "
+                       "--cpu); on GPUs use pipeline.mode = \"online\"", o->config);
+    if (!realpath(l->cfg.pipeline.pack, real))
+        return sl_errf(err, errlen, -errno, "pipeline.pack = \"%s\" (from %s): %s; make it with gnnprep pack",
+                       l->cfg.pipeline.pack, o->config, strerror(errno));
+    snprintf(l->cfg.pipeline.pack, sizeof l->cfg.pipeline.pack, "%s", real);
+    struct pack p;
+    int rc = pack_open(&p, real, true, msg, sizeof msg);
+    if (rc == 0) {
+        rc = pack_check_run(&p, &l->cfg, (uint32_t)l->ranks, meta, msg, sizeof msg);
+        pack_free(&p);
+    }
+    if (rc)
+        return sl_errf(err, errlen, rc, "pipeline.pack (from %s): %s", o->config, msg);
+    return 0;
+}
+
 /* Everything that can be wrong with the input, found before anything is
  * created. 0, or an error message in err. */
+/* model.kind = distmult | complex: a link-prediction run in this process
+ * (launcher/link.h). What it does not do yet is refused here, before
+ * anything is made: GPUs, several ranks or nodes, --predict, early
+ * stopping and the metric outputs. */
+static int check_link(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    const char *kind = model_kind_name(l->cfg.model.kind), *no = NULL;
+    if (l->gpus)
+        no = "--gpus (it trains on the CPU so far; use --cpu)";
+    else if (o->cluster.nodes > 1)
+        no = "--nodes (one machine so far)";
+    else if (l->cfg.pipeline.ranks > 1)
+        no = "pipeline.ranks above 1 (one rank so far)";
+    else if (o->predict)
+        no = "--predict (the checkpoint's node_emb and rel_emb tensors are the embeddings)";
+    else if (l->cfg.train.early_stop_patience > 0)
+        no = "train.early_stop_patience";
+    else if (l->cfg.pipeline.mode != PIPELINE_ONLINE)
+        no = "pipeline.mode other than \"online\" (the tables are in memory)";
+    else if (o->metrics || o->metrics_csv || o->tensorboard || o->trace)
+        no = "--metrics, --metrics-csv, --tensorboard and --trace (the epoch lines carry the numbers)";
+    if (no)
+        return sl_errf(err, errlen, -EINVAL, "%s: model.kind = \"%s\" (link prediction, docs/link.md) does not take %s",
+                       o->config, kind, no);
+    char msg[2048], real[PATH_MAX];
+    struct launch_link *r = &l->link_run;
+    int rc = link_meta_read(l->cfg.dataset.path, &r->meta, true, msg, sizeof msg);
+    if (rc == -EMEDIUMTYPE)
+        return sl_errf(err, errlen, rc, "model.kind = \"%s\" needs a link-prediction dataset, but dataset.path = "
+                       "\"%s\" (from %s) holds a node-classification one: %s", kind, l->cfg.dataset.path, o->config, msg);
+    if (rc)
+        return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    if (!realpath(l->cfg.dataset.path, real))
+        return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
+    snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real);
+    if (o->run_name) {
+        if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
+            return rc;
+        snprintf(l->run_name, sizeof l->run_name, "%s", o->run_name);
+    }
+    l->ranks = 1;
+    l->link = true;
+    l->resume = o->resume || o->resume_from;
+    if ((rc = check_checkpoints(l, o, link_meta_identity(&r->meta), err, errlen)) != 0)
+        return rc;
+    r->cfg = &l->cfg;
+    r->config_path = l->config_path;
+    r->start_epoch = l->start_epoch;
+    return 0;
+}
+
 static int check_input(struct launch *l, const struct opts *o, char *err, size_t errlen)
 {
     char msg[2048];
@@ -576,6 +656,8 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
+    if (model_kind_is_link(l->cfg.model.kind))
+        return check_link(l, o, err, errlen);
     if (o->predict) { /* one pass over the nodes, nothing trained, nothing checkpointed */
         if (o->cluster.nodes > 1)
             return sl_errf(err, errlen, -EINVAL, "--predict runs on one node; drop --nodes (or its environment "
@@ -592,6 +674,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     rc = dataset_meta_read(l->cfg.dataset.path, &meta, true, msg, sizeof msg);
     if (rc == 0) /* a split without a labelled node: nothing to train on, or an accuracy of nan */
         rc = dataset_check_labelled(l->cfg.dataset.path, &meta, msg, sizeof msg);
+    if (rc == -EMEDIUMTYPE)
+        return sl_errf(err, errlen, rc,
+                       "dataset.path = \"%s\" (from %s): %s; or train link prediction on it with model.kind = "
+                       "\"distmult\" or \"complex\" (docs/link.md)",
+                       l->cfg.dataset.path, o->config, msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
     uint32_t used = 0; /* classes = 1000 with 8 labels used: a model with 992 outputs that never train */
@@ -606,6 +693,10 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real); /* stages need not share our cwd */
     l->ranks = (int)l->cfg.pipeline.ranks;
+    if (o->predict)
+        l->cfg.pipeline.mode = PIPELINE_ONLINE; /* a prediction samples its own pass over the nodes */
+    if (l->cfg.pipeline.mode == PIPELINE_PACKED && (rc = check_pack(l, o, &meta, err, errlen)) != 0)
+        return rc;
     if ((rc = run_arena_plan(&l->cfg, &meta, &l->arena, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
     uint64_t mem, shm_free;
@@ -632,6 +723,20 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     }
     if ((rc = layout_warm_check(&l->cfg, &l->featbuf, l->gpus > 0, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s: %s", o->config, msg);
+    if (l->cfg.pipeline.mode == PIPELINE_PACKED) { /* the hot tier must fit the buffer's pins as the plan made it */
+        struct pack_manifest pm;
+        if ((rc = pack_manifest_read(l->cfg.pipeline.pack, &pm, msg, sizeof msg)) != 0)
+            return sl_errf(err, errlen, rc, "pipeline.pack: %s", msg);
+        if (pm.hot_rows > l->featbuf.params.pin_slots) {
+            uint64_t need = ((pm.hot_rows + l->featbuf.reserve) * l->featbuf.stride + (1ull << 20) - 1) >> 20;
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s: the pack's hot tier holds %" PRIu64 " rows, but pipeline.feature_buffer_mb = %" PRId64
+                           " leaves room to pin %" PRIu32 " beside the extraction reserve; set "
+                           "pipeline.feature_buffer_mb to at least %" PRIu64
+                           " (the pack was made for that), or make the pack again with this buffer",
+                           o->config, pm.hot_rows, l->cfg.pipeline.feature_buffer_mb, l->featbuf.params.pin_slots, need);
+        }
+    }
     memfit_plan_describe(&l->mem, &l->cfg, msg, sizeof msg);
     fprintf(stderr, "gnnlaunch: %s\n", msg);
     if ((rc = layout_featbuf_check(&l->featbuf, &l->arena, l->ranks, mem, shm_free, msg, sizeof msg)) != 0)
@@ -980,6 +1085,11 @@ int main(int argc, char **argv)
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
         return EXIT_USAGE;
+    }
+    if (l->link) { /* in this process: no run, no stages (link.h) */
+        code = launch_link_run(&l->link_run);
+        ckptdir_free(&l->ckd);
+        return code;
     }
     if (l->gpus)
         report_gpus(l);

@@ -56,6 +56,10 @@ static bool fits_in_memory(uint64_t bytes, uint64_t room, const struct layout_fe
 static int plan_topology(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
                          const struct layout_featbuf_plan *f, uint64_t nr, char *err, size_t errlen)
 {
+    if (c->pipeline.mode == PIPELINE_PACKED) { /* the samplers read batches from the pack: no topology at all */
+        p->topology = p->topology_shm = 0;
+        return 0;
+    }
     uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
     uint64_t idx = sampler_cache_index_bytes(m->nodes);
     uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_READ_BUFS); /* the threads' read buffers */

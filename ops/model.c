@@ -150,12 +150,19 @@ static const char *kind_name(enum model_kind k)
         return "gat";
     case MODEL_MLP:
         return "mlp";
+    case MODEL_DISTMULT:
+        return "distmult";
+    case MODEL_COMPLEX:
+        return "complex";
     }
     return "?";
 }
 
 static int check_config(const struct model_config *c, char *err, size_t errlen)
 {
+    if (model_kind_is_link(c->kind))
+        return sl_errf(err, errlen, -EINVAL, "model.kind = %s trains link prediction over learnt embeddings "
+                       "(docs/link.md), not a GNN over features; use sage, gcn, gat or mlp here", kind_name(c->kind));
     if ((unsigned)c->kind > MODEL_MLP)
         return sl_errf(err, errlen, -EINVAL, "model.kind: unknown model kind %d; use sage, gcn, gat or mlp",
                        (int)c->kind);
@@ -247,6 +254,9 @@ static void layer_layout(struct layer *l, struct layout *lo, const struct model_
         l->a_dst = add_tensor(lo, i, "attn_dst", l->heads, l->hd, 2);
         l->b = add_tensor(lo, i, "bias", (uint64_t)l->heads * l->hd, 1, 1);
         break;
+    case MODEL_DISTMULT: /* link models: refused by check_config */
+    case MODEL_COMPLEX:
+        break;
     }
 }
 
@@ -293,6 +303,9 @@ size_t model_param_count(const struct model_config *c)
             n += w * in + 2 * w + w;
             break;
         }
+        case MODEL_DISTMULT: /* link models: refused by check_config */
+        case MODEL_COMPLEX:
+            break;
         }
     }
     return n;
@@ -475,6 +488,9 @@ static int layer_buffers(struct model *m, struct layer *l, bool train)
         break;
     case MODEL_MLP:
         break;
+    case MODEL_DISTMULT: /* link models: refused by check_config */
+    case MODEL_COMPLEX:
+        break;
     }
     return 0;
 }
@@ -533,6 +549,9 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
     case MODEL_MLP:
         TRY(OP(m, linear_fwd, out, l->hin, P + l->w, nd, l->in, l->out, false));
         break;
+    case MODEL_DISTMULT: /* link models: refused by check_config */
+    case MODEL_COMPLEX:
+        return -EINVAL;
     }
     return OP(m, bias_fwd, out, P + l->b, nd, l->out);
 }
@@ -801,6 +820,9 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
         if (dx)
             TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
         return 0;
+    case MODEL_DISTMULT: /* link models: refused by check_config */
+    case MODEL_COMPLEX:
+        break;
     }
     return -EINVAL;
 }

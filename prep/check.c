@@ -14,6 +14,7 @@
 
 #include "core/dataset.h"
 #include "core/dataset_verify.h"
+#include "core/linkdata.h"
 #include "core/util.h"
 #include "prep.h"
 
@@ -32,6 +33,42 @@ static void file_ok(void *arg, int file, uint64_t xxh3)
     if (!c->quiet)
         printf("  %-12s ok  xxh3 %016" PRIx64 "  %.2f s, %.2f GB/s\n", c->m->f[file].file, xxh3, s,
                (double)c->m->f[file].bytes / SL_MAX(s, 1e-6) / 1e9);
+}
+
+static void link_file_ok(void *arg, const char *file, uint64_t xxh3)
+{
+    struct check_cli *c = arg;
+    double now = sl_now(), s = now - c->t_file;
+    c->t_file = now;
+    if (!c->quiet)
+        printf("  %-14s ok  xxh3 %016" PRIx64 "  %.2f s\n", file, xxh3, s);
+}
+
+/* A link-prediction dataset (core/linkdata.h): its own check; nothing is
+ * recorded (gnnlaunch does not train on one yet, so nothing would read
+ * the record). */
+static int check_link(struct check_cli *c)
+{
+    double t0 = sl_now();
+    struct link_meta m;
+    char err[4096];
+    int rc = link_meta_read(c->dir, &m, true, err, sizeof err);
+    if (rc == 0) {
+        if (!c->quiet)
+            printf("checking %s: link prediction, %" PRIu64 " nodes, %" PRIu64 " relations, triples train %" PRIu64
+                   " valid %" PRIu64 " test %" PRIu64 "\n",
+                   c->dir, m.nodes, m.relations, m.split[LINK_TRAIN].rows, m.split[LINK_VALID].rows,
+                   m.split[LINK_TEST].rows);
+        c->t_file = sl_now();
+        rc = link_check(c->dir, &m, link_file_ok, c, err, sizeof err);
+    }
+    fflush(stdout);
+    if (rc < 0) {
+        fprintf(stderr, "gnnprep check: %s\n", err);
+        return rc == -EBADMSG || rc == -EIO ? PREP_EXIT_BAD_INPUT : prep_exit_code(rc);
+    }
+    printf("%s: valid (%.2f s)\n", c->dir, sl_now() - t0);
+    return PREP_EXIT_OK;
 }
 
 static void check_usage(FILE *f)
@@ -72,6 +109,8 @@ int prep_check_main(int argc, char **argv)
         check_usage(stderr);
         return PREP_EXIT_BAD_INPUT;
     }
+    if (link_is_link_dataset(c.dir))
+        return check_link(&c);
     double t0 = sl_now();
     struct dataset_meta m;
     char err[4096];

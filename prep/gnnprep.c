@@ -15,7 +15,10 @@ static const struct {
     {"import", prep_import_main, "import OUT --edges FILE --features F.npy --labels L.npy --train T --val V --test U [options]"},
     {"check", prep_check_main, "check DIR"},
     {"info", prep_info_main, "info DIR"},
+    {"partition", prep_partition_main, "partition DATASET --parts P [--order random|degree] [--mem-limit SIZE]"},
+    {"partition-plan", prep_partition_plan_main, "partition-plan DATASET --budget SIZE [--parts P] [--slots C]"},
     {"cache-sim", prep_cache_sim_main, "cache-sim TRACE --slots S [--window W,...] [--dataset DIR] [options]"},
+    {"pack", prep_pack_main, "pack DATASET CONFIG OUT --epochs E [--disk-limit SIZE] [--mem-limit SIZE]"},
 };
 
 static void usage(FILE *f)

@@ -52,6 +52,8 @@ static int usage_error(const char *msg)
 
 int prep_import_main(int argc, char **argv)
 {
+    if (prep_find_opt(argc, argv, "--triples")) /* a knowledge graph: import_triples.c */
+        return prep_import_triples_main(argc, argv);
     struct imp_job j;
     imp_job_init(&j, "import");
     char err[2048];

@@ -10,11 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dataset.h"
 #include "core/util.h"
 #include "prep.h"
+#include "stages/pack.h"
 #include "core/dataset_scan.h"
+#include "core/linkdata.h"
 
 #define HIST_MAX (1u << 20)
 
@@ -91,12 +94,107 @@ static int read_degrees(const char *path, uint64_t nodes, deg_stats *d, char *er
     return rc;
 }
 
+/* A link-prediction dataset: counts, the training triples' relations and
+ * node degrees (streamed from train.bin; a counter per node and relation). */
+static int info_link(const char *dir)
+{
+    char err[2048], p[4096], b1[32];
+    struct link_meta m;
+    int rc = link_meta_read(dir, &m, true, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "gnnprep info: %s\n", err);
+        return prep_exit_code(rc);
+    }
+    printf("dataset      %s (link prediction)\n", dir);
+    printf("source       %s\n", m.source[0] ? m.source : "(unknown)");
+    printf("nodes        %" PRIu64 "%s\n", m.nodes, m.names[LINK_ENTITY_NAMES].present ? " (named)" : "");
+    printf("relations    %" PRIu64 "%s\n", m.relations, m.names[LINK_RELATION_NAMES].present ? " (named)" : "");
+    printf("triples      train %" PRIu64 "  valid %" PRIu64 "  test %" PRIu64 " (%s ids)\n", m.split[LINK_TRAIN].rows,
+           m.split[LINK_VALID].rows, m.split[LINK_TEST].rows, dtype_name(m.split[LINK_TRAIN].dtype));
+    if (m.planted_mrr >= 0)
+        printf("planted MRR  %.6f (tail prediction, filtered, of a model that learnt the planted clusters)\n",
+               m.planted_mrr);
+    uint32_t *deg = calloc(m.nodes, sizeof *deg);
+    uint64_t *rel = calloc(m.relations, sizeof *rel);
+    if (!deg || !rel) {
+        free(deg);
+        free(rel);
+        fprintf(stderr, "gnnprep info: out of memory for %" PRIu64 " nodes\n", m.nodes);
+        return PREP_EXIT_FAIL;
+    }
+    struct dataset_scan s;
+    sl_path_join(p, sizeof p, dir, m.split[LINK_TRAIN].file);
+    rc = dataset_scan_open(&s, p, false, err, sizeof err);
+    size_t esz = dtype_size(m.split[LINK_TRAIN].dtype);
+    for (uint64_t t = 0; rc == 0 && t < m.split[LINK_TRAIN].rows; t++) {
+        unsigned char b[24];
+        uint64_t id[3];
+        if ((rc = dataset_scan_read(&s, b, 3 * esz, err, sizeof err)) < 0)
+            break;
+        for (int c = 0; c < 3; c++) {
+            if (esz == 4) {
+                uint32_t x;
+                memcpy(&x, b + c * 4, 4);
+                id[c] = x;
+            } else {
+                memcpy(&id[c], b + c * 8, 8);
+            }
+        }
+        if (id[0] >= m.nodes || id[2] >= m.nodes || id[1] >= m.relations) {
+            rc = sl_errf(err, sizeof err, -EBADMSG, "%s: triple %" PRIu64 " has an id out of range; run gnnprep check",
+                         p, t);
+            break;
+        }
+        deg[id[0]] += deg[id[0]] < UINT32_MAX;
+        deg[id[2]] += deg[id[2]] < UINT32_MAX;
+        rel[id[1]]++;
+    }
+    dataset_scan_free(&s);
+    if (rc == 0) {
+        uint64_t none = 0, max = 0, rlo = UINT64_MAX, rhi = 0;
+        for (uint64_t v = 0; v < m.nodes; v++) {
+            none += deg[v] == 0;
+            max = SL_MAX(max, (uint64_t)deg[v]);
+        }
+        for (uint64_t r = 0; r < m.relations; r++) {
+            rlo = SL_MIN(rlo, rel[r]);
+            rhi = SL_MAX(rhi, rel[r]);
+        }
+        printf("degree       mean %.2f  max %" PRIu64 "  nodes in no training triple %" PRIu64 " (%.1f%%)\n",
+               2.0 * (double)m.split[LINK_TRAIN].rows / (double)m.nodes, max, none,
+               100.0 * (double)none / (double)m.nodes);
+        printf("per relation min %" PRIu64 " max %" PRIu64 " training triples;", rlo, rhi);
+        for (uint64_t r = 0; r < m.relations && r < 32; r++)
+            printf(" %" PRIu64, rel[r]);
+        printf("%s\n", m.relations > 32 ? " ..." : "");
+    }
+    free(deg);
+    free(rel);
+    if (rc < 0) {
+        fprintf(stderr, "gnnprep info: %s\n", err);
+        return prep_exit_code(rc);
+    }
+    uint64_t total = 0;
+    printf("on disk     ");
+    for (int i = 0; i < LINK_SPLITS + LINK_NAME_FILES; i++) {
+        const struct dataset_file *f = i < LINK_SPLITS ? &m.split[i] : &m.names[i - LINK_SPLITS];
+        if (!f->present)
+            continue;
+        total += f->bytes;
+        printf(" %s %s", f->file, sl_fmt_bytes(f->bytes, b1, sizeof b1));
+    }
+    printf("\ntotal        %s\n", sl_fmt_bytes(total, b1, sizeof b1));
+    return PREP_EXIT_OK;
+}
+
 static void info_usage(FILE *f)
 {
     fprintf(f, "usage: gnnprep info DIR\n\n"
                "Prints a summary of a dataset: counts, in-degree statistics, class balance,\n"
                "split sizes and sizes on disk. Reads only dataset.toml, indptr and labels;\n"
-               "`gnnprep check` verifies the whole dataset.\n");
+               "`gnnprep check` verifies the whole dataset.\n"
+               "On a pack (gnnprep pack) it prints its batches, epochs, the bytes of each tier,\n"
+               "the rows' replication factor and its space on disk.\n");
 }
 
 int prep_info_main(int argc, char **argv)
@@ -120,7 +218,12 @@ int prep_info_main(int argc, char **argv)
         info_usage(stderr);
         return PREP_EXIT_BAD_INPUT;
     }
+    if (link_is_link_dataset(dir))
+        return info_link(dir);
     char err[2048], p[4096], b1[32], b2[32];
+    snprintf(p, sizeof p, "%s/" PACK_MANIFEST, dir);
+    if (access(p, F_OK) == 0) /* a pack (gnnprep pack), not a dataset */
+        return prep_pack_info(dir);
     struct dataset_meta m;
     int rc = dataset_meta_read(dir, &m, true, err, sizeof err);
     if (rc < 0) {

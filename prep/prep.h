@@ -22,6 +22,18 @@ int prep_import_main(int argc, char **argv);
 int prep_check_main(int argc, char **argv);
 int prep_info_main(int argc, char **argv);
 int prep_cache_sim_main(int argc, char **argv); /* cachesim_cmd.c */
+/* `gnnprep synth OUT --task link ...` (synth_link.c), which prep_synth_main
+ * hands over to when --task link is given; and `gnnprep import OUT
+ * --triples ...` (import_triples.c), likewise from prep_import_main. */
+int prep_synth_link_main(int argc, char **argv);
+int prep_import_triples_main(int argc, char **argv);
+/* The value of option `name` (--name VALUE or --name=VALUE) in argv[1 ..
+ * argc), or NULL when absent. */
+const char *prep_find_opt(int argc, char **argv, const char *name);
+int prep_pack_main(int argc, char **argv);      /* pack_cmd.c */
+int prep_pack_info(const char *dir);            /* gnnprep info on a pack (pack_cmd.c) */
+int prep_partition_main(int argc, char **argv);
+int prep_partition_plan_main(int argc, char **argv); /* partition_plan.c */
 
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,

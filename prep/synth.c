@@ -153,6 +153,8 @@ static void usage(FILE *f)
         "not exist): a directed graph stored as in-neighbour lists (CSC) with power-law\n"
         "in- and out-degrees and class homophily, class-centroid-plus-noise features,\n"
         "a label for every node and random train/val/test splits.\n"
+        "With --task link it makes a knowledge graph for link prediction instead\n"
+        "(gnnprep synth --task link --help).\n"
         "\n"
         "required:\n"
         "  --nodes N          number of nodes (k/M/G suffixes: 20M = 20,000,000)\n"
@@ -1116,6 +1118,33 @@ static int check_space(const synth *s, const struct dataset_dir *d, char *err, s
 
 int prep_synth_main(int argc, char **argv)
 {
+    /* --task: node (this file, the default) or link (synth_link.c) */
+    const char *task = prep_find_opt(argc, argv, "--task");
+    if (task && !strcmp(task, "link"))
+        return prep_synth_link_main(argc, argv);
+    if (task && strcmp(task, "node")) {
+        fprintf(stderr, "gnnprep synth: --task '%s' is not node or link\n", task);
+        return PREP_EXIT_BAD_INPUT;
+    }
+    char *args[256];
+    if (task) { /* drop --task node, which the parser below does not know */
+        if (argc > (int)SL_ARRAY_LEN(args)) {
+            fprintf(stderr, "gnnprep synth: too many arguments\n");
+            return PREP_EXIT_BAD_INPUT;
+        }
+        int n = 0;
+        for (int i = 0; i < argc; i++) {
+            if (!strcmp(argv[i], "--task")) {
+                i++;
+                continue;
+            }
+            if (!strncmp(argv[i], "--task=", 7))
+                continue;
+            args[n++] = argv[i];
+        }
+        argc = n;
+        argv = args;
+    }
     synth_opts o;
     int prc = parse_opts(argc, argv, &o);
     if (prc < 0) {

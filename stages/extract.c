@@ -112,7 +112,7 @@ uint32_t extract_read_next(struct extractor *x)
     const struct extract_source *s = x->src;
     uint32_t e = xs->spare[xs->nspare - 1];
     struct xread *r = &xs->rd[e];
-    if (x->stg && s->io != EXTRACT_IO_MMAP) {
+    if (x->stg && s->io != EXTRACT_IO_MMAP && !xs->rows) {
         xs->stg_seq = staging_seq(x->stg, x->portion);
         int rc = staging_get(x->stg, x->portion, STAGING_BORROW, &r->block);
         if (rc == -EPIPE)
@@ -513,7 +513,22 @@ static void wait_row(struct extractor *x, uint32_t i)
     }
 }
 
+static int run_batch(struct extractor *x, const uint64_t *nodes, uint32_t n, const void *const *rows, uint32_t *slots,
+                     char *err, size_t errlen);
+
 int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32_t *slots, char *err, size_t errlen)
+{
+    return run_batch(x, nodes, n, NULL, slots, err, errlen);
+}
+
+int extractor_run_rows(struct extractor *x, const uint64_t *nodes, uint32_t n, const void *const *rows,
+                       uint32_t *slots, char *err, size_t errlen)
+{
+    return run_batch(x, nodes, n, rows, slots, err, errlen);
+}
+
+static int run_batch(struct extractor *x, const uint64_t *nodes, uint32_t n, const void *const *rows, uint32_t *slots,
+                     char *err, size_t errlen)
 {
     struct xstate *xs = x->inflight;
     const struct extract_source *s = x->src;
@@ -548,6 +563,7 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
 
     xs->nodes = nodes;
     xs->slots = slots;
+    xs->rows = rows;
     xs->rc = 0;
     xs->err = err;
     xs->errlen = errlen;
@@ -565,7 +581,7 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     x->st.hits += n - xs->nloads - nwait;
 
     if (xs->nloads) {
-        xs->be->loads(x);
+        (rows ? &extract_be_memory : xs->be)->loads(x);
         if (x->stg)
             staging_idle(x->stg, x->portion); /* no more reads to start: our blocks may be lent */
         drain(x);                             /* every load finished before waiting on others' rows */
@@ -579,6 +595,7 @@ int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32
     rc = xs->rc;
     xs->nodes = NULL;
     xs->slots = NULL;
+    xs->rows = NULL;
     xs->err = NULL;
     if (rc) {
         featbuf_release_many(x->fb, slots, n);

@@ -213,4 +213,15 @@ int extractor_set_sink(struct extractor *x, const struct row_sink_ops *ops, char
  * fails every later batch with -EIO. */
 int extractor_run(struct extractor *x, const uint64_t *nodes, uint32_t n, uint32_t *slots, char *err, size_t errlen);
 
+/* The same for a batch whose rows the caller already holds in memory
+ * (a packed run: each batch's rows read from its chunk, stages/pack.h):
+ * a load of nodes[i] copies rows[i] (row_bytes of the dataset's layout)
+ * through the row sink instead of reading features.bin; nothing is read,
+ * no staging is used. rows[i] may be NULL for a node the caller expects
+ * to be in the buffer already (a pinned hot row): if the buffer answers
+ * LOAD for it after all, the batch fails with -ENODATA naming the node.
+ * Errors and references as extractor_run. */
+int extractor_run_rows(struct extractor *x, const uint64_t *nodes, uint32_t n, const void *const *rows,
+                       uint32_t *slots, char *err, size_t errlen);
+
 #endif

@@ -99,6 +99,7 @@ struct xstate {
     /* the batch being run */
     const uint64_t *nodes;
     uint32_t *slots;
+    const void *const *rows; /* extractor_run_rows: where each node's row is in memory (extract_be_memory) */
     int rc; /* its first error */
     char *err;
     size_t errlen;
@@ -108,6 +109,7 @@ struct xstate {
 extern const struct xbackend extract_be_pread;
 extern const struct xbackend extract_be_mmap;
 extern const struct xbackend extract_be_uring;
+extern const struct xbackend extract_be_memory; /* extractor_run_rows: rows already in memory (extract_memory.c) */
 
 /* Sets up x's io_uring (x->ring, x->use_uring); 0, or -errno with the
  * reason in why (-ENOSYS: built without liburing). */

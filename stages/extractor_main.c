@@ -34,6 +34,7 @@
 #include "stages/cachesim.h"
 #include "stages/extract.h"
 #include "stages/featbuf_cuda.h"
+#include "stages/pack_rows.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
 #include "stages/warm.h"
@@ -52,6 +53,11 @@ struct xrun {
     atomic_bool stop;
     pthread_t warm_tid; /* the warm start's pass, when it runs */
     bool warm;
+    /* pipeline.mode = "packed": rows come from the pack's chunks and hot tier (pack_rows.h) */
+    bool packed;
+    struct pack_rows pr;
+    struct schedule sched; /* the run's, for pr */
+    atomic_uint_fast64_t chunk_reads, chunk_bytes, chunk_ns; /* the threads' chunk reads, summed as they end */
 };
 
 static int idle(void *arg)
@@ -94,6 +100,7 @@ static void *thread_main(void *arg)
         stage_fail(st, "%s", msg);
     x.idle = idle;
     x.idle_arg = r;
+    struct pack_rows_buf pb = {0};
     struct run_desc d;
     while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
@@ -104,7 +111,16 @@ static void *thread_main(void *arg)
         if (r->trace.f && rowtrace_add(&r->trace, d.batch, v.nodes, n) != 0)
             stage_fail(st, "pipeline.trace_rows: writing %s failed: %s", r->trace.path, strerror(-r->trace.rc));
         x.batch = d.batch;
-        int rc = extractor_run(&x, v.nodes, n, v.alias, msg, sizeof msg);
+        int rc;
+        if (r->packed) { /* the batch's rows in one read of its chunk, hot rows pinned in the buffer */
+            uint64_t reads = pb.reads, bytes = pb.bytes;
+            if (pack_rows_batch(&r->pr, &pb, d.batch, v.nodes, n, msg, sizeof msg) != 0)
+                stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", d.batch, d.epoch, msg);
+            x.st.io_ops += pb.reads - reads;
+            x.st.io_bytes += pb.bytes - bytes;
+            rc = extractor_run_rows(&x, v.nodes, n, pb.rows, v.alias, msg, sizeof msg);
+        } else
+            rc = extractor_run(&x, v.nodes, n, v.alias, msg, sizeof msg);
         if (rc == -EPIPE) {
             stop_all(r);
             break;
@@ -132,8 +148,46 @@ static void *thread_main(void *arg)
         metrics_add(&st->block->items, 1);
     }
     t->st = x.st;
+    atomic_fetch_add(&r->chunk_reads, pb.reads);
+    atomic_fetch_add(&r->chunk_bytes, pb.bytes);
+    atomic_fetch_add(&r->chunk_ns, pb.read_ns);
+    pack_rows_buf_free(&pb);
     extractor_free(&x);
     return NULL;
+}
+
+/* A packed run: opens the pack against the run and pins its hot tier in
+ * the buffer, loaded through one engine, before any batch is extracted. */
+static void packed_open(struct xrun *r)
+{
+    struct stage *st = r->st;
+    char msg[1024];
+    stage_schedule(st, &r->sched);
+    if (pack_rows_open(&r->pr, st->cfg.pipeline.pack, &st->cfg, run_global_rank(&st->args), run_world(&st->args),
+                       &r->sched, &st->meta, st->cfg.pipeline.io == EXTRACT_IO_BUFFERED, msg, sizeof msg) != 0)
+        stage_fail(st, "pipeline.pack: %s", msg);
+    struct extractor x;
+    uint32_t portion = staging_portion_of(&r->stg, st->args.rank, 0);
+    if (extractor_init_shared(&x, &r->src, &st->fb, r->depth, &r->stg, portion, msg, sizeof msg) != 0)
+        stage_fail(st, "%s", msg);
+    x.idle = idle;
+    x.idle_arg = r;
+    uint64_t t0 = sl_now_ns(), loaded = 0;
+    int rc = pack_rows_load_hot(&r->pr, &x, &loaded, msg, sizeof msg);
+    extractor_free(&x);
+    if (rc == -EPIPE) {
+        stop_all(r);
+        return;
+    }
+    if (rc)
+        stage_fail(st, "pipeline.pack: %s", msg);
+    const struct pack_manifest *m = &r->pr.pack.m;
+    double s = (double)(sl_now_ns() - t0) / 1e9;
+    stage_note(st,
+               "packed: %s, %" PRIu64 " batches of %" PRIu32 " epochs; hot tier of %" PRIu64
+               " rows (%.1f MiB) pinned in %.2f s; each batch's other rows read from its chunk in one %s read",
+               r->pr.pack.dir, m->batches, m->epochs, loaded, (double)(loaded * m->row_bytes) / (1 << 20), s,
+               r->pr.pack.direct ? "direct" : "buffered");
 }
 
 /* The warm start (stages/warm.h): one sequential pass over features.bin
@@ -244,7 +298,11 @@ static int stage_main(int argc, char **argv)
     if (st.cfg.pipeline.trace_rows[0] &&
         rowtrace_open(&r.trace, st.cfg.pipeline.trace_rows, st.args.rank, st.meta.nodes, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
-    pin_hot_set(&st);
+    r.packed = st.cfg.pipeline.mode == PIPELINE_PACKED && !st.args.predict;
+    if (r.packed)
+        packed_open(&r);
+    else
+        pin_hot_set(&st);
     struct schedule sched;
     stage_schedule(&st, &sched);
     /* batch numbers continue across a resume */
@@ -255,7 +313,7 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "pipeline.warm_start = \"on\", but the feature buffer (%u slots%s) cannot hold all %" PRIu64
                    " rows; raise pipeline.feature_buffer_mb or set pipeline.warm_start = \"auto\"",
                    st.fb.nslots, st.fb.rows ? "" : ", on a GPU", r.src.rows);
-    if (wm != CONFIG_WARM_OFF && warm_fits(&st.fb, &r.src)) {
+    if (wm != CONFIG_WARM_OFF && !r.packed && warm_fits(&st.fb, &r.src)) { /* packed: the hot tier is the warm start */
         int rc = pthread_create(&r.warm_tid, NULL, warm_main, &r);
         if (rc)
             stage_fail(&st, "cannot start the warm start's thread: %s", strerror(rc));
@@ -286,11 +344,23 @@ static int stage_main(int argc, char **argv)
                sum.batches, sum.rows, sum.hits, sum.waits, sum.loads, (double)sum.io_bytes / (1 << 20),
                sum.rows ? (double)(sum.hits + sum.waits) / (double)sum.rows : 0.0,
                sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0);
+    if (r.packed) {
+        uint64_t b = atomic_load(&r.chunk_bytes), ns = atomic_load(&r.chunk_ns);
+        stage_note(&st,
+                   "packed: %" PRIu64 " chunk reads, %.1f MiB, %.2f s reading (summed over the threads): %.0f MiB/s "
+                   "per read stream",
+                   atomic_load(&r.chunk_reads), (double)b / (1 << 20), (double)ns / 1e9,
+                   ns ? (double)b / (1 << 20) / ((double)ns / 1e9) : 0.0);
+    }
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */
     if (rowtrace_close(&r.trace, msg, sizeof msg))
         stage_fail(&st, "%s", msg);
     stage_turn_destroy(&r.turn);
+    if (r.packed) {
+        pack_rows_free(&r.pr);
+        schedule_free(&r.sched);
+    }
     extract_source_free(&r.src);
     staging_free(&r.stg);
     stage_close(&st);

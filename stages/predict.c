@@ -77,6 +77,32 @@ static void shape_of(int k, uint64_t n, uint32_t classes, uint32_t width, uint32
     (void)n;
 }
 
+int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
+                      const void *data, char *err, size_t errlen)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unsigned char h[PREDICT_HEADER];
+    header(h, descr, rows, cols);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
+    int rc = sl_write_all(fd, h, sizeof h);
+    if (rc == 0)
+        rc = sl_write_all(fd, data, rows * (cols ? cols : 1) * elem);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc) {
+        unlink(tmp);
+        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+    }
+    return 0;
+}
+
 int predict_create(const char *dir, const uint64_t *ids, uint64_t n, uint32_t classes, uint32_t width, char *err,
                    size_t errlen)
 {

@@ -55,6 +55,12 @@ int predict_create(const char *dir, const uint64_t *ids, uint64_t n, uint32_t cl
  * this returns. */
 int predict_map(struct predict_files *f, const char *dir, char *err, size_t errlen);
 
+/* Writes a whole .npy (version 1.0, the header as above) of rows x cols
+ * (cols 0: one dimension) elements of elem bytes, dtype descr ("<f4"),
+ * from data: to path.tmp, fsynced, renamed to path. 0 or -errno. */
+int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
+                      const void *data, char *err, size_t errlen);
+
 /* The row of node in the outputs, or -1 when it is not predicted. */
 int64_t predict_row(const struct predict_files *f, uint64_t node);
 

@@ -333,7 +333,39 @@ void sampler_free(struct sampler *s)
     free(s->pre_ids[1]);
     free(s->known);
     free(s->store);
+    free(s->kept);
     memset(s, 0, sizeof *s);
+}
+
+int sampler_set_filter(struct sampler *s, const struct sampler_filter *f, char *err, size_t errlen)
+{
+    if (!f) {
+        s->filtered = false;
+        return 0;
+    }
+    if (!f->node_pos || !f->part_in || f->part_nodes == 0 || f->parts == 0)
+        return sl_errf(err, errlen, -EINVAL, "sampler: a filter needs node positions, partitions and their size");
+    if (s->shape.degrees && s->topo->mode == SAMPLER_TOPO_CACHE)
+        return sl_errf(err, errlen, -EINVAL,
+                       "sampler: the partition mode's in-buffer degrees (GCN) need every list in memory; use "
+                       "pipeline.topology = \"memory\" or \"mmap\"");
+    if (!s->kept) { /* two destinations' (the memory path draws one ahead) */
+        s->kept = malloc(2 * SL_MAX(s->topo->max_in_degree, 1) * sizeof *s->kept);
+        if (!s->kept)
+            return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for %" PRIu64 " in-neighbours",
+                           s->topo->max_in_degree);
+    }
+    s->filter = *f;
+    s->filtered = true;
+    return 0;
+}
+
+/* Whether node g is in the filter's buffer. */
+static inline bool node_in(const struct sampler_filter *f, uint64_t g)
+{
+    uint64_t pos = f->pos_u64 ? ((const uint64_t *)f->node_pos)[g] : ((const uint32_t *)f->node_pos)[g];
+    uint64_t q = pos / f->part_nodes;
+    return q < f->parts && f->part_in[q];
 }
 
 /* Next stamp of a stamped table; on wrap-around the table is wiped once. */
@@ -440,15 +472,30 @@ static inline uint64_t list_at(const void *list, bool u64, uint64_t i)
  * they are sample_dst. Either way the draws, the local ids and the edges
  * come in the same order: the same batch. */
 struct pend {
-    const void *list; /* the destination's in-neighbour ids */
-    uint64_t d, take; /* in-degree, sources taken */
+    const void *list; /* the destination's in-neighbour ids (with a filter: its in-buffer ones, u64) */
+    bool u64;         /* list's ids are u64 */
+    uint64_t d, take; /* in-degree (in the buffer, with a filter), sources taken */
     uint64_t *picks;  /* (take) positions in list, when take < d */
 };
 
+/* picks: room for the largest fanout; kept: with a filter, room for the
+ * largest in-degree (a pending destination's in-buffer list lives there) */
 static inline void pend_draw(struct sampler *s, uint64_t *rng, struct pend *p, const void *list, uint64_t d, int64_t f,
-                             uint64_t *picks)
+                             uint64_t *picks, uint64_t *kept)
 {
-    const bool u64 = s->topo->indices_u64;
+    bool u64 = s->topo->indices_u64;
+    if (s->filtered) { /* the in-buffer part of the list, drawn from as a whole list */
+        uint64_t n = 0;
+        for (uint64_t i = 0; i < d; i++) {
+            uint64_t g = list_at(list, u64, i);
+            if (node_in(&s->filter, g))
+                kept[n++] = g;
+        }
+        list = kept;
+        d = n;
+        u64 = true;
+    }
+    p->u64 = u64;
     p->list = list;
     p->d = d;
     p->take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
@@ -468,7 +515,7 @@ static inline void pend_draw(struct sampler *s, uint64_t *rng, struct pend *p, c
 /* The edges taken, and w->rc set on failure. */
 static inline uint64_t pend_put(struct sampler *s, struct batch_writer *w, const struct pend *p)
 {
-    const bool u64 = s->topo->indices_u64;
+    const bool u64 = p->u64;
     uint64_t take = p->take;
     uint32_t *out = take ? batch_reserve_edges(w, (uint32_t)take) : NULL;
     if (take && !out)
@@ -489,7 +536,7 @@ static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uin
                                   int64_t f)
 {
     struct pend p;
-    pend_draw(s, rng, &p, list, d, f, s->picks);
+    pend_draw(s, rng, &p, list, d, f, s->picks, s->kept);
     return pend_put(s, w, &p);
 }
 
@@ -593,6 +640,11 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 return sl_errf(err, errlen, -EINVAL, "sampler: target %" PRIu64 " appears twice in one batch", g);
             j = (j + 1) & s->mask;
         }
+        if (s->filtered && !node_in(&s->filter, g))
+            return sl_errf(err, errlen, -EINVAL,
+                           "sampler: target %" PRIu64 " is not in a partition of the buffer (the schedule's state and the "
+                           "buffer's disagree)",
+                           g);
         s->map[j] = (struct sampler_ent){.key = g, .val = i, .stamp = s->cur};
         batch_add_target(&w, g, t->labels ? t->labels[g] : -1);
     }
@@ -607,7 +659,7 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
             const unsigned char *ix = t->indices;
             if (ndst) {
                 uint64_t g = w.nodes[0], beg = t->indptr[g];
-                pend_draw(s, &rng, &pd[0], ix + beg * es, t->indptr[g + 1] - beg, f, s->picks);
+                pend_draw(s, &rng, &pd[0], ix + beg * es, t->indptr[g + 1] - beg, f, s->picks, s->kept);
             }
             for (uint32_t v = 0; v < ndst && !w.rc; v++) {
                 if (v + SAMPLE_PREFETCH < ndst) /* destinations are scattered over the graph: ask for one ahead */
@@ -617,7 +669,8 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
                 if (v + 1 < ndst) {
                     uint64_t g = w.nodes[v + 1], beg = t->indptr[g];
                     pend_draw(s, &rng, &pd[(v + 1) & 1], ix + beg * es, t->indptr[g + 1] - beg, f,
-                              s->picks + ((v + 1) & 1) * s->pick_cap);
+                              s->picks + ((v + 1) & 1) * s->pick_cap,
+                              s->kept ? s->kept + ((v + 1) & 1) * SL_MAX(t->max_in_degree, 1) : NULL);
                 }
                 total += pend_put(s, &w, &pd[v & 1]);
             }
@@ -673,6 +726,12 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
     uint32_t *deg = s->shape.degrees ? batch_degrees(&w) : NULL;
     for (uint32_t i = 0; deg && i < w.nn; i++) { /* GCN's graph norm: in-degrees in the graph */
         uint64_t g = w.nodes[i], d = t->indptr[g + 1] - t->indptr[g];
+        if (s->filtered) { /* ... in the subgraph the batch was sampled from */
+            uint64_t n = 0;
+            for (uint64_t e = t->indptr[g]; e < t->indptr[g + 1]; e++)
+                n += node_in(&s->filter, list_at(t->indices, t->indices_u64, e));
+            d = n;
+        }
         deg[i] = d < UINT32_MAX ? (uint32_t)d : UINT32_MAX;
     }
     rc = batch_finish(&w, err, errlen);

@@ -186,6 +186,15 @@ uint64_t sampler_batch_seed(uint64_t seed, uint32_t epoch, uint32_t rank, uint64
  * splitmix64 stream *state (Lemire's method, unbiased). */
 uint64_t sampler_rand_below(uint64_t *state, uint64_t range);
 
+/* Which nodes exist for sampling in the partition mode (sampler_set_filter). */
+struct sampler_filter {
+    const void *node_pos;   /* (nodes) u32 or u64: each node's position (a layout's node_pos.bin) */
+    bool pos_u64;
+    uint64_t part_nodes;    /* S: positions per partition */
+    uint64_t parts;         /* entries of part_in */
+    const uint8_t *part_in; /* (parts) nonzero: the partition is in the buffer */
+};
+
 /* One sampler thread's reusable state. */
 struct sampler {
     const struct sampler_topo *topo;
@@ -228,6 +237,10 @@ struct sampler {
     /* counters of the reads (CACHE): lists read, bytes read (prefetched ones included) */
     uint64_t lists_read, bytes_read;
     uint64_t lists_prefetched; /* of lists_read: targets' lists a sampler_sample found read ahead */
+    /* the partition mode's restriction (sampler_set_filter), when on */
+    struct sampler_filter filter;
+    bool filtered;
+    uint64_t *kept; /* (2, max in-degree) two destinations' in-buffer in-neighbours (the memory path's pend) */
 };
 
 /* Bytes of read lists a thread keeps for the next block of a batch. */
@@ -261,6 +274,20 @@ static inline const struct batch_shape *sampler_shape(const struct sampler *s)
  * small for this shape). Never blocks. */
 int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *targets, uint32_t n_targets,
                    const struct batch_id *id, uint64_t seed, uint64_t *edges, char *err, size_t errlen);
+
+/* The partition mode (issue 22, docs/partitions.md): from now on the
+ * sampler sees only the subgraph of the nodes whose partition is in the
+ * buffer. Node v is in when f->part_in[node_pos[v] / part_nodes] is
+ * nonzero; every destination's in-neighbours are first cut to those that
+ * are in, and its fanout is drawn among them exactly as among a whole
+ * list (so with every partition in, a batch is bit for bit the unfiltered
+ * one); degrees (GCN) are in-degrees within the subgraph. A target that is
+ * not in is refused (-EINVAL: the schedule and the buffer disagree). The
+ * arrays are borrowed; the caller may change part_in between batches (a
+ * buffer state's switch), never during one. f = NULL turns the filter
+ * off. 0, -ENOMEM, or -EINVAL (part_nodes 0; degrees with a CACHE
+ * topology, whose lists are not all in memory to count). */
+int sampler_set_filter(struct sampler *s, const struct sampler_filter *f, char *err, size_t errlen);
 
 /* Cross-batch prefetch (CACHE; a no-op returning 0 in the other modes):
  * starts reading the uncached in-neighbour lists of targets[0 .. n) (a

@@ -38,6 +38,7 @@
 #include "core/opt.h"
 #include "core/util.h"
 #include "stages/featbuf_policy.h"
+#include "stages/pack.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
 #include "stages/stage.h"
@@ -294,6 +295,9 @@ struct srun {
      * were announced to the feature buffer's policy */
     uint64_t window;
     atomic_uint_fast64_t hint_next;
+    /* pipeline.mode = "packed": batches are read from the pack, not sampled */
+    bool packed;
+    struct pack pack;
 };
 
 /* One thread's means of announcing batches: its own cursor and a scratch
@@ -349,6 +353,65 @@ static void hint_ahead(struct srun *r, struct sampler *s, struct hinter *h, uint
         if (rc)
             stage_fail(st, "announcing batch %" PRIu64 " to the feature buffer: %s", k, strerror(-rc));
     }
+}
+
+/* A packed run's sampler thread: batch g's image is read from its chunk
+ * in the pack (stages/pack.h) and placed in the slot as batch g; the
+ * order, the ordered pushes and the stop protocol are the online
+ * thread's. */
+static void *packed_thread(void *arg)
+{
+    struct srun *r = arg;
+    struct stage *st = r->st;
+    char msg[1024];
+    uint32_t rank = (uint32_t)st->args.rank, grank = run_global_rank(&st->args);
+    uint64_t total = schedule_len(&r->sched);
+    size_t cap = (size_t)pack_round(st->arena.slot_size);
+    unsigned char *buf = aligned_alloc(PACK_ALIGN, cap);
+    if (!buf)
+        stage_fail(st, "no memory for a %zu-byte packed batch", cap);
+    while (!atomic_load(&r->stop)) {
+        uint64_t g = atomic_fetch_add(&r->next, 1);
+        if (g >= total)
+            break;
+        struct schedule_pos p;
+        schedule_at(&r->sched, g, &p);
+        const struct pack_entry *e = pack_find(&r->pack, grank, p.epoch, p.split, p.k);
+        if (!e)
+            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 ") is not in %s", g, p.epoch, r->pack.dir);
+        if (pack_round(e->batch_bytes) > cap)
+            stage_fail(st, "packed batch %" PRIu64 " holds %" PRIu64 " bytes, more than an arena slot (%zu); the pack "
+                       "was made for another shape", g, e->batch_bytes, st->arena.slot_size);
+        uint32_t slot;
+        if (stage_alloc(st, &slot) != 0)
+            break;
+        uint64_t t0 = sl_now_ns();
+        metrics_busy_begin(st->block, t0);
+        void *mem = arena_slot(&st->arena, slot);
+        if (pack_read_image(&r->pack, e, buf, msg, sizeof msg) != 0 ||
+            pack_place_batch(e, buf, mem, st->arena.slot_size, g, rank, msg, sizeof msg) != 0)
+            stage_fail(st, "batch %" PRIu64 " (epoch %" PRIu32 "): %s", g, p.epoch, msg);
+        const struct batch_hdr *h = mem;
+        uint64_t edges = 0;
+        for (uint32_t k = 0; k < h->layers; k++)
+            edges += h->e[k];
+        metrics_busy_end(st->block, t0, sl_now_ns() - t0);
+        metrics_add(&st->block->bytes, pack_round(e->batch_bytes));
+        metrics_add(&st->block->io_ops, 1);
+        struct run_desc d = {.batch = g, .slot = slot, .epoch = p.epoch, .aux = {edges, p.split}};
+        stage_trace(st, g, p.split, t0, sl_now_ns());
+        if ((r->ordered && stage_turn_wait(st, &r->turn, g) != 0) || stage_push(st, &d) != 0) {
+            arena_release(&st->arena, slot);
+            atomic_store(&r->stop, true);
+            stage_turn_abort(&r->turn);
+            break;
+        }
+        if (r->ordered)
+            stage_turn_done(&r->turn, g);
+        metrics_add(&st->block->items, 1);
+    }
+    free(buf);
+    return NULL;
 }
 
 static void *stage_thread(void *arg)
@@ -456,21 +519,28 @@ static int stage_main(int argc, char **argv)
         to.mode = SAMPLER_TOPO_MMAP;
     else if (st.cfg.pipeline.topology == TOPOLOGY_CACHE)
         to.mode = SAMPLER_TOPO_CACHE;
-    if (sampler_topo_open_mode(&r.topo, dir, &st.meta, &to, msg, sizeof msg) != 0)
-        stage_fail(&st, "%s", msg);
-    topo_describe(&r.topo, msg, sizeof msg);
-    stage_note(&st, "%s", msg);
+    r.packed = st.cfg.pipeline.mode == PIPELINE_PACKED && !st.args.predict;
     stage_schedule(&st, &r.sched); /* global rank and world (layout.h) */
-    if ((st.args.predict ? schedule_load_predict(&r.sched, dir, &st.meta, st.args.predict, msg, sizeof msg)
-                         : schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg)) != 0)
-        stage_fail(&st, "%s", msg);
+    if (r.packed) { /* no topology, no targets: the pack has the batches (gnnlaunch checked it covers the run) */
+        if (pack_open(&r.pack, st.cfg.pipeline.pack, st.cfg.pipeline.io == EXTRACT_IO_BUFFERED, msg, sizeof msg) != 0 ||
+            pack_check(&r.pack, &st.cfg, run_world(&st.args), &st.meta, msg, sizeof msg) != 0)
+            stage_fail(&st, "pipeline.pack: %s", msg);
+    } else {
+        if (sampler_topo_open_mode(&r.topo, dir, &st.meta, &to, msg, sizeof msg) != 0)
+            stage_fail(&st, "%s", msg);
+        topo_describe(&r.topo, msg, sizeof msg);
+        stage_note(&st, "%s", msg);
+        if ((st.args.predict ? schedule_load_predict(&r.sched, dir, &st.meta, st.args.predict, msg, sizeof msg)
+                             : schedule_load(&r.sched, dir, &st.meta, msg, sizeof msg)) != 0)
+            stage_fail(&st, "%s", msg);
+    }
     r.ordered = st.cfg.pipeline.ordered;
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
     uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);
     atomic_store(&r.next, first);
     atomic_store(&r.hint_next, first);
     stage_turn_init(&r.turn, first);
-    if (st.has_fb && st.fb.policy == &featbuf_policy_lookahead) { /* auto may have made it lru */
+    if (!r.packed && st.has_fb && st.fb.policy == &featbuf_policy_lookahead) { /* auto may have made it lru */
         r.window = (uint64_t)st.cfg.pipeline.lookahead;
         uint32_t win = featbuf_policy_window(&st.fb);
         uint64_t rows = featbuf_policy_entries(&st.fb);
@@ -494,7 +564,7 @@ static int stage_main(int argc, char **argv)
     if (!t)
         stage_fail(&st, "out of memory");
     for (int i = 0; i < nthreads; i++) {
-        int rc = pthread_create(&t[i], NULL, stage_thread, &r);
+        int rc = pthread_create(&t[i], NULL, r.packed ? packed_thread : stage_thread, &r);
         if (rc)
             stage_fail(&st, "cannot start sampler thread %d: %s", i, strerror(rc));
     }
@@ -511,7 +581,10 @@ static int stage_main(int argc, char **argv)
     free(t);
     stage_turn_destroy(&r.turn);
     schedule_free(&r.sched);
-    sampler_topo_free(&r.topo);
+    if (r.packed)
+        pack_free(&r.pack);
+    else
+        sampler_topo_free(&r.topo);
     stage_close(&st);
     return 0;
 }

@@ -11,8 +11,9 @@
 
 #include "core/util.h"
 #include "stages/sampler.h"
+#include "stages/schedule_partitions.h"
 
-static const struct schedule_ops *const registry[] = {&schedule_shuffle_ops};
+static const struct schedule_ops *const registry[] = {&schedule_shuffle_ops, &schedule_partitions_ops};
 
 const struct schedule_ops *schedule_find(const char *name)
 {

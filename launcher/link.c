@@ -1,0 +1,344 @@
+/* link.c - gnnlaunch's link-prediction run (launcher/link.h). */
+#include "launcher/link.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "launcher/ckptdir.h"
+#include "ops/ckpt.h"
+#include "ops/ops.h"
+#include "stages/link.h"
+#include "stages/predict.h"
+
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* The progress line on stderr while an epoch trains, as the GNN runs'
+ * (docs/metrics.md): rewritten in place on a terminal (at most five times
+ * a second), else a plain line every SLUICE_PROGRESS_EVERY seconds (10). */
+struct link_progress {
+    bool tty, live;
+    double every, t_plain, t_draw, t_epoch;
+    uint32_t epoch, epochs;
+};
+
+static void clock_text(char *buf, size_t len, double secs)
+{
+    unsigned long t = secs >= 0 && secs < 1e7 ? (unsigned long)secs : 0;
+    if (!(secs >= 0 && secs < 1e7))
+        snprintf(buf, len, "?");
+    else if (t >= 3600)
+        snprintf(buf, len, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, len, "%lu:%02lu", t / 60, t % 60);
+}
+
+static void on_batch(void *arg, uint64_t done, uint64_t total, double loss)
+{
+    struct link_progress *p = arg;
+    double now = sl_now();
+    if (p->tty ? now - p->t_draw < 0.2 : now - p->t_plain < p->every)
+        return;
+    double el = now - p->t_epoch, rate = el > 0 ? (double)done / el : 0;
+    double left = rate > 0 ? (double)(total - done) / rate : -1;
+    double run_left = rate > 0 ? left + (double)(p->epochs - p->epoch - 1) * (double)total / rate : -1;
+    char bar[21], e[32], r[32], eta[32], line[320];
+    int fill = total ? (int)(20 * done / total) : 0;
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[20] = '\0';
+    clock_text(e, sizeof e, el);
+    clock_text(r, sizeof r, left);
+    clock_text(eta, sizeof eta, run_left);
+    snprintf(line, sizeof line,
+             "epoch %" PRIu32 "/%" PRIu32 " %3d%% [%s] %" PRIu64 "/%" PRIu64 " batches  %s<%s  %.1f batches/s  loss %.4f"
+             "  run ETA %s",
+             p->epoch + 1, p->epochs, total ? (int)(100 * done / total) : 0, bar, done, total, e, r, rate, loss, eta);
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+        p->live = true;
+        p->t_draw = now;
+    } else {
+        fprintf(stderr, "%s\n", line);
+        p->t_plain = now;
+    }
+    fflush(stderr);
+}
+
+static void clear_live(struct link_progress *p)
+{
+    if (p->live) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        p->live = false;
+    }
+}
+
+static struct link_opts opts_of(const struct config *c)
+{
+    const bool pyg = c->link.sides == LINK_SIDES_KEY_PYG;
+    return (struct link_opts){
+        .model = c->model.kind == MODEL_COMPLEX ? KGE_COMPLEX : KGE_DISTMULT,
+        .loss = c->link.loss == LINK_LOSS_LOGISTIC ? KGE_LOSS_LOGISTIC
+                : c->link.loss == LINK_LOSS_MARGIN ? KGE_LOSS_MARGIN
+                                                   : KGE_LOSS_SOFTMAX,
+        .margin = (float)c->link.margin,
+        .dim = (uint32_t)c->model.hidden,
+        .lr = (float)c->train.lr,
+        .eps = 1e-10f,
+        .batch = (uint32_t)c->train.batch_size,
+        .chunk = pyg ? 1 : (uint32_t)c->link.chunk,
+        .negs = pyg ? 1 : (uint32_t)c->link.negatives,
+        .degree_frac = c->link.degree_frac,
+        .sides = pyg ? LINK_SIDES_PYG : c->link.sides == LINK_SIDES_KEY_TAIL ? LINK_SIDES_TAIL : LINK_SIDES_BOTH,
+        .init = c->link.init == LINK_INIT_KEY_UNIFORM ? LINK_INIT_UNIFORM : LINK_INIT_XAVIER,
+        .init_scale = (float)c->link.init_scale,
+        .seed = (uint64_t)c->train.seed,
+    };
+}
+
+static void model_text(const struct config *c, const struct link_meta *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s dim=%" PRId64 " nodes=%" PRIu64 " relations=%" PRIu64, model_kind_name(c->model.kind),
+             c->model.hidden, m->nodes, m->relations);
+}
+
+/* epoch-NNNNNN.safetensors for `epochs` finished epochs, then latest and
+ * keep_last. 0 or -errno with a message. */
+static int save(const struct launch_link *r, const struct link_model *m, uint32_t epochs, uint64_t steps, char *err,
+                size_t errlen)
+{
+    const struct config *c = r->cfg;
+    const char *dir = c->train.checkpoint_dir;
+    char path[4200], msg[1024];
+    if (ckpt_path(path, sizeof path, dir, epochs) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "train.checkpoint_dir %s: path too long", dir);
+    const struct ckpt_tensor ts[] = {
+        {.name = "node_emb", .data = m->node, .dtype = "F32", .ndim = 2, .shape = {m->nodes, m->d}},
+        {.name = "rel_emb", .data = m->rel, .dtype = "F32", .ndim = 2, .shape = {m->relations, m->d}},
+        {.name = "adagrad.node_emb", .data = m->node_g2, .dtype = "F32", .ndim = 2, .shape = {m->nodes, m->d}},
+        {.name = "adagrad.rel_emb", .data = m->rel_g2, .dtype = "F32", .ndim = 2, .shape = {m->relations, m->d}},
+    };
+    char epoch_s[32], step_s[32], seed_s[32], model_s[256], rng_s[128], dataset_s[24], run_s[24], run_text[2048];
+    snprintf(epoch_s, sizeof epoch_s, "%" PRIu32, epochs);
+    snprintf(step_s, sizeof step_s, "%" PRIu64, steps);
+    snprintf(seed_s, sizeof seed_s, "%" PRId64, c->train.seed);
+    snprintf(rng_s, sizeof rng_s, "counter-based: splitmix64 of (seed %" PRId64 ", epoch, batch)", c->train.seed);
+    model_text(c, &r->meta, model_s, sizeof model_s);
+    uint64_t dataset_id = link_meta_identity(&r->meta);
+    snprintf(dataset_s, sizeof dataset_s, "%016" PRIx64, dataset_id);
+    snprintf(run_s, sizeof run_s, "%016" PRIx64, config_run_identity(c, dataset_id));
+    config_run_text(c, run_text, sizeof run_text);
+    char *cfg_text = NULL;
+    size_t cfg_len;
+    int rc = sl_read_file(r->config_path, 1 << 20, &cfg_text, &cfg_len, err, errlen);
+    if (rc)
+        return rc;
+    const char *base[] = {"format", "sluice-checkpoint", "version", "1", "epoch", epoch_s, "step", step_s,
+                          "seed", seed_s, "rng", rng_s, "model", model_s, "config", cfg_text,
+                          CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, c->dataset.path,
+                          CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text};
+    size_t nkeys = config_key_count(), nbase = SL_ARRAY_LEN(base), m2 = nbase;
+    const char **kv = calloc(nbase + 2 * nkeys, sizeof *kv);
+    char *vals = calloc(nkeys, 256);
+    if (!kv || !vals) {
+        free(kv), free(vals), free(cfg_text);
+        return sl_errf(err, errlen, -ENOMEM, "out of memory writing a checkpoint");
+    }
+    memcpy(kv, base, sizeof base);
+    for (size_t i = 0; i < nkeys; i++) {
+        config_key_text(c, i, vals + i * 256, 256);
+        kv[m2++] = config_key_name(i);
+        kv[m2++] = vals + i * 256;
+    }
+    rc = ckpt_write(path, ts, SL_ARRAY_LEN(ts), kv, (uint32_t)(m2 / 2), msg, sizeof msg);
+    free(kv), free(vals), free(cfg_text);
+    if (rc)
+        return sl_errf(err, errlen, rc, "epoch %" PRIu32 ": %s; %s", epochs, msg,
+                       epochs > 1 ? "the checkpoints before it are untouched: make room, then continue from the newest "
+                                    "with gnnlaunch --resume"
+                                  : "no checkpoint was kept: make room, then start the run again");
+    if ((rc = ckptdir_point(dir, CKPTDIR_LATEST, epochs, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s", msg);
+    if (c->train.keep_last > 0 && (rc = ckptdir_prune(dir, epochs, (uint32_t)c->train.keep_last, 0, msg, sizeof msg)) < 0)
+        return sl_errf(err, errlen, rc, "%s", msg);
+    return 0;
+}
+
+/* The tables and Adagrad sums of epoch `epochs`' checkpoint into m. */
+static int load(const struct launch_link *r, struct link_model *m, uint32_t epochs, uint64_t *steps, char *err,
+                size_t errlen)
+{
+    const struct config *c = r->cfg;
+    char path[4200], msg[1024], want[256];
+    if (ckpt_path(path, sizeof path, c->train.checkpoint_dir, epochs) != 0)
+        return sl_errf(err, errlen, -ENAMETOOLONG, "train.checkpoint_dir: path too long");
+    struct ckpt k;
+    if (ckpt_read(&k, path, msg, sizeof msg) != 0)
+        return sl_errf(err, errlen, -EINVAL, "--resume: %s", msg);
+    model_text(c, &r->meta, want, sizeof want);
+    const char *model = ckpt_meta(&k, "model"), *step = ckpt_meta(&k, "step");
+    int rc = 0;
+    if (!model || strcmp(model, want) || !step)
+        rc = sl_errf(err, errlen, -EINVAL, "--resume: %s holds the model '%s', not '%s'", path, model ? model : "?",
+                     want);
+    struct {
+        const char *name;
+        float *dst;
+        uint64_t rows;
+    } t[] = {{"node_emb", m->node, m->nodes},
+             {"rel_emb", m->rel, m->relations},
+             {"adagrad.node_emb", m->node_g2, m->nodes},
+             {"adagrad.rel_emb", m->rel_g2, m->relations}};
+    for (size_t i = 0; rc == 0 && i < SL_ARRAY_LEN(t); i++) {
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *p = ckpt_find(&k, t[i].name, "F32", &nd, shape);
+        if (!p || nd != 2 || shape[0] != t[i].rows || shape[1] != m->d)
+            rc = sl_errf(err, errlen, -EINVAL, "--resume: %s has no F32 tensor %s of shape [%" PRIu64 ", %u]", path,
+                         t[i].name, t[i].rows, m->d);
+        else
+            memcpy(t[i].dst, p, t[i].rows * m->d * sizeof(float));
+    }
+    if (rc == 0)
+        *steps = strtoull(step, NULL, 10);
+    ckpt_free(&k);
+    return rc;
+}
+
+int launch_link_run(const struct launch_link *r)
+{
+    const struct config *c = r->cfg;
+    const struct link_meta *meta = &r->meta;
+    const char *dir = c->dataset.path;
+    double t0 = sl_now();
+    char err[4096];
+    uint64_t *split[LINK_SPLITS] = {NULL};
+    struct link_model m;
+    struct link_trainer t;
+    struct link_known known;
+    memset(&m, 0, sizeof m);
+    memset(&t, 0, sizeof t);
+    memset(&known, 0, sizeof known);
+    int code = 3, rc = 0;
+    struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int threads = c->pipeline.trainer_threads > 0 ? (int)c->pipeline.trainer_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    ops_set_threads(SL_MAX(1, SL_MIN(threads, 64)));
+    struct link_opts o = opts_of(c);
+    for (int s = 0; rc == 0 && s < LINK_SPLITS; s++)
+        rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
+    if (rc == 0)
+        rc = link_model_init(&m, meta->nodes, meta->relations, &o, err, sizeof err);
+    if (rc == 0)
+        rc = link_trainer_init(&t, &m, &o, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, err, sizeof err);
+    struct link_progress prog = {.tty = isatty(STDERR_FILENO) == 1, .every = 10, .epochs = (uint32_t)c->train.epochs};
+    const char *every = getenv("SLUICE_PROGRESS_EVERY");
+    if (every && *every && (sl_parse_double(every, &prog.every) != 0 || !(prog.every >= 0)))
+        prog.every = 10;
+    if (rc == 0) {
+        t.stop = &g_stop;
+        t.on_batch = on_batch;
+        t.on_batch_arg = &prog;
+        if (c->link.eval == LINK_EVAL_FILTERED) {
+            const uint64_t *arr[3] = {split[0], split[1], split[2]};
+            uint64_t ns[3] = {meta->split[0].rows, meta->split[1].rows, meta->split[2].rows};
+            rc = link_known_init(&known, arr, ns, 3, err, sizeof err);
+        }
+    }
+    uint64_t steps = 0;
+    if (rc == 0 && r->start_epoch)
+        rc = load(r, &m, r->start_epoch, &steps, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        goto out;
+    }
+    struct link_eval_opts e = {.filter = c->link.eval == LINK_EVAL_FILTERED ? &known : NULL,
+                               .heads_too = c->link.eval_heads,
+                               .sampled = (uint32_t)c->link.eval_sampled,
+                               .seed = (uint64_t)c->train.seed};
+    fprintf(stderr,
+            "gnnlaunch: link prediction in memory: %s, dim %" PRId64 ", %" PRIu64 " nodes, %" PRIu64
+            " relations, %" PRIu64 " training triples; %s loss, %s negatives, Adagrad lr %g; %d thread%s\n",
+            model_kind_name(c->model.kind), c->model.hidden, meta->nodes, meta->relations, meta->split[LINK_TRAIN].rows,
+            c->link.loss == LINK_LOSS_SOFTMAX ? "softmax" : c->link.loss == LINK_LOSS_LOGISTIC ? "logistic" : "margin",
+            c->link.sides == LINK_SIDES_KEY_PYG ? "one per positive (pyg)" : "chunk-shared", c->train.lr, ops_threads(),
+            ops_threads() == 1 ? "" : "s");
+    const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
+    for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
+        double t1 = sl_now(), loss;
+        prog.epoch = ep;
+        prog.t_epoch = prog.t_plain = t1;
+        rc = link_train_epoch(&t, ep, &loss, err, sizeof err);
+        clear_live(&prog);
+        if (rc == -EINTR) {
+            fprintf(stderr, "gnnlaunch: interrupted in epoch %" PRIu32 "; the checkpoints of the %" PRIu32
+                    " finished epochs are kept (--resume continues)\n", ep + 1, ep);
+            code = 130;
+            goto out;
+        }
+        if (rc) {
+            fprintf(stderr, "gnnlaunch: %s\n", err);
+            goto out;
+        }
+        steps += per_epoch;
+        double train_s = sl_now() - t1;
+        printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
+        bool last = ep + 1 == (uint32_t)c->train.epochs;
+        if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
+            struct link_metrics v;
+            if ((rc = link_evaluate(&m, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err, sizeof err))) {
+                fprintf(stderr, "gnnlaunch: %s\n", err);
+                goto out;
+            }
+            printf(" valid_mrr=%.6f valid_hits@1=%.6f valid_hits@10=%.6f", v.mrr, v.hits1, v.hits10);
+        }
+        printf(" seconds=%.3f edges_per_s=%.0f\n", sl_now() - t1, (double)meta->split[LINK_TRAIN].rows / train_s);
+        fflush(stdout);
+        if ((rc = save(r, &m, ep + 1, steps, err, sizeof err))) {
+            fprintf(stderr, "gnnlaunch: %s\n", err);
+            goto out;
+        }
+    }
+    struct link_metrics tm = {0};
+    if (meta->split[LINK_TEST].rows &&
+        (rc = link_evaluate(&m, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err, sizeof err))) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        goto out;
+    }
+    /* the final tables as plain .npy beside the checkpoints */
+    char np[2][4200];
+    snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
+    snprintf(np[1], sizeof np[1], "%s/rel_emb.npy", c->train.checkpoint_dir);
+    if ((rc = predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err)) ||
+        (rc = predict_write_npy(np[1], "<f4", m.relations, m.d, 4, m.rel, err, sizeof err))) {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+        goto out;
+    }
+    fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
+    printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
+           tm.hits10, c->train.epochs, sl_now() - t0);
+    fflush(stdout);
+    code = 0;
+out:
+    link_known_free(&known);
+    link_trainer_free(&t);
+    link_model_free(&m);
+    for (int s = 0; s < LINK_SPLITS; s++)
+        free(split[s]);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return code;
+}

@@ -1,0 +1,38 @@
+/* link.h - gnnlaunch's link-prediction run (model.kind = "distmult" |
+ * "complex" on a link dataset; docs/link.md): the node and relation
+ * embeddings in memory, trained in the launcher's own process by
+ * stages/link.h, as `--predict --exact` runs in it. No stage process, no
+ * shared memory: with every table in memory there is nothing to read
+ * ahead, and the negatives cost nothing to draw. (Embeddings larger than
+ * memory will bring a partition buffer and its loader stage.)
+ *
+ * What it prints is gnnlaunch's contract: one line per epoch on stdout,
+ *   epoch E/N loss=<f> valid_mrr=<f> valid_hits@1=<f> valid_hits@10=<f> seconds=<f> edges_per_s=<f>
+ * (the valid_ fields on evaluation epochs, train.eval_every), and last
+ *   test_mrr=<f> test_hits@1=<f> test_hits@10=<f> epochs=<n> seconds=<f>
+ * Checkpoints: epoch-NNNNNN.safetensors in train.checkpoint_dir every
+ * epoch (node_emb, rel_emb and their Adagrad sums; the metadata the GNN
+ * trainer's carry: epoch, dataset and run identity, every config key),
+ * latest.safetensors pointing at the newest, train.keep_last honoured;
+ * --resume continues from the newest and ends bit for bit as a run that
+ * was never stopped. At the end node_emb.npy and rel_emb.npy (float32,
+ * [rows, d]) go beside the checkpoints. SIGINT/SIGTERM stop at the next batch: exit 130 with
+ * the checkpoints of the finished epochs kept. */
+#ifndef SLUICE_LAUNCHER_LINK_H
+#define SLUICE_LAUNCHER_LINK_H
+
+#include "core/config.h"
+#include "core/linkdata.h"
+
+struct launch_link {
+    const struct config *cfg;
+    const char *config_path;   /* the config file, its text goes into each checkpoint */
+    struct link_meta meta;     /* the dataset's, as checked */
+    uint32_t start_epoch;      /* --resume: the epochs the newest checkpoint holds */
+};
+
+/* Runs the training; returns the exit status (0, 3 a failure, 130
+ * interrupted) after printing what happened. */
+int launch_link_run(const struct launch_link *r);
+
+#endif

@@ -1,0 +1,50 @@
+/* schedule_partitions.h - the partition-ordered batch schedule,
+ * "partitions" (issue 22; contract of every schedule: schedule.h): each
+ * epoch's training pass follows the buffer states of a partorder plan
+ * (core/partorder.h) over a partitioned layout (core/partition.h).
+ *
+ * Argument. schedule_params.arg is "SLOTS:ORDER:COVER:LAYOUT", e.g.
+ * "4:comet:nodes:data/big/parts.32": the buffer's slots c, the ordering
+ * (po_order_name), the coverage (po_cover_name) and the layout directory,
+ * whose parent is the dataset. Logical partitions follow MariusGNN's rule.
+ *
+ * Epoch e. The plan of epoch e is po_plan_build with the layout's p and
+ * train_parts and the seed schedule_partitions_seed(seed, e), the same on
+ * every rank. The rank's share of the training split (the default
+ * schedule's shuffled share, schedule_shuffle_share) is assigned to the
+ * plan's states (po_plan_assign; within a state the share's order is
+ * kept, so it stays shuffled), and the training pass is the states in
+ * order, each cut into batches of batch_size targets, the last of a
+ * state shorter: no batch holds targets of two states, and batch k of the
+ * pass trains in state schedule_partitions_state(). The training pass so
+ * differs in length from epoch to epoch; steps is the most training
+ * batches any rank has in any epoch.
+ *
+ * Validation and test passes are the default schedule's (fixed shuffled
+ * shares cut into equal batches): they are sampled on the whole graph,
+ * not in a buffer state (their state is PO_EMPTY).
+ *
+ * Open reads the layout's metadata (checked against the dataset, whose
+ * changes it refuses), node_pos.bin's entries of the training nodes, and
+ * the training split; it builds and assigns every epoch's plan once to
+ * count the batches (time: epochs x training nodes). */
+#ifndef SLUICE_STAGES_SCHEDULE_PARTITIONS_H
+#define SLUICE_STAGES_SCHEDULE_PARTITIONS_H
+
+#include "core/partorder.h"
+#include "stages/schedule.h"
+
+#define SCHEDULE_PARTITIONS "partitions"
+
+extern const struct schedule_ops schedule_partitions_ops;
+
+/* The seed of epoch e's plan for run seed `seed`. */
+uint64_t schedule_partitions_seed(uint64_t seed, uint32_t epoch);
+/* Builds epoch e's plan (its states; no targets) into pl, as the schedule
+ * s (opened with schedule_partitions_ops) uses it. 0 or -errno. */
+int schedule_partitions_plan(const struct schedule *s, uint32_t epoch, struct po_plan *pl, char *err, size_t errlen);
+/* The buffer state the batch at p trains in; PO_EMPTY for evaluation
+ * batches (sampled on the whole graph). */
+uint32_t schedule_partitions_state(const struct schedule *s, const struct schedule_pos *p);
+
+#endif

@@ -1,0 +1,276 @@
+/* test_link_launch.c - `gnnlaunch --cpu` with model.kind = distmult |
+ * complex on a link dataset (launcher/link.h): the epoch lines and the
+ * final line of the contract (test_mrr= test_hits@1= test_hits@10=
+ * epochs= seconds=), far above chance; a checkpoint per epoch with the
+ * tables and their Adagrad sums, latest.safetensors; a run SIGKILLed after
+ * a checkpoint and resumed ends bit for bit as the run never stopped, as
+ * does one stopped by SIGINT (exit 130); and the refusals, each exit 2
+ * before anything is written. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+
+#include "t_util.h"
+#include "t_launch.h"
+#include "core/util.h"
+#include "ops/ckpt.h"
+
+static char g_kg[1300], g_nc[1300], g_cfg[1300];
+
+static void write_cfg(const char *path, const char *ds, const char *kind, const char *extra)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nkind = \"%s\"\nhidden = 32\n\n[train]\nepochs = 8\nbatch_size = 500\n"
+            "lr = 0.1\nseed = 3\n\n[link]\nnegatives = 64\nchunk = 50\n%s",
+            ds, kind, extra ? extra : "");
+    fclose(f);
+}
+
+static void run(struct t_proc *r, const char *cfg, const char *ck, const char *const *more, int want)
+{
+    char ckset[1400];
+    snprintf(ckset, sizeof ckset, "train.checkpoint_dir=\"%s\"", ck);
+    const char *args[16] = {"--cpu", cfg, "--set", ckset};
+    int n = 4;
+    for (int i = 0; more && more[i] && n < 15; i++)
+        args[n++] = more[i];
+    args[n] = NULL;
+    t_launch_run(r, NULL, args, 120);
+    if (r->code != want) {
+        char log[8192];
+        t_slurp(r->log, log, sizeof log);
+        fail_msg("gnnlaunch %s: exit %d, wanted %d:\n%s", r->args, r->code, want, log);
+    }
+}
+
+/* The final line without its seconds=. */
+static void final_line(const struct t_proc *r, char *out, size_t len)
+{
+    if (!t_last_line(r, "test_mrr=", out, len))
+        fail_msg("no final line");
+    char *s = strstr(out, " seconds=");
+    assert_non_null(s);
+    *s = '\0';
+}
+
+static unsigned char *t_slurp_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc(*len + 1);
+    assert_int_equal(fread(p, 1, *len, f), *len);
+    p[*len] = 0;
+    fclose(f);
+    return p;
+}
+
+static void same_tensors(const char *a, const char *b)
+{
+    struct ckpt x, y;
+    char err[1024];
+    assert_int_equal(ckpt_read(&x, a, err, sizeof err), 0);
+    assert_int_equal(ckpt_read(&y, b, err, sizeof err), 0);
+    static const char *const names[] = {"node_emb", "rel_emb", "adagrad.node_emb", "adagrad.rel_emb"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
+        uint32_t na, nb;
+        uint64_t sa[CKPT_MAX_NDIM], sb[CKPT_MAX_NDIM];
+        const void *pa = ckpt_find(&x, names[i], "F32", &na, sa), *pb = ckpt_find(&y, names[i], "F32", &nb, sb);
+        assert_non_null(pa);
+        assert_non_null(pb);
+        assert_true(na == 2 && nb == 2 && sa[0] == sb[0] && sa[1] == sb[1]);
+        if (memcmp(pa, pb, sa[0] * sa[1] * 4))
+            fail_msg("%s differs between %s and %s", names[i], a, b);
+    }
+    assert_string_equal(ckpt_meta(&x, "epoch"), ckpt_meta(&y, "epoch"));
+    assert_string_equal(ckpt_meta(&x, "step"), ckpt_meta(&y, "step"));
+    ckpt_free(&x);
+    ckpt_free(&y);
+}
+
+static void test_train_and_resume(void **state)
+{
+    (void)state;
+    for (int model = 0; model < 2; model++) {
+        const char *kind = model ? "complex" : "distmult";
+        write_cfg(g_cfg, g_kg, kind, NULL);
+        char ref[1400], ck[1400], line[512], want[512], a[1500], b[1500];
+        snprintf(ref, sizeof ref, "%s/ck-ref-%s", t_ldir, kind);
+        snprintf(ck, sizeof ck, "%s/ck-kill-%s", t_ldir, kind);
+        struct t_proc r;
+        run(&r, g_cfg, ref, NULL, 0);
+        for (int e = 1; e <= 8; e++) {
+            char ep[32];
+            snprintf(ep, sizeof ep, "epoch %d/8 loss=", e);
+            t_expect_log(&r, ep);
+        }
+        t_expect_log(&r, "valid_mrr=");
+        final_line(&r, want, sizeof want);
+        double mrr, h1, h10;
+        int epochs;
+        if (sscanf(want, "test_mrr=%lf test_hits@1=%lf test_hits@10=%lf epochs=%d", &mrr, &h1, &h10, &epochs) != 4)
+            fail_msg("final line '%s'", want);
+        assert_int_equal(epochs, 8);
+        assert_true(h1 <= h10 && h10 <= 1 && mrr >= h1 && mrr <= 1);
+        assert_true(mrr > 0.1); /* chance is about 0.0075 on 1000 nodes */
+        snprintf(a, sizeof a, "%s/latest.safetensors", ref);
+        assert_true(t_exists(a));
+        /* node_emb.npy equals the last checkpoint's node_emb */
+        snprintf(b, sizeof b, "%s/node_emb.npy", ref);
+        size_t len;
+        unsigned char *npy = t_slurp_file(b, &len);
+        struct ckpt k;
+        char err[1024];
+        assert_int_equal(ckpt_path(a, sizeof a, ref, 8), 0);
+        assert_int_equal(ckpt_read(&k, a, err, sizeof err), 0);
+        uint32_t nd;
+        uint64_t shape[CKPT_MAX_NDIM];
+        const void *emb = ckpt_find(&k, "node_emb", "F32", &nd, shape);
+        assert_non_null(emb);
+        assert_int_equal(len, 128 + shape[0] * shape[1] * 4);
+        assert_memory_equal(npy + 128, emb, shape[0] * shape[1] * 4);
+        assert_non_null(memmem(npy, 128, "'shape': (1000, 32)", 19));
+        ckpt_free(&k);
+        free(npy);
+        for (int e = 1; e <= 8; e++) {
+            assert_int_equal(ckpt_path(a, sizeof a, ref, (uint32_t)e), 0);
+            assert_true(t_exists(a));
+        }
+
+        /* 3 epochs, then --resume to 8: the same end, bit for bit */
+        const char *three[] = {"--epochs", "3", NULL}, *resume[] = {"--resume", NULL};
+        run(&r, g_cfg, ck, three, 0);
+        run(&r, g_cfg, ck, resume, 0);
+        t_expect_log(&r, "resuming from");
+        final_line(&r, line, sizeof line);
+        assert_string_equal(line, want);
+        assert_int_equal(ckpt_path(a, sizeof a, ref, 8), 0);
+        assert_int_equal(ckpt_path(b, sizeof b, ck, 8), 0);
+        same_tensors(a, b);
+        t_rmrf(ck);
+
+        /* SIGKILLed once checkpoint 2 exists, then --resume: the same end
+         * (when the kill came after the last checkpoint, as on a stalled
+         * machine, there is nothing to resume and the run is whole) */
+        char ckset[1500];
+        snprintf(ckset, sizeof ckset, "train.checkpoint_dir=\"%s\"", ck);
+        const char *args[] = {"--cpu", g_cfg, "--set", ckset, NULL};
+        t_launch_start(&r, NULL, args);
+        assert_int_equal(ckpt_path(a, sizeof a, ck, 2), 0);
+        double t0 = t_now();
+        while (!t_exists(a) && t_now() - t0 < 60)
+            t_sleep_ms(2);
+        kill(r.pid, SIGKILL);
+        t_launch_wait(&r, 30);
+        assert_int_equal(ckpt_path(b, sizeof b, ck, 8), 0);
+        fprintf(stderr, "test_link_launch: %s: SIGKILL %s\n", kind,
+                r.code == 128 + SIGKILL && !t_exists(b) ? "before the last checkpoint: resumed" : "after the run's end");
+        if (r.code == 128 + SIGKILL && !t_exists(b)) {
+            run(&r, g_cfg, ck, resume, 0);
+            final_line(&r, line, sizeof line);
+            assert_string_equal(line, want);
+        }
+        assert_int_equal(ckpt_path(a, sizeof a, ref, 8), 0);
+        same_tensors(a, b);
+        t_rmrf(ck);
+
+        /* SIGINT: exit 130, the finished epochs kept, --resume ends the same */
+        t_launch_start(&r, NULL, args);
+        assert_int_equal(ckpt_path(a, sizeof a, ck, 1), 0);
+        t0 = t_now();
+        while (!t_exists(a) && t_now() - t0 < 60)
+            t_sleep_ms(2);
+        kill(r.pid, SIGINT);
+        t_launch_wait(&r, 30);
+        fprintf(stderr, "test_link_launch: %s: SIGINT %s\n", kind, r.code == 130 ? "stopped the run" : "after its end");
+        if (r.code == 130) {
+            t_expect_log(&r, "interrupted in epoch");
+            run(&r, g_cfg, ck, resume, 0);
+            final_line(&r, line, sizeof line);
+            assert_string_equal(line, want);
+        } else { /* the signal came after the run's end */
+            t_expect_code(&r, 0);
+        }
+        t_rmrf(ck);
+        t_rmrf(ref);
+    }
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    char cfg[1400], ck[1400];
+    snprintf(cfg, sizeof cfg, "%s/bad.toml", t_ldir);
+    snprintf(ck, sizeof ck, "%s/ck-bad", t_ldir);
+    static const struct {
+        const char *kind;
+        int hidden;
+        const char *extra, *arg, *msg;
+        int nc; /* on the node-classification dataset */
+    } bad[] = {
+        {"distmult", 16, "", NULL, "needs a link-prediction dataset", 1},
+        {"sage", 16, "", NULL, "or train link prediction on it with model.kind", 0},
+        {"distmult", 16, "[pipeline]\nranks = 2\n", NULL, "does not take pipeline.ranks above 1", 0},
+        {"distmult", 16, "[train]\nearly_stop_patience = 2\n", NULL, "does not take train.early_stop_patience", 0},
+        {"complex", 33, "", NULL, "model.hidden = 33 is odd", 0},
+        {"distmult", 16, "", "--resume", "--resume: no checkpoint in", 0},
+        {"distmult", 16, "", "--metrics", "does not take --metrics", 0},
+        {"distmult", 16, "[link]\nloss = \"hinge\"\n", NULL, "link.loss", 0},
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
+        FILE *f = fopen(cfg, "w");
+        assert_non_null(f);
+        fprintf(f, "[dataset]\npath = \"%s\"\n\n[model]\nkind = \"%s\"\nhidden = %d\n\n%s", bad[i].nc ? g_nc : g_kg,
+                bad[i].kind, bad[i].hidden, bad[i].extra);
+        fclose(f);
+        const char *more[3] = {NULL};
+        char mfile[1400];
+        if (bad[i].arg && !strcmp(bad[i].arg, "--metrics")) {
+            snprintf(mfile, sizeof mfile, "%s/m.jsonl", t_ldir);
+            more[0] = "--metrics", more[1] = mfile;
+        } else if (bad[i].arg) {
+            more[0] = bad[i].arg;
+        }
+        struct t_proc r;
+        run(&r, cfg, ck, more, 2);
+        t_expect_log(&r, bad[i].msg);
+        if (!bad[i].arg) /* refused before the checkpoint directory is taken */
+            assert_false(t_exists(ck));
+        t_rmrf(ck);
+    }
+    t_rmrf(ck);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (t_launch_setup("link-launch") != 0)
+        return -1;
+    char prep[1200], out[4096];
+    t_bin(prep, sizeof prep, "gnnprep");
+    snprintf(g_kg, sizeof g_kg, "%s/kg", t_ldir);
+    snprintf(g_nc, sizeof g_nc, "%s/nc", t_ldir);
+    snprintf(g_cfg, sizeof g_cfg, "%s/link.toml", t_ldir);
+    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5", prep,
+              g_kg) != 0 ||
+        t_run(out, sizeof out, "%s synth %s --nodes 300 --avg-degree 4 --feat-dim 8 --classes 3", prep, g_nc) != 0) {
+        fprintf(stderr, "gnnprep synth failed: %s\n", out);
+        return -1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGALRM, t_launch_alarm);
+    t_case_alarm_s = 300;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_train_and_resume, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_refusals, t_launch_case_setup, t_launch_case_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
+}
