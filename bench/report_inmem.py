@@ -53,7 +53,7 @@ def kv(line):
 jobs = {"105": "[10,5], 5 epochs", "101010": "[10,10,10], 3 epochs"}
 for job, title in jobs.items():
     runs = {}
-    for label in ("base", "new"):
+    for label in ("base", "nohuge", "new"):
         for path in sorted(glob.glob(os.path.join(out, f"{label}-{job}-*.log"))):
             runs.setdefault(label, []).append(parse_run(path))
     if not runs:
@@ -104,8 +104,10 @@ for job, title in jobs.items():
         print("| --- | --- | --- |")
         print("\n".join(samp))
         print()
-    tb = os.path.join(out, f"trainer-bench-{job}.log")
-    if os.path.exists(tb):
+    for suffix, what in (("", "rows in small pages"), ("-huge", "rows in huge pages")):
+        tb = os.path.join(out, f"trainer-bench-{job}{suffix}.log")
+        if not os.path.exists(tb):
+            continue
         lines = open(tb).read().splitlines()
         head = {}
         layers = []
@@ -115,7 +117,7 @@ for job, title in jobs.items():
                 layers.append(d)
             else:
                 head.update(d)
-        print("Trainer against plain sgemm (trainer-bench, new build; GFLOP/s of the dense products):\n")
+        print(f"Trainer against plain sgemm (trainer-bench, new build, {what}; GFLOP/s of the dense products):\n")
         print("| layer | n_dst | in x out | fwd ms | fwd GFLOP/s | sgemm fwd | bwd ms | bwd GFLOP/s | sgemm bwd |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for d in layers:

@@ -10,7 +10,7 @@
  *
  *   trainer-bench DATASET [--fanouts 10,5] [--batch 1000] [--hidden 128]
  *                 [--batches 20] [--warmup 3] [--threads N] [--dropout 0.5]
- *                 [--reps 5] [--full-gather 0|1]
+ *                 [--reps 5] [--full-gather 0|1] [--huge 0|1]
  *
  * FLOPs of GraphSAGE layer i with n_dst destinations, widths in -> out:
  * forward 2 products of n_dst x in x out (self and neighbours), backward
@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -89,13 +90,14 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-')
         die("", "usage: trainer-bench DATASET [--fanouts 10,5] [--batch 1000] [--hidden 128] [--batches 20] "
-                  "[--warmup 3] [--threads N] [--dropout 0.5] [--reps 5]");
+                  "[--warmup 3] [--threads N] [--dropout 0.5] [--reps 5] [--full-gather 0|1] [--huge 0|1]");
     const char *dir = argv[1];
     int64_t fan[MODEL_LAYERS_MAX] = {10, 5};
     uint32_t layers = 2, batch = 1000, hidden = 128, nb = 20, warm = 3;
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 5;
     float dropout = 0.5f;
     bool full_gather = false; /* --full-gather 1: copy every input row first, as before issue 27 */
+    bool huge = false;        /* --huge 1: the rows in transparent huge pages (madvise) */
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--fanouts")) {
@@ -117,6 +119,8 @@ int main(int argc, char **argv)
             threads = atoi(v);
         } else if (!strcmp(k, "--dropout")) {
             dropout = strtof(v, NULL);
+        } else if (!strcmp(k, "--huge")) {
+            huge = atoi(v) != 0;
         } else if (!strcmp(k, "--full-gather")) {
             full_gather = atoi(v) != 0;
         } else if (!strcmp(k, "--reps")) {
@@ -179,11 +183,21 @@ int main(int argc, char **argv)
         die("cannot open ", fpath);
     /* in anonymous memory, as the trainer's feature buffer (a file mapping loses its pages to anyone's
      * drop_caches) */
-    unsigned char *rows = aligned_alloc(4096, sl_round_up((size_t)ff->bytes, 4096));
+    size_t align = huge ? (size_t)2 << 20 : 4096;
+    unsigned char *rows = aligned_alloc(align, sl_round_up((size_t)ff->bytes, align));
+    if (rows && huge && madvise(rows, sl_round_up((size_t)ff->bytes, align), MADV_HUGEPAGE) != 0)
+        die("madvise(MADV_HUGEPAGE) failed", "");
     size_t got = 0;
     if (!rows || sl_pread_full(fd, rows, (size_t)ff->bytes, 0, &got) != 0 || got != (size_t)ff->bytes)
         die("cannot read ", fpath);
     close(fd);
+    FILE *sm = fopen("/proc/self/smaps_rollup", "r"); /* how much of the process is in huge pages */
+    char line[256];
+    while (sm && fgets(line, sizeof line, sm))
+        if (!strncmp(line, "AnonHugePages:", 14))
+            printf("huge=%d anon_huge_kib=%lld\n", huge, atoll(line + 14));
+    if (sm)
+        fclose(sm);
 
     ops_set_threads(threads);
     struct model_config mc = {.kind = MODEL_SAGE, .layers = layers, .in_dim = (uint32_t)m.feat_dim, .hidden = hidden,

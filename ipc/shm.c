@@ -187,6 +187,69 @@ int shm_run_id_new(char *out, size_t len)
     return 0;
 }
 
+/* ---- huge pages ---------------------------------------------------------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+
+/* Maps size bytes of fd from offset 0 shared, at an address that is a
+ * multiple of SHM_HUGE_BYTES when the mapping is at least that large: a
+ * reservation one huge page larger, the file mapped over it at the first
+ * aligned address, the slack on both sides returned. Then virtual and
+ * file offsets agree modulo a huge page, which the kernel needs to map a
+ * huge page of the file with one page-table entry (shm_huge). */
+static void *map_aligned(size_t size, int prot, int fd)
+{
+    if (size < SHM_HUGE_BYTES)
+        return mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+    size_t span = size + SHM_HUGE_BYTES;
+    unsigned char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED)
+        return MAP_FAILED;
+    unsigned char *at = (unsigned char *)sl_round_up((uintptr_t)res, SHM_HUGE_BYTES);
+    void *base = mmap(at, size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        munmap(res, span);
+        errno = e;
+        return MAP_FAILED;
+    }
+    size_t end = sl_round_up(size, (size_t)sysconf(_SC_PAGESIZE));
+    if (at > res)
+        munmap(res, (size_t)(at - res));
+    if (at + end < res + span)
+        munmap(at + end, (size_t)(res + span - (at + end)));
+    return base;
+}
+
+int shm_huge(void *addr, size_t len, size_t *huge_bytes)
+{
+    uintptr_t lo = sl_round_up((uintptr_t)addr, SHM_HUGE_BYTES);
+    uintptr_t hi = ((uintptr_t)addr + len) & ~(uintptr_t)(SHM_HUGE_BYTES - 1);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (huge_bytes)
+        *huge_bytes = 0;
+    if (lo >= hi)
+        return 0;
+    /* one small page present in each huge page (its bytes untouched): a
+     * range with no page at all is refused; the collapse fills the rest
+     * with zeros and copies what is there */
+    for (uintptr_t p = lo; p < hi; p += SHM_HUGE_BYTES)
+        if (madvise((void *)p, page, MADV_POPULATE_WRITE) != 0)
+            return -errno;
+    /* one call for the whole range: each call first drains every CPU's
+     * page lists and waits for it, which costs milliseconds on a busy
+     * machine */
+    int rc = madvise((void *)lo, (size_t)(hi - lo), MADV_COLLAPSE) != 0 ? -errno : 0;
+    if (huge_bytes && !rc)
+        *huge_bytes = (size_t)(hi - lo);
+    return rc;
+}
+
 /* ---- create / attach ----------------------------------------------------------- */
 
 int shm_seg_create(struct shm_seg *seg, const char *run_id, const char *object, enum shm_kind kind, size_t data_size,
@@ -220,7 +283,7 @@ int shm_seg_create(struct shm_seg *seg, const char *run_id, const char *object, 
                 seg->name, total, strerror(-rc));
         goto err;
     }
-    base = mmap(NULL, (size_t)total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = map_aligned((size_t)total, PROT_READ | PROT_WRITE, fd);
     if (base == MAP_FAILED) {
         rc = -errno;
         sl_errf(err, errlen, rc, "cannot map %s (%" PRIu64 " bytes): %s", seg->name, total, strerror(-rc));
@@ -352,7 +415,7 @@ int shm_seg_attach(struct shm_seg *seg, const char *name, enum shm_kind kind, un
         goto err;
     }
     size = (size_t)st.st_size;
-    base = mmap(NULL, size, ro ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = map_aligned(size, ro ? PROT_READ : PROT_READ | PROT_WRITE, fd);
     if (base == MAP_FAILED) {
         rc = -errno;
         sl_errf(err, errlen, rc, "cannot map %s (%zu bytes): %s", name, size, strerror(-rc));

@@ -24,6 +24,9 @@
  * each process and released with shm_seg_detach(); the name is removed with
  * shm_seg_unlink() / shm_run_unlink() by the launcher on every exit path.
  * Memory already mapped stays valid after unlink until it is unmapped.
+ * A segment of at least SHM_HUGE_BYTES is mapped at an address that is a
+ * multiple of it in every process, so that huge pages of the file
+ * (shm_huge) are mapped as such everywhere.
  *
  * Stale runs. shm_run_reclaim() removes the segments whose creator is gone:
  * its pid does not exist, or exists with another start time (pid reuse). A
@@ -47,6 +50,7 @@
 #define SHM_MAGIC 0x31474553434c53ull /* "SLCSEG1\0" little endian */
 #define SHM_VERSION 1u
 #define SHM_DATA_OFFSET 4096u /* payload offset: page aligned for O_DIRECT */
+#define SHM_HUGE_BYTES ((size_t)2 << 20) /* a huge page (x86-64, arm64 with 4 KiB pages) */
 #define SHM_RUN_ID_MAX 48     /* bytes, NUL included */
 #define SHM_OBJECT_MAX 64     /* bytes, NUL included */
 #define SHM_NAME_MAX 128      /* "/sluice.<run>.<object>", NUL included */
@@ -126,6 +130,23 @@ int shm_seg_attach(struct shm_seg *seg, const char *name, enum shm_kind kind, un
 /* Unmaps (the name stays). Accepts NULL and zeroed or already detached
  * segments; leaves seg zeroed. */
 void shm_seg_detach(struct shm_seg *seg);
+
+/* Asks the kernel to back the whole huge pages inside [addr, addr + len)
+ * of a writable mapping with huge pages (MADV_COLLAPSE, Linux 6.1; it
+ * works on shared memory even where /sys/kernel/mm/transparent_hugepage/
+ * shmem_enabled is "never", unless it is "deny"), so that reading rows at
+ * random costs one TLB entry per 2 MiB instead of one per 4 KiB. Contents
+ * are kept, whoever else maps or writes them meanwhile (the kernel copies
+ * under the pages' locks, as its khugepaged does at any time); bytes
+ * never written read as zero. A hint: 0 and *huge_bytes (may be NULL) =
+ * the bytes of those huge pages when every one was made, else -errno and
+ * *huge_bytes = 0 (some may have been made): -EINVAL (no such advice, or
+ * huge pages denied), -ENOMEM (none free), -EAGAIN or -EBUSY (a page was
+ * in use: worth trying again elsewhere). Costs one call into the kernel
+ * per range (each drains every CPU's page lists first) and about as
+ * long as zeroing it (copying, for the pages written already); much more
+ * where a virtual machine's host first backs that memory. */
+int shm_huge(void *addr, size_t len, size_t *huge_bytes);
 
 /* Removes a segment's name: 0, -ENOENT if there was none, or -errno. */
 int shm_seg_unlink(const char *name);

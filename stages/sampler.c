@@ -287,7 +287,8 @@ int sampler_init(struct sampler *s, const struct sampler_topo *t, const struct b
     s->map = calloc(cap, sizeof *s->map);
     s->pick_keys = malloc(pcap * sizeof *s->pick_keys);
     s->pick_stamp = calloc(pcap, sizeof *s->pick_stamp);
-    s->picks = malloc((fmax ? fmax : 1) * sizeof *s->picks);
+    s->pick_cap = fmax ? fmax : 1;
+    s->picks = malloc(2 * s->pick_cap * sizeof *s->picks);
     if (!s->map || !s->pick_keys || !s->pick_stamp || !s->picks) {
         sampler_free(s);
         return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for a node map of %" PRIu64 " entries", cap);
@@ -348,8 +349,8 @@ int sampler_set_filter(struct sampler *s, const struct sampler_filter *f, char *
         return sl_errf(err, errlen, -EINVAL,
                        "sampler: the partition mode's in-buffer degrees (GCN) need every list in memory; use "
                        "pipeline.topology = \"memory\" or \"mmap\"");
-    if (!s->kept) {
-        s->kept = malloc(SL_MAX(s->topo->max_in_degree, 1) * sizeof *s->kept);
+    if (!s->kept) { /* two destinations' (the memory path draws one ahead) */
+        s->kept = malloc(2 * SL_MAX(s->topo->max_in_degree, 1) * sizeof *s->kept);
         if (!s->kept)
             return sl_errf(err, errlen, -ENOMEM, "sampler: no memory for %" PRIu64 " in-neighbours",
                            s->topo->max_in_degree);
@@ -430,11 +431,10 @@ static inline bool pick_insert(struct sampler *s, uint64_t p)
 }
 
 /* Floyd's algorithm: f distinct positions of [0, d), uniform over the
- * f-subsets, into s->picks. For j = d-f .. d-1 draw t in [0, j]; take t
+ * f-subsets, into p. For j = d-f .. d-1 draw t in [0, j]; take t
  * unless already taken, else j (which cannot have been taken yet). */
-static void floyd(struct sampler *s, uint64_t *rng, uint64_t d, uint64_t f)
+static void floyd(struct sampler *s, uint64_t *rng, uint64_t d, uint64_t f, uint64_t *restrict p)
 {
-    uint64_t *p = s->picks;
     if (f <= PICK_SCAN_MAX) {
         for (uint64_t j = d - f, n = 0; j < d; j++, n++) {
             uint64_t t = below(rng, j + 1);
@@ -464,10 +464,24 @@ static inline uint64_t list_at(const void *list, bool u64, uint64_t i)
     return u64 ? ((const uint64_t *)list)[i] : ((const uint32_t *)list)[i];
 }
 
-/* Samples destination g (in-degree d, its ids at list) with fanout f into
- * the writer: the edges taken, and w->rc set on failure. */
-static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uint64_t *rng, const void *list, uint64_t d,
-                                  int64_t f)
+/* One destination's sampling, in two steps: pend_draw picks its sources
+ * (the random draws, in destination order: the only use of rng) and asks
+ * for their node map entries; pend_put adds them to the batch. Between
+ * the two the caller may draw the next destination, so that its map
+ * misses overlap this one's inserts (sample_block_mem); done back to back
+ * they are sample_dst. Either way the draws, the local ids and the edges
+ * come in the same order: the same batch. */
+struct pend {
+    const void *list; /* the destination's in-neighbour ids (with a filter: its in-buffer ones, u64) */
+    bool u64;         /* list's ids are u64 */
+    uint64_t d, take; /* in-degree (in the buffer, with a filter), sources taken */
+    uint64_t *picks;  /* (take) positions in list, when take < d */
+};
+
+/* picks: room for the largest fanout; kept: with a filter, room for the
+ * largest in-degree (a pending destination's in-buffer list lives there) */
+static inline void pend_draw(struct sampler *s, uint64_t *rng, struct pend *p, const void *list, uint64_t d, int64_t f,
+                             uint64_t *picks, uint64_t *kept)
 {
     bool u64 = s->topo->indices_u64;
     if (s->filtered) { /* the in-buffer part of the list, drawn from as a whole list */
@@ -475,34 +489,55 @@ static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uin
         for (uint64_t i = 0; i < d; i++) {
             uint64_t g = list_at(list, u64, i);
             if (node_in(&s->filter, g))
-                s->kept[n++] = g;
+                kept[n++] = g;
         }
-        list = s->kept;
+        list = kept;
         d = n;
         u64 = true;
     }
-    uint64_t take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
+    p->u64 = u64;
+    p->list = list;
+    p->d = d;
+    p->take = f < 0 || d <= (uint64_t)f ? d : (uint64_t)f;
+    p->picks = picks;
+    /* the node map's entries of these sources lie at random in a table
+     * larger than the caches: ask for all of them now */
+    if (p->take == d) {
+        for (uint64_t i = 0; i < d; i++)
+            __builtin_prefetch(&s->map[slot_of(list_at(list, u64, i), s->shift)]);
+    } else {
+        floyd(s, rng, d, p->take, picks);
+        for (uint64_t i = 0; i < p->take; i++)
+            __builtin_prefetch(&s->map[slot_of(list_at(list, u64, picks[i]), s->shift)]);
+    }
+}
+
+/* The edges taken, and w->rc set on failure. */
+static inline uint64_t pend_put(struct sampler *s, struct batch_writer *w, const struct pend *p)
+{
+    const bool u64 = p->u64;
+    uint64_t take = p->take;
     uint32_t *out = take ? batch_reserve_edges(w, (uint32_t)take) : NULL;
     if (take && !out)
         return 0;
-    if (take == d) {
-        for (uint64_t i = 0; i < d; i++) {
-            int64_t l = local_of(s, w, list_at(list, u64, i));
-            if (l < 0)
-                break;
-            out[i] = (uint32_t)l;
-        }
-    } else {
-        floyd(s, rng, d, take);
-        for (uint64_t i = 0; i < take; i++) {
-            int64_t l = local_of(s, w, list_at(list, u64, s->picks[i]));
-            if (l < 0)
-                break;
-            out[i] = (uint32_t)l;
-        }
+    for (uint64_t i = 0; i < take; i++) {
+        int64_t l = local_of(s, w, list_at(p->list, u64, take == p->d ? i : p->picks[i]));
+        if (l < 0)
+            break;
+        out[i] = (uint32_t)l;
     }
     batch_end_dst(w);
     return take;
+}
+
+/* Samples destination g (in-degree d, its ids at list) with fanout f into
+ * the writer: the edges taken, and w->rc set on failure. */
+static inline uint64_t sample_dst(struct sampler *s, struct batch_writer *w, uint64_t *rng, const void *list, uint64_t d,
+                                  int64_t f)
+{
+    struct pend p;
+    pend_draw(s, rng, &p, list, d, f, s->picks, s->kept);
+    return pend_put(s, w, &p);
 }
 
 #define SAMPLE_PREFETCH 8 /* destinations ahead whose indptr entries are prefetched */
@@ -619,11 +654,25 @@ int sampler_sample(struct sampler *s, void *slot, size_t size, const uint64_t *t
         batch_begin_block(&w);
         uint32_t ndst = w.nn;
         if (!s->fetch) { /* every list is in memory or mapped */
+            /* destination v + 1 drawn before v is put (struct pend) */
+            struct pend pd[2];
+            const unsigned char *ix = t->indices;
+            if (ndst) {
+                uint64_t g = w.nodes[0], beg = t->indptr[g];
+                pend_draw(s, &rng, &pd[0], ix + beg * es, t->indptr[g + 1] - beg, f, s->picks, s->kept);
+            }
             for (uint32_t v = 0; v < ndst && !w.rc; v++) {
                 if (v + SAMPLE_PREFETCH < ndst) /* destinations are scattered over the graph: ask for one ahead */
                     __builtin_prefetch(&t->indptr[w.nodes[v + SAMPLE_PREFETCH]]);
-                uint64_t g = w.nodes[v], beg = t->indptr[g];
-                total += sample_dst(s, &w, &rng, (const unsigned char *)t->indices + beg * es, t->indptr[g + 1] - beg, f);
+                if (v + SAMPLE_PREFETCH / 2 < ndst) /* and, its indptr entry in by now, for the start of its list */
+                    __builtin_prefetch(ix + t->indptr[w.nodes[v + SAMPLE_PREFETCH / 2]] * es);
+                if (v + 1 < ndst) {
+                    uint64_t g = w.nodes[v + 1], beg = t->indptr[g];
+                    pend_draw(s, &rng, &pd[(v + 1) & 1], ix + beg * es, t->indptr[g + 1] - beg, f,
+                              s->picks + ((v + 1) & 1) * s->pick_cap,
+                              s->kept ? s->kept + ((v + 1) & 1) * SL_MAX(t->max_in_degree, 1) : NULL);
+                }
+                total += pend_put(s, &w, &pd[v & 1]);
             }
         } else { /* rounds of reads (sampler_fetch.h): round r + 1's run while round r is sampled, in order */
             /* block k's first destinations are block k - 1's, whose lists are

@@ -216,7 +216,8 @@ struct sampler {
     uint64_t pick_mask;
     unsigned pick_shift;
     uint32_t pick_cur;
-    uint64_t *picks; /* (largest finite fanout) positions drawn */
+    uint64_t *picks;     /* (2, pick_cap) positions drawn: two destinations' (sample_block_mem) */
+    uint64_t pick_cap;   /* the largest finite fanout (at least 1) */
     struct sampler_fetch *fetch; /* SAMPLER_TOPO_CACHE: this thread's reads of uncached lists, else NULL */
     /* CACHE: the lists of the batch's destinations so far, so that block
      * k + 1 (whose destinations begin with block k's) reads none of them
@@ -239,7 +240,7 @@ struct sampler {
     /* the partition mode's restriction (sampler_set_filter), when on */
     struct sampler_filter filter;
     bool filtered;
-    uint64_t *kept; /* (max in-degree) a destination's in-buffer in-neighbours */
+    uint64_t *kept; /* (2, max in-degree) two destinations' in-buffer in-neighbours (the memory path's pend) */
 };
 
 /* Bytes of read lists a thread keeps for the next block of a batch. */

@@ -22,6 +22,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "ipc/shm.h"
 #include "stages/extract_int.h" /* SLUICE_FAULT_READ_EIO counts the pass's reads too */
 
 #ifdef SLUICE_HAVE_URING
@@ -37,6 +40,8 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
+#define HUGE_STEP ((size_t)8 << 20) /* bytes of slot memory per shm_huge call */
+#define HUGE_THREADS 2              /* helpers offering them */
 
 struct wchunk {
     uint64_t first;     /* first row */
@@ -69,6 +74,21 @@ struct warm {
     bool *busy;        /* (depth) */
     unsigned inflight;
     bool wedged;
+    /* huge pages (huge_main): steps of HUGE_STEP bytes from huge_base */
+    unsigned char *huge_base;  /* the rows' start, rounded down to a huge page */
+    size_t huge_steps;         /* steps up to the rows' end */
+    atomic_size_t huge_take;   /* the next step a helper takes */
+    atomic_uchar *huge_done;   /* (huge_steps) 1: offered */
+    size_t huge_prefix;        /* the read loop's: steps below it all offered */
+    atomic_bool huge_off;      /* offers stopped: refused, turned off, or the pass ends */
+    atomic_int huge_rc;        /* the first refusal's -errno, or -ECANCELED (SLUICE_NO_HUGE_PAGES) */
+    _Atomic uint64_t huge_bytes, huge_end_ns;
+    uint64_t huge_t0;
+    pthread_t huge_tid[HUGE_THREADS];
+    unsigned huge_nt;          /* helpers started */
+    pthread_mutex_t huge_mu;   /* with huge_cv: a step was offered */
+    pthread_cond_t huge_cv;
+    bool huge_inited;          /* huge_start ran: teardown stops the helpers */
     int rc;
     char *err;
     size_t errlen;
@@ -137,6 +157,162 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
     }
     if (!keep_refs && featbuf_release_many(fb, w->slots + k->first, k->n) == -EPIPE)
         keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
+}
+
+/* Huge pages, beside the reads. Before chunk c's read is sent, the slot
+ * memory up to the end of its last LOAD row's slot has been offered to
+ * shm_huge (huge_covered), so the read lands in huge pages: a page is
+ * zeroed once and read into, with no copy and no small-page faults. The
+ * offers are made by HUGE_THREADS helper threads, from the start of the
+ * pass, in steps of HUGE_STEP bytes aligned to huge pages (one shm_huge
+ * call each: every call drains every CPU's page lists first) taken in
+ * slot order from a counter; a step may reach into other chunks' slots
+ * (the collapse keeps contents, so it never matters whose rows they
+ * are). Where the kernel is slow to hand out huge pages (a virtual
+ * machine whose host backs memory on first touch: 1-2 s per GiB on one
+ * thread, about 0.5 s on two), that time overlaps the claims and the
+ * disk's. Claims gave the chunks rising slots, so the steps the reads
+ * wait for come first. The first refusal other than a busy page turns
+ * the offers off for the rest of the pass, and the reads then wait for
+ * nothing. */
+
+/* Just past the slot memory of chunk c's last LOAD row (the rows' start
+ * when it has none). */
+static unsigned char *huge_end(const struct warm *w, uint64_t c)
+{
+    uint64_t first = c * w->rows_per, n = SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
+    uint32_t top = 0;
+    bool any = false;
+    for (uint64_t i = first; i < first + n; i++)
+        if (w->act[i] == FEATBUF_LOAD) {
+            top = SL_MAX(top, w->slots[i]);
+            any = true;
+        }
+    return any ? featbuf_row(w->fb, top) + w->fb->stride : featbuf_row(w->fb, 0);
+}
+
+/* The end of the slot memory offered: the first `rows` slots, where a
+ * fresh buffer puts the file's rows (a buffer with more slots than rows
+ * keeps the rest untouched, in small pages, as without the pass). */
+static unsigned char *rows_end(const struct warm *w)
+{
+    uint64_t n = SL_MIN((uint64_t)w->fb->nslots, w->src->rows);
+    return featbuf_row(w->fb, 0) + (size_t)n * w->fb->stride;
+}
+
+static void *huge_main(void *arg)
+{
+    struct warm *w = arg;
+    unsigned char *lo = featbuf_row(w->fb, 0), *end = rows_end(w);
+    for (;;) {
+        if (atomic_load_explicit(&w->huge_off, memory_order_relaxed))
+            break;
+        size_t i = atomic_fetch_add_explicit(&w->huge_take, 1, memory_order_relaxed);
+        if (i >= w->huge_steps)
+            break;
+        unsigned char *a = w->huge_base + i * HUGE_STEP, *b = a + HUGE_STEP;
+        a = a < lo ? lo : a;
+        b = b > end ? end : b;
+        size_t got = 0;
+        int rc = shm_huge(a, (size_t)(b - a), &got);
+        atomic_fetch_add_explicit(&w->huge_bytes, got, memory_order_relaxed);
+        if (rc && rc != -EAGAIN && rc != -EBUSY) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&w->huge_rc, &zero, rc);
+            atomic_store(&w->huge_off, true);
+        }
+        pthread_mutex_lock(&w->huge_mu);
+        atomic_store_explicit(&w->huge_done[i], 1, memory_order_release);
+        uint64_t now = sl_now_ns();
+        if (now > atomic_load(&w->huge_end_ns))
+            atomic_store(&w->huge_end_ns, now);
+        pthread_cond_broadcast(&w->huge_cv);
+        pthread_mutex_unlock(&w->huge_mu);
+    }
+    return NULL;
+}
+
+/* Starts the helpers (none when turned off, or nothing to offer); a
+ * helper that cannot be started leaves its steps to the others, or the
+ * offers off. */
+static void huge_start(struct warm *w)
+{
+    const char *nh = getenv("SLUICE_NO_HUGE_PAGES");
+    w->huge_t0 = sl_now_ns();
+    atomic_init(&w->huge_take, 0);
+    atomic_init(&w->huge_bytes, 0);
+    atomic_init(&w->huge_end_ns, w->huge_t0);
+    atomic_init(&w->huge_rc, 0);
+    atomic_init(&w->huge_off, true);
+    pthread_mutex_init(&w->huge_mu, NULL);
+    pthread_cond_init(&w->huge_cv, NULL);
+    w->huge_inited = true;
+    if (nh && *nh && strcmp(nh, "0") != 0) {
+        atomic_store(&w->huge_rc, -ECANCELED);
+        return;
+    }
+    unsigned char *lo = featbuf_row(w->fb, 0), *end = rows_end(w);
+    w->huge_base = (unsigned char *)((uintptr_t)lo & ~(uintptr_t)(SHM_HUGE_BYTES - 1));
+    w->huge_steps = (size_t)(end - w->huge_base + HUGE_STEP - 1) / HUGE_STEP;
+    w->huge_done = calloc(w->huge_steps ? w->huge_steps : 1, sizeof *w->huge_done);
+    if (!w->huge_done || end - lo < (ptrdiff_t)SHM_HUGE_BYTES)
+        return; /* no memory for the bookkeeping, or no whole huge page: small pages */
+    atomic_store(&w->huge_off, false);
+    for (unsigned i = 0; i < HUGE_THREADS; i++)
+        if (pthread_create(&w->huge_tid[w->huge_nt], NULL, huge_main, w) == 0)
+            w->huge_nt++;
+    if (w->huge_nt == 0)
+        atomic_store(&w->huge_off, true);
+}
+
+/* Stops the helpers (after their step in hand) and reports. */
+static void huge_stop(struct warm *w)
+{
+    atomic_store(&w->huge_off, true);
+    for (unsigned i = 0; i < w->huge_nt; i++)
+        pthread_join(w->huge_tid[i], NULL);
+    w->huge_nt = 0;
+    w->st->huge_bytes = atomic_load(&w->huge_bytes);
+    w->st->huge_ns = atomic_load(&w->huge_end_ns) - w->huge_t0;
+    w->st->huge_rc = atomic_load(&w->huge_rc);
+    free((void *)w->huge_done);
+    w->huge_done = NULL;
+    pthread_cond_destroy(&w->huge_cv);
+    pthread_mutex_destroy(&w->huge_mu);
+}
+
+/* Chunk c may be read: the steps under its slots have been offered (or
+ * the offers are off). */
+static bool huge_covered(struct warm *w, uint64_t c)
+{
+    if (atomic_load_explicit(&w->huge_off, memory_order_acquire))
+        return true;
+    unsigned char *need = huge_end(w, c);
+    if (need <= w->huge_base)
+        return true;
+    size_t last = (size_t)(need - 1 - w->huge_base) / HUGE_STEP;
+    if (last >= w->huge_steps) /* slots past the offered memory (rows loaded elsewhere first): wait for all */
+        last = w->huge_steps - 1;
+    while (w->huge_prefix < w->huge_steps && atomic_load_explicit(&w->huge_done[w->huge_prefix], memory_order_acquire))
+        w->huge_prefix++;
+    return w->huge_prefix > last;
+}
+
+/* Waits (at most one slice) for a helper to finish a step. */
+static void huge_wait(struct warm *w)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->huge_mu);
+    size_t p = w->huge_prefix;
+    if (!atomic_load(&w->huge_off) && p < w->huge_steps && !atomic_load(&w->huge_done[p]))
+        pthread_cond_timedwait(&w->huge_cv, &w->huge_mu, &ts);
+    pthread_mutex_unlock(&w->huge_mu);
 }
 
 /* Sets chunk c up in io slot e: its extent, and where it lands. */
@@ -299,11 +475,14 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
+    huge_start(w);
     return 0;
 }
 
 static void teardown(struct warm *w)
 {
+    if (w->huge_inited)
+        huge_stop(w);
 #ifdef SLUICE_HAVE_URING
     if (w->uring)
         io_uring_queue_exit(&w->ring);
@@ -361,7 +540,7 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     /* 2, 3: read the claimed chunks in order, publish each as it lands */
     uint64_t next = 0;
     for (;;) {
-        while (!w.rc && w.inflight < w.depth && next < w.claimed) {
+        while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
             unsigned e = 0;
             while (w.busy[e])
                 e++;
@@ -381,8 +560,14 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
                 retire(&w, e, false);
             }
         }
-        if (w.inflight == 0)
-            break;
+        if (w.inflight == 0) {
+            if (w.rc || next >= w.claimed)
+                break;
+            huge_wait(&w); /* the next chunk's slots are still being made huge */
+            if (idle && !w.rc && idle(arg))
+                keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
+            continue;
+        }
         unsigned e;
         int res;
         rc = reap(&w, &e, &res);

@@ -29,6 +29,16 @@
  *      the row is usable as soon as its chunk is in), then
  *      featbuf_release_many over the whole chunk, so every row ends on
  *      standby, VALID, unreferenced.
+ * Huge pages. Before a chunk's read is sent, the slot memory it lands in
+ * has been offered to shm_huge (ipc/shm.h) by two helper threads that
+ * start with the pass and go through the rows in slot order, 8 MiB per
+ * call, so the read lands in huge pages and the trainer's random row
+ * reads miss the TLB once per 2 MiB instead of once per 4 KiB. A hint
+ * only: where the kernel refuses (before Linux 6.1, shmem huge pages
+ * "deny", none free) the rows stay in small pages and the pass goes on;
+ * st->huge_rc says why. SLUICE_NO_HUGE_PAGES=1 in the environment turns
+ * it off (for measuring it). The helpers are joined before warm_fill
+ * returns, on every path.
  * The pass finishes (loaded or load_failed) every LOAD it claimed before
  * it returns, on every path, so no extractor waits for ever. It never
  * waits on a slot itself.
@@ -62,6 +72,9 @@ struct warm_stats {
     uint64_t reads;      /* read requests completed */
     uint64_t chunks_direct; /* chunks read straight into their slots */
     uint64_t chunks_copied; /* chunks read into staging and copied */
+    uint64_t huge_bytes; /* bytes of slot memory made huge pages (shm_huge) */
+    uint64_t huge_ns;    /* from the pass's start to the helpers' last offer */
+    int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: SLUICE_NO_HUGE_PAGES */
     uint64_t claim_ns;   /* step 1 */
     uint64_t total_ns;   /* the whole pass */
 };

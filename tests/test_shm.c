@@ -1,5 +1,6 @@
 /* test_shm.c - named segments: names and run ids, create/attach/detach/
- * unlink, header checks on attach, read-only mappings, run-wide unlink and
+ * unlink, huge-page-aligned mappings and shm_huge, header checks on
+ * attach, read-only mappings, run-wide unlink and
  * the reclaim of segments whose creator is gone. Every test works under run
  * ids private to this process and removes them in its teardown, so nothing
  * is left in /dev/shm even when an assertion fails. */
@@ -165,6 +166,53 @@ static void test_create_attach(void **state)
     assert_int_equal(shm_seg_attach(&b, name, SHM_KIND_RAW, 0, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, name));
     assert_null(b.hdr);
+}
+
+/* Segments of a huge page or more are mapped at huge-page-aligned
+ * addresses in every process that maps them; shm_huge keeps every byte
+ * (written ones and never-written zeros) in both mappings, reports what
+ * it made huge, and does nothing on a range without a whole huge page. */
+static void test_huge_pages(void **state)
+{
+    const char *run = t_run_id("hp");
+    char err[512];
+    struct shm_seg a, b;
+    size_t len = 5 * SHM_HUGE_BYTES + 12345;
+    assert_int_equal(shm_seg_create(&a, run, "rows", SHM_KIND_RAW, len, err, sizeof err), 0);
+    assert_int_equal((uintptr_t)a.hdr % SHM_HUGE_BYTES, 0);
+    assert_int_equal(shm_seg_attach(&b, a.name, SHM_KIND_RAW, 0, err, sizeof err), 0);
+    assert_int_equal((uintptr_t)b.hdr % SHM_HUGE_BYTES, 0);
+    unsigned char *p = a.data, *q = b.data;
+    size_t half = len / 2; /* the first half written, the second never */
+    for (size_t i = 0; i < half; i++)
+        p[i] = (unsigned char)(i * 13 + 1);
+
+    size_t got = 1;
+    assert_int_equal(shm_huge(p + 1, SHM_HUGE_BYTES, &got), 0); /* no whole huge page inside */
+    assert_int_equal(got, 0);
+    int rc = shm_huge(p, len, &got);
+    if (rc == 0) {
+        /* the aligned part: the payload starts a page past an aligned header */
+        assert_int_equal(got, 4 * SHM_HUGE_BYTES);
+    } else {
+        print_message("shm_huge: %s: this kernel keeps small pages here\n", strerror(-rc));
+        assert_true(rc == -EINVAL || rc == -ENOMEM || rc == -EAGAIN || rc == -EBUSY || rc == -EPERM);
+        assert_int_equal(got, 0);
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char want = i < half ? (unsigned char)(i * 13 + 1) : 0;
+        if (p[i] != want || q[i] != want)
+            fail_msg("byte %zu: %u and %u after shm_huge, expected %u", i, p[i], q[i], want);
+    }
+    q[len - 1] = 0x5A; /* still one memory */
+    assert_int_equal(p[len - 1], 0x5A);
+    shm_seg_detach(&b);
+
+    struct shm_seg c; /* a small segment maps as before */
+    assert_int_equal(shm_seg_create(&c, run, "small", SHM_KIND_RAW, 100, err, sizeof err), 0);
+    assert_int_equal((uintptr_t)c.data % 4096, 0);
+    shm_seg_detach(&c);
+    shm_seg_detach(&a);
 }
 
 static void test_create_exists_and_bad_args(void **state)
@@ -436,6 +484,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_ids),
         cmocka_unit_test_setup_teardown(test_create_attach, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_huge_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_exists_and_bad_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_header_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readonly_attach, setup, teardown),

@@ -11,7 +11,8 @@
  * nothing referenced, and the error names the offset. A full buffer can
  * be declared resident (featbuf_set_resident; not before it is full):
  * lookups then take no references, the extractor serves batches from it
- * (x.unreferenced) with the file's rows, and they count as hits. */
+ * (x.unreferenced) with the file's rows, and they count as hits. Huge
+ * pages offered ahead of the reads leave every row equal to the file. */
 #include "tests/t_util.h"
 
 #include <errno.h>
@@ -26,17 +27,18 @@
 #include "stages/extract_int.h" /* the fault hook's read counter, reset between cases */
 #include "stages/featbuf.h"
 #include "stages/warm.h"
+#include "ipc/shm.h" /* SHM_HUGE_BYTES */
 
 #define NODES 3000u
 
 static char root[4096];
 static char err[1024];
 
-static void dataset(char *out, size_t len, unsigned dim, const char *dtype)
+static void dataset_n(char *out, size_t len, unsigned nodes, unsigned dim, const char *dtype)
 {
     if (!root[0])
         t_scratch(root, sizeof root, "test_warm");
-    snprintf(out, len, "%s/%s-%u", root, dtype, dim);
+    snprintf(out, len, "%s/%s-%u-%u", root, dtype, dim, nodes);
     if (t_exists(out))
         return;
     char gnnprep[4096], log[4096];
@@ -45,8 +47,13 @@ static void dataset(char *out, size_t len, unsigned dim, const char *dtype)
         fail_msg("%s is not built", gnnprep);
     if (t_run(log, sizeof log,
               "'%s' synth '%s' --nodes %u --avg-degree 2 --feat-dim %u --classes 4 --dtype %s --seed 9", gnnprep, out,
-              NODES, dim, dtype) != 0)
+              nodes, dim, dtype) != 0)
         fail_msg("gnnprep synth failed:\n%s", log);
+}
+
+static void dataset(char *out, size_t len, unsigned dim, const char *dtype)
+{
+    dataset_n(out, len, NODES, dim, dtype);
 }
 
 /* features.bin read whole with plain reads: the reference */
@@ -414,6 +421,72 @@ static void test_resident(void **state)
     free(file);
 }
 
+/* Huge pages (warm.h): on a buffer of several huge pages, mapped at a
+ * huge-page-aligned address as shm.c maps segments, the pass offers the
+ * slot memory to shm_huge ahead of the reads; every row still equals the
+ * file, whether the kernel made huge pages (then it says how many bytes:
+ * every whole huge page of the rows) or refused (then it says why), and
+ * with SLUICE_NO_HUGE_PAGES=1 it offers nothing; a buffer with more
+ * slots than rows gets huge pages for the rows' slots only. Small chunks
+ * and one read in flight make the reads and the offers interleave. */
+static void test_huge_pages(void **state)
+{
+    (void)state;
+    const unsigned n = 24000; /* 24000 rows of 512 bytes: 11.7 MiB */
+    char dir[4200];
+    dataset_n(dir, sizeof dir, n, 128, "f32");
+    size_t flen;
+    unsigned char *file = file_bytes(dir, &flen);
+    static const struct warm_params ps[] = {{0, 0}, {65536, 1}};
+    for (int off = 0; off < 3; off++) {
+        if (off == 1)
+            setenv("SLUICE_NO_HUGE_PAGES", "1", 1);
+        if (off == 2)
+            unsetenv("SLUICE_NO_HUGE_PAGES");
+        uint32_t extra = off == 2 ? 9000 : 0; /* slots beyond the rows: not offered */
+        for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+            char combo[128];
+            snprintf(combo, sizeof combo, "huge pages %s, %u spare slots, chunk %zu depth %u", off == 1 ? "off" : "on",
+                     extra, ps[k].chunk_bytes, ps[k].depth);
+            struct extract_source src;
+            open_src(&src, dir, EXTRACT_IO_DIRECT);
+            struct featbuf_params p = {.n_nodes = n, .nslots = n + extra, .row_bytes = (size_t)src.row_bytes};
+            struct buf b = {.len = featbuf_mem_size(&p)};
+            assert_true(b.len > 0);
+            size_t span = b.len + SHM_HUGE_BYTES; /* aligned, as shm.c maps segments */
+            unsigned char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            assert_true(res != MAP_FAILED);
+            unsigned char *at = (unsigned char *)sl_round_up((uintptr_t)res, SHM_HUGE_BYTES);
+            b.mem = mmap(at, b.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            assert_true(b.mem == at);
+            assert_int_equal(featbuf_mem_format(b.mem, b.len, &p, err, sizeof err), 0);
+            assert_int_equal(featbuf_init(&b.fb, b.mem, b.len, err, sizeof err), 0);
+            struct warm_stats st;
+            if (warm_fill(&src, &b.fb, &ps[k], NULL, NULL, &st, err, sizeof err))
+                fail_msg("%s: warm_fill: %s", combo, err);
+            expect_rows(&b, &src, file, true, combo);
+            uintptr_t lo = sl_round_up((uintptr_t)featbuf_row(&b.fb, 0), SHM_HUGE_BYTES);
+            uintptr_t hi = ((uintptr_t)featbuf_row(&b.fb, 0) + (size_t)n * b.fb.stride) & ~(SHM_HUGE_BYTES - 1);
+            if (off == 1) {
+                assert_int_equal(st.huge_rc, -ECANCELED);
+                assert_int_equal(st.huge_bytes, 0);
+            } else if (st.huge_rc == 0) {
+                if (st.huge_bytes != hi - lo)
+                    fail_msg("%s: %" PRIu64 " bytes in huge pages, the rows hold %zu", combo, st.huge_bytes,
+                             (size_t)(hi - lo));
+            } else {
+                print_message("%s: the kernel keeps small pages: %s\n", combo, strerror(-st.huge_rc));
+                assert_true(st.huge_rc != -ECANCELED);
+            }
+            featbuf_free(&b.fb);
+            munmap(res, span);
+            extract_source_free(&src);
+        }
+        unsetenv("SLUICE_NO_HUGE_PAGES");
+    }
+    free(file);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -428,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_rows_equal_file), cmocka_unit_test(test_rows_loaded_first),
         cmocka_unit_test(test_beside_batches),  cmocka_unit_test(test_refused),
         cmocka_unit_test(test_read_error),      cmocka_unit_test(test_resident),
+        cmocka_unit_test(test_huge_pages),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
