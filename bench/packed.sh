@@ -17,7 +17,7 @@
 #   4. fio --rw=read --direct=1 on features.bin with the packed run's mean
 #      request (a chunk's rows), EXTRACTORS jobs, iodepth 1 (what the
 #      extractor threads do: one read each at a time).
-# Every timed step runs under `flock /tmp/sluice-bench.lock`. Epoch 1 is the
+# Each dataset's timed steps run under one `flock /tmp/sluice-bench.lock`. Epoch 1 is the
 # cold start; epochs 2..EPOCHS are the measured ones.
 #
 # Environment (defaults): BUILD (build), WORK (bench/work), RESULTS
@@ -101,10 +101,10 @@ run_capped() { # LOG cmd...
     lib_drop_caches
     lib_cg_create "$CAP_BYTES"
     local rc=0 t0=$EPOCHREALTIME
-    if [[ -n $CG ]]; then # the command moves itself into the run's cgroup, the lock held outside it
-        flock "$LOCK" sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$@" >"$log" 2>&1 </dev/null || rc=$?
+    if [[ -n $CG ]]; then # the command moves itself into the run's cgroup
+        sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$@" >"$log" 2>&1 </dev/null || rc=$?
     else
-        flock "$LOCK" "$@" >"$log" 2>&1 </dev/null || rc=$?
+        "$@" >"$log" 2>&1 </dev/null || rc=$?
     fi
     python3 -c "print('%.2f' % ($EPOCHREALTIME - $t0))" >"$log.wall"
     lib_cg_summary >"$log.cg.json"
@@ -167,6 +167,10 @@ EOF
     # needs the graph in memory, or a neighbour cache, beside the buffer; a packed run does not)
     grep -v '^feature_buffer_mb' "$cfg" >"$RUN/$label.online.toml"
     pack=$RUN/$label.pack
+    # one dataset's timed steps (pack, both runs, fio) under the lock at once
+    lib_log "$label: waiting for $LOCK"
+    exec 9>"$LOCK"
+    flock 9
     lib_log "$label: packing $EPOCHS epochs into $pack"
     run_capped "$RUN/$label.pack.log" "$PREP" pack "$ds" "$cfg" "$pack" --epochs "$EPOCHS" --mem-limit "$PACK_MEM" ||
         { tail -3 "$RUN/$label.pack.log" >&2; lib_die "gnnprep pack failed"; }
@@ -200,7 +204,9 @@ PY
     fio_cmd=(fio --name=seq --filename="$ds/features.bin" --rw=read --direct=1 --ioengine=psync --bs="$req"
         --numjobs=1 --time_based --runtime="$FIO_SECS" --output-format=json)
     lib_drop_caches
-    flock "$LOCK" "${fio_cmd[@]}" >"$RUN/$label.fio.json"
+    "${fio_cmd[@]}" >"$RUN/$label.fio.json"
+    flock -u 9
+    exec 9>&-
     fio_mbs=$(jq '.jobs[0].read.bw_bytes / 1048576' "$RUN/$label.fio.json")
     acc_o=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.online.log")
     acc_p=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.packed.log")
