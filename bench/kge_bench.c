@@ -12,7 +12,8 @@
  *
  * The last line is
  *   test_mrr=<f> test_hits@1=<f> test_hits@3=<f> test_hits@10=<f> test_mean_rank=<f> epochs=<n> seconds=<f>
- * Exit 0, 2 for bad arguments or data, 1 for other failures. */
+ * Exit 0, 2 for bad arguments or data, 3 for a loss that is not finite,
+ * 1 for other failures. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

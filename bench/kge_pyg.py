@@ -82,6 +82,8 @@ def evaluate(model, kind, triples, known, nodes, block=256):
         hits10 += int((rank <= 10).sum())
         mr += float(rank.sum())
     n = triples.shape[0]
+    if n == 0:  # an empty split: no rank to average
+        return float("nan"), float("nan"), float("nan"), float("nan"), float("nan")
     return float(torch.cat(rr).sum()) / n, hits1 / n, hits3 / n, hits10 / n, mr / n
 
 

@@ -17,6 +17,7 @@
 #include "stages/predict.h"
 
 static volatile sig_atomic_t g_stop;
+static int64_t g_epochs; /* train.epochs, for stopped_or_failed */
 static void on_stop(int sig)
 {
     (void)sig;
@@ -84,6 +85,23 @@ static void clear_live(struct link_progress *p)
     }
 }
 
+/* An evaluation that ended early: stopped by a signal (exit 130, the
+ * finished epochs' checkpoints kept) or failed (exit 3). */
+static void stopped_or_failed(int rc, uint32_t done, const char *err, int *code)
+{
+    if (rc == -EINTR && done == (uint32_t)g_epochs) {
+        fprintf(stderr, "gnnlaunch: interrupted during the final test evaluation; the checkpoints of all %" PRIu32
+                " epochs are kept (the test metrics were not computed)\n", done);
+        *code = 130;
+    } else if (rc == -EINTR) {
+        fprintf(stderr, "gnnlaunch: interrupted while evaluating; the checkpoints of the %" PRIu32 " finished epochs "
+                "are kept (--resume continues)\n", done);
+        *code = 130;
+    } else {
+        fprintf(stderr, "gnnlaunch: %s\n", err);
+    }
+}
+
 static struct link_opts opts_of(const struct config *c)
 {
     const bool pyg = c->link.sides == LINK_SIDES_KEY_PYG;
@@ -99,7 +117,7 @@ static struct link_opts opts_of(const struct config *c)
         .batch = (uint32_t)c->train.batch_size,
         .chunk = pyg ? 1 : (uint32_t)c->link.chunk,
         .negs = pyg ? 1 : (uint32_t)c->link.negatives,
-        .degree_frac = c->link.degree_frac,
+        .degree_frac = pyg ? 0.0 : c->link.degree_frac, /* PyG draws uniform negatives */
         .sides = pyg ? LINK_SIDES_PYG : c->link.sides == LINK_SIDES_KEY_TAIL ? LINK_SIDES_TAIL : LINK_SIDES_BOTH,
         .init = c->link.init == LINK_INIT_KEY_UNIFORM ? LINK_INIT_UNIFORM : LINK_INIT_XAVIER,
         .init_scale = (float)c->link.init_scale,
@@ -231,13 +249,16 @@ int launch_link_run(const struct launch_link *r)
     memset(&t, 0, sizeof t);
     memset(&known, 0, sizeof known);
     int code = 3, rc = 0;
-    struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term;
+    /* the first SIGINT/SIGTERM stops at the next batch or evaluation block;
+     * a second one (the handler is reset) ends the process as usual */
+    struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESETHAND}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     int threads = c->pipeline.trainer_threads > 0 ? (int)c->pipeline.trainer_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     ops_set_threads(SL_MAX(1, SL_MIN(threads, 64)));
     struct link_opts o = opts_of(c);
+    g_epochs = c->train.epochs;
     for (int s = 0; rc == 0 && s < LINK_SPLITS; s++)
         rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
     if (rc == 0)
@@ -268,7 +289,14 @@ int launch_link_run(const struct launch_link *r)
     struct link_eval_opts e = {.filter = c->link.eval == LINK_EVAL_FILTERED ? &known : NULL,
                                .heads_too = c->link.eval_heads,
                                .sampled = (uint32_t)c->link.eval_sampled,
-                               .seed = (uint64_t)c->train.seed};
+                               .seed = (uint64_t)c->train.seed,
+                               .stop = &g_stop};
+    /* a previous run's final tables must not stand beside this run's checkpoints */
+    char np[2][4200];
+    snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
+    snprintf(np[1], sizeof np[1], "%s/rel_emb.npy", c->train.checkpoint_dir);
+    unlink(np[0]);
+    unlink(np[1]);
     fprintf(stderr,
             "gnnlaunch: link prediction in memory: %s, dim %" PRId64 ", %" PRIu64 " nodes, %" PRIu64
             " relations, %" PRIu64 " training triples; %s loss, %s negatives, Adagrad lr %g; %d thread%s\n",
@@ -300,7 +328,7 @@ int launch_link_run(const struct launch_link *r)
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
             struct link_metrics v;
             if ((rc = link_evaluate(&m, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err, sizeof err))) {
-                fprintf(stderr, "gnnlaunch: %s\n", err);
+                stopped_or_failed(rc, ep, err, &code);
                 goto out;
             }
             printf(" valid_mrr=%.6f valid_hits@1=%.6f valid_hits@10=%.6f", v.mrr, v.hits1, v.hits10);
@@ -315,19 +343,16 @@ int launch_link_run(const struct launch_link *r)
     struct link_metrics tm = {0};
     if (meta->split[LINK_TEST].rows &&
         (rc = link_evaluate(&m, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err, sizeof err))) {
-        fprintf(stderr, "gnnlaunch: %s\n", err);
+        stopped_or_failed(rc, (uint32_t)c->train.epochs, err, &code);
         goto out;
     }
-    /* the final tables as plain .npy beside the checkpoints */
-    char np[2][4200];
-    snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
-    snprintf(np[1], sizeof np[1], "%s/rel_emb.npy", c->train.checkpoint_dir);
-    if ((rc = predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err)) ||
-        (rc = predict_write_npy(np[1], "<f4", m.relations, m.d, 4, m.rel, err, sizeof err))) {
-        fprintf(stderr, "gnnlaunch: %s\n", err);
-        goto out;
-    }
-    fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
+    /* the final tables as plain .npy beside the checkpoints; a failure
+     * here loses nothing the checkpoint does not hold: a warning */
+    if (predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err) ||
+        predict_write_npy(np[1], "<f4", m.relations, m.d, 4, m.rel, err, sizeof err))
+        fprintf(stderr, "gnnlaunch: warning: %s; the tables are in the last checkpoint's node_emb and rel_emb\n", err);
+    else
+        fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
     printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
            tm.hits10, c->train.epochs, sl_now() - t0);
     fflush(stdout);

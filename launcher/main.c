@@ -730,11 +730,30 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.early_stop_patience";
     else if (l->cfg.pipeline.mode != PIPELINE_ONLINE)
         no = "pipeline.mode other than \"online\" (the tables are in memory)";
+    /* the GNN trainer's optimizer keys: a link run trains with Adagrad at
+     * train.lr, and a key it would ignore must not change the run silently */
+    else if (config_given(&l->cfg, "train.optimizer") || l->cfg.train.weight_decay != 0)
+        no = "train.optimizer or train.weight_decay (it trains with Adagrad at train.lr)";
+    else if (l->cfg.train.lr_schedule != LR_CONSTANT || l->cfg.train.warmup_steps != 0)
+        no = "train.lr_schedule or train.warmup_steps (a constant train.lr)";
+    else if (l->cfg.train.grad_clip != 0)
+        no = "train.grad_clip";
+    else if (l->cfg.train.on_nonfinite != CONFIG_NONFINITE_FAIL)
+        no = "train.on_nonfinite = \"skip-batch\" (a non-finite loss stops the run)";
     else if (o->metrics || o->metrics_csv || o->tensorboard || o->trace)
         no = "--metrics, --metrics-csv, --tensorboard and --trace (the epoch lines carry the numbers)";
     if (no)
         return sl_errf(err, errlen, -EINVAL, "%s: model.kind = \"%s\" (link prediction, docs/link.md) does not take %s",
                        o->config, kind, no);
+    /* the batch's row count is 32-bit (ops/kge.h): heads, tails, relations
+     * and the chunks' negatives */
+    uint64_t b = (uint64_t)l->cfg.train.batch_size, chunk = l->cfg.link.sides == LINK_SIDES_KEY_PYG ? 1 : (uint64_t)l->cfg.link.chunk;
+    uint64_t negs = l->cfg.link.sides == LINK_SIDES_KEY_PYG ? 1 : (uint64_t)l->cfg.link.negatives;
+    if (3 * b + (b + chunk - 1) / chunk * negs > UINT32_MAX)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.batch_size = %" PRIu64 " with link.chunk = %" PRIu64 " and link.negatives = %" PRIu64
+                       " gathers more than 2^32 rows a batch; lower them",
+                       o->config, b, chunk, negs);
     char msg[2048], real[PATH_MAX];
     struct launch_link *r = &l->link_run;
     int rc = link_meta_read(l->cfg.dataset.path, &r->meta, true, msg, sizeof msg);
@@ -746,6 +765,19 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
     if (!realpath(l->cfg.dataset.path, real))
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real);
+    /* the tables: embeddings and Adagrad sums of every node and relation */
+    uint64_t rows = r->meta.nodes + r->meta.relations, need, mem, shm_free;
+    char b1[32], b2[32];
+    if (sl_mul_ovf(rows, (uint64_t)l->cfg.model.hidden * 8, &need) || need > (uint64_t)SIZE_MAX / 2)
+        return sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " nodes and relations of model.hidden = %" PRId64
+                       " floats do not fit in memory", o->config, rows, l->cfg.model.hidden);
+    if (layout_memory(&mem, &shm_free, msg, sizeof msg) == 0 && need > mem)
+        return sl_errf(err, errlen, -ENOMEM,
+                       "%s: the embedding tables and their Adagrad sums need %s (%" PRIu64 " nodes and relations x "
+                       "model.hidden = %" PRId64 " x 8 bytes) but %s is available; lower model.hidden (embeddings "
+                       "larger than memory are not built yet)",
+                       o->config, sl_fmt_bytes(need, b1, sizeof b1), rows, l->cfg.model.hidden,
+                       sl_fmt_bytes(mem, b2, sizeof b2));
     if (o->run_name) {
         if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
             return rc;

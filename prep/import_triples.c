@@ -342,6 +342,10 @@ static int narrow(struct imp *m, int s, const char *raw_path, struct file_writer
     uint64_t buf[3 * 1024];
     int rc = 0;
     for (uint64_t t = 0; t < m->count[s] && rc == 0;) {
+        if (g_stop) {
+            rc = sl_errf(err, errlen, -EINTR, "interrupted; nothing was written to %s", m->o->out);
+            break;
+        }
         uint64_t k = SL_MIN(m->count[s] - t, (uint64_t)1024);
         if (fread(buf, 24, k, f) != k)
             rc = sl_errf(err, errlen, -EIO, "%s: cannot read back: %s", raw_path, ferror(f) ? strerror(errno) : "short");
@@ -519,6 +523,10 @@ int prep_import_triples_main(int argc, char **argv)
     }
     if (m.count[LINK_TRAIN] == 0) {
         rc = sl_errf(err, sizeof err, -EINVAL, "%s: no triple; there is nothing to train on", o.file[LINK_TRAIN]);
+        goto out;
+    }
+    if (g_stop) { /* the last moment before the rename */
+        rc = sl_errf(err, sizeof err, -EINTR, "interrupted; nothing was written to %s", o.out);
         goto out;
     }
     for (int s = 0; s < LINK_SPLITS; s++) {

@@ -38,10 +38,15 @@ int link_model_init(struct link_model *m, uint64_t nodes, uint64_t relations, co
         return sl_errf(err, errlen, -EINVAL, "model.dim = %u must be %s", o->dim,
                        o->model == KGE_COMPLEX ? "even and positive for complex (real and imaginary halves)"
                                                : "positive");
+    uint64_t nn64, nr64;
+    if (sl_mul_ovf(nodes, o->dim, &nn64) || sl_mul_ovf(relations, o->dim, &nr64) || nn64 > SIZE_MAX / 8 ||
+        nr64 > SIZE_MAX / 8)
+        return sl_errf(err, errlen, -ENOMEM, "%" PRIu64 " nodes and %" PRIu64 " relations of %u floats do not fit in "
+                       "memory", nodes, relations, o->dim);
     m->nodes = nodes;
     m->relations = relations;
     m->d = o->dim;
-    size_t nn = (size_t)nodes * o->dim, nr = (size_t)relations * o->dim;
+    size_t nn = (size_t)nn64, nr = (size_t)nr64;
     m->node = malloc(nn * sizeof *m->node);
     m->node_g2 = calloc(nn, sizeof *m->node_g2);
     m->rel = malloc(nr * sizeof *m->rel);
@@ -90,6 +95,10 @@ int link_trainer_init(struct link_trainer *t, struct link_model *m, const struct
         return sl_errf(err, errlen, -EINVAL,
                        "link training needs a batch, chunk and negatives of at least 1, lr > 0, a degree fraction in "
                        "[0, 1] and training triples");
+    /* the rows of a batch are counted in 32 bits (ops/kge.h) */
+    if (3 * (uint64_t)o->batch + ((uint64_t)o->batch + chunk - 1) / chunk * negs > UINT32_MAX)
+        return sl_errf(err, errlen, -EINVAL, "a batch of %u with chunks of %u and %u negatives gathers more than 2^32 "
+                       "rows", o->batch, chunk, negs);
     t->o = *o;
     t->m = m;
     t->triples = triples;
@@ -317,8 +326,13 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
         free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same);
         return sl_errf(err, errlen, -ENOMEM, "out of memory for the evaluation");
     }
-    for (int side = 0; side < (e->heads_too ? 2 : 1); side++) { /* 0: rank tails, 1: rank heads */
+    int rc = 0;
+    for (int side = 0; side < (e->heads_too ? 2 : 1) && rc == 0; side++) { /* 0: rank tails, 1: rank heads */
         for (uint64_t first = 0; first < n; first += EVAL_BLOCK) {
+            if (e->stop && *e->stop) {
+                rc = sl_errf(err, errlen, -EINTR, "the evaluation was stopped");
+                break;
+            }
             const uint32_t nb = (uint32_t)SL_MIN((uint64_t)EVAL_BLOCK, n - first);
             for (uint32_t i = 0; i < nb; i++) { /* the queries: q(h, r) for tails, p(r, t) for heads */
                 const uint64_t *x = triples + (first + i) * 3;
@@ -402,5 +416,5 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
         out->hits10 /= r;
     }
     free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same);
-    return 0;
+    return rc;
 }

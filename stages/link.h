@@ -112,9 +112,11 @@ struct link_eval_opts {
     bool heads_too;                  /* also rank heads (else tails only, as PyG's test) */
     uint32_t sampled;                /* 0: rank among all nodes; else among this many uniform nodes per triple */
     uint64_t seed;                   /* of the sampled candidates */
+    volatile sig_atomic_t *stop;     /* (may be NULL) non-zero: link_evaluate returns -EINTR */
 };
 
-/* Ranks each of the n triples' tail (and head) and averages. 0, -ENOMEM. */
+/* Ranks each of the n triples' tail (and head) and averages. 0, -ENOMEM,
+ * or -EINTR when *e->stop was set. */
 int link_evaluate(const struct link_model *m, const struct link_opts *o, const uint64_t *triples, uint64_t n,
                   const struct link_eval_opts *e, struct link_metrics *out, char *err, size_t errlen);
 
