@@ -230,6 +230,13 @@ extern const struct schedule_ops schedule_shuffle_ops;
 int schedule_shuffle_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint32_t epoch, uint32_t rank,
                            uint32_t ranks, uint64_t *out, uint64_t *share, char *err, size_t errlen);
 
+/* The validation and test pass orders every schedule keeps fixed for the
+ * run: each split's share at epoch 0 (schedule_shuffle_share), malloc'd
+ * into fixed[k] for k = BATCH_VAL.. with p.split_n[k] > 0 (the caller
+ * frees them, also after an error). For a variant's prepare. 0, -ENOMEM
+ * or the share's error. */
+int schedule_fixed_eval_orders(const struct schedule *s, uint64_t *fixed[BATCH_SPLITS], char *err, size_t errlen);
+
 /* Targets in rank `rank` of `ranks`'s share of n ids (0 for a bad rank). */
 uint64_t schedule_share_size(uint64_t n, uint32_t rank, uint32_t ranks);
 

@@ -99,14 +99,19 @@ static int shuffle_prepare(struct schedule *s, char *err, size_t errlen)
     if (!st)
         return sl_errf(err, errlen, -ENOMEM, "out of memory");
     s->impl = st;
+    return schedule_fixed_eval_orders(s, st->fixed, err, errlen);
+}
+
+int schedule_fixed_eval_orders(const struct schedule *s, uint64_t *fixed[BATCH_SPLITS], char *err, size_t errlen)
+{
     for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
         uint64_t n = s->p.split_n[k], share;
         if (n == 0)
             continue;
-        st->fixed[k] = malloc((size_t)n * sizeof *st->fixed[k]);
-        if (!st->fixed[k])
+        fixed[k] = malloc((size_t)n * sizeof *fixed[k]);
+        if (!fixed[k])
             return sl_errf(err, errlen, -ENOMEM, "no memory for a share of %" PRIu64 " targets", n);
-        int rc = schedule_shuffle_share(s->ids[k], n, s->p.seed, 0, s->p.rank, s->p.ranks, st->fixed[k], &share, err,
+        int rc = schedule_shuffle_share(s->ids[k], n, s->p.seed, 0, s->p.rank, s->p.ranks, fixed[k], &share, err,
                                         errlen);
         if (rc)
             return rc;

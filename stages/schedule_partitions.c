@@ -223,19 +223,7 @@ out:
 static int psched_prepare(struct schedule *s, char *err, size_t errlen)
 {
     struct psched *ps = s->impl;
-    for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
-        uint64_t n = s->p.split_n[k], share;
-        if (n == 0)
-            continue;
-        ps->fixed[k] = malloc((size_t)n * sizeof *ps->fixed[k]);
-        if (!ps->fixed[k])
-            return sl_errf(err, errlen, -ENOMEM, "no memory for a share of %" PRIu64 " targets", n);
-        int rc = schedule_shuffle_share(s->ids[k], n, s->p.seed, 0, s->p.rank, s->p.ranks, ps->fixed[k], &share, err,
-                                        errlen);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return schedule_fixed_eval_orders(s, ps->fixed, err, errlen);
 }
 
 static void psched_free(struct schedule *s)
