@@ -11,6 +11,7 @@
 
 #include "core/util.h"
 #include "launcher/ckptdir.h"
+#include "launcher/progress.h"
 #include "ops/ckpt.h"
 #include "ops/ops.h"
 #include "stages/link.h"
@@ -33,17 +34,6 @@ struct link_progress {
     uint32_t epoch, epochs;
 };
 
-static void clock_text(char *buf, size_t len, double secs)
-{
-    unsigned long t = secs >= 0 && secs < 1e7 ? (unsigned long)secs : 0;
-    if (!(secs >= 0 && secs < 1e7))
-        snprintf(buf, len, "?");
-    else if (t >= 3600)
-        snprintf(buf, len, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
-    else
-        snprintf(buf, len, "%lu:%02lu", t / 60, t % 60);
-}
-
 static void on_batch(void *arg, uint64_t done, uint64_t total, double loss)
 {
     struct link_progress *p = arg;
@@ -58,9 +48,9 @@ static void on_batch(void *arg, uint64_t done, uint64_t total, double loss)
     for (int i = 0; i < 20; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[20] = '\0';
-    clock_text(e, sizeof e, el);
-    clock_text(r, sizeof r, left);
-    clock_text(eta, sizeof eta, run_left);
+    progress_clock_text(e, sizeof e, el);
+    progress_clock_text(r, sizeof r, left);
+    progress_clock_text(eta, sizeof eta, run_left);
     snprintf(line, sizeof line,
              "epoch %" PRIu32 "/%" PRIu32 " %3d%% [%s] %" PRIu64 "/%" PRIu64 " batches  %s<%s  %.1f batches/s  loss %.4f"
              "  run ETA %s",

@@ -241,7 +241,7 @@ static void metrics_processes(struct progress *p, double t)
 }
 
 /* m:ss, or h:mm:ss from an hour on. */
-static void clock_text(char *buf, size_t len, double secs)
+void progress_clock_text(char *buf, size_t len, double secs)
 {
     if (!(secs >= 0) || secs > 1e7) {
         snprintf(buf, len, "?");
@@ -319,10 +319,10 @@ static void progress_line(struct progress *p, const struct stage_sums *s, double
         bar[i] = i < fill ? '#' : '.';
     bar[20] = '\0';
     char el[32], rem[32], eta[32] = "?", loss[24] = "";
-    clock_text(el, sizeof el, now - p->cur_t0);
-    clock_text(rem, sizeof rem, p->rate > 0 ? (double)(of - in) / p->rate : -1);
+    progress_clock_text(el, sizeof el, now - p->cur_t0);
+    progress_clock_text(rem, sizeof rem, p->rate > 0 ? (double)(of - in) / p->rate : -1);
     if (p->rate > 0 && p->batches_total >= done)
-        clock_text(eta, sizeof eta, (double)(p->batches_total - done) / p->rate);
+        progress_clock_text(eta, sizeof eta, (double)(p->batches_total - done) / p->rate);
     double l = running_loss(p);
     if (!isnan(l))
         snprintf(loss, sizeof loss, "  loss %.4f", l);

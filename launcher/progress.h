@@ -88,4 +88,8 @@ void progress_poll(struct progress *p, bool running);
  * early: the best epoch's accuracies). Closes --metrics. */
 void progress_final(struct progress *p, bool ok, double seconds);
 
+/* "M:SS", or "H:MM:SS" from an hour, of secs; "?" when it is negative,
+ * not a number or beyond 1e7 (the progress lines' elapsed and left). */
+void progress_clock_text(char *buf, size_t len, double secs);
+
 #endif
