@@ -5,6 +5,7 @@
 #
 #   scripts/gpu-check.sh [--debs DIR] [--report FILE] [--build DIR] [--prefix DIR]
 #                        [--jobs N] [--budget SECONDS] [--no-gpu-ok] [--no-build]
+#                        [--no-bench]
 #
 # For a bare machine: it needs bash, coreutils, nvcc, CMake, ninja and a C
 # compiler; the libraries (ZeroMQ, liburing, cmocka, OpenBLAS, ...) and
@@ -29,7 +30,9 @@
 #   racecheck   compute-sanitizer --tool racecheck over the kernel tests
 #               (build/tests/test_gpu_kernels*)
 #   bench       QUICK=1 bench/gpu.sh BUILD_DIR, the GPU benchmark's smoke
-#               run (the full one is a command of its own: docs/gpu.md)
+#               run (the full one is a command of its own: docs/gpu.md);
+#               --no-bench skips it, for a command that runs the full
+#               benchmark next
 # The build is in --build (default build-gpu), the prefix in --prefix
 # (default BUILD/deps). Each step's whole output is in
 # BUILD/gpu-check-logs/<step>.log; the
@@ -43,11 +46,11 @@ set -uo pipefail
 
 prog=gpu-check
 die() { echo "$prog: $*" >&2; exit 2; }
-usage() { sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//'; }
 
 args="$*"
 root=$(cd "$(dirname "$0")/.." && pwd)
-debs="" report="" build="$root/build-gpu" prefix="" jobs=$(nproc) budget=480 no_gpu_ok=0 no_build=0
+debs="" report="" build="$root/build-gpu" prefix="" jobs=$(nproc) budget=480 no_gpu_ok=0 no_build=0 no_bench=0
 while (($#)); do
     case "$1" in
         --debs) debs=${2:?--debs needs a folder of .deb files}; shift 2 ;;
@@ -58,7 +61,8 @@ while (($#)); do
         --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
         --no-gpu-ok) no_gpu_ok=1; shift ;;
         --no-build) no_build=1; shift ;;
-        -h | --help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-bench) no_bench=1; shift ;;
+        -h | --help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) usage >&2; die "unknown argument '$1'" ;;
     esac
 done
@@ -342,7 +346,9 @@ else
             step "$tool" 90 bash -c 'sanitize "$@"' _ "$tool" "${kernels[@]}"
         fi
     done
-    if [[ -x $root/bench/gpu.sh ]]; then
+    if ((no_bench)); then
+        skip bench "--no-bench"
+    elif [[ -x $root/bench/gpu.sh ]]; then
         step bench 120 env QUICK=1 "$root/bench/gpu.sh" "$build"
     else
         skip bench "bench/gpu.sh (the GPU benchmark) is not in this tree yet"
