@@ -215,10 +215,13 @@ ELEM_FN float elem_elu(float x)
 }
 
 /* The gradient dx where the forward gave y: dx for y > 0, else dx (y + 1)
- * (= dx exp(x), as torch's elu_backward from the result). */
+ * (= dx exp(x), as torch's elu_backward from the result). A NaN y passes
+ * through as it is, like the forward: arithmetic on a NaN would give the
+ * operand's payload on x86 but the canonical NaN on a GPU, and the two
+ * sides must agree bit for bit. */
 ELEM_FN float elem_elu_bwd(float dx, float y)
 {
-    return y > 0.0f ? dx : dx * (y + 1.0f);
+    return y > 0.0f ? dx : y <= 0.0f ? dx * (y + 1.0f) : y;
 }
 
 ELEM_FN float elem_leaky(float x, float slope)
