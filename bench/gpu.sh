@@ -122,7 +122,7 @@ acc_part() {
             [[ -n $smi_pid ]] && { kill "$smi_pid" 2>/dev/null || true; wait "$smi_pid" 2>/dev/null || true; }
             echo "wall seconds: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')  exit status: $rc" >>"$log"
             ((rc == 0)) || failed=1
-            grep -E '^(epoch |test_acc=|wall seconds)|gnn-trainer rank 0: .* model' "$log" || tail -5 "$log"
+            grep -E '^(epoch [0-9]+/[0-9]+ loss|test_acc=|wall seconds)|gnn-trainer rank 0: .* model' "$log" || tail -5 "$log"
             logs+=("$log")
         done
         local ce ge ca ga
@@ -138,7 +138,7 @@ acc_part() {
         echo "| $m | $ce | $ge | $up | $ca | $ga | $diff | $util | $mem |" >>"$OUT"
         for l in "${logs[@]}"; do
             details+=$'\n'"### $(basename "$l" .log)"$'\n\n'
-            details+=$(grep -E '^\+ |^(epoch |test_acc=|wall seconds)|gnn-trainer rank 0: .* model|gnnlaunch: --gpus' "$l" | sed 's/^/    /')
+            details+=$(grep -E '^\+ |^(epoch [0-9]+/[0-9]+ loss|test_acc=|wall seconds)|gnn-trainer rank 0: .* model|gnnlaunch: --gpus' "$l" | sed 's/^/    /')
             if ! grep -q 'exit status: 0$' "$l"; then
                 details+=$'\n    ...\n'$(tail -8 "$l" | sed 's/^/    /')
             fi
