@@ -47,6 +47,13 @@
  *           and no allreduce comes between a start and its finish. An
  *           error of a started sum is returned by start or by finish,
  *           with the codes and the broken state of allreduce.
+ *   allreduce_host(r, buf, n)   (device variants; host variants leave it
+ *           NULL and reducer_allreduce_host calls allreduce)
+ *           the same sum of a small array in host memory (n <=
+ *           REDUCER_HOST_FLOATS), through a device scratch buffer of the
+ *           variant's own: for the few numbers the loop itself compares
+ *           across ranks (the parameters' digest after an epoch). Counts
+ *           as an allreduce call; waits, ticking, with allreduce's codes.
  *   abort(r)
  *           makes every rank's waiting and later allreduce return -EPIPE
  *           (what the supervisor's close does), from this rank; never
@@ -62,6 +69,7 @@
 #ifndef SLUICE_STAGES_REDUCER_H
 #define SLUICE_STAGES_REDUCER_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,6 +77,7 @@
 #include "ipc/allreduce.h"
 
 #define REDUCER_TICK_MS 200 /* = NETREDUCE_TICK_MS */
+#define REDUCER_HOST_FLOATS 64 /* the most floats allreduce_host sums */
 
 struct reducer;
 
@@ -78,6 +87,7 @@ struct reducer_ops {
     int (*allreduce)(struct reducer *r, float *buf, size_t n);
     int (*start)(struct reducer *r, float *buf, size_t n, void *after); /* may be NULL */
     int (*finish)(struct reducer *r);                                   /* NULL with start */
+    int (*allreduce_host)(struct reducer *r, float *buf, size_t n);      /* NULL: host buffers */
     void (*abort)(struct reducer *r);
     void (*free)(struct reducer *r);
 };
@@ -136,6 +146,18 @@ static inline int reducer_start(struct reducer *r, float *buf, size_t n, void *a
 static inline int reducer_finish(struct reducer *r)
 {
     return r->ops->finish ? r->ops->finish(r) : 0;
+}
+
+/* The sum of buf[0..n) in host memory over all ranks, whatever memory
+ * the variant sums in (allreduce_host above); -EINVAL for n above
+ * REDUCER_HOST_FLOATS or a device variant without it. */
+static inline int reducer_allreduce_host(struct reducer *r, float *buf, size_t n)
+{
+    if (n > REDUCER_HOST_FLOATS)
+        return -EINVAL;
+    if (!r->ops->device)
+        return r->ops->allreduce(r, buf, n);
+    return r->ops->allreduce_host ? r->ops->allreduce_host(r, buf, n) : -EINVAL;
 }
 
 static inline void reducer_abort(struct reducer *r)

@@ -59,7 +59,8 @@ struct reducer_nccl {
     struct reducer r;
     ncclComm_t comm;
     cudaStream_t stream;
-    float *one; /* device: the barrier's float */
+    float *one;     /* device: the barrier's float */
+    float *scratch; /* device: REDUCER_HOST_FLOATS floats for allreduce_host */
     int device, rank, world;
     bool joined;  /* the communicator's initialisation has completed */
     bool broken;  /* a call failed, or abort: later calls return -EPIPE */
@@ -190,6 +191,34 @@ static int nccl_allreduce(struct reducer *r, float *buf, size_t n)
     return rc ? rc : nccl_finish(r);
 }
 
+/* A host array's sum: up to the scratch buffer on the reducer's stream,
+ * summed there, waited for (ticking), and back once the stream is idle
+ * (so the copy down never blocks on a peer). */
+static int nccl_allreduce_host(struct reducer *r, float *buf, size_t n)
+{
+    struct reducer_nccl *s = (struct reducer_nccl *)r;
+    if (s->broken)
+        return -EPIPE;
+    if (n == 0 || n > REDUCER_HOST_FLOATS)
+        return n == 0 ? nccl_allreduce(r, NULL, 0) : -EINVAL;
+    char msg[320];
+    int rc;
+    if ((rc = CUDA_RC(cudaSetDevice(s->device), msg, sizeof msg)) != 0 ||
+        (rc = CUDA_RC(cudaMemcpyAsync(s->scratch, buf, n * sizeof *buf, cudaMemcpyHostToDevice, s->stream), msg,
+                      sizeof msg)) != 0) {
+        say(s, "allreduce of host values", msg);
+        nccl_do_abort(s);
+        return rc;
+    }
+    if ((rc = nccl_allreduce(r, s->scratch, n)) != 0)
+        return rc;
+    if ((rc = CUDA_RC(cudaMemcpy(buf, s->scratch, n * sizeof *buf, cudaMemcpyDeviceToHost), msg, sizeof msg)) != 0) {
+        say(s, "allreduce of host values", msg);
+        nccl_do_abort(s);
+    }
+    return rc;
+}
+
 static void nccl_abort(struct reducer *r)
 {
     nccl_do_abort((struct reducer_nccl *)r);
@@ -213,6 +242,8 @@ static void nccl_free(struct reducer *r)
     }
     if (s->one)
         cudaFree(s->one);
+    if (s->scratch)
+        cudaFree(s->scratch);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
@@ -223,6 +254,7 @@ static const struct reducer_ops nccl_ops = {.name = "nccl",
                                            .allreduce = nccl_allreduce,
                                            .start = nccl_start,
                                            .finish = nccl_finish,
+                                           .allreduce_host = nccl_allreduce_host,
                                            .abort = nccl_abort,
                                            .free = nccl_free};
 
@@ -249,7 +281,8 @@ int reducer_nccl_open(struct reducer **out, const unsigned char id[REDUCER_NCCL_
     if ((rc = CUDA_RC(cudaSetDevice(device), msg, sizeof msg)) != 0 ||
         (rc = CUDA_RC(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), msg, sizeof msg)) != 0 ||
         (rc = CUDA_RC(cudaMalloc((void **)&s->one, sizeof(float)), msg, sizeof msg)) != 0 ||
-        (rc = CUDA_RC(cudaMemset(s->one, 0, sizeof(float)), msg, sizeof msg)) != 0) {
+        (rc = CUDA_RC(cudaMemset(s->one, 0, sizeof(float)), msg, sizeof msg)) != 0 ||
+        (rc = CUDA_RC(cudaMalloc((void **)&s->scratch, REDUCER_HOST_FLOATS * sizeof(float)), msg, sizeof msg)) != 0) {
         rc = sl_errf(err, errlen, rc, "nccl reducer, rank %d of %d on device %d: %s", rank, world, device, msg);
         goto fail;
     }

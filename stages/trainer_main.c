@@ -72,6 +72,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "core/dataset_verify.h"
 #include "stages/trainer_reduce.h"
@@ -122,6 +123,8 @@ struct trainer {
     double t_epoch; /* when the previous epoch was published */
     struct dataset_verify_stamp data_stamp; /* the dataset's files at launch */
     uint64_t skipped;     /* batches skipped for non-finite values (on_nonfinite = "skip-batch") */
+    bool in_step_said;    /* check_in_step's line is out */
+    int64_t drift_rank;   /* SLUICE_FAULT_DRIFT_RANK: the global rank whose parameters drift; -1: none */
     int64_t nan_node;     /* SLUICE_FAULT_NAN_NODE: the node whose input row is poisoned; -1: none */
     struct predict_out {  /* --predict: where the outputs go */
         struct predict_files files;
@@ -448,6 +451,57 @@ static double clip_factor(struct trainer *t, bool reduced, double scale)
     return trainer_clip_factor(&t->st.cfg, sqrt(sumsq) * scale);
 }
 
+/* Ranks in step (docs/training.md, "Ranks in step"): after every epoch's
+ * last step, every rank of a run of several hashes its parameters (XXH3
+ * of their bits) and the ranks compare the digests with one all-reduce
+ * of 17 floats: each of the digest's 8 bytes b, b squared, and 1. The
+ * bytes agree on every rank exactly when W * sum(b^2) = (sum b)^2 for
+ * each (Cauchy-Schwarz; every sum is an integer below 2^24, exact in
+ * float). A difference is a bug (the reduce and the steps give every rank
+ * the same bits): the rank stops the run naming the epoch. Every rank
+ * makes the call at the same point of its sequence of reducer calls. */
+static void check_in_step(struct trainer *t, uint32_t epoch)
+{
+    if (!t->coll)
+        return;
+    struct stage *st = &t->st;
+    struct trainer_state hs;
+    host_state(t, &hs);
+    if (t->drift_rank == (int64_t)run_global_rank(&st->args) && hs.n > 0) { /* the test hook below */
+        char msg[512];
+        hs.params[0] = nextafterf(hs.params[0], INFINITY);
+        if (t->be->state_loaded(t->b, msg, sizeof msg) != 0)
+            stage_fail(st, "%s", msg);
+    }
+    uint64_t h = XXH3_64bits(hs.params, hs.n * sizeof *hs.params);
+    float v[17];
+    for (int i = 0; i < 8; i++) {
+        unsigned b = (unsigned)(h >> (8 * i)) & 255u;
+        v[i] = (float)b;
+        v[8 + i] = (float)(b * b);
+    }
+    v[16] = 1.0f;
+    int rc = reducer_allreduce_host(t->coll, v, SL_ARRAY_LEN(v));
+    stage_heartbeat(st);
+    if (rc == -EPIPE)
+        exit(0); /* a peer died: the launcher is tearing the run down */
+    if (rc)
+        stage_fail(st, "comparing the ranks' parameters after epoch %" PRIu32 ": %s", epoch + 1, strerror(-rc));
+    uint64_t world = (uint64_t)v[16];
+    bool same = world == run_world(&st->args);
+    for (int i = 0; i < 8 && same; i++)
+        same = world * (uint64_t)v[8 + i] == (uint64_t)v[i] * (uint64_t)v[i];
+    if (!same)
+        stage_fail(st, "the %" PRIu32 " ranks' parameters differ after epoch %" PRIu32 " (this rank's XXH3 %016" PRIx64
+                   "): the ranks are out of step, which is a bug; please report it with the run's config",
+                   run_world(&st->args), epoch + 1, h);
+    if (!t->in_step_said && run_global_rank(&st->args) == 0) {
+        fprintf(stderr, "gnn-trainer rank 0: the %" PRIu32 " ranks' parameters are identical after epoch %" PRIu32
+                " (XXH3 %016" PRIx64 "); compared after every epoch\n", run_world(&st->args), epoch + 1, h);
+        t->in_step_said = true;
+    }
+}
+
 /* One optimizer step, identical on every rank: real = this rank has a
  * batch's gradients in the backend, else it contributes nothing. Every
  * call is one step of the learning rate's clock, on every rank alike. */
@@ -669,6 +723,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
         if (e->batches[BATCH_TRAIN] == schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN)) {
             for (uint64_t k = schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN); k < t->steps_per_epoch; k++)
                 step(t, false, e);
+            check_in_step(t, pos.epoch);
             e->trained = true;
             e->t_trained = now_s();
             dataset_unchanged(t, pos.epoch); /* before the epoch is checkpointed */
@@ -767,6 +822,14 @@ int main(int argc, char **argv)
                model_kind_name(st->cfg.model.kind), t.nparams, t.be->name, where, t.steps_per_epoch);
     t.t_epoch = now_s();
     t.nan_node = -1;
+    t.drift_rank = -1;
+    const char *drift_env = getenv("SLUICE_FAULT_DRIFT_RANK");
+    if (drift_env && *drift_env) {
+        t.drift_rank = strtoll(drift_env, NULL, 10);
+        stage_note(st, "warning: SLUICE_FAULT_DRIFT_RANK=%" PRId64 " is set: that rank's first parameter moves by one "
+                   "ulp before every comparison of the ranks' parameters (a test hook)",
+                   t.drift_rank);
+    }
     const char *nan_env = getenv("SLUICE_FAULT_NAN_NODE");
     if (nan_env && *nan_env) {
         t.nan_node = strtoll(nan_env, NULL, 10);

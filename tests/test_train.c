@@ -12,7 +12,10 @@
  *     seed, and the checkpoint holds all the state);
  *   - with the labels permuted at random the model cannot learn: test
  *     accuracy stays near chance;
- *   - two ranks train in step (gradient all-reduce) and learn;
+ *   - two ranks train in step (gradient all-reduce) and learn, and say
+ *     their parameters are identical after the first epoch (the digest
+ *     comparison after every epoch); a rank made to drift by one ulp
+ *     stops the run after that epoch, with no checkpoint of it;
  *   - --resume with no checkpoint, and a checkpoint of another model, are
  *     refused with a clear message;
  *   - a run that starts warm (pipeline.warm_start = "on": the feature
@@ -417,6 +420,33 @@ static void test_two_ranks(void **state)
      * for the node, loaded by one rank's sampler, read by both */
     t_expect_log(&r, "topology memory: shared with this node's other ranks (/sluice.");
     t_expect_log(&r, "loaded by another rank's sampler; waited ");
+    /* the trainers compared their parameters' digests after every epoch */
+    t_expect_log(&r, "gnn-trainer rank 0: the 2 ranks' parameters are identical after epoch 1 (XXH3 ");
+}
+
+/* A rank whose parameters drift (SLUICE_FAULT_DRIFT_RANK: one ulp of
+ * one parameter) is caught by the comparison after the first epoch: the
+ * run stops (exit 3) naming the epoch, and that epoch leaves no
+ * checkpoint. */
+static void test_ranks_out_of_step(void **state)
+{
+    (void)state;
+    char ck[1300], set[1400], cfg[1300];
+    snprintf(ck, sizeof ck, "%s/ck-drift", t_ldir);
+    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
+    snprintf(cfg, sizeof cfg, "%s/drift.toml", t_ldir);
+    write_config(cfg, g_ds, NULL);
+    struct t_proc r;
+    t_launch_run(&r, (const char *[]){g_stages, "SLUICE_FAULT_DRIFT_RANK=1", NULL},
+                 (const char *[]){"--cpu", cfg, "--set", set, "--set", "pipeline.ranks=2", "--epochs", "2", NULL}, 240);
+    t_expect_code(&r, 3);
+    t_expect_clean(&r);
+    t_expect_log(&r, "ranks' parameters differ after epoch 1 (this rank's XXH3 ");
+    t_expect_log(&r, "the ranks are out of step, which is a bug");
+    char p[1400];
+    assert_int_equal(ckpt_path(p, sizeof p, ck, 1), 0);
+    if (access(p, F_OK) == 0)
+        fail_msg("%s was written from the epoch whose ranks were out of step", p);
 }
 
 /* pipeline.topology = "cache" (a neighbour cache of a quarter of the ids,
@@ -807,6 +837,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_ranks_out_of_step, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_topology_cache_same, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_refused, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_file, t_launch_case_setup, t_launch_case_teardown),
