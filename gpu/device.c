@@ -96,6 +96,7 @@ int device_plan_make(int asked, const struct device_probe *p, const char *visibl
                        p->count, p->count == 1 ? " is" : "s are", where, hint, p->count);
     }
     plan->ranks = asked;
+    plan->per_device = 1;
     return 0;
 }
 

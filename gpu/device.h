@@ -68,9 +68,12 @@ struct device_probe {
  * message. */
 int device_probe_run(struct device_probe *p, char *err, size_t errlen);
 
-/* Which device each rank uses: rank r uses device r of those visible. */
+/* Which device each rank uses: rank r uses device r / per_device of
+ * those visible (per_device = 1: one rank per GPU; more with gnnlaunch
+ * --ranks-per-gpu, device_plan_share). */
 struct device_plan {
     int ranks;
+    int per_device; /* ranks on each device, >= 1 */
 };
 
 /* The decision for --gpus `asked` given what the probe found and
@@ -81,10 +84,19 @@ struct device_plan {
 int device_plan_make(int asked, const struct device_probe *p, const char *visible, struct device_plan *plan, char *err,
                      size_t errlen);
 
+/* Puts per_device (>= 1) ranks on every device of a plan that
+ * device_plan_make made: its ranks become ranks * per_device, rank r on
+ * device r / per_device. */
+static inline void device_plan_share(struct device_plan *plan, int per_device)
+{
+    plan->per_device = per_device > 1 ? per_device : 1;
+    plan->ranks *= plan->per_device;
+}
+
 /* The device ordinal (CUDA's, among the visible devices) of a rank. */
 static inline int device_of_rank(const struct device_plan *plan, int rank)
 {
-    return rank < plan->ranks ? rank : -1;
+    return rank >= 0 && rank < plan->ranks ? rank / (plan->per_device > 1 ? plan->per_device : 1) : -1;
 }
 
 /* One line for the launcher: "rank 0 on GPU 0 (NVIDIA H100 80GB HBM3),

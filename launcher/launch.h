@@ -64,6 +64,7 @@ struct launch {
     struct memfit_plan mem;             /* the memory limit and what the run takes of it (memfit.h) */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
     int gpus;                           /* --gpus N (0: the CPU) */
+    int ranks_per_gpu;                  /* --ranks-per-gpu K (1: one rank per GPU) */
     struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */
     struct device_plan gpu_plan;        /* which GPU each rank uses (--gpus) */
     struct dataset_verify_stamp data_stamp; /* the dataset's files as verified at launch (verify.c) */

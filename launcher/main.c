@@ -42,6 +42,8 @@
 #include "stages/trainer.h"
 #include "stages/trainer_reduce.h"
 
+extern char **environ;
+
 /* Most bytes of labels.bin the classes warning reads (dataset_labels_used). */
 #define LABELS_SCAN_MAX ((uint64_t)64 << 20)
 
@@ -52,7 +54,7 @@ _Static_assert(DEVICE_NCCL_ID_BYTES == RUN_NCCL_ID_BYTES && RUN_NCCL_ID_BYTES ==
                "the NCCL unique id travels whole: helper, rendezvous blob, cluster.toml, --nccl-id");
 
 static const char usage_text[] =
-    "usage: gnnlaunch [--cpu | --gpus N] CONFIG [--epochs E] [--set section.key=value]...\n"
+    "usage: gnnlaunch [--cpu | --gpus N [--ranks-per-gpu K]] CONFIG [--epochs E] [--set section.key=value]...\n"
     "                 [--metrics FILE.jsonl] [--trace FILE.json] [--strict-outputs]\n"
     "                 [--resume | --resume-from CKPT] [--run-name NAME] [--skip-verify]\n"
     "                 [--nodes K --node-rank I --master HOST:PORT [--rendezvous-timeout S]]\n"
@@ -69,8 +71,10 @@ static const char usage_text[] =
     "                     (CUDA_VISIBLE_DEVICES chooses them); pipeline.ranks is set to N.\n"
     "                     More GPUs than visible is refused before anything starts.\n"
     "                     With more than one GPU in all, node 0 makes the NCCL unique id\n"
-    "                     every rank joins with (docs/gpu.md). Not built yet: the CUDA\n"
-    "                     trainer, so gnn-trainer still refuses a GPU rank\n"
+    "                     every rank joins with (docs/gpu.md)\n"
+    "  --ranks-per-gpu K  with --gpus N: N x K ranks, K on each GPU (rank r on GPU r / K),\n"
+    "                     joined through NCCL's socket transport; for testing data\n"
+    "                     parallelism on fewer GPUs, not for speed (docs/gpu.md)\n"
     "  --epochs E         shorthand for --set train.epochs=E\n"
     "  --set K=V          override a config key; V is TOML (--set model.fanouts=[10,5])\n"
     "  --metrics FILE     per-epoch and per-second metrics as JSON lines\n"
@@ -140,6 +144,7 @@ static const char usage_text[] =
 struct opts {
     const char *config;
     long gpus; /* -1: not given */
+    long ranks_per_gpu; /* 0: not given */
     bool cpu;
     const char **sets; /* (nsets) --set and --epochs values, in order */
     int nsets;
@@ -216,7 +221,7 @@ static const char *env_get(const char *name)
 static int unknown_option(const char *arg)
 {
     static const char *const known[] = {
-        "--help", "--version", "--cpu", "--gpus", "--epochs", "--set", "--metrics", "--trace", "--resume",
+        "--help", "--version", "--cpu", "--gpus", "--ranks-per-gpu", "--epochs", "--set", "--metrics", "--trace", "--resume",
         "--resume-from", "--run-name", "--skip-verify", "--strict-outputs", "--nodes", "--nnodes", "--node-rank",
         "--master", "--master-addr", "--master-port", "--rendezvous-timeout", "--predict", "--split", "--out", "--exact", "--metrics-csv", "--tensorboard"};
     char name[64];
@@ -285,6 +290,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         } else if ((v = opt_value(argc, argv, &i, "--gpus", &missing))) {
             if (!parse_long(v, &o->gpus) || o->gpus < 1 || o->gpus > RUN_RANKS_MAX)
                 return usage_error("--gpus needs a number of GPUs from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
+        } else if ((v = opt_value(argc, argv, &i, "--ranks-per-gpu", &missing))) {
+            if (!parse_long(v, &o->ranks_per_gpu) || o->ranks_per_gpu < 1 || o->ranks_per_gpu > RUN_RANKS_MAX)
+                return usage_error("--ranks-per-gpu needs a number of ranks from 1 to %d, not '%s'", RUN_RANKS_MAX, v);
         } else if ((v = opt_value(argc, argv, &i, "--epochs", &missing))) {
             long e;
             if (!parse_long(v, &e) || e < 1)
@@ -340,6 +348,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (o->cpu && o->gpus >= 0)
         return usage_error("%s", "--cpu and --gpus exclude each other");
+    if (o->ranks_per_gpu && o->gpus < 0)
+        return usage_error("%s", "--ranks-per-gpu needs --gpus N (on the CPU, pipeline.ranks sets the ranks)");
+    if (o->ranks_per_gpu > 1 && o->gpus * o->ranks_per_gpu > RUN_RANKS_MAX)
+        return usage_error("--gpus %ld --ranks-per-gpu %ld makes %ld ranks; at most %d ranks run on a node", o->gpus,
+                           o->ranks_per_gpu, o->gpus * o->ranks_per_gpu, RUN_RANKS_MAX);
     if ((o->split || o->out || o->exact) && !o->predict)
         return usage_error("%s needs --predict CHECKPOINT", o->split ? "--split" : o->out ? "--out" : "--exact");
     if (o->exact && o->gpus >= 0)
@@ -800,13 +813,18 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     int rc = config_load(&l->cfg, o->config, o->sets, o->nsets, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "%s", msg);
-    if (l->gpus > 0) { /* one rank per GPU, whatever the configuration says */
-        if (l->cfg.pipeline.ranks != 1 && l->cfg.pipeline.ranks != l->gpus)
+    if (l->gpus > 0) { /* ranks_per_gpu ranks per GPU, whatever the configuration says */
+        int n = l->gpus * l->ranks_per_gpu;
+        if (l->cfg.pipeline.ranks != 1 && l->cfg.pipeline.ranks != n) {
+            char per[48] = "one per GPU";
+            if (l->ranks_per_gpu > 1)
+                snprintf(per, sizeof per, "%d per GPU", l->ranks_per_gpu);
             fprintf(stderr,
-                    "gnnlaunch: note: --gpus %d runs %d rank%s, one per GPU; pipeline.ranks = %" PRId64
+                    "gnnlaunch: note: --gpus %d runs %d rank%s, %s; pipeline.ranks = %" PRId64
                     " (%s) applies to --cpu runs\n",
-                    l->gpus, l->gpus, l->gpus == 1 ? "" : "s", l->cfg.pipeline.ranks, o->config);
-        l->cfg.pipeline.ranks = l->gpus;
+                    l->gpus, n, n == 1 ? "" : "s", per, l->cfg.pipeline.ranks, o->config);
+        }
+        l->cfg.pipeline.ranks = n;
     }
     if (!realpath(o->config, l->config_path))
         return sl_errf(err, errlen, -errno, "%s: %s", o->config, strerror(errno));
@@ -939,7 +957,10 @@ static int check_gpus(struct launch *l, char *err, size_t errlen)
     int rc = device_probe_run(&l->gpu_probe, msg, sizeof msg);
     if (rc)
         return sl_errf(err, errlen, rc, "--gpus %d: %s", l->gpus, msg);
-    return device_plan_make(l->gpus, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), &l->gpu_plan, err, errlen);
+    rc = device_plan_make(l->gpus, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), &l->gpu_plan, err, errlen);
+    if (rc == 0)
+        device_plan_share(&l->gpu_plan, l->ranks_per_gpu);
+    return rc;
 }
 
 /* The GPU each rank got, once every check passed. */
@@ -951,6 +972,70 @@ static void report_gpus(const struct launch *l)
                 l->gpu_probe.count);
     device_plan_describe(&l->gpu_plan, &l->gpu_probe, getenv("CUDA_VISIBLE_DEVICES"), line, sizeof line);
     fprintf(stderr, "gnnlaunch: --gpus %d: %s\n", l->gpus, line);
+    if (l->ranks_per_gpu > 1)
+        fprintf(stderr,
+                "gnnlaunch: --ranks-per-gpu %d: the ranks that share a GPU join NCCL as if on hosts of their own (each "
+                "trainer gets its own NCCL_HOSTID, with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1) and sum through "
+                "its socket transport: for testing several ranks on one GPU, slower than one rank per GPU\n",
+                l->ranks_per_gpu);
+}
+
+/* --ranks-per-gpu K > 1: the environment of a trainer whose GPU other
+ * ranks share. NCCL refuses two ranks of one communicator on one GPU of
+ * one host, so each trainer says it is a host of its own (NCCL_HOSTID,
+ * unique per global rank of the run) and turns off the transports that
+ * need a real shared host (peer-to-peer, shared memory): the ranks sum
+ * through NCCL's socket transport, on the loopback interface on one node
+ * (unless NCCL_SOCKET_IFNAME says otherwise). The launcher's environment
+ * otherwise, with any NCCL_HOSTID / _P2P_DISABLE / _SHM_DISABLE of it
+ * replaced. NULL when out of memory; free with shared_gpu_env_free. */
+static char **shared_gpu_env(const struct launch *l, int global_rank)
+{
+    static const char *const ours[] = {"NCCL_HOSTID=", "NCCL_P2P_DISABLE=", "NCCL_SHM_DISABLE="};
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 5, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < SL_ARRAY_LEN(ours); j++)
+            replaced |= !strncmp(environ[i], ours[j], strlen(ours[j]));
+        if (!replaced)
+            env[k++] = environ[i];
+    }
+    char *mine = malloc(512);
+    if (!mine) {
+        free(env);
+        return NULL;
+    }
+    /* one block: the three (four) strings we own, env[k..] pointing into it */
+    int o = snprintf(mine, 512, "NCCL_HOSTID=sluice-%s-rank%d", l->run_id, global_rank) + 1;
+    env[k++] = mine;
+    env[k++] = mine + o;
+    o += snprintf(mine + o, (size_t)(512 - o), "NCCL_P2P_DISABLE=1") + 1;
+    env[k++] = mine + o;
+    o += snprintf(mine + o, (size_t)(512 - o), "NCCL_SHM_DISABLE=1") + 1;
+    if (!getenv("NCCL_SOCKET_IFNAME") && !(l->cl.on && l->cl.nodes > 1)) {
+        env[k++] = mine + o;
+        snprintf(mine + o, (size_t)(512 - o), "NCCL_SOCKET_IFNAME=lo");
+    }
+    env[k] = NULL;
+    return env;
+}
+
+static void shared_gpu_env_free(char **env)
+{
+    if (!env)
+        return;
+    for (size_t i = 0; env[i]; i++)
+        if (!strncmp(env[i], "NCCL_HOSTID=sluice-", 19)) { /* the start of our block */
+            free(env[i]);
+            break;
+        }
+    free(env);
 }
 
 /* A run of more than one GPU in all: node 0 makes the NCCL unique id in a
@@ -1160,8 +1245,13 @@ static void start_stages(struct launch *l)
             int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
             if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
                 rc = sl_errf(err, sizeof err, -ENAMETOOLONG, "stage path too long");
+            char **envp = NULL;
+            if (rc == 0 && l->ranks_per_gpu > 1 && c->stage == RUN_TRAINER &&
+                !(envp = shared_gpu_env(l, (int)run_global_rank(&a))))
+                rc = sl_errf(err, sizeof err, -ENOMEM, "out of memory for a trainer's environment");
             if (rc == 0)
-                rc = spawn_start(c, path, argv, l->devnull, err, sizeof err);
+                rc = spawn_start(c, path, argv, envp, l->devnull, err, sizeof err);
+            shared_gpu_env_free(envp);
             if (rc) {
                 char cause[1200];
                 snprintf(cause, sizeof cause, "rank %d: %s", r, err);
@@ -1233,6 +1323,7 @@ int main(int argc, char **argv)
     l->strict_outputs = o.strict_outputs;
     char err[4096];
     l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
+    l->ranks_per_gpu = o.ranks_per_gpu > 1 ? (int)o.ranks_per_gpu : 1;
     int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
     if (rc == 0)
         rc = check_input(l, &o, err, sizeof err);

@@ -66,7 +66,7 @@ int spawn_check_programs(const char *dir, char *err, size_t errlen)
 
 /* The child between fork and exec: async-signal-safe calls only. Reports
  * an exec failure's errno on fd and exits 127. */
-static void child_exec(const char *path, char *const argv[], int devnull, pid_t parent, int fd)
+static void child_exec(const char *path, char *const argv[], char *const envp[], int devnull, pid_t parent, int fd)
 {
     int e = 0;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
@@ -84,7 +84,7 @@ static void child_exec(const char *path, char *const argv[], int devnull, pid_t 
             e = errno;
     }
     if (e == 0) {
-        execve(path, argv, environ);
+        execve(path, argv, envp ? envp : environ);
         e = errno;
     }
     ssize_t w = write(fd, &e, sizeof e);
@@ -92,7 +92,8 @@ static void child_exec(const char *path, char *const argv[], int devnull, pid_t 
     _exit(127);
 }
 
-int spawn_start(struct spawn_child *c, const char *path, char *const argv[], int devnull, char *err, size_t errlen)
+int spawn_start(struct spawn_child *c, const char *path, char *const argv[], char *const envp[], int devnull,
+                char *err, size_t errlen)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
@@ -107,7 +108,7 @@ int spawn_start(struct spawn_child *c, const char *path, char *const argv[], int
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(path, argv, devnull, parent, p[1]);
+        child_exec(path, argv, envp, devnull, parent, p[1]);
     }
     close(p[1]);
     setpgid(pid, pid); /* also done by the child; whichever runs first wins */

@@ -42,11 +42,13 @@ int spawn_stage_dir(char *out, size_t len, char *err, size_t errlen);
  * with a message naming the first one missing. */
 int spawn_check_programs(const char *dir, char *err, size_t errlen);
 
-/* Starts path with argv (argv[0] is what ps shows). Blocks until the exec
- * happened. 0 (c->pid set, c->running true), or -errno with a message when
- * fork or exec failed (the failed child is reaped). devnull: an open fd of
- * /dev/null for stdin, or -1 to inherit stdin. */
-int spawn_start(struct spawn_child *c, const char *path, char *const argv[], int devnull, char *err, size_t errlen);
+/* Starts path with argv (argv[0] is what ps shows) and envp (NULL: this
+ * process's environment). Blocks until the exec happened. 0 (c->pid set,
+ * c->running true), or -errno with a message when fork or exec failed (the
+ * failed child is reaped). devnull: an open fd of /dev/null for stdin, or
+ * -1 to inherit stdin. */
+int spawn_start(struct spawn_child *c, const char *path, char *const argv[], char *const envp[], int devnull,
+                char *err, size_t errlen);
 
 /* Sends sig to a running child (no-op when it is not running). */
 void spawn_signal(struct spawn_child *c, int sig);

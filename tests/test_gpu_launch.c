@@ -15,7 +15,9 @@
  *     with --cpu (ordered runs: the same batches and dropout masks, only
  *     the GEMMs' rounding differs), the trainer reports the CUDA backend,
  *     and the GPU run's checkpoint has the CPU run's tensors, names and
- *     shapes, and a --cpu --resume continues it. */
+ *     shapes, and a --cpu --resume continues it;
+ *   - two ranks on the one GPU (--ranks-per-gpu 2) train in step (the
+ *     trainers' digest comparison says so after epoch 1) and learn. */
 #include "t_util.h"
 
 #include <cuda_runtime_api.h>
@@ -199,6 +201,32 @@ static void test_train_one_gpu(void **state)
     t_expect_clean(&r);
 }
 
+/* Two ranks on the one GPU (--ranks-per-gpu 2, each trainer a host of
+ * its own for NCCL): they train in step (the trainers compare their
+ * parameters' digests after every epoch: docs/training.md, "Ranks in
+ * step") and learn. */
+static void test_two_ranks_one_gpu(void **state)
+{
+    (void)state;
+    char cfg[1300], ck[1300];
+    snprintf(cfg, sizeof cfg, "%s/train-two.toml", t_ldir);
+    snprintf(ck, sizeof ck, "%s/ck-two", t_ldir);
+    write_train_config(cfg, "sage", ck);
+    struct t_proc r;
+    t_launch_run(&r, (const char *[]){g_stages, NULL},
+                 (const char *[]){"--gpus", "1", "--ranks-per-gpu", "2", cfg, "--set", "pipeline.ordered=false", NULL},
+                 240);
+    t_expect_code(&r, 0);
+    t_expect_clean(&r);
+    t_expect_log(&r, "rank 0 on GPU 0");
+    t_expect_log(&r, "rank 1 on GPU 0");
+    t_expect_log(&r, "gnn-trainer rank 0: the 2 ranks' parameters are identical after epoch 1 (XXH3 ");
+    double acc = t_final_test_acc(&r, 2);
+    printf("test_gpu_launch: two ranks on one GPU: test_acc %.4f\n", acc);
+    if (acc < 0.5) /* 4 classes */
+        fail_msg("two ranks on one GPU reached only test_acc=%.4f", acc);
+}
+
 static int group_setup(void **state)
 {
     if (t_launch_setup("gpu-launch") != 0)
@@ -250,6 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_launch_one_gpu, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_launch_too_many, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_train_one_gpu, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_two_ranks_one_gpu, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }

@@ -649,6 +649,42 @@ static void test_gpus_fake(void **state)
     assert_string_equal(v, "0");
     t_expect_clean(&r);
 
+    /* two ranks on one GPU (--ranks-per-gpu): both on device 0, each
+     * trainer a host of its own for NCCL (NCCL_HOSTID, P2P and SHM off),
+     * the other stages with the launcher's environment */
+    t_launch_run(&r, (const char *[]){"SLUICE_FAKE_GPUS=1", "SLUICE_TEST_ITEMS=200", "NCCL_HOSTID=mine", NULL},
+                 (const char *[]){"--gpus", "1", "--ranks-per-gpu", "2", g_cfg, NULL}, 120);
+    t_expect_code(&r, 0);
+    t_expect_log(&r, "gnnlaunch: --gpus 1: rank 0 on GPU 0 (fake GPU 0), rank 1 on GPU 0 (fake GPU 0)\n");
+    t_expect_log(&r, "gnnlaunch: --ranks-per-gpu 2: the ranks that share a GPU join NCCL as if on hosts of their own");
+    t_expect_log(&r, ": 2 ranks x 4 stages started");
+    t_expect_log(&r, "gnnlaunch: NCCL unique id ");
+    char host[2][300];
+    for (int rank = 0; rank < 2; rank++) {
+        for (int s = 0; s < RUN_STAGES; s++) {
+            const char *stage = run_stage_name((enum run_stage)s);
+            expect_report(&r, stage, rank, 200, s == RUN_RELEASER);
+            report_field(&r, stage, rank, "device", v, sizeof v);
+            assert_string_equal(v, "0");
+            if (s != RUN_TRAINER) {
+                report_field(&r, stage, rank, "nccl_hostid", v, sizeof v);
+                assert_string_equal(v, "mine"); /* the launcher's, untouched */
+            }
+        }
+        report_field(&r, "trainer", rank, "nccl_hostid", host[rank], sizeof host[rank]);
+        if (strncmp(host[rank], "sluice-", 7) != 0)
+            fail_msg("rank %d's trainer ran with NCCL_HOSTID=%s", rank, host[rank]);
+        report_field(&r, "trainer", rank, "nccl_p2p_disable", v, sizeof v);
+        assert_string_equal(v, "1");
+    }
+    if (!strcmp(host[0], host[1]))
+        fail_msg("both trainers ran with NCCL_HOSTID=%s", host[0]);
+    t_expect_clean(&r);
+    t_launch_run(&r, (const char *[]){NULL}, (const char *[]){"--ranks-per-gpu", "2", g_cfg, NULL}, 60);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "--ranks-per-gpu needs --gpus N");
+    t_expect_clean(&r);
+
     /* more than there are */
     t_launch_run(&r, (const char *[]){"SLUICE_FAKE_GPUS=2", "CUDA_VISIBLE_DEVICES=4,5", NULL},
                  (const char *[]){"--gpus", "3", g_cfg, NULL}, 60);

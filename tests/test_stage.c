@@ -26,12 +26,14 @@
  * close flows down the pipeline. With SLUICE_TEST_REPORT set, each stage
  * writes DIR/<stage>.<rank> (DIR/<stage>.<rank>.n<node> on a multi-node
  * run): "items=N corrupt=C dups=D distinct=K end=E arena_free=F
- * arena_slots=S device=G nccl_id=X cluster_id=Y" (end: eos = end of
+ * arena_slots=S device=G nccl_id=X cluster_id=Y nccl_hostid=H
+ * nccl_p2p_disable=P" (end: eos = end of
  * stream, stopped = a queue or the arena was closed under it; F counts
  * free slots when the stage ended: all of them for the releaser at end of
  * stream; G is --device or -1; X is --nccl-id in hex or "none"; Y is the
  * unique_id of the run directory's cluster.toml in hex, or "none" when
- * there is none).
+ * there is none; H and P are the stage's NCCL_HOSTID and
+ * NCCL_P2P_DISABLE, or "none" when unset).
  *
  * Environment:
  *   SLUICE_TEST_ITEMS     descriptors per rank (default 1000)
@@ -362,9 +364,10 @@ static void report(uint64_t items, uint64_t corrupt, uint64_t dups, uint64_t dis
         die(3, "cannot write %s", path);
     fprintf(f,
             "items=%" PRIu64 " corrupt=%" PRIu64 " dups=%" PRIu64 " distinct=%" PRIu64 " end=%s arena_free=%" PRIu32
-            " arena_slots=%" PRIu32 " device=%d nccl_id=%s cluster_id=%s\n",
+            " arena_slots=%" PRIu32 " device=%d nccl_id=%s cluster_id=%s nccl_hostid=%s nccl_p2p_disable=%s\n",
             items, corrupt, dups, distinct, end, arena_available(&g_arena), g_arena.nslots, g_args.device, id,
-            cluster_id);
+            cluster_id, getenv("NCCL_HOSTID") ? getenv("NCCL_HOSTID") : "none",
+            getenv("NCCL_P2P_DISABLE") ? getenv("NCCL_P2P_DISABLE") : "none");
     fclose(f);
 }
 
