@@ -174,8 +174,8 @@ static const key keys[] = {
     {"pipeline.warm_start", K_ENUM, OFF(pipeline.warm_start), "\"auto\"", 0, 0, warm_modes,
      "Fill the feature buffer at launch with one sequential pass of large direct reads over features.bin, "
      "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
-     "start\"). auto: when every row fits in a host feature buffer; on: the same, and a run where they do not "
-     "fit (or the rows are on a GPU) stops before it starts; off: never."},
+     "start\"). auto: when every row fits in the feature buffer (in host memory or on a GPU); on: the same, and "
+     "a run where they do not fit stops before it starts; off: never."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "

@@ -205,10 +205,7 @@ int layout_warm_check(const struct config *c, const struct layout_featbuf_plan *
 {
     if (c->pipeline.warm_start != CONFIG_WARM_ON)
         return 0;
-    if (gpu)
-        return sl_errf(err, errlen, -EINVAL,
-                       "pipeline.warm_start = \"on\" fills a feature buffer in host memory, and this run keeps its rows "
-                       "on GPUs; set pipeline.warm_start = \"auto\" or \"off\"");
+    (void)gpu; /* rows on GPUs are filled by the same pass, copied up from its staging */
     if (p->params.nslots < p->params.n_nodes)
         return sl_errf(err, errlen, -EINVAL,
                        "pipeline.warm_start = \"on\" needs a slot for every row, and the feature buffer holds %u of its "

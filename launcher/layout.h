@@ -87,8 +87,9 @@ int layout_featbuf_plan(const struct config *c, const struct dataset_meta *m, co
  * layout_featbuf_plan and before layout_featbuf_check. */
 void layout_featbuf_use_device(struct layout_featbuf_plan *p, bool on);
 
-/* pipeline.warm_start = "on" (stages/warm.h) needs a host feature buffer
- * with a slot for every row: 0, or -EINVAL naming the key and what to do.
+/* pipeline.warm_start = "on" (stages/warm.h) needs a feature buffer (in
+ * host memory or on GPUs: gpu says which) with a slot for every row: 0,
+ * or -EINVAL naming the key and what to do.
  * "auto" and "off" always pass (auto decides in the extractor). */
 int layout_warm_check(const struct config *c, const struct layout_featbuf_plan *p, bool gpu, char *err, size_t errlen);
 

@@ -455,10 +455,11 @@ static void *warm_main(void *arg)
     double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
     stage_note(st,
                "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB: %" PRIu64
-               " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied), %" PRIu64
-               " held or loaded by batches first; claiming took %.2f s; %.1f MiB of rows in huge pages (%.2f s%s%s); %s",
+               " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied%s), %" PRIu64
+               " held or loaded by batches first; claiming took %.2f s; %s%.1f MiB of rows in huge pages (%.2f s%s%s); %s",
                ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)WARM_CHUNK_BYTES_DEFAULT / (1 << 20), ws.loaded,
-               ws.chunks_direct, ws.chunks_copied, ws.skipped, (double)ws.claim_ns / 1e9,
+               ws.chunks_direct, ws.chunks_copied, st->fb.rows ? "" : " to the GPU", ws.skipped,
+               (double)ws.claim_ns / 1e9, st->fb.rows ? "" : "rows on the GPU, ",
                (double)ws.huge_bytes / (1 << 20), (double)ws.huge_ns / 1e9, ws.huge_rc ? ", stopped: " : "",
                ws.huge_rc == -ECANCELED ? "SLUICE_NO_HUGE_PAGES is set"
                : ws.huge_rc             ? strerror(-ws.huge_rc)

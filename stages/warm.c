@@ -33,6 +33,7 @@
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "stages/extract_int.h" /* SLUICE_FAULT_READ_EIO counts the pass's reads too */
+#include "stages/sink.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
@@ -89,6 +90,8 @@ struct warm {
     pthread_mutex_t huge_mu;   /* with huge_cv: a step was offered */
     pthread_cond_t huge_cv;
     bool huge_inited;          /* huge_start ran: teardown stops the helpers */
+    struct row_sink sink; /* copies out of staging into slots (host memory or the device) */
+    bool sink_ok;
     int rc;
     char *err;
     size_t errlen;
@@ -100,7 +103,8 @@ struct warm {
 
 bool warm_fits(const struct featbuf *fb, const struct extract_source *src)
 {
-    return fb->rows && (uint64_t)fb->nslots >= src->rows && fb->n_nodes >= src->rows && fb->row_bytes >= src->row_bytes;
+    return (fb->rows || fb->dev_rows) && (uint64_t)fb->nslots >= src->rows && fb->n_nodes >= src->rows &&
+           fb->row_bytes >= src->row_bytes;
 }
 
 static void SL_PRINTF(3, 4) keep_error(struct warm *w, int rc, const char *fmt, ...)
@@ -132,28 +136,89 @@ static int claim(struct warm *w, uint64_t c, uint64_t *nodes)
     return 0;
 }
 
-/* Publishes (ok) or fails every LOAD row of chunk c, then drops its
- * references (unless keep_refs). */
-static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_refs)
+/* Takes the sink's finished copies (published by the sink: loaded or
+ * failed), waiting for at least one when wait. */
+static void sink_drain(struct warm *w, bool wait)
+{
+    struct row_sink_done done[16];
+    uint32_t n;
+    while ((n = row_sink_poll(&w->sink, done, SL_ARRAY_LEN(done), wait)) > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (done[i].copy_rc == 0)
+                w->st->loaded += done[i].nrows;
+            else
+                keep_error(w, done[i].copy_rc, "%s: warm start: copying rows into the feature buffer: %s",
+                           w->src->path, strerror(-done[i].copy_rc));
+            if (done[i].fb_rc == -EPIPE)
+                keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
+        }
+        wait = false; /* then take what else has finished */
+    }
+}
+
+/* The LOAD rows of a chunk that landed in staging, copied into their
+ * slots through the sink: one copy per run of rows in consecutive slots
+ * (a fresh buffer gives a whole chunk one run). Returns once every copy
+ * has finished and its rows are published (so the staging piece and the
+ * references are free to go). */
+static void copy_chunk(struct warm *w, const struct wchunk *k)
 {
     const struct extract_source *s = w->src;
-    struct featbuf *fb = w->fb;
-    for (uint32_t i = 0; i < k->n; i++) {
+    for (uint32_t i = 0; i < k->n;) {
         uint64_t r = k->first + i;
-        if (w->act[r] != FEATBUF_LOAD)
+        if (w->act[r] != FEATBUF_LOAD) {
+            i++;
             continue;
-        uint32_t slot = w->slots[r];
-        int rc;
-        if (ok) {
-            if (k->piece >= 0)
-                memcpy(featbuf_row(fb, slot), k->dst + k->skip + (size_t)i * s->row_stride, (size_t)s->row_bytes);
-            rc = featbuf_loaded(fb, slot);
-            w->st->loaded++;
-        } else {
-            rc = featbuf_load_failed(fb, slot);
         }
-        if (rc == -EPIPE)
-            keep_error(w, rc, "the feature buffer is broken (the run is stopping)");
+        uint32_t run = 1;
+        while (i + run < k->n && w->act[r + run] == FEATBUF_LOAD && w->slots[r + run] == w->slots[r] + run)
+            run++;
+        struct row_sink_copy c = {.slot = w->slots[r],
+                                  .nrows = run,
+                                  .src = k->dst + k->skip + (size_t)i * s->row_stride,
+                                  .src_pitch = (size_t)s->row_stride,
+                                  .row_bytes = (size_t)s->row_bytes,
+                                  .tag = r};
+        int rc;
+        while ((rc = row_sink_put(&w->sink, &c)) == -EBUSY)
+            sink_drain(w, true);
+        if (rc) { /* nothing started: these loads are still ours */
+            keep_error(w, rc, "%s: warm start: copying rows into the feature buffer: %s", s->path, strerror(-rc));
+            for (uint32_t j = 0; j < run; j++)
+                if (featbuf_load_failed(w->fb, w->slots[r + j]) == -EPIPE)
+                    keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
+        }
+        i += run;
+    }
+    while (row_sink_pending(&w->sink))
+        sink_drain(w, true);
+}
+
+/* Publishes (ok) or fails every LOAD row of chunk c, then drops its
+ * references (unless keep_refs). A chunk read into staging goes to its
+ * slots through the sink (copy_chunk); one read straight into its slots
+ * is published here. */
+static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_refs)
+{
+    struct featbuf *fb = w->fb;
+    if (ok && k->piece >= 0) {
+        copy_chunk(w, k);
+    } else {
+        for (uint32_t i = 0; i < k->n; i++) {
+            uint64_t r = k->first + i;
+            if (w->act[r] != FEATBUF_LOAD)
+                continue;
+            uint32_t slot = w->slots[r];
+            int rc;
+            if (ok) {
+                rc = featbuf_loaded(fb, slot);
+                w->st->loaded++;
+            } else {
+                rc = featbuf_load_failed(fb, slot);
+            }
+            if (rc == -EPIPE)
+                keep_error(w, rc, "the feature buffer is broken (the run is stopping)");
+        }
     }
     if (!keep_refs && featbuf_release_many(fb, w->slots + k->first, k->n) == -EPIPE)
         keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
@@ -285,7 +350,7 @@ static void huge_stop(struct warm *w)
  * the offers are off). */
 static bool huge_covered(struct warm *w, uint64_t c)
 {
-    if (atomic_load_explicit(&w->huge_off, memory_order_acquire))
+    if (!w->huge_inited || atomic_load_explicit(&w->huge_off, memory_order_acquire))
         return true;
     unsigned char *need = huge_end(w, c);
     if (need <= w->huge_base)
@@ -301,6 +366,8 @@ static bool huge_covered(struct warm *w, uint64_t c)
 /* Waits (at most one slice) for a helper to finish a step. */
 static void huge_wait(struct warm *w)
 {
+    if (!w->huge_inited)
+        return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
@@ -329,7 +396,8 @@ static void prepare(struct warm *w, uint64_t c, struct wchunk *k)
     k->need = (size_t)((k->n - 1) * s->row_stride + s->row_bytes);
     /* straight into the slots: every row LOAD, consecutive slots, the
      * same stride, and an extent that covers exactly those slots */
-    bool direct = k->nload == k->n && w->fb->stride == s->row_stride && s->row_stride % a == 0 && off % a == 0;
+    bool direct = w->fb->rows && k->nload == k->n && w->fb->stride == s->row_stride && s->row_stride % a == 0 &&
+                  off % a == 0;
     uint32_t s0 = w->slots[first];
     for (uint32_t i = 1; direct && i < k->n; i++)
         direct = w->slots[first + i] == s0 + i;
@@ -469,13 +537,24 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
                        s->rows, w->piece_bytes * depth);
     for (unsigned i = 0; i < depth; i++)
         w->free_piece[w->nfree++] = (int)i;
+    /* the copies out of staging: the host sink, or the CUDA sink for rows
+     * on the device (it registers the staging and makes this thread's
+     * device current) */
+    char msg[512];
+    const struct row_sink_ops *ops = row_sink_pick(w->fb, msg, sizeof msg);
+    int rc = ops ? row_sink_init(&w->sink, ops, w->fb, w->staging, w->piece_bytes * depth, 64, msg, sizeof msg)
+                 : -ENODEV;
+    if (rc)
+        return sl_errf(err, errlen, rc, "warm start: %s", msg);
+    w->sink_ok = true;
 #ifdef SLUICE_HAVE_URING
     const char *no = getenv("SLUICE_NO_IO_URING"); /* as the engines (extract.h) */
     w->uring = !(no && *no && strcmp(no, "0") != 0) && io_uring_queue_init(depth, &w->ring, 0) == 0;
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
-    huge_start(w);
+    if (w->fb->rows) /* huge pages for rows in host memory; a device's are its own */
+        huge_start(w);
     return 0;
 }
 
@@ -483,6 +562,8 @@ static void teardown(struct warm *w)
 {
     if (w->huge_inited)
         huge_stop(w);
+    if (w->sink_ok)
+        row_sink_free(&w->sink); /* nothing is outstanding: every chunk drained its copies */
 #ifdef SLUICE_HAVE_URING
     if (w->uring)
         io_uring_queue_exit(&w->ring);
@@ -502,8 +583,10 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     memset(st, 0, sizeof *st);
     if (err && errlen)
         err[0] = '\0';
-    if (!fb->rows)
-        return sl_errf(err, errlen, -EINVAL, "warm start: the feature buffer keeps its rows on a GPU");
+    if (!fb->rows && !fb->dev_rows)
+        return sl_errf(err, errlen, -ENODEV,
+                       "warm start: the feature buffer keeps its rows on a GPU that this process has not opened "
+                       "(featbuf_cuda_import)");
     if (!warm_fits(fb, src))
         return sl_errf(err, errlen, -EINVAL,
                        "warm start: the feature buffer has %u slots of %zu bytes, %s has %" PRIu64 " rows of %" PRIu64

@@ -4,7 +4,8 @@
  * first batches ask for them.
  *
  * When. Only when every row of the file can have a slot of its own
- * (nslots >= rows) and the rows live in host memory (warm_fits). Then no
+ * (nslots >= rows), in host memory or on the device once this process
+ * has opened the rows (fb->dev_rows; warm_fits). Then no
  * row the pass loads is ever evicted: the pass never takes a slot another
  * batch would need. A buffer too small for the file is left to the
  * batches and the eviction policy (a hot set read by the same pass is
@@ -23,10 +24,14 @@
  *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1). A chunk
  *      whose rows are all LOAD in consecutive slots, with the buffer's
  *      stride equal to the file's and the direct I/O alignment kept, is
- *      read straight into the slots' memory; any other chunk lands in the
- *      pass's own staging and its LOAD rows are copied into their slots.
- *   3. As each chunk lands: featbuf_loaded on its LOAD rows (waiters wake:
- *      the row is usable as soon as its chunk is in), then
+ *      read straight into the slots' memory (host rows only); any other
+ *      chunk lands in the pass's own staging and its LOAD rows go into
+ *      their slots through a row sink of the pass's own (stages/sink.h:
+ *      host or CUDA, by where the rows live), one copy per run of
+ *      consecutive slots, every copy finished before the chunk is done.
+ *   3. As each chunk lands: its LOAD rows published (featbuf_loaded, by
+ *      the pass or by the sink once the copy finished: waiters wake, the
+ *      row is usable as soon as its chunk is in), then
  *      featbuf_release_many over the whole chunk, so every row ends on
  *      standby, VALID, unreferenced.
  * Huge pages. Before a chunk's read is sent, the slot memory it lands in
@@ -83,13 +88,16 @@ struct warm_stats {
  * the disk); nonzero stops the pass with -EPIPE. */
 typedef int (*warm_idle_fn)(void *arg);
 
-/* True when the pass applies: rows in host memory and a slot for every
- * row of src. */
+/* True when the pass applies: rows in host memory, or on the device and
+ * opened in this process, and a slot for every row of src. */
 bool warm_fits(const struct featbuf *fb, const struct extract_source *src);
 
 /* Runs the pass over src into fb (protocol above). Blocks until every
  * chunk landed or the pass failed. Statistics in *st (filled on errors
- * too). Not on a buffer with rows on the device (-EINVAL). */
+ * too). Rows on the device: every chunk lands in staging and goes up
+ * through the CUDA row sink (stages/sink.h), which makes the device
+ * current on the calling thread; -ENODEV when no sink can reach the rows
+ * (a build without CUDA, or the rows not opened). */
 int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct warm_params *p, warm_idle_fn idle,
               void *arg, struct warm_stats *st, char *err, size_t errlen);
 

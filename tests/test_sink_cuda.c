@@ -7,7 +7,8 @@
  * region is registered once however many sinks use it and unregistered
  * with the last; SLUICE_FAULT_COPY_EIO fails a copy's rows; and the
  * extraction engine over shared staging puts features.bin's rows on the
- * device. Labelled gpu: without a device (cudaGetDeviceCount fails or
+ * device; the warm start fills device rows with every row of the file
+ * through its own CUDA sink. Labelled gpu: without a device (cudaGetDeviceCount fails or
  * finds none) it prints what it would have checked and exits 77, which
  * ctest reports as skipped. The two-process IPC path is test_featbuf_ipc. */
 #include "tests/t_util.h"
@@ -24,6 +25,7 @@
 #include "stages/featbuf.h"
 #include "stages/featbuf_cuda.h"
 #include "stages/sink.h"
+#include "stages/warm.h"
 
 #define ROW_BYTES 400u /* stride 448: 48 bytes of padding per slot must stay as they were */
 #define NSLOTS 64u
@@ -303,6 +305,66 @@ static void test_engine(void **state)
     t_rmrf(root);
 }
 
+/* The warm start (stages/warm.h) into rows on the device: every row of
+ * features.bin lands bit for bit in its device slot through the pass's
+ * CUDA sink, every chunk copied (none read straight into device memory),
+ * nothing referenced afterwards, its staging unregistered. */
+static void test_warm_start(void **state)
+{
+    (void)state;
+    char root[4096], dir[4200], gnnprep[4096], log[4096];
+    t_scratch(root, sizeof root, "test_sink_cuda_warm");
+    snprintf(dir, sizeof dir, "%s/f32-100", root);
+    t_bin(gnnprep, sizeof gnnprep, "gnnprep");
+    if (t_run(log, sizeof log, "'%s' synth '%s' --nodes 3000 --avg-degree 2 --feat-dim 100 --classes 4 --seed 4",
+              gnnprep, dir) != 0)
+        fail_msg("gnnprep synth: %s", log);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/features.bin", dir);
+    size_t flen = (size_t)m.f[DATASET_FEATURES].bytes;
+    unsigned char *ref = malloc(flen);
+    assert_non_null(ref);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(ref, 1, flen, f), flen);
+    fclose(f);
+    static const struct warm_params ps[] = {{0, 0}, {4096, 3}};
+    for (size_t k = 0; k < SL_ARRAY_LEN(ps); k++) {
+        struct extract_source src;
+        assert_int_equal(extract_source_open(&src, dir, &m, EXTRACT_IO_DIRECT, "test_sink_cuda", err, sizeof err), 0);
+        struct dev d;
+        dev_make(&d, m.nodes, (uint32_t)m.nodes + 5, (size_t)src.row_bytes);
+        assert_true(warm_fits(&d.fb, &src));
+        struct warm_stats ws;
+        if (warm_fill(&src, &d.fb, &ps[k], NULL, NULL, &ws, err, sizeof err))
+            fail_msg("warm_fill (chunk %zu, depth %u): %s", ps[k].chunk_bytes, ps[k].depth, err);
+        if (ws.loaded != m.nodes || ws.chunks_direct != 0 || ws.chunks_copied == 0)
+            fail_msg("loaded %" PRIu64 " of %" PRIu64 ", %" PRIu64 " chunks direct, %" PRIu64 " copied", ws.loaded,
+                     m.nodes, ws.chunks_direct, ws.chunks_copied);
+        assert_int_equal(row_sink_cuda_registered(), 0);
+        unsigned char *h = readback(&d);
+        for (uint64_t node = 0; node < m.nodes; node++) {
+            uint32_t slot = featbuf_lookup(&d.fb, node);
+            if (slot == FEATBUF_ABSENT)
+                fail_msg("node %" PRIu64 " has no slot after the warm start", node);
+            if (memcmp(h + (size_t)slot * d.fb.stride, ref + node * m.f[DATASET_FEATURES].row_stride,
+                       (size_t)src.row_bytes))
+                fail_msg("node %" PRIu64 " in slot %u differs from features.bin", node, slot);
+        }
+        free(h);
+        struct featbuf_stats st;
+        assert_int_equal(featbuf_stats(&d.fb, &st), 0);
+        if (st.standby != d.fb.nslots)
+            fail_msg("%u of %u slots on standby after the warm start: references left", st.standby, d.fb.nslots);
+        dev_free(&d);
+        extract_source_free(&src);
+    }
+    free(ref);
+    t_rmrf(root);
+}
+
 int main(void)
 {
     int n = 0;
@@ -312,7 +374,8 @@ int main(void)
                "# with one it checks: rows copied by the CUDA row sink from registered staging land bit for bit in "
                "their device slots (single rows, runs of rows with a pitch), padding untouched, VALID only after the "
                "copy, reported in put order, -EBUSY at the cap, staging registered once per process, "
-               "SLUICE_FAULT_COPY_EIO failing a copy's rows, and the extraction engine over shared staging\n",
+               "SLUICE_FAULT_COPY_EIO failing a copy's rows, the extraction engine over shared staging, and the "
+               "warm start into device rows\n",
                e != cudaSuccess ? cudaGetErrorString(e) : "none found");
         return 77;
     }
@@ -320,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_register_and_fault),
         cmocka_unit_test(test_engine),
+        cmocka_unit_test(test_warm_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

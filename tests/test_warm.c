@@ -319,8 +319,8 @@ static void test_refused(void **state)
     assert_int_equal(featbuf_mem_format(mem, len, &p, NULL, 0), 0);
     assert_int_equal(featbuf_init(&dev, mem, len, NULL, 0), 0);
     assert_false(warm_fits(&dev, &src));
-    assert_int_equal(warm_fill(&src, &dev, NULL, NULL, NULL, &st, err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "GPU"));
+    assert_int_equal(warm_fill(&src, &dev, NULL, NULL, NULL, &st, err, sizeof err), -ENODEV);
+    assert_non_null(strstr(err, "GPU that this process has not opened"));
     featbuf_free(&dev);
     munmap(mem, len);
     extract_source_free(&src);
