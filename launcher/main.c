@@ -1183,11 +1183,16 @@ static int create_run(struct launch *l, char *err, size_t errlen)
             sl_fmt_bytes(a->rank_bytes, rank, sizeof rank), l->ranks, l->ranks == 1 ? "" : "s",
             sl_fmt_bytes(a->rank_bytes * (uint64_t)l->ranks, all, sizeof all), a->batch.n_max[a->shape.layers]);
     const struct layout_featbuf_plan *f = &l->featbuf;
-    char map[32];
+    char map[32], dev[96] = "";
+    if (f->params.rows_on_device) { /* the segment is the slot table; the rows are device memory */
+        char rows[32];
+        snprintf(dev, sizeof dev, "%s of rows on the GPU, here ",
+                 sl_fmt_bytes((uint64_t)f->params.nslots * f->stride, rows, sizeof rows));
+    }
     fprintf(stderr,
-            "gnnlaunch: feature buffer per rank: %" PRIu32 " slots x %" PRIu64 " B = %s (node map %s), at least %" PRIu64
+            "gnnlaunch: feature buffer per rank: %" PRIu32 " slots x %" PRIu64 " B = %s%s (node map %s), at least %" PRIu64
             " slots needed; staging at most %s per extractor thread (pipeline.io_depth reads)\n",
-            f->params.nslots, f->stride, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
+            f->params.nslots, f->stride, dev, sl_fmt_bytes(f->rank_bytes, rank, sizeof rank),
             sl_fmt_bytes(featbuf_map_bytes(&f->params), map, sizeof map), f->reserve,
             sl_fmt_bytes(f->staging_used, all, sizeof all));
     if (f->params.policy != FEATBUF_POLICY_LRU || f->params.pin_slots) {

@@ -292,6 +292,7 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
         }
     }
     p->featbuf = mul_sat(f->rank_bytes, nr);
+    p->gpu = gpu;
     p->staging = f->staging_bytes;
     uint64_t total = plan_total(p);
     if (p->limit == CGROUP_NONE || total <= p->limit)
@@ -346,10 +347,11 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
         snprintf(topo + w, sizeof topo - (size_t)w, ", pipeline.neighbour_cache_mb = %" PRId64 "%s",
                  c->pipeline.neighbour_cache_mb, p->neighbour_cache_sized ? ", sized to fit" : "");
     snprintf(buf, len,
-             "memory: %s, plan: feature buffer %s (pipeline.feature_buffer_mb = %" PRId64 "%s), staging %s "
+             "memory: %s, plan: feature buffer %s%s (pipeline.feature_buffer_mb = %" PRId64 "%s), staging %s "
              "(pipeline.staging_mb = %" PRId64 "%s), arenas %s, topology %s (%s), %smargin %s (trainer %s, processes %s, "
              "page cache %s); %s in all",
-             limit, sl_fmt_bytes(p->featbuf, fb, sizeof fb), c->pipeline.feature_buffer_mb,
+             limit, sl_fmt_bytes(p->featbuf, fb, sizeof fb), p->gpu ? " here for the slot tables, the rows on the GPUs" : "",
+             c->pipeline.feature_buffer_mb,
              p->featbuf_sized                                  ? ", sized to fit"
              : config_given(c, "pipeline.feature_buffer_mb") ? ", as given"
                                                                : "",

@@ -91,6 +91,7 @@ struct memfit_plan {
     uint64_t margin;               /* workspace + processes + cache */
     bool featbuf_sized;            /* pipeline.feature_buffer_mb was unset and chosen here */
     bool staging_sized;            /* pipeline.staging_mb likewise */
+    bool gpu;                      /* the rows are on the ranks' GPUs: featbuf is their slot tables only */
 };
 
 /* One trainer's working memory for the largest batch of plan a, in bytes:
