@@ -575,8 +575,11 @@ static int check_predict(struct launch *l, const struct opts *o, char *err, size
 }
 
 /* pipeline.mode = "packed": the pack exists, was made from this dataset
- * for these sampling keys and ranks, and holds every batch of the run
- * (stages/pack.h); its path is made absolute for the stages. */
+ * for these sampling keys and ranks, holds every batch of the run, and
+ * its index, hot tier and cache tier are what was packed (their XXH3
+ * against the manifest: one sequential read of the files shared by every
+ * batch; the replicated chunks are checked by size, and by gnnprep info
+ * --verify) (stages/pack.h); its path is made absolute for the stages. */
 static int check_pack(struct launch *l, const struct opts *o, const struct dataset_meta *meta, char *err,
                       size_t errlen)
 {
@@ -595,6 +598,8 @@ static int check_pack(struct launch *l, const struct opts *o, const struct datas
     int rc = pack_open(&p, real, true, msg, sizeof msg);
     if (rc == 0) {
         rc = pack_check_run(&p, &l->cfg, (uint32_t)l->ranks, meta, msg, sizeof msg);
+        if (rc == 0)
+            rc = pack_verify(&p, PACK_FILE_INDEX | PACK_FILE_HOT | PACK_FILE_CACHE, msg, sizeof msg);
         pack_free(&p);
     }
     if (rc)

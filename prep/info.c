@@ -189,21 +189,26 @@ static int info_link(const char *dir)
 
 static void info_usage(FILE *f)
 {
-    fprintf(f, "usage: gnnprep info DIR\n\n"
+    fprintf(f, "usage: gnnprep info DIR [--verify]\n\n"
                "Prints a summary of a dataset: counts, in-degree statistics, class balance,\n"
                "split sizes and sizes on disk. Reads only dataset.toml, indptr and labels;\n"
                "`gnnprep check` verifies the whole dataset.\n"
                "On a pack (gnnprep pack) it prints its batches, epochs, the bytes of each tier,\n"
-               "the rows' replication factor and its space on disk.\n");
+               "the rows' replication factor with and without its cache tier and its space on\n"
+               "disk; --verify (packs only) checks every file of the pack against the checksums\n"
+               "its manifest records.\n");
 }
 
 int prep_info_main(int argc, char **argv)
 {
     const char *dir = NULL;
+    bool verify = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             info_usage(stdout);
             return PREP_EXIT_OK;
+        } else if (!strcmp(argv[i], "--verify")) {
+            verify = true;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "gnnprep info: unknown option '%s'; see gnnprep info --help\n", argv[i]);
             return PREP_EXIT_BAD_INPUT;
@@ -223,7 +228,11 @@ int prep_info_main(int argc, char **argv)
     char err[2048], p[4096], b1[32], b2[32];
     snprintf(p, sizeof p, "%s/" PACK_MANIFEST, dir);
     if (access(p, F_OK) == 0) /* a pack (gnnprep pack), not a dataset */
-        return prep_pack_info(dir);
+        return prep_pack_info(dir, verify);
+    if (verify) {
+        fprintf(stderr, "gnnprep info: --verify checks packs; %s is no pack (gnnprep check verifies a dataset)\n", dir);
+        return PREP_EXIT_BAD_INPUT;
+    }
     struct dataset_meta m;
     int rc = dataset_meta_read(dir, &m, true, err, sizeof err);
     if (rc < 0) {

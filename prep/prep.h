@@ -10,6 +10,7 @@
 #ifndef SLUICE_PREP_H
 #define SLUICE_PREP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PREP_EXIT_OK 0
@@ -31,7 +32,7 @@ int prep_import_triples_main(int argc, char **argv);
  * argc), or NULL when absent. */
 const char *prep_find_opt(int argc, char **argv, const char *name);
 int prep_pack_main(int argc, char **argv);      /* pack_cmd.c */
-int prep_pack_info(const char *dir);            /* gnnprep info on a pack (pack_cmd.c) */
+int prep_pack_info(const char *dir, bool verify); /* gnnprep info [--verify] on a pack (pack_cmd.c) */
 int prep_partition_main(int argc, char **argv);
 int prep_partition_plan_main(int argc, char **argv); /* partition_plan.c */
 

@@ -60,6 +60,7 @@ struct xrun {
     struct pack_rows pr;
     struct schedule sched; /* the run's, for pr */
     atomic_uint_fast64_t chunk_reads, chunk_bytes, chunk_ns; /* the threads' chunk reads, summed as they end */
+    atomic_uint_fast64_t cache_reads, cache_bytes, cache_ns; /* of them, the cache tier's extents */
     /* pipeline.mode = "partitions": training batches' rows come from the
      * partition buffer, which the owner thread moves through the buffer
      * states (the protocol: partitions_owner) */
@@ -390,6 +391,9 @@ static void *thread_main(void *arg)
     atomic_fetch_add(&r->chunk_reads, pb.reads);
     atomic_fetch_add(&r->chunk_bytes, pb.bytes);
     atomic_fetch_add(&r->chunk_ns, pb.read_ns);
+    atomic_fetch_add(&r->cache_reads, pb.cache_reads);
+    atomic_fetch_add(&r->cache_bytes, pb.cache_bytes);
+    atomic_fetch_add(&r->cache_ns, pb.cache_ns);
     pack_rows_buf_free(&pb);
     free(prows);
     extractor_free(&x);
@@ -425,9 +429,10 @@ static void packed_open(struct xrun *r)
     double s = (double)(sl_now_ns() - t0) / 1e9;
     stage_note(st,
                "packed: %s, %" PRIu64 " batches of %" PRIu32 " epochs; hot tier of %" PRIu64
-               " rows (%.1f MiB) pinned in %.2f s; each batch's other rows read from its chunk in one %s read",
+               " rows (%.1f MiB) pinned in %.2f s; each batch's other rows read from its chunk in one %s read%s",
                r->pr.pack.dir, m->batches, m->epochs, loaded, (double)(loaded * m->row_bytes) / (1 << 20), s,
-               r->pr.pack.direct ? "direct" : "buffered");
+               r->pr.pack.direct ? "direct" : "buffered",
+               m->cache_rows ? " and from its extents of the cache tier (cache.bin)" : "");
 }
 
 /* The warm start (stages/warm.h): one sequential pass over features.bin
@@ -590,11 +595,13 @@ static int stage_main(int argc, char **argv)
                sum.copies ? (double)sum.copies_overlapped / (double)sum.copies : 0.0);
     if (r.packed) {
         uint64_t b = atomic_load(&r.chunk_bytes), ns = atomic_load(&r.chunk_ns);
+        uint64_t cb = atomic_load(&r.cache_bytes), cns = atomic_load(&r.cache_ns);
         stage_note(&st,
-                   "packed: %" PRIu64 " chunk reads, %.1f MiB, %.2f s reading (summed over the threads): %.0f MiB/s "
-                   "per read stream",
+                   "packed: %" PRIu64 " reads, %.1f MiB, %.2f s reading (summed over the threads): %.0f MiB/s "
+                   "per read stream; of them %" PRIu64 " reads of cache extents, %.1f MiB in %.2f s",
                    atomic_load(&r.chunk_reads), (double)b / (1 << 20), (double)ns / 1e9,
-                   ns ? (double)b / (1 << 20) / ((double)ns / 1e9) : 0.0);
+                   ns ? (double)b / (1 << 20) / ((double)ns / 1e9) : 0.0, atomic_load(&r.cache_reads),
+                   (double)cb / (1 << 20), (double)cns / 1e9);
     }
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */

@@ -65,12 +65,16 @@ int pack_manifest_write(const char *dir, const struct pack_manifest *m, char *er
             "format = \"" PACK_FORMAT "\"\nversion = %u\ndataset_identity = \"%016" PRIx64 "\"\ndataset = \"%s\"\n"
             "nodes = %" PRIu64 "\nrow_bytes = %" PRIu64 "\nepochs = %" PRIu32 "\nranks = %" PRIu32
             "\nbatches = %" PRIu64 "\naccesses = %" PRIu64 "\nhot_rows = %" PRIu64 "\npacked_rows = %" PRIu64
-            "\ndistinct_packed = %" PRIu64 "\nmax_nodes = %" PRIu64 "\npack_seconds = %.3f\nsampling = \"%s\"\n\n"
+            "\ndistinct_packed = %" PRIu64 "\nmax_nodes = %" PRIu64 "\ncache_rows = %" PRIu64
+            "\ncache_accesses = %" PRIu64 "\ncache_extents = %" PRIu64 "\ncache_read = %" PRIu64
+            "\npack_seconds = %.3f\nsampling = \"%s\"\n\n"
             "[files]\nindex_bytes = %" PRIu64 "\nindex_xxh3 = \"%016" PRIx64 "\"\nchunks_bytes = %" PRIu64
-            "\nchunks_xxh3 = \"%016" PRIx64 "\"\nhot_bytes = %" PRIu64 "\nhot_xxh3 = \"%016" PRIx64 "\"\n",
+            "\nchunks_xxh3 = \"%016" PRIx64 "\"\nhot_bytes = %" PRIu64 "\nhot_xxh3 = \"%016" PRIx64
+            "\"\ncache_bytes = %" PRIu64 "\ncache_xxh3 = \"%016" PRIx64 "\"\n",
             PACK_VERSION, m->identity, ds, m->nodes, m->row_bytes, m->epochs, m->ranks, m->batches, m->accesses,
-            m->hot_rows, m->packed_rows, m->distinct_packed, m->max_nodes, m->pack_seconds, samp, m->index_bytes,
-            m->index_xxh3, m->chunks_bytes, m->chunks_xxh3, m->hot_bytes, m->hot_xxh3);
+            m->hot_rows, m->packed_rows, m->distinct_packed, m->max_nodes, m->cache_rows, m->cache_accesses,
+            m->cache_extents, m->cache_read, m->pack_seconds, samp, m->index_bytes, m->index_xxh3, m->chunks_bytes,
+            m->chunks_xxh3, m->hot_bytes, m->hot_xxh3, m->cache_bytes, m->cache_xxh3);
     int rc = 0;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0)
         rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", tmp, strerror(errno));
@@ -125,13 +129,24 @@ int pack_manifest_read(const char *dir, struct pack_manifest *m, char *err, size
         rc = sl_errf(err, errlen, -EINVAL, "%s: format is not \"" PACK_FORMAT "\": not a pack", path);
         goto out;
     }
-    uint64_t v[20];
+    uint64_t v[24];
     static const char *const keys[] = {"version",  "dataset_identity",  "nodes",           "row_bytes",
                                        "epochs",   "ranks",             "batches",         "accesses",
                                        "hot_rows", "packed_rows",       "distinct_packed", "max_nodes",
                                        "files.index_bytes", "files.index_xxh3", "files.chunks_bytes",
-                                       "files.chunks_xxh3", "files.hot_bytes", "files.hot_xxh3"};
-    for (size_t i = 0; i < SL_ARRAY_LEN(keys); i++)
+                                       "files.chunks_xxh3", "files.hot_bytes", "files.hot_xxh3",
+                                       "cache_rows", "cache_accesses", "cache_extents", "cache_read",
+                                       "files.cache_bytes", "files.cache_xxh3"};
+    _Static_assert(SL_ARRAY_LEN(keys) == SL_ARRAY_LEN(v), "one value a key");
+    /* the version first: an older pack lacks the newer keys */
+    if ((rc = get_u64(root, keys[0], &v[0], path, err, errlen)) != 0)
+        goto out;
+    if (v[0] != PACK_VERSION) {
+        rc = sl_errf(err, errlen, -EINVAL, "%s: version %" PRIu64 ", this build reads version %u; make the pack again",
+                     path, v[0], PACK_VERSION);
+        goto out;
+    }
+    for (size_t i = 1; i < SL_ARRAY_LEN(keys); i++)
         if ((rc = get_u64(root, keys[i], &v[i], path, err, errlen)) != 0)
             goto out;
     if (v[0] != PACK_VERSION) {
@@ -165,6 +180,12 @@ int pack_manifest_read(const char *dir, struct pack_manifest *m, char *err, size
     m->chunks_xxh3 = v[15];
     m->hot_bytes = v[16];
     m->hot_xxh3 = v[17];
+    m->cache_rows = v[18];
+    m->cache_accesses = v[19];
+    m->cache_extents = v[20];
+    m->cache_read = v[21];
+    m->cache_bytes = v[22];
+    m->cache_xxh3 = v[23];
     m->pack_seconds = secs && secs->type == TOML_FLOAT ? secs->u.f : 0;
     snprintf(m->sampling, sizeof m->sampling, "%s", samp->u.s);
     if (ds && ds->type == TOML_STRING)
@@ -213,7 +234,8 @@ static int open_file(const char *dir, const char *name, int flags, char *path, s
     snprintf(path, plen, "%s/%s", dir, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
     if (fd < 0)
-        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s%s", path, strerror(errno),
+                       errno == ENOENT ? " (the pack lacks a file: make the pack again)" : "");
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -224,10 +246,37 @@ static int open_file(const char *dir, const char *name, int flags, char *path, s
     return fd;
 }
 
+/* Opens a data file of the pack (chunks.bin, cache.bin): O_DIRECT unless
+ * buffered or refused, the size and header checked against the manifest
+ * (the header read through a buffered descriptor: no aligned buffer). */
+static int open_data(const struct pack *p, const char *name, uint64_t magic, uint64_t want_bytes, bool buffered,
+                     int *fdp, bool *direct, struct pack_file_hdr *h, char *err, size_t errlen)
+{
+    char path[4200];
+    uint64_t bytes;
+    int fd = -1;
+    *direct = false;
+    if (!buffered) {
+        fd = open_file(p->dir, name, O_DIRECT, path, sizeof path, &bytes, NULL, 0);
+        *direct = fd >= 0;
+    }
+    if (fd < 0 && (fd = open_file(p->dir, name, 0, path, sizeof path, &bytes, err, errlen)) < 0)
+        return fd;
+    *fdp = fd;
+    int bfd = *direct ? open(path, O_RDONLY | O_CLOEXEC) : fd;
+    if (bfd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    int rc = read_hdr(bfd, path, magic, p->m.identity, bytes, want_bytes, h, err, errlen);
+    if (bfd != fd)
+        close(bfd);
+    return rc;
+}
+
 int pack_open(struct pack *p, const char *dir, bool buffered, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     p->chunks_fd = -1;
+    p->cache_fd = -1;
     snprintf(p->dir, sizeof p->dir, "%s", dir);
     int rc = pack_manifest_read(dir, &p->m, err, errlen);
     if (rc)
@@ -253,38 +302,33 @@ int pack_open(struct pack *p, const char *dir, bool buffered, char *err, size_t 
     close(fd);
     if (rc)
         goto fail;
-    /* chunks.bin */
-    fd = -1;
-    if (!buffered) {
-        fd = open_file(dir, PACK_CHUNKS, O_DIRECT, path, sizeof path, &bytes, NULL, 0);
-        p->direct = fd >= 0;
-    }
-    if (fd < 0 && (fd = open_file(dir, PACK_CHUNKS, 0, path, sizeof path, &bytes, err, errlen)) < 0) {
-        rc = fd;
+    if ((rc = open_data(p, PACK_CHUNKS, PACK_CHUNKS_MAGIC, m->chunks_bytes, buffered, &p->chunks_fd, &p->direct, &h,
+                        err, errlen)) != 0)
+        goto fail;
+    bytes = m->chunks_bytes;
+    bool cache_direct;
+    if ((rc = open_data(p, PACK_CACHE, PACK_CACHE_MAGIC, m->cache_bytes, buffered || !p->direct, &p->cache_fd,
+                        &cache_direct, &h, err, errlen)) != 0)
+        goto fail;
+    if (h.count != m->cache_rows || h.entry != m->row_bytes || m->cache_rows > m->nodes ||
+        pack_round(pack_cache_row_off(m, m->cache_rows)) != m->cache_bytes) {
+        rc = sl_errf(err, errlen, -EINVAL,
+                     "%s/" PACK_CACHE ": %" PRIu64 " rows of %" PRIu32 " bytes do not match the manifest; make the "
+                     "pack again",
+                     dir, h.count, h.entry);
         goto fail;
     }
-    p->chunks_fd = fd;
-    if (p->direct) { /* the header through a buffered descriptor: no aligned buffer needed */
-        int bfd = open(path, O_RDONLY | O_CLOEXEC);
-        if (bfd < 0) {
-            rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
-            goto fail;
-        }
-        rc = read_hdr(bfd, path, PACK_CHUNKS_MAGIC, m->identity, bytes, m->chunks_bytes, &h, err, errlen);
-        close(bfd);
-    } else
-        rc = read_hdr(fd, path, PACK_CHUNKS_MAGIC, m->identity, bytes, m->chunks_bytes, &h, err, errlen);
-    if (rc)
-        goto fail;
     /* every entry: in order, inside the file, aligned, its rows fitting its span */
     for (uint64_t i = 0; i < m->batches; i++) {
         const struct pack_entry *e = &p->ent[i];
         uint64_t rows_end;
         bool bad = e->off % PACK_ALIGN || e->span % PACK_ALIGN || e->off < PACK_ALIGN || e->span == 0 ||
                    e->off > bytes || e->span > bytes - e->off || e->rank >= m->ranks || e->epoch >= m->epochs ||
-                   e->split >= BATCH_SPLITS || e->rows > e->nodes || e->nodes > m->max_nodes || e->batch_bytes == 0 ||
-                   sl_mul_ovf(e->rows, m->row_bytes, &rows_end) ||
-                   pack_round(e->batch_bytes) + rows_end > e->span ||
+                   e->split >= BATCH_SPLITS || e->rows > e->nodes || e->cached > e->nodes - e->rows ||
+                   e->cache_ext > e->cached || (e->cached > 0) != (e->cache_ext > 0) ||
+                   e->cache_bytes > m->cache_bytes || e->cache_bytes % PACK_ALIGN ||
+                   e->nodes > m->max_nodes || e->batch_bytes == 0 || sl_mul_ovf(e->rows, m->row_bytes, &rows_end) ||
+                   pack_round(e->batch_bytes) + pack_round(pack_rows_tail_bytes(e, m->row_bytes)) > e->span ||
                    (i > 0 && entry_cmp(&p->ent[i - 1], e->rank, e->epoch, e->split, e->k) >= 0);
         if (bad) {
             rc = sl_errf(err, errlen, -EINVAL,
@@ -307,8 +351,11 @@ void pack_free(struct pack *p)
     free(p->ent);
     if (p->chunks_fd >= 0)
         close(p->chunks_fd);
+    if (p->cache_fd >= 0)
+        close(p->cache_fd);
     p->ent = NULL;
     p->chunks_fd = -1;
+    p->cache_fd = -1;
 }
 
 int pack_check(const struct pack *p, const struct config *c, uint32_t ranks, const struct dataset_meta *m, char *err,
@@ -449,8 +496,96 @@ int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf,
 
 int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
 {
-    uint64_t len = pack_round((uint64_t)e->rows * p->m.row_bytes);
-    return len ? read_span(p, e, pack_rows_off(e), len, buf, "rows", err, errlen) : 0;
+    uint64_t rb = p->m.row_bytes, len = pack_round(pack_rows_tail_bytes(e, rb));
+    int rc = len ? read_span(p, e, pack_rows_off(e), len, buf, "rows", err, errlen) : 0;
+    if (rc || e->cached == 0)
+        return rc;
+    const struct pack_extent *x = pack_tail_extents(e, rb, buf);
+    const uint32_t *o = pack_tail_offsets(e, rb, buf);
+    uint64_t sum = 0, end = PACK_ALIGN;
+    bool bad = false;
+    for (uint32_t i = 0; i < e->cache_ext && !bad; i++) {
+        bad = x[i].off % PACK_ALIGN || x[i].len % PACK_ALIGN || x[i].len == 0 || x[i].off < end ||
+              x[i].off > p->m.cache_bytes || x[i].len > p->m.cache_bytes - x[i].off;
+        end = x[i].off + x[i].len;
+        sum += x[i].len;
+    }
+    bad = bad || sum != e->cache_bytes;
+    for (uint32_t i = 0; i < e->cached && !bad; i++)
+        bad = o[i] > sum || rb > sum - o[i];
+    if (bad)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s/" PACK_CHUNKS ": the cache extents of batch %" PRIu64 " of epoch %" PRIu32
+                       " do not hold (changed since packing?); make the pack again",
+                       p->dir, e->k, e->epoch);
+    return 0;
+}
+
+int pack_read_cache(const struct pack *p, uint64_t off, uint64_t len, void *buf, char *err, size_t errlen)
+{
+    size_t got = 0;
+    int rc = sl_pread_full(p->cache_fd, buf, (size_t)len, (off_t)off, &got);
+    if (rc == 0 && got != len)
+        rc = -EIO;
+    if (rc)
+        return sl_errf(err, errlen, rc, "%s/" PACK_CACHE ": reading %" PRIu64 " bytes at %" PRIu64 ": %s", p->dir,
+                       len, off, got != len && rc == -EIO ? "short read (the pack changed under us?)" : strerror(-rc));
+    return 0;
+}
+
+int pack_read_cache_ids(const struct pack *p, uint64_t **ids, char *err, size_t errlen)
+{
+    uint64_t n = p->m.cache_rows;
+    *ids = malloc(SL_MAX(n * 8, 1));
+    if (!*ids)
+        return sl_errf(err, errlen, -ENOMEM, "no memory for %" PRIu64 " cache ids", n);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" PACK_CACHE, p->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+    int rc = fd < 0 ? -errno : sl_pread_full(fd, *ids, (size_t)(n * 8), PACK_ALIGN, &got);
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0 && got != n * 8)
+        rc = -EIO;
+    for (uint64_t i = 0; rc == 0 && i < n; i++)
+        if ((*ids)[i] >= p->m.nodes)
+            rc = -ERANGE;
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        return sl_errf(err, errlen, rc == -ERANGE ? -EINVAL : rc, "%s: cannot read the cache ids: %s; make the pack again",
+                       path, rc == -ERANGE ? "an id past the dataset's nodes" : strerror(-rc));
+    }
+    return 0;
+}
+
+int pack_verify(const struct pack *p, unsigned files, char *err, size_t errlen)
+{
+    const struct {
+        unsigned bit;
+        const char *name;
+        uint64_t xxh3, bytes;
+    } f[] = {{PACK_FILE_INDEX, PACK_INDEX, p->m.index_xxh3, p->m.index_bytes},
+             {PACK_FILE_CHUNKS, PACK_CHUNKS, p->m.chunks_xxh3, p->m.chunks_bytes},
+             {PACK_FILE_HOT, PACK_HOT, p->m.hot_xxh3, p->m.hot_bytes},
+             {PACK_FILE_CACHE, PACK_CACHE, p->m.cache_xxh3, p->m.cache_bytes}};
+    for (size_t i = 0; i < SL_ARRAY_LEN(f); i++) {
+        if (!(files & f[i].bit))
+            continue;
+        char path[4200], msg[1024];
+        snprintf(path, sizeof path, "%s/%s", p->dir, f[i].name);
+        uint64_t h = 0, bytes = 0;
+        int rc = file_xxh3(path, &h, &bytes, msg, sizeof msg);
+        if (rc)
+            return sl_errf(err, errlen, rc, "%s; make the pack again", msg);
+        if (h != f[i].xxh3 || bytes != f[i].bytes)
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s changed since packing (its checksum is %016" PRIx64 ", the manifest says %016" PRIx64
+                           "); make the pack again",
+                           path, h, f[i].xxh3);
+    }
+    return 0;
 }
 
 int pack_read_hot_rows(const struct pack *p, uint64_t first, uint64_t n, void *buf, char *err, size_t errlen)

@@ -14,6 +14,14 @@
  *           as the rank's feature buffer holds beside the extraction
  *           reserve; stored once, in node order, in hot.bin, to be held
  *           in memory for the whole run;
+ *   cache   (optional: gnnprep pack --cache-limit, or --disk-limit when
+ *           the pack would not fit without it) the next most-read rows
+ *           (read by at least two batches), stored once in cache.bin in
+ *           first-touch order: walking the batches in index order, each
+ *           row gets the next place when a batch first reads it, so a
+ *           batch's new cache rows are one run and the rows it shares
+ *           with recent batches lie near theirs; a batch reads its cache
+ *           rows with a few aligned extents of cache.bin;
  *   packed  every other row a batch reads, copied into that batch's
  *           chunk (a row read by k batches is stored k times), so that
  *           a batch's rows are one contiguous extent of chunks.bin.
@@ -37,15 +45,33 @@
  *                                                  the packed rows, in the
  *                                                  order of the batch's
  *                                                  nodes[] skipping hot
- *                                                  nodes
- *                with rows_off = off + round_up(batch_bytes, PACK_ALIGN)
+ *                                                  and cache nodes
+ *                  [tail_off, + cache_ext x 16)    the batch's cache
+ *                                                  extents, struct
+ *                                                  pack_extent ascending
+ *                                                  and disjoint
+ *                  [.., + cached x 4)              per cache node of the
+ *                                                  batch, in the order
+ *                                                  of nodes[], the u32
+ *                                                  offset of its row in
+ *                                                  the extents read back
+ *                                                  to back into one
+ *                                                  buffer
+ *                with rows_off = off + round_up(batch_bytes, PACK_ALIGN),
+ *                tail_off = rows_off + round_up(rows x row_bytes, 8),
  *                and the chunk padded to `span` (a multiple of
  *                PACK_ALIGN), so a chunk is one aligned direct read, or
- *                its rows one.
+ *                its rows and tail one (pack_rows_len bytes).
  *   hot.bin      struct pack_file_hdr (magic PACK_HOT_MAGIC, count = hot
  *                rows) in a PACK_ALIGN page, the hot node ids (u64,
  *                ascending) padded to PACK_ALIGN, then their rows
  *                (row_bytes each, same order) padded to PACK_ALIGN.
+ *   cache.bin    as hot.bin (magic PACK_CACHE_MAGIC, count = cache rows)
+ *                but in first-touch order: the ids (u64) of place 0, 1,
+ *                ... padded to PACK_ALIGN, then the rows in that order
+ *                padded to PACK_ALIGN. Row q is at byte
+ *                pack_cache_row_off(m, q). Empty (the header page, count
+ *                0) when the pack has no cache tier.
  * A row is stored as features.bin holds it, without its stride padding:
  * feat_dim values of the dataset's dtype (f32 or f16).
  *
@@ -71,23 +97,28 @@
 #include "ipc/batch.h"
 
 #define PACK_FORMAT "sluice-pack"
-#define PACK_VERSION 1u
+#define PACK_VERSION 2u /* 2: the cache tier (cache.bin, the chunk's tail) */
 #define PACK_MANIFEST "pack.toml"
 #define PACK_INDEX "index.bin"
 #define PACK_CHUNKS "chunks.bin"
 #define PACK_HOT "hot.bin"
+#define PACK_CACHE "cache.bin"
 #define PACK_ALIGN 4096u /* chunk, row extent and file-section alignment (direct I/O on 512 and 4096-byte sectors) */
 
 #define PACK_INDEX_MAGIC 0x3158444950434c53ull  /* "SLCPIDX1" */
 #define PACK_CHUNKS_MAGIC 0x3143484350434c53ull /* "SLCPCHC1" */
 #define PACK_HOT_MAGIC 0x31544f4850434c53ull    /* "SLCPHOT1" */
+#define PACK_CACHE_MAGIC 0x3143584350434c53ull  /* "SLCPCXC1" */
+/* Cache rows whose aligned blocks are at most this far apart are read in
+ * one extent: reading the gap costs less than another request. */
+#define PACK_CACHE_GAP (16u << 10)
 
 /* The header at offset 0 of index.bin, chunks.bin and hot.bin. */
 struct pack_file_hdr {
     uint64_t magic;
     uint32_t version;   /* PACK_VERSION */
-    uint32_t entry;     /* index.bin: sizeof(struct pack_entry); hot.bin: row_bytes; chunks.bin: 0 */
-    uint64_t count;     /* index.bin: batches; hot.bin: rows; chunks.bin: chunks */
+    uint32_t entry;     /* index.bin: sizeof(struct pack_entry); hot.bin, cache.bin: row_bytes; chunks.bin: 0 */
+    uint64_t count;     /* index.bin: batches; hot.bin, cache.bin: rows; chunks.bin: chunks */
     uint64_t identity;  /* dataset_meta_identity of the dataset */
 };
 _Static_assert(sizeof(struct pack_file_hdr) == 32, "pack file header is 32 bytes");
@@ -103,14 +134,36 @@ struct pack_entry {
     uint64_t batch_bytes; /* the batch image's bytes (its header's `bytes`) */
     uint64_t span;        /* the chunk's bytes on disk, padding included (a multiple of PACK_ALIGN) */
     uint32_t nodes;       /* the batch's nodes (n[L]) */
-    uint32_t rows;        /* of them, packed in the chunk (not hot) */
+    uint32_t rows;        /* of them, packed in the chunk (neither hot nor cache) */
+    uint32_t cached;      /* of them, in the cache tier */
+    uint32_t cache_ext;   /* extents of cache.bin holding those */
+    uint64_t cache_bytes; /* the extents' bytes (what reading them reads) */
 };
-_Static_assert(sizeof(struct pack_entry) == 64, "pack index entry is 64 bytes");
+_Static_assert(sizeof(struct pack_entry) == 80, "pack index entry is 80 bytes");
+
+/* One extent of cache.bin that a batch reads: [off, off + len), both
+ * multiples of PACK_ALIGN. */
+struct pack_extent {
+    uint64_t off, len;
+};
 
 /* Where a chunk's rows start. */
 static inline uint64_t pack_rows_off(const struct pack_entry *e)
 {
     return e->off + (e->batch_bytes + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
+}
+
+/* Where its tail (cache extents, then the cache rows' offsets) starts,
+ * relative to pack_rows_off. */
+static inline uint64_t pack_tail_rel(const struct pack_entry *e, uint64_t row_bytes)
+{
+    return ((uint64_t)e->rows * row_bytes + 7) / 8 * 8;
+}
+
+/* Bytes of the chunk's rows and tail before padding. */
+static inline uint64_t pack_rows_tail_bytes(const struct pack_entry *e, uint64_t row_bytes)
+{
+    return pack_tail_rel(e, row_bytes) + (uint64_t)e->cache_ext * sizeof(struct pack_extent) + (uint64_t)e->cached * 4;
 }
 
 /* What the manifest says. */
@@ -126,8 +179,12 @@ struct pack_manifest {
     uint64_t packed_rows;     /* rows in chunks.bin, replicas counted */
     uint64_t distinct_packed; /* distinct nodes among them */
     uint64_t max_nodes;       /* the largest batch's nodes */
-    uint64_t index_bytes, chunks_bytes, hot_bytes; /* file sizes */
-    uint64_t index_xxh3, chunks_xxh3, hot_xxh3;    /* file checksums */
+    uint64_t cache_rows;      /* rows in cache.bin (distinct) */
+    uint64_t cache_accesses;  /* cache rows the batches read, summed over batches */
+    uint64_t cache_extents;   /* extents the batches read from cache.bin, summed */
+    uint64_t cache_read;      /* bytes of those extents, summed */
+    uint64_t index_bytes, chunks_bytes, hot_bytes, cache_bytes; /* file sizes */
+    uint64_t index_xxh3, chunks_xxh3, hot_xxh3, cache_xxh3;     /* file checksums */
     double pack_seconds;      /* what packing took */
     char sampling[2048];      /* pack_sampling_text of the config it was made for */
     char dataset[1024];       /* the dataset's path when packed (informative) */
@@ -150,22 +207,41 @@ int pack_manifest_write(const char *dir, const struct pack_manifest *m, char *er
  * version), with the file and field in the message. */
 int pack_manifest_read(const char *dir, struct pack_manifest *m, char *err, size_t errlen);
 
+/* Byte of cache.bin where cache row q starts. */
+static inline uint64_t pack_cache_row_off(const struct pack_manifest *m, uint64_t q)
+{
+    return PACK_ALIGN + (m->cache_rows * 8 + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN + q * m->row_bytes;
+}
+
 /* An open pack. */
 struct pack {
     char dir[4096];
     struct pack_manifest m;
     struct pack_entry *ent; /* (m.batches) sorted by (rank, epoch, split, k) */
     int chunks_fd;          /* chunks.bin, O_DIRECT when direct; -1 when closed */
+    int cache_fd;           /* cache.bin, opened as chunks.bin is; -1 when closed */
     bool direct;
 };
 
 /* Opens the pack in dir: the manifest, the whole index (checked: header,
- * order, every chunk inside chunks.bin and aligned, rows within nodes)
- * and chunks.bin (O_DIRECT unless buffered or the filesystem refuses it).
- * Sizes of the files are checked against the manifest; their contents
- * are not hashed (gnnprep info --verify does). 0 or -errno. */
+ * order, every chunk inside chunks.bin and aligned, rows within nodes,
+ * cache extents within cache.bin), chunks.bin and cache.bin (O_DIRECT
+ * unless buffered or the filesystem refuses it). Sizes and headers of
+ * the files are checked against the manifest; their contents are not
+ * hashed (pack_verify does). 0 or -errno. */
 int pack_open(struct pack *p, const char *dir, bool buffered, char *err, size_t errlen);
 void pack_free(struct pack *p);
+
+/* Hashes the pack's files (those named by `files`, a mask of 1 << i for
+ * i in index 0, chunks 1, hot 2, cache 3) and compares them with the
+ * manifest's XXH3-64: 0, or -EINVAL naming the first file that changed
+ * since packing and saying to make the pack again. One sequential read
+ * of each file. */
+#define PACK_FILE_INDEX 1u
+#define PACK_FILE_CHUNKS 2u
+#define PACK_FILE_HOT 4u
+#define PACK_FILE_CACHE 8u
+int pack_verify(const struct pack *p, unsigned files, char *err, size_t errlen);
 
 /* Whether the pack was made from the dataset m and for the configuration
  * c with `ranks` ranks (0: pipeline.ranks): 0, or -EINVAL with a message
@@ -187,10 +263,29 @@ int pack_read_chunk(const struct pack *p, const struct pack_entry *e, void *buf,
  * PACK_ALIGN). Errors as pack_read_chunk. */
 int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
 
-/* Reads only the rows of e's chunk (pack_round(rows x row_bytes) bytes
- * from pack_rows_off(e)) into buf (that many bytes, aligned to
- * PACK_ALIGN), in one read. Errors as pack_read_chunk. */
+/* Reads only the rows and the tail of e's chunk
+ * (pack_round(pack_rows_tail_bytes) bytes from pack_rows_off(e)) into buf
+ * (that many bytes, aligned to PACK_ALIGN), in one read, and checks the
+ * tail: extents ascending, disjoint, inside cache.bin, summing to
+ * e->cache_bytes, and every cache row's offset within them. Errors as
+ * pack_read_chunk; -EINVAL for a tail that does not hold. */
 int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
+
+/* The tail of a chunk's rows read by pack_read_rows into buf. */
+static inline const struct pack_extent *pack_tail_extents(const struct pack_entry *e, uint64_t row_bytes,
+                                                          const void *buf)
+{
+    return (const struct pack_extent *)((const unsigned char *)buf + pack_tail_rel(e, row_bytes));
+}
+static inline const uint32_t *pack_tail_offsets(const struct pack_entry *e, uint64_t row_bytes, const void *buf)
+{
+    return (const uint32_t *)((const unsigned char *)buf + pack_tail_rel(e, row_bytes) +
+                              (uint64_t)e->cache_ext * sizeof(struct pack_extent));
+}
+
+/* Reads [off, off + len) of cache.bin (an extent of a chunk's tail) into
+ * buf (aligned to PACK_ALIGN) with one pread. Errors as pack_read_chunk. */
+int pack_read_cache(const struct pack *p, uint64_t off, uint64_t len, void *buf, char *err, size_t errlen);
 
 /* Reads hot rows [first, first + n) of hot.bin into buf (n x row_bytes). */
 int pack_read_hot_rows(const struct pack *p, uint64_t first, uint64_t n, void *buf, char *err, size_t errlen);
@@ -217,6 +312,10 @@ int pack_place_batch(const struct pack_entry *e, const void *chunk, void *slot, 
  * them) and, when rows is non-NULL, its rows into *rows (malloc'd,
  * hot_rows x row_bytes). 0 or -errno. */
 int pack_read_hot(const struct pack *p, uint64_t **ids, void **rows, char *err, size_t errlen);
+
+/* The cache tier's ids in place order (cache.bin's, m.cache_rows of them,
+ * malloc'd; each < nodes, none twice is not checked here). 0 or -errno. */
+int pack_read_cache_ids(const struct pack *p, uint64_t **ids, char *err, size_t errlen);
 
 /* Bytes of a section of n bytes rounded up to PACK_ALIGN. */
 static inline uint64_t pack_round(uint64_t n)

@@ -1,12 +1,13 @@
 /* pack_rows.h - the extractor's side of a packed run (pipeline.mode =
  * "packed"; docs/packed.md, stages/pack.h): the pack's hot tier pinned in
- * the rank's feature buffer, and each batch's rows read from its chunk.
+ * the rank's feature buffer, and each batch's rows read from its chunk
+ * and, when the pack has a cache tier, from a few extents of cache.bin.
  *
  * Protocol (gnn-extractor, one rank):
  *   1. pack_rows_open (main thread): opens the pack, checks it against
  *      the run (pack_check: dataset and sampling keys), lays out the run's
  *      schedule (to find batch g's chunk by its epoch, split and k) and
- *      reads the hot tier's ids into a bitmap.
+ *      reads the hot and cache tiers' ids into bitmaps.
  *   2. pack_rows_load_hot (main thread, before the extractor threads):
  *      pins every hot node (featbuf_pin; refused when the buffer's pin
  *      budget, pipeline.feature_buffer_mb less the extraction reserve,
@@ -14,11 +15,15 @@
  *      large sequential reads through the engine (extractor_run_rows),
  *      then drops the references: the rows stay resident for the run.
  *   3. pack_rows_batch (each extractor thread, per batch): one large read
- *      of the batch's packed rows (O_DIRECT unless pipeline.io is
- *      buffered) into the thread's buffer, and rows[i] pointing at node
- *      i's row there - NULL for hot nodes, which the buffer holds - for
- *      extractor_run_rows. The chunk must be the batch's: its node and
- *      row counts are checked against the batch.
+ *      of the batch's packed rows and the chunk's tail (O_DIRECT unless
+ *      pipeline.io is buffered) into the thread's buffer; then the
+ *      tail's extents of cache.bin, up to PACK_ROWS_DEPTH reads in flight
+ *      on the thread's io_uring (pread one after another without
+ *      liburing or where a ring cannot be set up), back to back into the
+ *      thread's cache buffer; rows[i] points at node i's row in either -
+ *      NULL for hot nodes, which the buffer holds - for
+ *      extractor_run_rows. The chunk must be the batch's: its node, row
+ *      and cache row counts are checked against the batch.
  * A struct pack_rows is read-only after step 2 and shared by the threads;
  * a struct pack_rows_buf is one thread's. Errors: 0 or -errno with a
  * message. */
@@ -38,16 +43,25 @@ struct pack_rows {
     const struct schedule *sched; /* the run's (counting only), the caller's: outlives this */
     uint32_t rank;         /* global rank: whose stream */
     uint8_t *hot;          /* (nodes / 8 + 1) bitmap of the hot tier */
-    uint64_t rows_max;     /* the largest chunk's row extent, bytes */
+    uint8_t *cache;        /* (nodes / 8 + 1) bitmap of the cache tier; NULL without one */
+    uint64_t rows_max;     /* the largest chunk's rows and tail, bytes */
+    uint64_t cache_max;    /* the largest batch's cache extents, bytes */
 };
+
+#define PACK_ROWS_DEPTH 16u /* cache extents in flight per thread */
 
 struct pack_rows_buf {
     unsigned char *buf;  /* (cap) aligned to PACK_ALIGN */
     size_t cap;
+    unsigned char *cbuf; /* (ccap) aligned: a batch's cache extents back to back */
+    size_t ccap;
     const void **rows;   /* (nrows) */
     uint32_t nrows;
-    uint64_t reads, bytes; /* what this thread read */
+    void *ring;          /* struct io_uring, set up at the first cache read; NULL without one */
+    bool ring_tried;
+    uint64_t reads, bytes; /* what this thread read (chunks and cache extents) */
     uint64_t read_ns;      /* ... and the time its reads took */
+    uint64_t cache_reads, cache_bytes, cache_ns; /* of them, the cache extents */
 };
 
 int pack_rows_open(struct pack_rows *pr, const char *dir, const struct config *c, uint32_t rank, uint32_t ranks,
