@@ -296,6 +296,9 @@ static int sample_all(struct packer *p, char *err, size_t errlen)
                 break;
             struct batch_id id = {.batch = g, .epoch = sb.pos.epoch, .rank = r, .split = sb.pos.split};
             struct batch_view v;
+            /* the sampler leaves the alignment padding between sections unwritten: zero it, so that a batch's
+               image (and the pack's checksum) is the same whatever the slot held before */
+            memset(p->slot, 0, p->slot_bytes);
             if ((rc = sampler_sample(&s, p->slot, p->slot_bytes, sb.targets, sb.pos.targets, &id, sb.seed, NULL, err,
                                      errlen)) != 0 ||
                 (rc = batch_view(p->slot, p->slot_bytes, BATCH_VIEW_HEADER_ONLY, &v, err, errlen)) != 0)

@@ -98,9 +98,37 @@ static void read_row(int fd, const struct dataset_meta *m, uint64_t v, void *out
     assert_int_equal(got, f->cols * dtype_size(f->dtype));
 }
 
-/* Every batch of both ranks against the online sampler, every packed row
- * and every hot row against features.bin. */
-static void check_identity(const char *out, const struct config *c, const struct dataset_meta *m)
+/* Distinct 4 KiB blocks of cache.bin's rows section and extents (the
+ * packer's rule: rows whose blocks lie within PACK_CACHE_GAP join) that
+ * rows at places q[0..n) touch; q is sorted here. */
+static void cache_blocks(uint64_t *q, uint32_t n, uint64_t rb, uint64_t base, uint64_t *blocks, uint64_t *extents)
+{
+    for (uint32_t i = 1; i < n; i++) /* insertion sort: batches are small here */
+        for (uint32_t j = i; j > 0 && q[j - 1] > q[j]; j--) {
+            uint64_t t = q[j];
+            q[j] = q[j - 1];
+            q[j - 1] = t;
+        }
+    uint64_t next = 0, end = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t b0 = q[i] * rb / 4096, b1 = (q[i] * rb + rb - 1) / 4096;
+        b0 = i ? (b0 > next ? b0 : next) : b0;
+        if (b1 >= b0)
+            *blocks += b1 - b0 + 1;
+        next = i && next > b1 + 1 ? next : b1 + 1;
+        uint64_t s = (base + q[i] * rb) / 4096 * 4096, e = (base + q[i] * rb + rb + 4095) / 4096 * 4096;
+        if (i == 0 || s > end + PACK_CACHE_GAP)
+            ++*extents;
+        end = i && end > e ? end : e;
+    }
+}
+
+/* Every batch of both ranks against the online sampler, every packed row,
+ * every cache row and every hot row against features.bin; with a cache
+ * tier (want_cache), the layout: a batch's newly placed rows are one run
+ * of places, and a batch's cache rows touch fewer 4 KiB blocks in all,
+ * in no more extents, than with the rows in node order. */
+static void check_identity(const char *out, const struct config *c, const struct dataset_meta *m, bool want_cache)
 {
     char err[1024];
     struct pack p;
@@ -125,6 +153,27 @@ static void check_identity(const char *out, const struct config *c, const struct
         fail_msg("%s", err);
     assert_true(p.m.hot_rows > 0 && p.m.hot_rows < NODES); /* both tiers in use */
     assert_true(p.m.packed_rows > 0);
+    uint64_t *cids = NULL;
+    if (pack_read_cache_ids(&p, &cids, err, sizeof err))
+        fail_msg("%s", err);
+    assert_true(want_cache ? p.m.cache_rows > 0 : p.m.cache_rows == 0);
+    static uint32_t place[NODES], idrank[NODES];
+    for (uint32_t v = 0; v < NODES; v++)
+        place[v] = idrank[v] = UINT32_MAX;
+    for (uint64_t i = 0; i < p.m.cache_rows; i++) {
+        assert_int_equal(place[cids[i]], UINT32_MAX); /* once */
+        place[cids[i]] = (uint32_t)i;
+    }
+    for (uint32_t v = 0, k = 0; v < NODES; v++)
+        if (place[v] != UINT32_MAX)
+            idrank[v] = k++;
+    for (uint64_t i = 0; i < p.m.hot_rows; i++)
+        assert_int_equal(place[hot[i]], UINT32_MAX); /* the tiers are disjoint */
+    uint64_t nplaced = 0, blk[2] = {0, 0}, ext[2] = {0, 0}, ext_index = 0, cached = 0, cache_read = 0;
+    uint64_t base = pack_cache_row_off(&p.m, 0);
+    unsigned char *cbuf = aligned_alloc(4096, SL_MAX(p.m.cache_bytes, 4096));
+    uint64_t *qa = malloc(8 * 4096), *qb = malloc(8 * 4096);
+    assert_true(cbuf && qa && qb);
     char path[4300];
     snprintf(path, sizeof path, "%s/features.bin", ds);
     int ffd = open(path, O_RDONLY);
@@ -149,6 +198,7 @@ static void check_identity(const char *out, const struct config *c, const struct
             struct schedule_batch sb;
             assert_int_equal(schedule_batch(&cur, g, &sb, err, sizeof err), 0);
             struct batch_id id = {.batch = g + 1000, .epoch = sb.pos.epoch, .rank = 7, .split = sb.pos.split};
+            memset(online, 0, size); /* its padding, as gnnprep pack zeroes it */
             assert_int_equal(sampler_sample(&s, online, size, sb.targets, sb.pos.targets, &id, sb.seed, NULL, err,
                                             sizeof err),
                              0);
@@ -162,14 +212,47 @@ static void check_identity(const char *out, const struct config *c, const struct
                 fail_msg("%s", err);
             const struct batch_hdr *h = (const struct batch_hdr *)online;
             if (h->bytes != e->batch_bytes || memcmp(online, placed, (size_t)h->bytes) != 0)
-                fail_msg("rank %u batch %" PRIu64 " (epoch %u split %u): the packed batch differs from the online one",
-                         r, g, sb.pos.epoch, sb.pos.split);
+                {
+                size_t d = 0;
+                while (d < e->batch_bytes && online[d] == placed[d])
+                    d++;
+                fail_msg("%s: rank %u batch %" PRIu64 " (epoch %u split %u): the packed batch differs from the online "
+                         "one (%" PRIu64 " bytes, packed %" PRIu64 ", first difference at byte %zu)",
+                         out, r, g, sb.pos.epoch, sb.pos.split, h->bytes, e->batch_bytes, d);
+            }
             struct batch_view v;
             assert_int_equal(batch_view(placed, size, 0, &v, err, sizeof err), 0);
             const unsigned char *pr = chunk + (pack_rows_off(e) - e->off);
-            uint32_t j = 0;
+            /* the cache rows: the tail's extents read back to back, each row at its offset */
+            const struct pack_extent *x = pack_tail_extents(e, rb, pr);
+            const uint32_t *xo = pack_tail_offsets(e, rb, pr);
+            uint64_t at = 0;
+            for (uint32_t i = 0; i < e->cache_ext; i++) {
+                if (pack_read_cache(&p, x[i].off, x[i].len, cbuf + at, err, sizeof err))
+                    fail_msg("%s", err);
+                at += x[i].len;
+            }
+            assert_int_equal(at, e->cache_bytes);
+            uint32_t j = 0, k = 0, fresh = 0;
             for (uint32_t q = 0; q < batch_nodes(&v); q++) {
                 uint64_t node = v.nodes[q];
+                if (place[node] != UINT32_MAX) {
+                    assert_true(k < 4096);
+                    read_row(ffd, m, node, row);
+                    if (memcmp(row, cbuf + xo[k], rb) != 0)
+                        fail_msg("rank %u batch %" PRIu64 ": cache row of node %" PRIu64 " differs from features.bin", r,
+                                 g, node);
+                    qa[k] = place[node];
+                    qb[k] = idrank[node];
+                    if (place[node] >= nplaced) {
+                        if (place[node] >= nplaced + e->cached)
+                            fail_msg("rank %u batch %" PRIu64 ": node %" PRIu64 " first read here is at place %u, "
+                                     "past this batch's run from %" PRIu64, r, g, node, place[node], nplaced);
+                        fresh++;
+                    }
+                    k++;
+                    continue;
+                }
                 bool is_hot = false;
                 for (uint64_t lo = 0, hi = p.m.hot_rows; lo < hi;) {
                     uint64_t mid = (lo + hi) / 2;
@@ -191,6 +274,19 @@ static void check_identity(const char *out, const struct config *c, const struct
                 j++;
             }
             assert_int_equal(j, e->rows);
+            assert_int_equal(k, e->cached);
+            /* first-touch order: the rows placed by this batch are the places right after the earlier ones */
+            uint64_t fresh_max = 0;
+            for (uint32_t i = 0; i < k; i++)
+                if (qa[i] >= nplaced)
+                    fresh_max = SL_MAX(fresh_max, qa[i] + 1);
+            assert_true(fresh == 0 || fresh_max == nplaced + fresh);
+            nplaced += fresh;
+            cache_blocks(qa, k, rb, base, &blk[0], &ext[0]);
+            cache_blocks(qb, k, rb, base, &blk[1], &ext[1]);
+            ext_index += e->cache_ext;
+            cached += e->cached;
+            cache_read += e->cache_bytes;
             rows += j;
             free(chunk);
             checked++;
@@ -200,6 +296,21 @@ static void check_identity(const char *out, const struct config *c, const struct
     }
     assert_int_equal(checked, p.m.batches);
     assert_int_equal(rows, p.m.packed_rows);
+    assert_int_equal(nplaced, p.m.cache_rows);
+    assert_int_equal(cached, p.m.cache_accesses);
+    assert_int_equal(ext_index, p.m.cache_extents);
+    assert_int_equal(cache_read, p.m.cache_read);
+    assert_int_equal(ext[0], ext_index); /* the test's rule is the packer's */
+    if (want_cache) {
+        fprintf(stderr, "test_pack: cache rows touch %" PRIu64 " blocks of 4 KiB in %" PRIu64 " extents in first-touch "
+                "order, %" PRIu64 " blocks in %" PRIu64 " extents in node order\n", blk[0], ext[0], blk[1], ext[1]);
+        assert_true(blk[0] < blk[1]);
+        assert_true(ext[0] <= ext[1]);
+    }
+    free(cids);
+    free(cbuf);
+    free(qa);
+    free(qb);
     close(ffd);
     free(hot);
     free(hot_rows);
@@ -224,7 +335,7 @@ static void test_identity(void **state)
     struct dataset_meta m;
     char err[1024];
     assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
-    check_identity(out, &c, &m);
+    check_identity(out, &c, &m, false);
     /* a small memory limit: many groups and partitions, the same bytes */
     char small[4300];
     snprintf(small, sizeof small, "%s/pack-small", root);
@@ -295,6 +406,108 @@ static void test_refused(void **state)
     t_rmrf(broken);
 }
 
+/* A pack with a cache tier: identity (every row of every tier), the
+ * layout, the same bytes under a small --mem-limit, gnnprep info, and a
+ * cache tier that --disk-limit chooses when the replicated pack would
+ * not fit. */
+static void test_cache(void **state)
+{
+    (void)state;
+    setup_files();
+    char out[4300], small[4300], log[8192], err[1024];
+    snprintf(out, sizeof out, "%s/pack-c", root);
+    snprintf(small, sizeof small, "%s/pack-c-small", root);
+    if (pack(log, sizeof log, ds, cfg_path, out, "--cache-limit 64K") != 0)
+        fail_msg("gnnprep pack --cache-limit 64K failed:\n%s", log);
+    if (!strstr(log, "cache_chosen_by=cache-limit") || !strstr(log, "cache_blocks_4k_per_batch_random="))
+        fail_msg("no word of the cache tier:\n%s", log);
+    struct config c;
+    load_cfg(&c, cfg_path);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
+    check_identity(out, &c, &m, true);
+    struct pack_manifest a, b;
+    assert_int_equal(pack_manifest_read(out, &a, err, sizeof err), 0);
+    assert_true(a.cache_rows * a.row_bytes <= 64 * 1024 && a.cache_rows * a.row_bytes > 60 * 1024);
+    if (pack(log, sizeof log, ds, cfg_path, small, "--cache-limit 64K --mem-limit 2M") != 0)
+        fail_msg("gnnprep pack --mem-limit 2M failed:\n%s", log);
+    assert_int_equal(pack_manifest_read(small, &b, err, sizeof err), 0);
+    assert_true(a.chunks_xxh3 == b.chunks_xxh3 && a.hot_xxh3 == b.hot_xxh3 && a.index_xxh3 == b.index_xxh3 &&
+                a.cache_xxh3 == b.cache_xxh3);
+    t_rmrf(small);
+    assert_int_equal(t_run(log, sizeof log, "'%s' info '%s' --verify", gnnprep, out), 0);
+    if (!strstr(log, "cache tier   ") || !strstr(log, "replication_without_cache=") || !strstr(log, "verified"))
+        fail_msg("gnnprep info:\n%s", log);
+    /* --disk-limit below the replicated pack's size: a cache tier makes it fit */
+    char plain[4300], lim[64];
+    snprintf(plain, sizeof plain, "%s/pack-a", root);
+    if (!t_exists(plain))
+        assert_int_equal(pack(log, sizeof log, ds, cfg_path, plain, ""), 0);
+    struct pack_manifest f;
+    assert_int_equal(pack_manifest_read(plain, &f, err, sizeof err), 0);
+    uint64_t full = f.index_bytes + f.chunks_bytes + f.hot_bytes + f.cache_bytes + 4096;
+    snprintf(lim, sizeof lim, "--disk-limit %" PRIu64, full * 9 / 10);
+    char fit[4300];
+    snprintf(fit, sizeof fit, "%s/pack-fit", root);
+    if (pack(log, sizeof log, ds, cfg_path, fit, lim) != 0)
+        fail_msg("gnnprep pack %s failed:\n%s", lim, log);
+    assert_non_null(strstr(log, "cache_chosen_by=disk-limit"));
+    assert_int_equal(pack_manifest_read(fit, &b, err, sizeof err), 0);
+    assert_true(b.cache_rows > 0 && b.index_bytes + b.chunks_bytes + b.hot_bytes + b.cache_bytes <= full * 9 / 10);
+    check_identity(fit, &c, &m, true);
+    t_rmrf(fit);
+    /* --cache-limit 0 says no cache: the same limit refuses */
+    char no[256];
+    snprintf(no, sizeof no, "%s --cache-limit 0", lim);
+    assert_int_equal(pack(log, sizeof log, ds, cfg_path, fit, no), 2);
+    assert_non_null(strstr(log, "--cache-limit"));
+    assert_nothing_left(root, "pack-fit");
+}
+
+/* A pack whose cache file is missing, truncated or changed is refused:
+ * at open (missing, wrong size), by gnnprep info --verify and by
+ * gnnlaunch before start (changed in place). */
+static void test_cache_refused(void **state)
+{
+    (void)state;
+    setup_files();
+    char out[4300], broken[4300], log[8192], err[2048], gnnlaunch[4200];
+    t_bin(gnnlaunch, sizeof gnnlaunch, "gnnlaunch");
+    snprintf(out, sizeof out, "%s/pack-c", root);
+    if (!t_exists(out))
+        assert_int_equal(pack(log, sizeof log, ds, cfg_path, out, "--cache-limit 64K"), 0);
+    snprintf(broken, sizeof broken, "%s/pack-c-broken", root);
+    struct pack p;
+    /* one byte of a row changed: same size, another checksum */
+    assert_int_equal(t_run(log, sizeof log,
+                           "rm -rf '%s' && cp -r '%s' '%s' && printf 'Z' | dd of='%s/cache.bin' bs=1 seek=%u "
+                           "conv=notrunc status=none",
+                           broken, out, broken, broken, 3 * PACK_ALIGN + 5),
+                     0);
+    assert_int_equal(pack_open(&p, broken, true, err, sizeof err), 0); /* sizes hold */
+    assert_int_equal(pack_verify(&p, PACK_FILE_CACHE, err, sizeof err), -EINVAL);
+    if (!strstr(err, "cache.bin") || !strstr(err, "make the pack again"))
+        fail_msg("the changed cache file: %s", err);
+    assert_int_equal(pack_verify(&p, PACK_FILE_INDEX | PACK_FILE_CHUNKS | PACK_FILE_HOT, err, sizeof err), 0);
+    pack_free(&p);
+    assert_true(t_run(log, sizeof log, "'%s' info '%s' --verify", gnnprep, broken) != 0);
+    assert_non_null(strstr(log, "cache.bin"));
+    assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s'",
+                           gnnlaunch, cfg_path, broken),
+                     2);
+    if (!strstr(log, "cache.bin changed"))
+        fail_msg("gnnlaunch on a changed cache file:\n%s", log);
+    /* truncated, then missing */
+    assert_int_equal(t_run(log, sizeof log, "truncate -s -4096 '%s/cache.bin'", broken), 0);
+    assert_int_equal(pack_open(&p, broken, true, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "cache.bin"));
+    assert_int_equal(t_run(log, sizeof log, "rm '%s/cache.bin'", broken), 0);
+    assert_int_equal(pack_open(&p, broken, true, err, sizeof err), -ENOENT);
+    if (!strstr(err, "cache.bin") || !strstr(err, "make the pack again"))
+        fail_msg("the missing cache file: %s", err);
+    t_rmrf(broken);
+}
+
 static void test_disk_limit(void **state)
 {
     (void)state;
@@ -309,7 +522,8 @@ static void test_disk_limit(void **state)
 
 /* gnnprep pack with a per-file size limit of `limit` bytes (writes past
  * it fail with EFBIG, SIGXFSZ ignored); its exit status. */
-static int pack_rlimit(const char *out, uint64_t limit)
+static int pack_rlimit_with(const char *out, uint64_t limit, const char *dataset, const char *cfg, const char *opt,
+                            const char *val)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -321,12 +535,17 @@ static int pack_rlimit(const char *out, uint64_t limit)
         int fd = open("/dev/null", O_WRONLY);
         dup2(fd, 1);
         dup2(fd, 2);
-        execl(gnnprep, gnnprep, "pack", ds, cfg_path, out, "--epochs", "2", (char *)NULL);
+        execl(gnnprep, gnnprep, "pack", dataset, cfg, out, "--epochs", "2", opt, val, (char *)NULL);
         _exit(98);
     }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int pack_rlimit(const char *out, uint64_t limit)
+{
+    return pack_rlimit_with(out, limit, ds, cfg_path, NULL, NULL);
 }
 
 static void test_disk_full(void **state)
@@ -351,6 +570,31 @@ static void test_disk_full(void **state)
     int rc = pack_rlimit(full, spill + (chunks - spill) / 2);
     assert_int_equal(rc, 1);
     assert_nothing_left(root, "pack-full");
+    /* the same in cache.bin: rows of 2 KiB and no hot tier make the cache the largest file, written after the
+       chunks and the hot tier */
+    char ds3[4300], cfg3[4300], big[4300];
+    snprintf(ds3, sizeof ds3, "%s/ds-wide", root);
+    snprintf(cfg3, sizeof cfg3, "%s/wide.toml", root);
+    snprintf(big, sizeof big, "%s/pack-wide", root);
+    if (t_run(log, sizeof log, "'%s' synth '%s' --nodes %u --avg-degree 6 --feat-dim 512 --classes 4 --seed 3",
+              gnnprep, ds3, NODES) != 0)
+        fail_msg("gnnprep synth failed:\n%s", log);
+    FILE *f = fopen(cfg3, "w");
+    assert_non_null(f);
+    fprintf(f, "[dataset]\npath = \"%s\"\n[model]\nfanouts = [4, 3]\nhidden = 16\n[train]\nepochs = 2\nbatch_size = 100\n"
+            "seed = 5\neval_every = 1\n[pipeline]\nranks = 2\nfeature_buffer_mb = 1\nextractors = 1\n", ds3);
+    fclose(f);
+    if (t_run(log, sizeof log, "'%s' pack '%s' '%s' '%s' --epochs 2 --cache-limit 1G", gnnprep, ds3, cfg3, big) != 0)
+        fail_msg("gnnprep pack --cache-limit 1G failed:\n%s", log);
+    struct pack_manifest wm;
+    assert_int_equal(pack_manifest_read(big, &wm, err, sizeof err), 0);
+    assert_true(wm.cache_bytes > 2 * PACK_ALIGN + wm.chunks_bytes && wm.cache_bytes > wm.hot_bytes + PACK_ALIGN);
+    t_rmrf(big);
+    snprintf(full, sizeof full, "%s/pack-wide-full", root);
+    rc = pack_rlimit_with(full, (wm.chunks_bytes + wm.cache_bytes) / 2, ds3, cfg3, "--cache-limit", "1G");
+    assert_int_equal(rc, 1);
+    assert_nothing_left(root, "pack-wide-full");
+    t_rmrf(ds3);
     /* a tmpfs too small for the pack, where this process may mount one */
     char mnt[4300], why[512] = "";
     snprintf(mnt, sizeof mnt, "%s/tiny", root);
@@ -482,6 +726,28 @@ static void test_launch(void **state)
         snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck2, e);
         assert_same_ckpt(p1, p2);
     }
+    /* the same run from a pack with a cache tier: the same checkpoints again */
+    char outc[4300], ck3[4300];
+    snprintf(outc, sizeof outc, "%s/pack-run-cache", root);
+    snprintf(ck3, sizeof ck3, "%s/ck-packed-cache", root);
+    if (pack(log2, sizeof log2, ds, cfg, outc, "--cache-limit 48K") != 0)
+        fail_msg("gnnprep pack --cache-limit failed:\n%s", log2);
+    assert_int_equal(pack_manifest_read(outc, &m, err, sizeof err), 0);
+    assert_true(m.hot_rows > 0 && m.cache_rows > 0 && m.packed_rows > 0); /* all three tiers serve the run */
+    if (t_run(log2, sizeof log2, "'%s' --cpu '%s' --set train.checkpoint_dir='%s' --set pipeline.mode=packed "
+              "--set pipeline.pack='%s'", gnnlaunch, cfg, ck3, outc) != 0)
+        fail_msg("packed run with a cache tier failed:\n%s", log2);
+    if (!strstr(log2, "of the cache tier") || !strstr(log2, "reads of cache extents"))
+        fail_msg("the packed run did not say it read the cache tier:\n%s", log2);
+    b = last_line(log2);
+    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
+    for (int e = 1; e <= 2; e++) {
+        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
+        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck3, e);
+        assert_same_ckpt(p1, p2);
+    }
+    t_rmrf(ck3);
+    t_rmrf(outc);
     /* refusals before start */
     assert_int_equal(t_run(log, sizeof log, "'%s' --cpu '%s' --set pipeline.mode=packed --set pipeline.pack='%s' "
                            "--set train.epochs=3", gnnlaunch, cfg, out), 2);
@@ -522,6 +788,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_refused),
         cmocka_unit_test(test_disk_limit),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_launch),
