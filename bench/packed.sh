@@ -196,7 +196,7 @@ PY
     read -r o1 os omb ord < <(epoch_stats "$RUN/$label.online.log")
     read -r p1 ps pmb prd < <(epoch_stats "$RUN/$label.packed.log")
     # the extractor's chunk reads: count, MiB, and the rate of one read stream
-    note=$(sed -n 's/.*packed: \([0-9]*\) chunk reads, \([0-9.]*\) MiB, .*: \([0-9.]*\) MiB\/s per read stream.*/\1 \2 \3/p' \
+    note=$(sed -n 's/.*packed: \([0-9]*\) reads, \([0-9.]*\) MiB, .*: \([0-9.]*\) MiB\/s per read stream.*/\1 \2 \3/p' \
         "$RUN/$label.packed.log")
     read -r creads cmib crate <<<"$note"
     req=$(python3 -c "print(max(4096, int($cmib * 1048576 / max($creads, 1)) // 4096 * 4096))")

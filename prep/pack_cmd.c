@@ -212,7 +212,7 @@ struct packer {
     uint32_t *tmp_off;           /* (max_nodes) */
     uint32_t *id_rank;           /* (nodes / 64 + 1) cache nodes before each 64 nodes: places in node order */
     /* layout against node order: blocks and extents a batch's cache rows touch, summed over batches */
-    uint64_t blk4[2], blk64[2], ext[2];
+    uint64_t blk4[2], blk64[2], ext[2], xbytes[2];
     double rnd4, rnd64; /* ... and under uniformly random places (expected) */
     bool topo_memory;    /* sample with indices.bin in memory (it fits the limit) */
     unsigned char *slot; /* (slot_bytes) */
@@ -501,6 +501,7 @@ static int lay_out(struct packer *p, uint64_t *end, char *err, size_t errlen)
     memset(p->blk4, 0, sizeof p->blk4);
     memset(p->blk64, 0, sizeof p->blk64);
     memset(p->ext, 0, sizeof p->ext);
+    memset(p->xbytes, 0, sizeof p->xbytes);
     p->rnd4 = p->rnd64 = 0;
     p->placed = 0;
     p->man.cache_rows = p->ncache; /* pack_cache_row_off needs it */
@@ -554,8 +555,9 @@ static int lay_out(struct packer *p, uint64_t *end, char *err, size_t errlen)
                     p->tmp_pair[k] = (uint64_t)id_place(p, v.nodes[j]) << 32 | k;
                     k++;
                 }
-            uint64_t ignored;
-            p->ext[1] += plan_extents(p, p->tmp_pair, c, p->tmp_ext, NULL, &ignored);
+            uint64_t xb;
+            p->ext[1] += plan_extents(p, p->tmp_pair, c, p->tmp_ext, NULL, &xb);
+            p->xbytes[1] += xb;
             p->blk4[1] += count_blocks(p->tmp_pair, c, p->row_bytes, 4096);
             p->blk64[1] += count_blocks(p->tmp_pair, c, p->row_bytes, 65536);
             /* uniformly random places: c rows in nb blocks touch nb (1 - (1 - 1/nb)^c) of them */
@@ -964,13 +966,13 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
         printf("cache_rows=%" PRIu64 "\ncache_bytes=%" PRIu64 "\ncache_accesses=%" PRIu64 "\ncache_chosen_by=%s\n"
                "packed_rows_without_cache=%" PRIu64 "\n"
                "cache_extents_per_batch=%.2f\ncache_extents_per_batch_node_order=%.2f\n"
-               "cache_read_per_batch=%.0f\ncache_rows_per_batch=%.1f\n"
+               "cache_read_per_batch=%.0f\ncache_read_per_batch_node_order=%.0f\ncache_rows_per_batch=%.1f\n"
                "cache_blocks_4k_per_batch=%.1f\ncache_blocks_4k_per_batch_node_order=%.1f\n"
                "cache_blocks_4k_per_batch_random=%.1f\ncache_blocks_64k_per_batch=%.1f\n"
                "cache_blocks_64k_per_batch_node_order=%.1f\ncache_blocks_64k_per_batch_random=%.1f\n",
                m->cache_rows, m->cache_bytes, m->cache_accesses, chosen ? "disk-limit" : "cache-limit",
                m->packed_rows + m->cache_accesses, (double)p->ext[0] / nb, (double)p->ext[1] / nb, (double)m->cache_read / nb,
-               (double)m->cache_accesses / nb, (double)p->blk4[0] / nb, (double)p->blk4[1] / nb, p->rnd4 / nb,
+               (double)p->xbytes[1] / nb, (double)m->cache_accesses / nb, (double)p->blk4[0] / nb, (double)p->blk4[1] / nb, p->rnd4 / nb,
                (double)p->blk64[0] / nb, (double)p->blk64[1] / nb, p->rnd64 / nb);
     }
     printf("pack=%s\nbatches=%" PRIu64 "\nepochs=%" PRIu32 "\nranks=%" PRIu32 "\naccesses=%" PRIu64

@@ -127,7 +127,9 @@ static void cache_blocks(uint64_t *q, uint32_t n, uint64_t rb, uint64_t base, ui
  * every cache row and every hot row against features.bin; with a cache
  * tier (want_cache), the layout: a batch's newly placed rows are one run
  * of places, and a batch's cache rows touch fewer 4 KiB blocks in all,
- * in no more extents, than with the rows in node order. */
+ * than with the rows in node order (their extents are the packer's rule
+ * applied to their places: how many depends on the gap rule, not a
+ * claim of first touch). */
 static void check_identity(const char *out, const struct config *c, const struct dataset_meta *m, bool want_cache)
 {
     char err[1024];
@@ -305,7 +307,6 @@ static void check_identity(const char *out, const struct config *c, const struct
         fprintf(stderr, "test_pack: cache rows touch %" PRIu64 " blocks of 4 KiB in %" PRIu64 " extents in first-touch "
                 "order, %" PRIu64 " blocks in %" PRIu64 " extents in node order\n", blk[0], ext[0], blk[1], ext[1]);
         assert_true(blk[0] < blk[1]);
-        assert_true(ext[0] <= ext[1]);
     }
     free(cids);
     free(cbuf);
