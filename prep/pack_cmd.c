@@ -394,18 +394,20 @@ static int choose_hot(struct packer *p, uint64_t cap, char *err, size_t errlen)
  * full replication: a row read by c batches stored once instead of c
  * times saves (c - 1) rows, less what its reads add to the chunks' tails
  * (4 bytes an access, and an extent of 16 bytes at worst). Most-read
- * first, as choose_top takes them. UINT64_MAX when all of them do not. */
-static uint64_t cache_rows_for(const struct packer *p, uint64_t need)
+ * first, as choose_top takes them; when all the rows that save anything
+ * do not save enough, all of them (*enough false). */
+static uint64_t cache_rows_for(const struct packer *p, uint64_t need, bool *enough)
 {
+    *enough = false;
     enum { HMAX = 1 << 16 };
     uint64_t *hist = calloc(HMAX + 1, sizeof *hist);
     if (!hist)
-        return UINT64_MAX;
+        return 0; /* no cache: the limit refuses the pack */
     for (uint64_t v = 0; v < p->meta.nodes; v++)
         if (p->count[v] >= 2 && !is_hot(p, v))
             hist[SL_MIN(p->count[v], HMAX)]++;
-    uint64_t rows = UINT64_MAX, saved = 0, taken = 0;
-    for (uint64_t t = HMAX; t >= 2 && rows == UINT64_MAX; t--) {
+    uint64_t saved = 0, taken = 0;
+    for (uint64_t t = HMAX; t >= 2 && !*enough; t--) {
         int64_t per = (int64_t)((t - 1) * p->row_bytes) - (int64_t)(20 * t);
         if (per <= 0)
             break;
@@ -413,13 +415,13 @@ static uint64_t cache_rows_for(const struct packer *p, uint64_t need)
             saved += (uint64_t)per;
             taken++;
             if (saved >= need) {
-                rows = taken;
+                *enough = true;
                 break;
             }
         }
     }
     free(hist);
-    return rows;
+    return taken;
 }
 
 /* Place of v among the cache nodes in node order (the layout a cache in
@@ -889,8 +891,9 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
     bool chosen = false;
     if (p->disk_limit && total > p->disk_limit && !p->cache_given) {
         /* DiskGNN's rule: the disk cache comes in when packing would exceed the space limit */
-        uint64_t rows = cache_rows_for(p, total - p->disk_limit);
-        if (rows != UINT64_MAX && rows > 0) {
+        bool enough; /* if not, the smallest pack a cache makes, for the refusal below */
+        uint64_t rows = cache_rows_for(p, total - p->disk_limit, &enough);
+        if (rows > 0) {
             if ((rc = setup_cache(p, rows, &group_budget, err, errlen)) != 0 || (rc = lay_out(p, &end, err, errlen)))
                 return rc;
             cache_file = pack_round(pack_cache_row_off(&p->man, p->ncache));
