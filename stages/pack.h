@@ -82,8 +82,8 @@
  * text differs from a run's, naming the keys that differ.
  *
  * Threads: a struct pack is read-only after pack_open and may be shared;
- * pack_read_* use pread(2) on one descriptor and are safe from any
- * thread. Errors: 0 or -errno with a message in err (may be NULL) naming
+ * pack_read_* use pread(2) on its descriptors (chunks.bin, cache.bin) and
+ * are safe from any thread. Errors: 0 or -errno with a message in err (may be NULL) naming
  * the file and what to do. Nothing blocks but the file reads. */
 #ifndef SLUICE_STAGES_PACK_H
 #define SLUICE_STAGES_PACK_H
