@@ -471,6 +471,16 @@ static uint32_t plan_extents(const struct packer *p, uint64_t *pair, uint32_t c,
     return ne;
 }
 
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 /* Distinct blocks of `bs` bytes of the cache's rows that the rows at
  * places pair[j] >> 32 (ascending) touch. */
 static uint64_t count_blocks(const uint64_t *pair, uint32_t c, uint64_t rb, uint64_t bs)
@@ -509,6 +519,11 @@ static int lay_out(struct packer *p, uint64_t *end, char *err, size_t errlen)
     p->man.cache_rows = p->ncache; /* pack_cache_row_off needs it */
     uint64_t rows_bytes = p->ncache * p->row_bytes;
     double nb4 = (double)((rows_bytes + 4095) / 4096), nb64 = (double)((rows_bytes + 65535) / 65536);
+    /* blocks one row at a random place touches: its places are multiples of row_bytes, so its offset in a
+       block is a uniform multiple of g = gcd(row_bytes, block) and it spans 1 + (row_bytes - g) / block on
+       average */
+    double k4 = 1.0 + (double)(p->row_bytes - gcd_u64(p->row_bytes, 4096)) / 4096.0;
+    double k64 = 1.0 + (double)(p->row_bytes - gcd_u64(p->row_bytes, 65536)) / 65536.0;
     for (uint64_t i = 0; i < p->nent && rc == 0; i++) {
         struct pack_entry *e = &p->ent[i];
         struct batch_view v;
@@ -562,9 +577,9 @@ static int lay_out(struct packer *p, uint64_t *end, char *err, size_t errlen)
             p->xbytes[1] += xb;
             p->blk4[1] += count_blocks(p->tmp_pair, c, p->row_bytes, 4096);
             p->blk64[1] += count_blocks(p->tmp_pair, c, p->row_bytes, 65536);
-            /* uniformly random places: c rows in nb blocks touch nb (1 - (1 - 1/nb)^c) of them */
-            p->rnd4 += nb4 * (1.0 - pow(1.0 - 1.0 / nb4, (double)c));
-            p->rnd64 += nb64 * (1.0 - pow(1.0 - 1.0 / nb64, (double)c));
+            /* uniformly random places: c rows of k blocks each in nb blocks touch about nb (1 - (1 - k/nb)^c) */
+            p->rnd4 += nb4 * (1.0 - pow(SL_MAX(0.0, 1.0 - k4 / nb4), (double)c));
+            p->rnd64 += nb64 * (1.0 - pow(SL_MAX(0.0, 1.0 - k64 / nb64), (double)c));
         }
         e->off = off;
         e->span = pack_round(e->batch_bytes) + pack_round(pack_rows_tail_bytes(e, p->row_bytes));
