@@ -176,6 +176,11 @@ static const key keys[] = {
      "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
      "start\"). auto: when every row fits in the feature buffer (in host memory or on a GPU); on: the same, and "
      "a run where they do not fit stops before it starts; off: never."},
+    {"pipeline.huge_pages", K_BOOL, OFF(pipeline.huge_pages), "true", 0, 0, NULL,
+     "Let the warm start turn the feature rows' memory into 2 MiB pages (MADV_COLLAPSE, Linux 6.1+) just ahead of "
+     "its reads, so the trainer's random row reads miss the TLB less (docs/architecture.md, \"Warm start\"). It "
+     "costs start-up time where the host backs guest memory slowly (0.3-0.5 s per GiB on a 2-core VM): false keeps "
+     "small pages. Rows on a GPU are not affected."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "

@@ -132,6 +132,7 @@ struct config {
         int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
         enum config_warm warm_start;
+        bool huge_pages; /* the warm start makes the rows' memory 2 MiB pages (stages/warm.h) */
         double stall_timeout_s; /* 0: never */
         enum cache_policy cache_policy;
         int64_t lookahead;    /* batches hinted ahead (lookahead policies) */

@@ -439,7 +439,8 @@ static void *warm_main(void *arg)
     struct stage *st = r->st;
     char msg[1024];
     struct warm_stats ws;
-    int rc = warm_fill(&r->src, &st->fb, NULL, idle, r, &ws, msg, sizeof msg);
+    struct warm_params wp = {.no_huge = !st->cfg.pipeline.huge_pages};
+    int rc = warm_fill(&r->src, &st->fb, &wp, idle, r, &ws, msg, sizeof msg);
     if (rc == -EPIPE) {
         stop_all(r);
         return NULL;
@@ -461,7 +462,8 @@ static void *warm_main(void *arg)
                ws.chunks_direct, ws.chunks_copied, st->fb.rows ? "" : " to the GPU", ws.skipped,
                (double)ws.claim_ns / 1e9, st->fb.rows ? "" : "rows on the GPU, ",
                (double)ws.huge_bytes / (1 << 20), (double)ws.huge_ns / 1e9, ws.huge_rc ? ", stopped: " : "",
-               ws.huge_rc == -ECANCELED ? "SLUICE_NO_HUGE_PAGES is set"
+               ws.huge_rc == -ECANCELED ? (st->cfg.pipeline.huge_pages ? "SLUICE_NO_HUGE_PAGES is set"
+                                                                       : "pipeline.huge_pages = false")
                : ws.huge_rc             ? strerror(-ws.huge_rc)
                                         : "",
                rrc == 0              ? "the buffer is resident: batches take no references from now on"
