@@ -17,7 +17,7 @@ const char *const parts_file_name[PARTS_FILES] = {"node_pos.bin", "pos_node.bin"
                                                   "buckets_index.bin"};
 const char *const parts_file_key[PARTS_FILES] = {"node_pos", "pos_node", "features", "buckets", "buckets_index"};
 
-static const char *const order_names[PARTS_ORDERS] = {"random", "degree"};
+static const char *const order_names[PARTS_ORDERS] = {"random", "degree", "neighbours"};
 
 const char *parts_order_name(enum parts_order o)
 {

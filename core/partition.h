@@ -52,8 +52,13 @@
 #define PARTS_ALIGN 4096u  /* blocks and bucket columns start on these */
 #define PARTS_MAX 4096u    /* most partitions a layout may have (P^2 buckets) */
 
-enum parts_order { PARTS_ORDER_RANDOM = 0, PARTS_ORDER_DEGREE, PARTS_ORDERS };
-const char *parts_order_name(enum parts_order o);            /* "random", "degree" */
+/* The order of the nodes within the training nodes and within the others
+ * (gnnprep partition --order): random, by in-degree, or (neighbours) the
+ * others by the edges they send to training nodes, then by out-degree, so
+ * that the partitions right after the training ones hold the training
+ * nodes' nearest neighbourhood (docs/partitions.md, "Accuracy"). */
+enum parts_order { PARTS_ORDER_RANDOM = 0, PARTS_ORDER_DEGREE, PARTS_ORDER_NEIGHBOURS, PARTS_ORDERS };
+const char *parts_order_name(enum parts_order o);            /* "random", "degree", "neighbours" */
 int parts_order_parse(const char *s, enum parts_order *out); /* 0 or -EINVAL */
 
 enum { PARTS_NODE_POS, PARTS_POS_NODE, PARTS_FEATURES, PARTS_BUCKETS, PARTS_BUCKETS_INDEX, PARTS_FILES };

@@ -6,7 +6,8 @@
  * Memory: 24 bytes a node (the order, its inverse, the in-degrees), 24
  * bytes a bucket (P^2 of them), the scans' buffers (~64 MiB), and a window that takes
  * the rest of --mem-limit. Passes:
- *   1. train.bin (and indptr.bin for --order degree): the order;
+ *   1. train.bin (and indptr.bin for --order degree, indptr.bin +
+ *      indices.bin for --order neighbours): the order;
  *   2. features.bin once per window of positions that fits: each pass
  *      copies the rows whose position falls in the window, then writes
  *      the window's rows in position order (the first pass hashes the
@@ -57,7 +58,7 @@ struct pjob {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gnnprep partition DATASET --parts P [--order random|degree] [--seed S] [--mem-limit SIZE] [--quiet]\n"
+    fprintf(f, "usage: gnnprep partition DATASET --parts P [--order random|degree|neighbours] [--seed S] [--mem-limit SIZE] [--quiet]\n"
                "\n"
                "Writes DATASET/parts.P: the nodes in P partitions, training nodes first (they fill the first\n"
                "k partitions), the features grouped by partition (each a 4 KiB-aligned block that one direct\n"
@@ -67,9 +68,13 @@ static void usage(FILE *f)
                "once the dataset changes.\n"
                "\n"
                "  --parts P         partitions, 1..%u and at most the nodes (required)\n"
-               "  --order O         random (default) or degree: the order within the training nodes and\n"
-               "                    within the others (degree: highest in-degree first)\n"
-               "  --seed S          the shuffle of --order random (default 1)\n"
+               "  --order O         random (default), degree or neighbours: the order within the training\n"
+               "                    nodes and within the others (degree: highest in-degree first;\n"
+               "                    neighbours: training nodes at random, then the others by the edges\n"
+               "                    they send to training nodes, then by out-degree, so the partitions\n"
+               "                    after the training ones hold their nearest neighbours; one more pass\n"
+               "                    over the edges)\n"
+               "  --seed S          the shuffle of --order random and neighbours (default 1)\n"
                "  --mem-limit SIZE  memory to use, e.g. 512M or 8G (default 1G): 24 bytes a node and\n"
                "                    24 bytes a bucket, ~64 MiB of buffers, the rest for the windows\n"
                "  --quiet           no progress lines\n"
@@ -147,6 +152,37 @@ static int by_degree(const void *a, const void *b, void *deg)
     return (x > y) - (x < y);
 }
 
+/* --order neighbours: highest score first (edges sent to training nodes in
+ * the high 32 bits, all edges sent in the low ones), ties by a hash of the
+ * id and the seed (a random order among equals). */
+struct score_ctx {
+    const uint64_t *score;
+    uint64_t seed;
+};
+
+static int by_score(const void *a, const void *b, void *arg)
+{
+    const struct score_ctx *x = arg;
+    uint64_t u = *(const uint64_t *)a, v = *(const uint64_t *)b;
+    if (x->score[u] != x->score[v])
+        return x->score[u] > x->score[v] ? -1 : 1;
+    uint64_t hu = sl_mix64(u ^ x->seed), hv = sl_mix64(v ^ x->seed);
+    if (hu != hv)
+        return hu < hv ? -1 : 1;
+    return (u > v) - (u < v);
+}
+
+/* Edge u -> v: u's score (j->deg, indexed by node here) gains 1 << 32 when
+ * v is a training node (j->pos[v] == 1 marks them) and 1 in any case. */
+static int score_edge(struct pjob *j, uint64_t u, uint64_t v, void *arg)
+{
+    (void)arg;
+    j->deg[u] += (j->pos[v] ? 1ull << 32 : 0) + 1;
+    return 0;
+}
+
+static int each_edge(struct pjob *j, bool hash, int (*fn)(struct pjob *, uint64_t u, uint64_t v, void *), void *arg);
+
 static void shuffle(uint64_t *v, uint64_t n, uint64_t *rng)
 {
     for (uint64_t i = n; i > 1; i--) {
@@ -188,6 +224,16 @@ static int make_order(struct pjob *j, uint64_t train_seed)
         uint64_t rng = train_seed;
         shuffle(j->order, ntrain, &rng);
         shuffle(j->order + ntrain, n - ntrain, &rng);
+    } else if (j->pm.order == PARTS_ORDER_NEIGHBOURS) {
+        /* one pass over the edges scores every node into deg (zero until
+         * the bucket count, which it is again after) */
+        if ((rc = each_edge(j, false, score_edge, NULL)) < 0)
+            return rc;
+        uint64_t rng = train_seed;
+        shuffle(j->order, ntrain, &rng);
+        struct score_ctx x = {.score = j->deg, .seed = train_seed};
+        qsort_r(j->order + ntrain, n - ntrain, sizeof *j->order, by_score, &x);
+        memset(j->deg, 0, n * sizeof *j->deg);
     } else {
         /* in-degrees into pos (no longer needed as a mark) */
         file_path(j, DATASET_INDPTR, path, sizeof path);
@@ -504,7 +550,7 @@ static void set_source(struct parts_meta *pm, int argc, char **argv)
 static int order_opt(const char *v, void *dst, char *err, size_t errlen)
 {
     if (parts_order_parse(v, dst) < 0)
-        return sl_errf(err, errlen, -EINVAL, "gnnprep partition: --order %s: expected random or degree", v);
+        return sl_errf(err, errlen, -EINVAL, "gnnprep partition: --order %s: expected random, degree or neighbours", v);
     return 0;
 }
 

@@ -27,6 +27,7 @@ struct psched {
     uint32_t slots;
     enum po_order order;
     enum po_cover cover;
+    int fill; /* enum partition_fill (core/config.h); "auto" resolved at open from the layout's order */
     char layout[4096], dataset[4096];
     struct parts_meta pm;
     uint64_t ntrain;
@@ -43,14 +44,17 @@ uint64_t schedule_partitions_seed(uint64_t seed, uint32_t epoch)
 
 static int parse_arg(struct psched *ps, const char *arg, char *err, size_t errlen)
 {
-    char buf[4200], order[32] = "", cover[32] = "";
+    char buf[4200], order[32] = "", cover[32] = "", fill[32] = "";
     unsigned slots = 0;
     int n = 0;
-    if (!arg || strlen(arg) >= sizeof buf || sscanf(arg, "%u:%31[a-z]:%31[a-z]:%n", &slots, order, cover, &n) != 3 ||
-        n == 0 || !arg[n])
+    if (!arg || strlen(arg) >= sizeof buf ||
+        sscanf(arg, "%u:%31[a-z]:%31[a-z]:%31[a-z]:%n", &slots, order, cover, fill, &n) != 4 || n == 0 || !arg[n])
         return sl_errf(err, errlen, -EINVAL,
-                       "partitions schedule: argument \"%s\" is not SLOTS:ORDER:COVER:LAYOUT (e.g. 4:comet:nodes:DIR/parts.32)",
+                       "partitions schedule: argument \"%s\" is not SLOTS:ORDER:COVER:FILL:LAYOUT (e.g. "
+                       "4:comet:nodes:auto:DIR/parts.32)",
                        arg ? arg : "");
+    if ((ps->fill = partition_fill_parse(fill)) < 0)
+        return sl_errf(err, errlen, -EINVAL, "partitions schedule: fill \"%s\" is not auto, random or first", fill);
     if (po_order_parse(order, &ps->order) < 0)
         return sl_errf(err, errlen, -EINVAL, "partitions schedule: ordering \"%s\" is not comet or beta", order);
     if (!strcmp(cover, "nodes"))
@@ -69,7 +73,7 @@ static int parse_arg(struct psched *ps, const char *arg, char *err, size_t errle
 static struct po_params plan_params(const struct schedule *s, const struct psched *ps, uint32_t epoch)
 {
     return (struct po_params){.parts = ps->pm.parts, .slots = ps->slots, .train_parts = ps->pm.train_parts,
-                              .order = ps->order, .cover = ps->cover, .seed = schedule_partitions_seed(s->p.seed, epoch)};
+                              .fixed_parts = ps->fill == PARTITION_FILL_FIRST ? ps->slots : 0, .order = ps->order, .cover = ps->cover, .seed = schedule_partitions_seed(s->p.seed, epoch)};
 }
 
 int schedule_partitions_plan(const struct schedule *s, uint32_t epoch, struct po_plan *pl, char *err, size_t errlen)
@@ -149,6 +153,8 @@ static int psched_open(struct schedule *s, char *err, size_t errlen)
     if ((rc = dataset_meta_read(ps->dataset, &m, true, err, errlen)) < 0 ||
         (rc = parts_meta_read(ps->layout, &m, &ps->pm, err, errlen)) < 0)
         return rc;
+    if (ps->fill == PARTITION_FILL_AUTO)
+        ps->fill = ps->pm.order == PARTS_ORDER_NEIGHBOURS ? PARTITION_FILL_FIRST : PARTITION_FILL_RANDOM;
     if (p->split_n[BATCH_TRAIN] != m.f[DATASET_TRAIN].rows)
         return sl_errf(err, errlen, -EINVAL, "partitions schedule: %" PRIu64 " training targets, the dataset has %" PRIu64,
                        p->split_n[BATCH_TRAIN], m.f[DATASET_TRAIN].rows);
@@ -323,8 +329,9 @@ const struct schedule_ops *schedule_for_config(const struct config *c, char *arg
     }
     char dir[32];
     parts_dir_name((uint32_t)c->pipeline.partitions, dir, sizeof dir);
-    snprintf(arg, len, "%" PRId64 ":%s:nodes:%s/%s", c->pipeline.buffer_partitions,
-             po_order_name((enum po_order)c->pipeline.partition_order), c->dataset.path, dir);
+    snprintf(arg, len, "%" PRId64 ":%s:nodes:%s:%s/%s", c->pipeline.buffer_partitions,
+             po_order_name((enum po_order)c->pipeline.partition_order), partition_fill_name(c->pipeline.partition_fill),
+             c->dataset.path, dir);
     return &schedule_partitions_ops;
 }
 

@@ -3,10 +3,14 @@
  * epoch's training pass follows the buffer states of a partorder plan
  * (core/partorder.h) over a partitioned layout (core/partition.h).
  *
- * Argument. schedule_params.arg is "SLOTS:ORDER:COVER:LAYOUT", e.g.
- * "4:comet:nodes:data/big/parts.32": the buffer's slots c, the ordering
- * (po_order_name), the coverage (po_cover_name) and the layout directory,
- * whose parent is the dataset. Logical partitions follow MariusGNN's rule.
+ * Argument. schedule_params.arg is "SLOTS:ORDER:COVER:FILL:LAYOUT", e.g.
+ * "4:comet:nodes:auto:data/big/parts.32": the buffer's slots c, the
+ * ordering (po_order_name), the coverage (po_cover_name), how MariusGNN's
+ * one-state rule fills the slots beside the training partitions
+ * (pipeline.partition_fill: random, first, or auto = first for a layout
+ * ordered by neighbours, else random; po_params.fixed_parts) and the
+ * layout directory, whose parent is the dataset. Logical partitions follow
+ * MariusGNN's rule.
  *
  * Epoch e. The plan of epoch e is po_plan_build with the layout's p and
  * train_parts and the seed schedule_partitions_seed(seed, e), the same on
@@ -61,8 +65,8 @@ int schedule_partitions_node_pos(const struct schedule *s, void **out, bool *u64
 
 /* The schedule a run of configuration c follows, for every stage and the
  * launcher alike: with pipeline.mode = "partitions" this one, its
- * argument written into arg ("C:ORDER:nodes:DATASET/parts.P", from
- * pipeline.buffer_partitions, partition_order and partitions, which
+ * argument written into arg ("C:ORDER:nodes:FILL:DATASET/parts.P", from
+ * pipeline.buffer_partitions, partition_order, partition_fill and partitions, which
  * gnnlaunch resolved before the stages start); otherwise the default,
  * with *arg = "" (pass NULL as schedule_params.arg). */
 const struct schedule_ops *schedule_for_config(const struct config *c, char *arg, size_t len);

@@ -307,7 +307,7 @@ static void test_refused(void **state)
     assert_non_null(strstr(log_, "--parts is required"));
     assert_int_equal(partition(a, "--parts 6001"), 2);
     assert_int_equal(partition(a, "--parts 3 --order hilbert"), 2);
-    assert_non_null(strstr(log_, "random or degree"));
+    assert_non_null(strstr(log_, "random, degree or neighbours"));
     assert_int_equal(partition(dir, "--parts 3"), 2); /* not a dataset */
     t_rmrf(dir);
 }

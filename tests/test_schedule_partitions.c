@@ -70,10 +70,10 @@ static void open_one(struct schedule *s, const char *arg, uint32_t rank, uint32_
     assert_int_equal(schedule_load(s, ds, &m, err, sizeof err), 0);
 }
 
-static void check_run(const char *order, const char *cover, uint32_t slots, uint32_t ranks)
+static void check_run(const char *order, const char *cover, const char *fill, uint32_t slots, uint32_t ranks)
 {
     char arg[4500];
-    snprintf(arg, sizeof arg, "%u:%s:%s:%s", slots, order, cover, lay);
+    snprintf(arg, sizeof arg, "%u:%s:%s:%s:%s", slots, order, cover, fill, lay);
     enum { E = 3 };
     unsigned char *seen = calloc(m.nodes, 1);
     uint64_t max_steps = 0;
@@ -84,6 +84,9 @@ static void check_run(const char *order, const char *cover, uint32_t slots, uint
             open_one(&s, arg, r, ranks, E);
             struct po_plan pl;
             assert_int_equal(schedule_partitions_plan(&s, e, &pl, err, sizeof err), 0);
+            if (!strcmp(fill, "first") && pl.single) /* the first c partitions, every epoch */
+                for (uint32_t j = 0; j < pl.slots; j++)
+                    assert_int_equal(po_slot(&pl, 0, j), j);
             struct schedule_cursor c;
             schedule_cursor_init(&c, &s, 0);
             uint64_t start = schedule_epoch_start(&s, e), nb = schedule_pass_batches(&s, e, BATCH_TRAIN);
@@ -143,8 +146,10 @@ static void test_every_target_once(void **state)
     for (int o = 0; o < 2; o++)
         for (int c = 0; c < 2; c++)
             for (uint32_t ranks = 1; ranks <= 3; ranks += 2) {
-                check_run(orders[o], covers[c], 4, ranks);
-                check_run(orders[o], covers[c], 8, ranks); /* comet nodes: k = 6 < 8, one state */
+                check_run(orders[o], covers[c], "auto", 4, ranks);
+                check_run(orders[o], covers[c], "auto", 8, ranks); /* comet nodes: k = 6 < 8, one state */
+                check_run(orders[o], covers[c], "first", 8, ranks); /* ... partitions 0..7 every epoch */
+                check_run(orders[o], covers[c], "random", 4, ranks);
             }
 }
 
@@ -153,7 +158,7 @@ static void test_cursors_agree(void **state)
 {
     (void)state;
     char arg[4500];
-    snprintf(arg, sizeof arg, "4:comet:nodes:%s", lay);
+    snprintf(arg, sizeof arg, "4:comet:nodes:auto:%s", lay);
     struct schedule s;
     open_one(&s, arg, 0, 1, 2);
     struct schedule_cursor a, b;
@@ -191,13 +196,13 @@ static void test_refused(void **state)
     schedule_split_sizes(&m, p.split_n);
     const struct schedule_ops *ops = schedule_find(SCHEDULE_PARTITIONS);
     assert_non_null(ops);
-    const char *bad[] = {NULL, "4:comet:nodes:", "x:comet:nodes:/tmp", "4:hilbert:nodes:/tmp", "4:comet:edges:/tmp"};
+    const char *bad[] = {NULL, "4:comet:nodes:auto:", "x:comet:nodes:auto:/tmp", "4:hilbert:nodes:auto:/tmp", "4:comet:edges:auto:/tmp", "4:comet:nodes:/tmp", "4:comet:nodes:some:/tmp"};
     for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
         p.arg = bad[i];
         assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     }
     char arg[4500];
-    snprintf(arg, sizeof arg, "40:comet:nodes:%s", lay); /* more slots than partitions */
+    snprintf(arg, sizeof arg, "40:comet:nodes:auto:%s", lay); /* more slots than partitions */
     p.arg = arg;
     assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "buffer_partitions"));
@@ -210,7 +215,7 @@ static void test_refused(void **state)
                            "--val-frac 0.1 --test-frac 0.1 && cp -r %s %s/",
                            prep, other, lay, other),
                      0);
-    snprintf(moved, sizeof moved, "4:comet:nodes:%s/parts.%d", other, P);
+    snprintf(moved, sizeof moved, "4:comet:nodes:auto:%s/parts.%d", other, P);
     p.arg = moved;
     assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "made from another dataset"));
