@@ -41,6 +41,8 @@ static const char *const pipeline_modes[] = {"online", "packed", "partitions", N
 static const char *const partition_orders[] = {"comet", "beta", NULL};
 /* pipeline.partition_fill, in enum partition_fill's order */
 static const char *const partition_fills[] = {"auto", "random", "first", NULL};
+/* pipeline.partition_eval, in enum partition_eval's order */
+static const char *const partition_evals[] = {"auto", "buffer", "graph", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -225,6 +227,12 @@ static const key keys[] = {
      "(MariusGNN), or the first partitions, the same every epoch (no reads after the first state); "
      "\"auto\": first for a layout made with gnnprep partition --order neighbours (which puts the "
      "training nodes' nearest neighbours there), else random."},
+    {"pipeline.partition_eval", K_ENUM, OFF(pipeline.partition_eval), "\"auto\"", 0, 0, partition_evals,
+     "pipeline.mode = \"partitions\": where validation and test batches are sampled and extracted: "
+     "\"buffer\", inside the epoch's buffer state (neighbours among the nodes in memory, rows copied from the "
+     "buffer, no read of features.bin; needs a layout made with gnnprep partition --eval-first and one state "
+     "an epoch holding its eval_parts), \"graph\", on the whole graph with rows read from features.bin as "
+     "online; \"auto\": buffer when the layout and the buffer allow it, else graph."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
@@ -276,6 +284,14 @@ int partition_fill_parse(const char *s)
 {
     for (int i = 0; s && partition_fills[i]; i++)
         if (!strcmp(s, partition_fills[i]))
+            return i;
+    return -1;
+}
+const char *partition_eval_name(int e) { return (unsigned)e < 3 ? partition_evals[e] : "?"; }
+int partition_eval_parse(const char *s)
+{
+    for (int i = 0; s && partition_evals[i]; i++)
+        if (!strcmp(s, partition_evals[i]))
             return i;
     return -1;
 }

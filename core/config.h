@@ -67,6 +67,11 @@ enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1, PIPELINE_PARTITIO
  * a layout made with gnnprep partition --order neighbours, else random),
  * random others each epoch (MariusGNN), or the first partitions. */
 enum partition_fill { PARTITION_FILL_AUTO = 0, PARTITION_FILL_RANDOM = 1, PARTITION_FILL_FIRST = 2 };
+/* pipeline.partition_eval: where the partition mode samples and extracts
+ * evaluation batches: auto (buffer when the layout allows it), inside the
+ * buffer state (stages/schedule_partitions.h says when that is possible),
+ * or on the whole graph with rows read from features.bin. */
+enum partition_eval { PARTITION_EVAL_AUTO = 0, PARTITION_EVAL_BUFFER = 1, PARTITION_EVAL_GRAPH = 2 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -152,6 +157,7 @@ struct config {
         int64_t partitions, buffer_partitions;
         int partition_order;
         int partition_fill; /* enum partition_fill */
+        int partition_eval; /* enum partition_eval */
     } pipeline;
     struct { /* link prediction (model.kind = distmult | complex; docs/link.md) */
         enum link_loss_key loss;
@@ -239,6 +245,8 @@ const char *pipeline_mode_name(enum pipeline_mode m);
  * value a name denotes, or -1. */
 const char *partition_fill_name(int f);
 int partition_fill_parse(const char *s);
+const char *partition_eval_name(int e); /* pipeline.partition_eval's, as above */
+int partition_eval_parse(const char *s);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

@@ -69,6 +69,10 @@ struct parts_meta {
     uint32_t version;
     uint32_t parts;        /* P */
     uint32_t train_parts;  /* k: partitions holding training nodes */
+    uint32_t eval_parts;   /* gnnprep partition --eval-first: the validation and test nodes follow the
+                              training nodes, and partitions [0, eval_parts) hold all three; 0: the
+                              evaluation nodes are spread with the others (partition.toml's
+                              eval_parts, absent in older layouts) */
     uint64_t part_nodes;   /* S */
     uint64_t part_bytes;   /* one block of features.bin */
     uint64_t row_stride;   /* the dataset's */
