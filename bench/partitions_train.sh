@@ -10,10 +10,13 @@
 # (all epochs, and epochs after the first), test accuracy, bytes the
 # extractor read, the partitions read against the count printed at start.
 # bench/partitions.sh measures the buffer's I/O alone. PORDERS lists the
-# layouts' node orders (gnnprep partition --order): a layout of another
-# order than random is made in a twin of the dataset (DS-ORDER, its files
-# hard-linked), since parts.P names one layout per P; the runs on it keep
-# pipeline.partition_fill = "auto" (first, for neighbours).
+# layouts' node orders (gnnprep partition --order), each optionally with
+# "+eval" (--eval-first): a layout other than plain random is made in a
+# twin of the dataset (DS-ORDER[-eval], its files hard-linked), since
+# parts.P names one layout per P; the runs on it keep the defaults
+# pipeline.partition_fill = "auto" (first, for neighbours) and
+# pipeline.partition_eval = "auto" (inside the buffer where the layout
+# allows it).
 #
 #   bench/partitions_train.sh                       # CAP 1G, SCALES 2, SETTINGS 32:4, EPOCHS 3
 #   CAP=512M SCALES=2 SETTINGS=16:4 EPOCHS=2 bench/partitions_train.sh   # quick
@@ -121,9 +124,10 @@ for scale in $SCALES; do
     ds=$(lib_dataset "$WORK" "$PREP" "$nodes" "$DIM" "$DTYPE" "$DEGREE" "$NTRAIN" 1000 1)
     run "online-x$scale" "$ds"
     for porder in $PORDERS; do
-    pds=$ds tag=""
+    pds=$ds tag="" pargs=(--order "${porder%%+*}")
+    [[ $porder == *+eval ]] && pargs+=(--eval-first)
     if [[ $porder != random ]]; then
-        pds=$ds-$porder tag="-$porder"
+        pds=$ds-${porder/+/-} tag="-${porder/+/-}"
         mkdir -p "$pds"
         for f in "$ds"/*; do
             [[ -f $f && ! -e $pds/$(basename "$f") ]] && ln "$f" "$pds/"
@@ -136,7 +140,7 @@ for scale in $SCALES; do
             rm -rf "$pds/parts.$p"
             lib_cg_create "$cap"
             t0=$(date +%s.%N)
-            lib_cg_exec "$PREP" partition "$pds" --parts "$p" --order "$porder" --mem-limit "$((cap / 2))" --quiet
+            lib_cg_exec "$PREP" partition "$pds" --parts "$p" "${pargs[@]}" --mem-limit "$((cap / 2))" --quiet
             echo "partition scale=$scale p=$p order=$porder seconds=$(echo "$(date +%s.%N) - $t0" | bc)"
             lib_cg_remove
         fi
