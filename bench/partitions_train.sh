@@ -25,7 +25,7 @@
 # SCALES ("2"), SETTINGS ("32:4", p:c), ORDERS ("comet beta"), PORDERS
 # ("random"), EPOCHS (3),
 # DIM (128), DTYPE (f32), DEGREE (10), NTRAIN (32000), FANOUTS ("[10, 5]"),
-# BATCH (1000), HIDDEN (64). Prints key=value lines and a markdown table
+# BATCH (1000), HIDDEN (64), SEED (1: train.seed). Prints key=value lines and a markdown table
 # on stdout. Reports; asserts nothing. Wrap it in
 # `flock /tmp/sluice-bench.lock` beside other benchmarks.
 set -euo pipefail
@@ -48,6 +48,7 @@ NTRAIN=${NTRAIN:-32000}
 FANOUTS=${FANOUTS:-"[10, 5]"}
 BATCH=${BATCH:-1000}
 HIDDEN=${HIDDEN:-64}
+SEED=${SEED:-1}
 
 lib_need_tools python3
 lib_need_bins "$BUILD" gnnlaunch gnnprep gnn-extractor gnn-sampler gnn-trainer gnn-releaser
@@ -78,7 +79,7 @@ hidden = $HIDDEN
 [train]
 epochs = $EPOCHS
 batch_size = $BATCH
-seed = 1
+seed = $SEED
 EOF
     lib_drop_caches "$ds/features.bin" "$ds"/parts.*/features.bin
     lib_cg_create "$cap"

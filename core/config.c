@@ -232,7 +232,8 @@ static const key keys[] = {
      "\"buffer\", inside the epoch's buffer state (neighbours among the nodes in memory, rows copied from the "
      "buffer, no read of features.bin; needs a layout made with gnnprep partition --eval-first and one state "
      "an epoch holding its eval_parts), \"graph\", on the whole graph with rows read from features.bin as "
-     "online; \"auto\": buffer when the layout and the buffer allow it, else graph."},
+     "online; \"auto\": buffer when the layout and the buffer allow it and the layout was made with --order "
+     "neighbours (elsewhere in-buffer evaluation sees too few neighbours), else graph."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},

@@ -68,7 +68,7 @@ enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1, PIPELINE_PARTITIO
  * random others each epoch (MariusGNN), or the first partitions. */
 enum partition_fill { PARTITION_FILL_AUTO = 0, PARTITION_FILL_RANDOM = 1, PARTITION_FILL_FIRST = 2 };
 /* pipeline.partition_eval: where the partition mode samples and extracts
- * evaluation batches: auto (buffer when the layout allows it), inside the
+ * evaluation batches: auto (buffer when a layout ordered by neighbours allows it), inside the
  * buffer state (stages/schedule_partitions.h says when that is possible),
  * or on the whole graph with rows read from features.bin. */
 enum partition_eval { PARTITION_EVAL_AUTO = 0, PARTITION_EVAL_BUFFER = 1, PARTITION_EVAL_GRAPH = 2 };

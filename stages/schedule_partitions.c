@@ -165,8 +165,10 @@ static int psched_open(struct schedule *s, char *err, size_t errlen)
      * keeps in every epoch's (only) state */
     bool can = ps->pm.eval_parts > 0 && ps->pm.eval_parts <= ps->slots && ps->order == PO_ORDER_COMET &&
                ps->cover == PO_COVER_NODES && ps->pm.train_parts < ps->slots;
+    /* auto: only where the layout also holds the evaluation nodes' neighbours (on a random layout in-buffer
+     * evaluation sees a few in-neighbours and cost 17-37 points: bench/results/partitions-acc-2026-11-27.md) */
     if (ps->eval == PARTITION_EVAL_AUTO)
-        ps->eval = can ? PARTITION_EVAL_BUFFER : PARTITION_EVAL_GRAPH;
+        ps->eval = can && ps->pm.order == PARTS_ORDER_NEIGHBOURS ? PARTITION_EVAL_BUFFER : PARTITION_EVAL_GRAPH;
     if (ps->eval == PARTITION_EVAL_BUFFER && !can) {
         if (!ps->pm.eval_parts)
             return sl_errf(err, errlen, -EINVAL,

@@ -10,7 +10,8 @@
  * partitions (pipeline.partition_fill: random, first, or auto = first for
  * a layout ordered by neighbours, else random; po_params.fixed_parts),
  * where evaluation batches are sampled (pipeline.partition_eval: buffer,
- * graph, or auto = buffer when it can be, below) and the layout
+ * graph, or auto = buffer when it can be, below, on a layout ordered by
+ * neighbours, else graph) and the layout
  * directory, whose parent is the dataset. Logical partitions follow
  * MariusGNN's rule.
  *
@@ -34,7 +35,8 @@
  * every training, validation and test node) under MariusGNN's one-state
  * rule (comet, k < c) with eval_parts <= c, whose fixed partitions then
  * include [0, eval_parts); open refuses "buffer" otherwise, naming what
- * to change, and "auto" picks "graph" then.
+ * to change, and "auto" picks "graph" then (and on a layout not ordered
+ * by neighbours, whose in-buffer evaluation loses most of the accuracy).
  *
  * Open reads the layout's metadata (checked against the dataset, whose
  * changes it refuses), node_pos.bin's entries of the training nodes, and

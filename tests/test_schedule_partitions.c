@@ -199,7 +199,8 @@ static void test_eval_in_buffer(void **state)
     char prep[4096], lay10[4300], arg[4600];
     t_bin(prep, sizeof prep, "gnnprep");
     /* 10 partitions of 600: the 3000 training nodes in 5, with the 1200 evaluation nodes in 7 */
-    if (t_run(log_, sizeof log_, "%s partition %s --parts 10 --eval-first --quiet", prep, ds))
+    if (t_run(log_, sizeof log_, "%s partition %s --parts 10 --eval-first --order neighbours --quiet", prep, ds) ||
+        t_run(log_, sizeof log_, "%s partition %s --parts 11 --eval-first --quiet", prep, ds))
         fail_msg("%s", log_);
     snprintf(lay10, sizeof lay10, "%s/parts.10", ds);
     char path[4500];
@@ -260,15 +261,19 @@ static void test_eval_in_buffer(void **state)
         }
     free(seen);
     free(pos10);
-    /* auto: buffer here; graph where the buffer cannot hold the evaluation partitions or the layout spreads them */
+    /* auto: buffer here; graph where the buffer cannot hold the evaluation partitions, the layout spreads them
+     * or is not ordered by neighbours (parts.11: random) */
     struct schedule s;
     snprintf(arg, sizeof arg, "8:comet:nodes:auto:auto:%s", lay10);
     open_one(&s, arg, 0, 1, 2);
     assert_true(schedule_partitions_eval_in_buffer(&s));
     schedule_free(&s);
-    const char *graph[] = {"6:comet:nodes:auto:auto:", "8:beta:nodes:auto:auto:", "8:comet:nodes:auto:graph:"};
+    char lay11[4300];
+    snprintf(lay11, sizeof lay11, "%s/parts.11", ds);
+    const char *graph[] = {"6:comet:nodes:auto:auto:", "8:beta:nodes:auto:auto:", "8:comet:nodes:auto:graph:",
+                           "8:comet:nodes:auto:auto:"};
     for (size_t i = 0; i < SL_ARRAY_LEN(graph); i++) {
-        snprintf(arg, sizeof arg, "%s%s", graph[i], lay10);
+        snprintf(arg, sizeof arg, "%s%s", graph[i], i < 3 ? lay10 : lay11);
         open_one(&s, arg, 0, 1, 2);
         assert_false(schedule_partitions_eval_in_buffer(&s));
         struct schedule_pos pos;
@@ -277,6 +282,10 @@ static void test_eval_in_buffer(void **state)
         assert_int_equal(schedule_partitions_state(&s, &pos), PO_EMPTY);
         schedule_free(&s);
     }
+    snprintf(arg, sizeof arg, "8:comet:nodes:auto:buffer:%s", lay11); /* asked for: granted on any order */
+    open_one(&s, arg, 0, 1, 2);
+    assert_true(schedule_partitions_eval_in_buffer(&s));
+    schedule_free(&s);
     struct schedule_params p = {.rank = 0, .ranks = 1, .batch_size = 64, .epochs = 1, .eval_every = 1, .seed = 1};
     schedule_split_sizes(&m, p.split_n);
     p.arg = arg;
