@@ -6,8 +6,9 @@
  * Memory: 24 bytes a node (the order, its inverse, the in-degrees), 24
  * bytes a bucket (P^2 of them), the scans' buffers (~64 MiB), and a window that takes
  * the rest of --mem-limit. Passes:
- *   1. train.bin (val.bin and test.bin too with --eval-first; indptr.bin for --order degree, indptr.bin +
- *      indices.bin for --order neighbours): the order;
+ *   1. train.bin (val.bin and test.bin too with --eval-first; indptr.bin
+ *      for --order degree, indptr.bin + indices.bin for --order
+ *      neighbours): the order;
  *   2. features.bin once per window of positions that fits: each pass
  *      copies the rows whose position falls in the window, then writes
  *      the window's rows in position order (the first pass hashes the

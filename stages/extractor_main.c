@@ -120,9 +120,9 @@ static void stop_all(struct xrun *r)
  * publishes the state with the count of its batches (training ones, and
  * the epoch's evaluation batches when they are evaluated inside the state:
  * pipeline.partition_eval) and waits until the extractor threads have
- * extracted them all. A thread with a batch of state (e, s) waits until (e, s) is published, copies
- * the batch's rows out of the buffer into the feature buffer
- * (extractor_run_rows: no disk read) and counts it off; the rows it copied
+ * extracted them all. A thread with a batch of state (e, s) waits until
+ * (e, s) is published, copies the batch's rows out of the buffer into the
+ * feature buffer (extractor_run_rows: no disk read) and counts it off; the rows it copied
  * live on in the feature buffer, so the buffer may drop the state as soon
  * as the count reaches zero, whatever the trainer does next. The sampler
  * pushes in batch order (sampler_main.c), so every batch of (e, s) is in
