@@ -694,6 +694,7 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
         prev = pl;
     }
     po_plan_free(&prev);
+    bool eval_in = rc == 0 && schedule_partitions_eval_in_buffer(&s);
     schedule_free(&s);
     if (rc)
         return sl_errf(err, errlen, rc, "pipeline.mode = \"partitions\": %s", msg);
@@ -711,14 +712,14 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
             "gnnlaunch: partitions: %s, p = %" PRIu32 " partitions of %" PRIu64 " nodes (%s each), %" PRIu32
             " holding the training nodes; buffer c = %" PRIu32 " (%s) + %" PRIu32 " spare frames = %s; ordering %s: "
             "%" PRIu32 "..%" PRIu32 " states an epoch, %" PRIu64 " swaps an epoch expected against the lower bound %" PRIu64
-            " (%s; pairs: %" PRIu64 "); the run reads %" PRIu64 " partitions (%s) over %" PRIu32 " epochs\n",
+            " (%s; pairs: %" PRIu64 "); the run reads %" PRIu64 " partitions (%s) over %" PRIu32 " epochs; evaluation %s\n",
             l->parts_dir, pm->parts, pm->part_nodes, sl_fmt_bytes(pm->part_bytes, b1, sizeof b1), pm->train_parts, cs,
             l->mem.partbuf_sized ? "auto-tuned to the memory plan" : "as given", spare,
             sl_fmt_bytes((uint64_t)(cs + spare) * pm->part_bytes, b2, sizeof b2), po_order_name(order), states_min,
             states_max, po_expected_swaps(&pp), one_state ? 0 : po_lower_bound_nodes(pm->parts, cs),
             one_state ? "the training partitions fit the buffer: one state" : "p - c, every partition in once",
             cs >= 2 ? po_lower_bound_pairs(pm->parts, cs) : 0, total, sl_fmt_bytes(total * pm->part_bytes, b3, sizeof b3),
-            epochs);
+            epochs, eval_in ? "inside the buffer state" : "on the whole graph (rows read from features.bin)");
     return 0;
 }
 
