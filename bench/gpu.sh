@@ -225,19 +225,19 @@ ooc1_part() {
         echo "|---|---|---|"
     } >>"$OUT"
     local seq
-    seq=$(dd if="$feat" of=/dev/null bs=4M iflag=direct 2>&1 | tail -n 1)
+    seq=$(dd if="$feat" of=/dev/null bs=4M iflag=direct 2>&1 | tail -n 1) || seq="failed: $seq"  # a probe's failure is reported, not fatal
     echo "| sequential | \`dd if=features.bin of=/dev/null bs=4M iflag=direct\` | $seq |" >>"$OUT"
     local best=0 t iops
     for t in 2 4; do
         local xb=("$bin/gnn-extractor" --bench "$ACC_DS" --io direct --io-depth 64 --threads "$t" --seconds 4 --batch-nodes 16384 --seed 1)
-        iops=$("${xb[@]}" 2>/dev/null | awk -F= '$1 == "iops" { print $2 }')
+        iops=$("${xb[@]}" 2>/dev/null | awk -F= '$1 == "iops" { print $2 }') || iops=""
         echo "| random 512 B, extractor alone | \`${xb[*]}\` | ${iops:-failed} IOPS |" >>"$OUT"
         [[ -n $iops ]] && best=$(awk -v a="$best" -v b="$iops" 'BEGIN { print (b > a ? b : a) }')
     done
     if command -v fio >/dev/null; then
         local fio_cmd=(fio --name=randread "--filename=$feat" --readonly --ioengine=io_uring --direct=1 --rw=randread
             --bs=512 --iodepth=64 --numjobs=2 --time_based --runtime=5 --group_reporting --output-format=terse --terse-version=3)
-        iops=$("${fio_cmd[@]}" 2>/dev/null | awk -F';' '{ print $8 }')
+        iops=$("${fio_cmd[@]}" 2>/dev/null | awk -F';' 'NR == 1 && $8 ~ /^[0-9.]+$/ { print $8 }') || iops=""
         echo "| random 512 B, fio | \`${fio_cmd[*]}\` | ${iops:-failed} IOPS |" >>"$OUT"
         [[ -n $iops ]] && best=$(awk -v a="$best" -v b="$iops" 'BEGIN { print (b > a ? b : a) }')
     else

@@ -144,8 +144,8 @@ static const key keys[] = {
      "whatever is removed). 0: keep every epoch's."},
 
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
-     "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
-     "different value is noted and ignored)."},
+     "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU (N x K with --ranks-per-gpu K), "
+     "whatever this says (a different value is noted and ignored)."},
     {"pipeline.samplers", K_INT, OFF(pipeline.samplers), "2", 1, 256, NULL, "Sampler threads per rank."},
     {"pipeline.trainer_threads", K_AUTOINT, OFF(pipeline.trainer_threads), "\"auto\"", 1, 256, NULL,
      "Compute threads of each rank's trainer (BLAS and the CPU operators). auto: the rank's share of the online "

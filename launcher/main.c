@@ -987,16 +987,19 @@ static void report_gpus(const struct launch *l)
  * unique per global rank of the run) and turns off the transports that
  * need a real shared host (peer-to-peer, shared memory): the ranks sum
  * through NCCL's socket transport, on the loopback interface on one node
- * (unless NCCL_SOCKET_IFNAME says otherwise). The launcher's environment
+ * (unless NCCL_SOCKET_IFNAME says otherwise), InfiniBand off there (unless
+ * NCCL_IB_DISABLE or NCCL_NET is set: a machine with IB cards would
+ * otherwise take them for the "network" between the ranks). The launcher's environment
  * otherwise, with any NCCL_HOSTID / _P2P_DISABLE / _SHM_DISABLE of it
  * replaced. NULL when out of memory; free with shared_gpu_env_free. */
 static char **shared_gpu_env(const struct launch *l, int global_rank)
 {
     static const char *const ours[] = {"NCCL_HOSTID=", "NCCL_P2P_DISABLE=", "NCCL_SHM_DISABLE="};
+    bool one_node = !(l->cl.on && l->cl.nodes > 1);
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 5, sizeof *env);
+    char **env = calloc(n + 6, sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
@@ -1019,9 +1022,13 @@ static char **shared_gpu_env(const struct launch *l, int global_rank)
     o += snprintf(mine + o, (size_t)(512 - o), "NCCL_P2P_DISABLE=1") + 1;
     env[k++] = mine + o;
     o += snprintf(mine + o, (size_t)(512 - o), "NCCL_SHM_DISABLE=1") + 1;
-    if (!getenv("NCCL_SOCKET_IFNAME") && !(l->cl.on && l->cl.nodes > 1)) {
+    if (one_node && !getenv("NCCL_SOCKET_IFNAME")) {
         env[k++] = mine + o;
-        snprintf(mine + o, (size_t)(512 - o), "NCCL_SOCKET_IFNAME=lo");
+        o += snprintf(mine + o, (size_t)(512 - o), "NCCL_SOCKET_IFNAME=lo") + 1;
+    }
+    if (one_node && !getenv("NCCL_IB_DISABLE") && !getenv("NCCL_NET")) { /* the socket transport, not InfiniBand */
+        env[k++] = mine + o;
+        snprintf(mine + o, (size_t)(512 - o), "NCCL_IB_DISABLE=1");
     }
     env[k] = NULL;
     return env;
