@@ -9,15 +9,23 @@
 # same model, batches and epochs. Reports per run: mean epoch seconds
 # (all epochs, and epochs after the first), test accuracy, bytes the
 # extractor read, the partitions read against the count printed at start.
-# bench/partitions.sh measures the buffer's I/O alone.
+# bench/partitions.sh measures the buffer's I/O alone. PORDERS lists the
+# layouts' node orders (gnnprep partition --order), each optionally with
+# "+eval" (--eval-first): a layout other than plain random is made in a
+# twin of the dataset (DS-ORDER[-eval], its files hard-linked), since
+# parts.P names one layout per P; the runs on it keep the defaults
+# pipeline.partition_fill = "auto" (first, for neighbours) and
+# pipeline.partition_eval = "auto" (inside the buffer where the layout
+# allows it).
 #
 #   bench/partitions_train.sh                       # CAP 1G, SCALES 2, SETTINGS 32:4, EPOCHS 3
 #   CAP=512M SCALES=2 SETTINGS=16:4 EPOCHS=2 bench/partitions_train.sh   # quick
 #
 # Environment (defaults): BUILD (build), WORK (bench/work), CAP (1G),
-# SCALES ("2"), SETTINGS ("32:4", p:c), ORDERS ("comet beta"), EPOCHS (3),
+# SCALES ("2"), SETTINGS ("32:4", p:c), ORDERS ("comet beta"), PORDERS
+# ("random"), EPOCHS (3),
 # DIM (128), DTYPE (f32), DEGREE (10), NTRAIN (32000), FANOUTS ("[10, 5]"),
-# BATCH (1000), HIDDEN (64). Prints key=value lines and a markdown table
+# BATCH (1000), HIDDEN (64), SEED (1: train.seed). Prints key=value lines and a markdown table
 # on stdout. Reports; asserts nothing. Wrap it in
 # `flock /tmp/sluice-bench.lock` beside other benchmarks.
 set -euo pipefail
@@ -31,6 +39,7 @@ CAP=${CAP:-1G}
 SCALES=${SCALES:-"2"}
 SETTINGS=${SETTINGS:-"32:4"}
 ORDERS=${ORDERS:-"comet beta"}
+PORDERS=${PORDERS:-"random"}
 EPOCHS=${EPOCHS:-3}
 DIM=${DIM:-128}
 DTYPE=${DTYPE:-f32}
@@ -39,6 +48,7 @@ NTRAIN=${NTRAIN:-32000}
 FANOUTS=${FANOUTS:-"[10, 5]"}
 BATCH=${BATCH:-1000}
 HIDDEN=${HIDDEN:-64}
+SEED=${SEED:-1}
 
 lib_need_tools python3
 lib_need_bins "$BUILD" gnnlaunch gnnprep gnn-extractor gnn-sampler gnn-trainer gnn-releaser
@@ -69,7 +79,7 @@ hidden = $HIDDEN
 [train]
 epochs = $EPOCHS
 batch_size = $BATCH
-seed = 1
+seed = $SEED
 EOF
     lib_drop_caches "$ds/features.bin" "$ds"/parts.*/features.bin
     lib_cg_create "$cap"
@@ -114,20 +124,33 @@ for scale in $SCALES; do
     nodes=$((scale * cap / stride))
     ds=$(lib_dataset "$WORK" "$PREP" "$nodes" "$DIM" "$DTYPE" "$DEGREE" "$NTRAIN" 1000 1)
     run "online-x$scale" "$ds"
+    for porder in $PORDERS; do
+    pds=$ds tag="" pargs=(--order "${porder%%+*}")
+    [[ $porder == *+eval ]] && pargs+=(--eval-first)
+    if [[ $porder != random ]]; then
+        pds=$ds-${porder/+/-} tag="-${porder/+/-}"
+        mkdir -p "$pds"
+        for f in "$ds"/*; do
+            [[ -f $f && ! -e $pds/$(basename "$f") ]] && ln "$f" "$pds/"
+        done
+    fi
     for setting in $SETTINGS; do
         p=${setting%%:*}
         c=${setting##*:}
-        if [[ ! -f $ds/parts.$p/partition.toml ]]; then
-            rm -rf "$ds/parts.$p"
+        if [[ ! -f $pds/parts.$p/partition.toml ]]; then
+            rm -rf "$pds/parts.$p"
             lib_cg_create "$cap"
-            lib_cg_exec "$PREP" partition "$ds" --parts "$p" --mem-limit "$((cap / 2))" --quiet
+            t0=$(date +%s.%N)
+            lib_cg_exec "$PREP" partition "$pds" --parts "$p" "${pargs[@]}" --mem-limit "$((cap / 2))" --quiet
+            echo "partition scale=$scale p=$p order=$porder seconds=$(echo "$(date +%s.%N) - $t0" | bc)"
             lib_cg_remove
         fi
         for order in $ORDERS; do
-            run "partitions-x$scale-p$p-c$c-$order" "$ds" --set pipeline.mode='"partitions"' \
+            run "partitions-x$scale-p$p-c$c-$order$tag" "$pds" --set pipeline.mode='"partitions"' \
                 --set pipeline.partitions="$p" --set pipeline.buffer_partitions="$c" \
                 --set pipeline.partition_order="\"$order\""
         done
+    done
     done
 done
 

@@ -39,6 +39,10 @@ static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
 static const char *const pipeline_modes[] = {"online", "packed", "partitions", NULL};
 /* pipeline.partition_order, in enum po_order's order (core/partorder.h) */
 static const char *const partition_orders[] = {"comet", "beta", NULL};
+/* pipeline.partition_fill, in enum partition_fill's order */
+static const char *const partition_fills[] = {"auto", "random", "first", NULL};
+/* pipeline.partition_eval, in enum partition_eval's order */
+static const char *const partition_evals[] = {"auto", "buffer", "graph", NULL};
 
 typedef struct key {
     const char *name;             /* "section.key" */
@@ -140,8 +144,8 @@ static const key keys[] = {
      "whatever is removed). 0: keep every epoch's."},
 
     {"pipeline.ranks", K_INT, OFF(pipeline.ranks), "1", 1, 1024, NULL,
-     "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU, whatever this says (a "
-     "different value is noted and ignored)."},
+     "Data-parallel ranks with --cpu. gnnlaunch --gpus N runs N ranks, one per GPU (N x K with --ranks-per-gpu K), "
+     "whatever this says (a different value is noted and ignored)."},
     {"pipeline.samplers", K_INT, OFF(pipeline.samplers), "2", 1, 256, NULL, "Sampler threads per rank."},
     {"pipeline.trainer_threads", K_AUTOINT, OFF(pipeline.trainer_threads), "\"auto\"", 1, 256, NULL,
      "Compute threads of each rank's trainer (BLAS and the CPU operators). auto: the rank's share of the online "
@@ -176,6 +180,11 @@ static const key keys[] = {
      "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
      "start\"). auto: when every row fits in the feature buffer (in host memory or on a GPU); on: the same, and "
      "a run where they do not fit stops before it starts; off: never."},
+    {"pipeline.huge_pages", K_BOOL, OFF(pipeline.huge_pages), "true", 0, 0, NULL,
+     "Let the warm start turn the feature rows' memory into 2 MiB pages (MADV_COLLAPSE, Linux 6.1+) just ahead of "
+     "its reads, so the trainer's random row reads miss the TLB less (docs/architecture.md, \"Warm start\"). It "
+     "costs start-up time where the host backs guest memory slowly (0.3-0.5 s per GiB on a 2-core VM): false keeps "
+     "small pages. Rows on a GPU are not affected."},
     {"pipeline.stall_timeout_s", K_FLOAT, OFF(pipeline.stall_timeout_s), "120", 0, 1e6, NULL,
      "A stage whose heartbeat is older than this many seconds while work waits for it (it is stopped, or stuck) "
      "stops the run (exit 3) naming the stage, rank, pid and how long it was silent. A stage's start-up before "
@@ -217,6 +226,19 @@ static const key keys[] = {
     {"pipeline.partition_order", K_ENUM, OFF(pipeline.partition_order), "\"comet\"", 0, 0, partition_orders,
      "pipeline.mode = \"partitions\": the order of the buffer states, comet (MariusGNN; one state per epoch "
      "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline)."},
+    {"pipeline.partition_fill", K_ENUM, OFF(pipeline.partition_fill), "\"auto\"", 0, 0, partition_fills,
+     "pipeline.mode = \"partitions\", comet with the training partitions fitting the buffer (one state an "
+     "epoch): the slots beside the training partitions hold random others, drawn again each epoch "
+     "(MariusGNN), or the first partitions, the same every epoch (no reads after the first state); "
+     "\"auto\": first for a layout made with gnnprep partition --order neighbours (which puts the "
+     "training nodes' nearest neighbours there), else random."},
+    {"pipeline.partition_eval", K_ENUM, OFF(pipeline.partition_eval), "\"auto\"", 0, 0, partition_evals,
+     "pipeline.mode = \"partitions\": where validation and test batches are sampled and extracted: "
+     "\"buffer\", inside the epoch's buffer state (neighbours among the nodes in memory, rows copied from the "
+     "buffer, no read of features.bin; needs a layout made with gnnprep partition --eval-first and one state "
+     "an epoch holding its eval_parts), \"graph\", on the whole graph with rows read from features.bin as "
+     "online; \"auto\": buffer when the layout and the buffer allow it and the layout was made with --order "
+     "neighbours (elsewhere in-buffer evaluation sees too few neighbours), else graph."},
     {"pipeline.trace_rows", K_STR, OFF(pipeline.trace_rows), "\"\"", 0, 0, NULL,
      "Records the rows each rank's extractor requests, batch by batch, into FILE.rank<R> (binary, "
      "stages/cachesim.h) for `gnnprep cache-sim`. Empty: no trace."},
@@ -263,6 +285,22 @@ static const char *const run_keys[] = {
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
 static const char *const sections[] = {"dataset", "model", "train", "pipeline", "link"};
 
+const char *partition_fill_name(int f) { return (unsigned)f < 3 ? partition_fills[f] : "?"; }
+int partition_fill_parse(const char *s)
+{
+    for (int i = 0; s && partition_fills[i]; i++)
+        if (!strcmp(s, partition_fills[i]))
+            return i;
+    return -1;
+}
+const char *partition_eval_name(int e) { return (unsigned)e < 3 ? partition_evals[e] : "?"; }
+int partition_eval_parse(const char *s)
+{
+    for (int i = 0; s && partition_evals[i]; i++)
+        if (!strcmp(s, partition_evals[i]))
+            return i;
+    return -1;
+}
 const char *model_kind_name(enum model_kind k) { return (unsigned)k < 6 ? model_kinds[k] : "?"; }
 const char *config_nonfinite_name(enum config_nonfinite v) { return (unsigned)v < 2 ? nonfinite_modes[v] : "?"; }
 const char *extract_io_name(enum extract_io io) { return (unsigned)io < 3 ? io_modes[io] : "unknown"; }

@@ -62,6 +62,16 @@ enum topology_mode { TOPOLOGY_AUTO = 0, TOPOLOGY_MEMORY = 1, TOPOLOGY_MMAP = 2, 
  * (docs/partitions.md). More modes go at the end
  * (and in config.c's pipeline_modes). */
 enum pipeline_mode { PIPELINE_ONLINE = 0, PIPELINE_PACKED = 1, PIPELINE_PARTITIONS = 2 };
+/* pipeline.partition_fill: how MariusGNN's one-state rule (core/partorder.h)
+ * fills the buffer's slots beside the training partitions: auto (first for
+ * a layout made with gnnprep partition --order neighbours, else random),
+ * random others each epoch (MariusGNN), or the first partitions. */
+enum partition_fill { PARTITION_FILL_AUTO = 0, PARTITION_FILL_RANDOM = 1, PARTITION_FILL_FIRST = 2 };
+/* pipeline.partition_eval: where the partition mode samples and extracts
+ * evaluation batches: auto (buffer when a layout ordered by neighbours allows it), inside the
+ * buffer state (stages/schedule_partitions.h says when that is possible),
+ * or on the whole graph with rows read from features.bin. */
+enum partition_eval { PARTITION_EVAL_AUTO = 0, PARTITION_EVAL_BUFFER = 1, PARTITION_EVAL_GRAPH = 2 };
 /* train.optimizer: how weight decay enters Adam (ops_adam). */
 enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
 
@@ -132,6 +142,7 @@ struct config {
         int64_t neighbour_cache_mb; /* 0: auto (sized by gnnlaunch's memory plan) */
         bool ordered;
         enum config_warm warm_start;
+        bool huge_pages; /* the warm start makes the rows' memory 2 MiB pages (stages/warm.h) */
         double stall_timeout_s; /* 0: never */
         enum cache_policy cache_policy;
         int64_t lookahead;    /* batches hinted ahead (lookahead policies) */
@@ -146,6 +157,8 @@ struct config {
          * ordering (enum po_order's values) */
         int64_t partitions, buffer_partitions;
         int partition_order;
+        int partition_fill; /* enum partition_fill */
+        int partition_eval; /* enum partition_eval */
     } pipeline;
     struct { /* link prediction (model.kind = distmult | complex; docs/link.md) */
         enum link_loss_key loss;
@@ -229,6 +242,12 @@ const char *cache_policy_name(enum cache_policy p);
 const char *topology_mode_name(enum topology_mode m);
 /* pipeline.mode's spelling of m; "unknown" when out of range. */
 const char *pipeline_mode_name(enum pipeline_mode m);
+/* pipeline.partition_fill's spelling of f ("?" out of range), and the
+ * value a name denotes, or -1. */
+const char *partition_fill_name(int f);
+int partition_fill_parse(const char *s);
+const char *partition_eval_name(int e); /* pipeline.partition_eval's, as above */
+int partition_eval_parse(const char *s);
 /* The mode a name denotes, or -1. */
 int extract_io_parse(const char *s);
 

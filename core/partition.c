@@ -17,7 +17,7 @@ const char *const parts_file_name[PARTS_FILES] = {"node_pos.bin", "pos_node.bin"
                                                   "buckets_index.bin"};
 const char *const parts_file_key[PARTS_FILES] = {"node_pos", "pos_node", "features", "buckets", "buckets_index"};
 
-static const char *const order_names[PARTS_ORDERS] = {"random", "degree"};
+static const char *const order_names[PARTS_ORDERS] = {"random", "degree", "neighbours"};
 
 const char *parts_order_name(enum parts_order o)
 {
@@ -79,8 +79,8 @@ int parts_meta_write(const char *dir, const struct parts_meta *pm, char *err, si
         return rc;
     fprintf(f, "# Sluice partitioned layout (docs/partitions.md). Written by gnnprep partition.\n");
     fprintf(f, "format = \"%s\"\nversion = %u\n", PARTS_FORMAT, PARTS_VERSION);
-    fprintf(f, "parts = %" PRIu32 "\ntrain_parts = %" PRIu32 "\npart_nodes = %" PRIu64 "\npart_bytes = %" PRIu64 "\n",
-            pm->parts, pm->train_parts, pm->part_nodes, pm->part_bytes);
+    fprintf(f, "parts = %" PRIu32 "\ntrain_parts = %" PRIu32 "\neval_parts = %" PRIu32 "\npart_nodes = %" PRIu64 "\npart_bytes = %" PRIu64 "\n",
+            pm->parts, pm->train_parts, pm->eval_parts, pm->part_nodes, pm->part_bytes);
     fprintf(f, "row_stride = %" PRIu64 "\nnodes = %" PRIu64 "\nedges = %" PRIu64 "\ntrain_nodes = %" PRIu64 "\n",
             pm->row_stride, pm->nodes, pm->edges, pm->train_nodes);
     fprintf(f, "order = \"%s\"\nseed = %" PRIu64 "\ndataset_identity = \"%016" PRIx64 "\"\n", parts_order_name(pm->order),
@@ -131,7 +131,7 @@ static int parse(const char *path, const char *text, size_t len, struct parts_me
     if (!root)
         return sl_errf(err, errlen, -EINVAL, "%s", perr);
     const char *fmt, *order, *src = "";
-    uint64_t version, parts, train_parts;
+    uint64_t version, parts, train_parts, eval_parts = 0;
     int rc;
     if ((rc = get_str(path, root, NULL, "format", &fmt, err, errlen)) < 0)
         goto out;
@@ -162,17 +162,21 @@ static int parse(const char *path, const char *text, size_t len, struct parts_me
         goto out;
     if (toml_get(root, "source") && (rc = get_str(path, root, NULL, "source", &src, err, errlen)) < 0)
         goto out;
+    if (toml_get(root, "eval_parts") && (rc = get_uint(path, root, NULL, "eval_parts", &eval_parts, err, errlen)) < 0)
+        goto out;
     snprintf(pm->source, sizeof pm->source, "%s", src);
     rc = -EINVAL;
-    if (parts < 1 || parts > PARTS_MAX || train_parts > parts) {
-        sl_errf(err, errlen, rc, "%s: parts = %" PRIu64 ", train_parts = %" PRIu64 " are out of range", path, parts,
-                train_parts);
+    if (parts < 1 || parts > PARTS_MAX || train_parts > parts || eval_parts > parts ||
+        (eval_parts && eval_parts < train_parts)) {
+        sl_errf(err, errlen, rc, "%s: parts = %" PRIu64 ", train_parts = %" PRIu64 ", eval_parts = %" PRIu64
+                " are out of range", path, parts, train_parts, eval_parts);
         goto out;
     }
+    pm->eval_parts = (uint32_t)eval_parts;
     pm->parts = (uint32_t)parts;
     pm->train_parts = (uint32_t)train_parts;
     if (parts_order_parse(order, &pm->order) < 0) {
-        sl_errf(err, errlen, rc, "%s: order = \"%s\" is not random or degree", path, order);
+        sl_errf(err, errlen, rc, "%s: order = \"%s\" is not random, degree or neighbours", path, order);
         goto out;
     }
     for (int i = 0; i < PARTS_FILES; i++) {

@@ -52,8 +52,13 @@
 #define PARTS_ALIGN 4096u  /* blocks and bucket columns start on these */
 #define PARTS_MAX 4096u    /* most partitions a layout may have (P^2 buckets) */
 
-enum parts_order { PARTS_ORDER_RANDOM = 0, PARTS_ORDER_DEGREE, PARTS_ORDERS };
-const char *parts_order_name(enum parts_order o);            /* "random", "degree" */
+/* The order of the nodes within the training nodes and within the others
+ * (gnnprep partition --order): random, by in-degree, or (neighbours) the
+ * others by the edges they send to training nodes, then by out-degree, so
+ * that the partitions right after the training ones hold the training
+ * nodes' nearest neighbourhood (docs/partitions.md, "Accuracy"). */
+enum parts_order { PARTS_ORDER_RANDOM = 0, PARTS_ORDER_DEGREE, PARTS_ORDER_NEIGHBOURS, PARTS_ORDERS };
+const char *parts_order_name(enum parts_order o);            /* "random", "degree", "neighbours" */
 int parts_order_parse(const char *s, enum parts_order *out); /* 0 or -EINVAL */
 
 enum { PARTS_NODE_POS, PARTS_POS_NODE, PARTS_FEATURES, PARTS_BUCKETS, PARTS_BUCKETS_INDEX, PARTS_FILES };
@@ -64,6 +69,10 @@ struct parts_meta {
     uint32_t version;
     uint32_t parts;        /* P */
     uint32_t train_parts;  /* k: partitions holding training nodes */
+    uint32_t eval_parts;   /* gnnprep partition --eval-first: the validation and test nodes follow the
+                              training nodes, and partitions [0, eval_parts) hold all three; 0: the
+                              evaluation nodes are spread with the others (partition.toml's
+                              eval_parts, absent in older layouts) */
     uint64_t part_nodes;   /* S */
     uint64_t part_bytes;   /* one block of features.bin */
     uint64_t row_stride;   /* the dataset's */

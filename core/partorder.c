@@ -314,7 +314,7 @@ void po_plan_free(struct po_plan *pl)
 
 static int build_single(struct po_plan *pl, const struct po_params *pp)
 {
-    uint32_t p = pp->parts, c = pp->slots, k = pp->train_parts;
+    uint32_t p = pp->parts, c = pp->slots, k = SL_MIN(SL_MAX(pp->train_parts, pp->fixed_parts), c);
     uint32_t *rest = malloc((size_t)(p - k + 1) * sizeof *rest);
     pl->slot = malloc((size_t)c * sizeof *pl->slot);
     if (!rest || !pl->slot) {

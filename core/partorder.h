@@ -30,6 +30,10 @@
  *   comet  MariusGNN. With the targets in the first k partitions and
  *          k < c (node coverage): one state per epoch, partitions 0..k-1
  *          plus c-k others drawn at random; no swaps inside the epoch.
+ *          (po_params.fixed_parts f keeps 0..f-1 in instead of 0..k-1:
+ *          with f = c the state is partitions 0..c-1 every epoch, which a
+ *          layout ordered by neighbourhood fills with the training nodes'
+ *          nearest neighbours.)
  *          Otherwise the p physical partitions are grouped at random into
  *          l logical partitions of g = ceil(p/l) or g-1 physical ones,
  *          the buffer holds c_l = floor(c/g) logical ones, and the states
@@ -75,6 +79,9 @@ struct po_params {
     uint32_t slots;       /* c, 1..p (pairs: 2..p unless p = 1) */
     uint32_t logical;     /* l for comet, 1..p; 0 = MariusGNN's rule (c_l = 2 logical in the buffer) */
     uint32_t train_parts; /* k: the targets are in partitions [0, k); p (or 0) when spread over all */
+    uint32_t fixed_parts; /* the k < c rule: partitions [0, min(max(k, f), c)) are in the state, the rest
+                             drawn at random; 0 (or k) = MariusGNN's rule, c = the first c partitions
+                             (pipeline.partition_fill = "first"). Ignored outside the rule. */
     enum po_order order;
     enum po_cover cover;
     uint64_t seed;

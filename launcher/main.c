@@ -699,6 +699,7 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
         prev = pl;
     }
     po_plan_free(&prev);
+    bool eval_in = rc == 0 && schedule_partitions_eval_in_buffer(&s);
     schedule_free(&s);
     if (rc)
         return sl_errf(err, errlen, rc, "pipeline.mode = \"partitions\": %s", msg);
@@ -716,14 +717,14 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
             "gnnlaunch: partitions: %s, p = %" PRIu32 " partitions of %" PRIu64 " nodes (%s each), %" PRIu32
             " holding the training nodes; buffer c = %" PRIu32 " (%s) + %" PRIu32 " spare frames = %s; ordering %s: "
             "%" PRIu32 "..%" PRIu32 " states an epoch, %" PRIu64 " swaps an epoch expected against the lower bound %" PRIu64
-            " (%s; pairs: %" PRIu64 "); the run reads %" PRIu64 " partitions (%s) over %" PRIu32 " epochs\n",
+            " (%s; pairs: %" PRIu64 "); the run reads %" PRIu64 " partitions (%s) over %" PRIu32 " epochs; evaluation %s\n",
             l->parts_dir, pm->parts, pm->part_nodes, sl_fmt_bytes(pm->part_bytes, b1, sizeof b1), pm->train_parts, cs,
             l->mem.partbuf_sized ? "auto-tuned to the memory plan" : "as given", spare,
             sl_fmt_bytes((uint64_t)(cs + spare) * pm->part_bytes, b2, sizeof b2), po_order_name(order), states_min,
             states_max, po_expected_swaps(&pp), one_state ? 0 : po_lower_bound_nodes(pm->parts, cs),
             one_state ? "the training partitions fit the buffer: one state" : "p - c, every partition in once",
             cs >= 2 ? po_lower_bound_pairs(pm->parts, cs) : 0, total, sl_fmt_bytes(total * pm->part_bytes, b3, sizeof b3),
-            epochs);
+            epochs, eval_in ? "inside the buffer state" : "on the whole graph (rows read from features.bin)");
     return 0;
 }
 
@@ -991,16 +992,19 @@ static void report_gpus(const struct launch *l)
  * unique per global rank of the run) and turns off the transports that
  * need a real shared host (peer-to-peer, shared memory): the ranks sum
  * through NCCL's socket transport, on the loopback interface on one node
- * (unless NCCL_SOCKET_IFNAME says otherwise). The launcher's environment
+ * (unless NCCL_SOCKET_IFNAME says otherwise), InfiniBand off there (unless
+ * NCCL_IB_DISABLE or NCCL_NET is set: a machine with IB cards would
+ * otherwise take them for the "network" between the ranks). The launcher's environment
  * otherwise, with any NCCL_HOSTID / _P2P_DISABLE / _SHM_DISABLE of it
  * replaced. NULL when out of memory; free with shared_gpu_env_free. */
 static char **shared_gpu_env(const struct launch *l, int global_rank)
 {
     static const char *const ours[] = {"NCCL_HOSTID=", "NCCL_P2P_DISABLE=", "NCCL_SHM_DISABLE="};
+    bool one_node = !(l->cl.on && l->cl.nodes > 1);
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 5, sizeof *env);
+    char **env = calloc(n + 6, sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
@@ -1023,9 +1027,13 @@ static char **shared_gpu_env(const struct launch *l, int global_rank)
     o += snprintf(mine + o, (size_t)(512 - o), "NCCL_P2P_DISABLE=1") + 1;
     env[k++] = mine + o;
     o += snprintf(mine + o, (size_t)(512 - o), "NCCL_SHM_DISABLE=1") + 1;
-    if (!getenv("NCCL_SOCKET_IFNAME") && !(l->cl.on && l->cl.nodes > 1)) {
+    if (one_node && !getenv("NCCL_SOCKET_IFNAME")) {
         env[k++] = mine + o;
-        snprintf(mine + o, (size_t)(512 - o), "NCCL_SOCKET_IFNAME=lo");
+        o += snprintf(mine + o, (size_t)(512 - o), "NCCL_SOCKET_IFNAME=lo") + 1;
+    }
+    if (one_node && !getenv("NCCL_IB_DISABLE") && !getenv("NCCL_NET")) { /* the socket transport, not InfiniBand */
+        env[k++] = mine + o;
+        snprintf(mine + o, (size_t)(512 - o), "NCCL_IB_DISABLE=1");
     }
     env[k] = NULL;
     return env;

@@ -6,7 +6,9 @@
  * Memory: 24 bytes a node (the order, its inverse, the in-degrees), 24
  * bytes a bucket (P^2 of them), the scans' buffers (~64 MiB), and a window that takes
  * the rest of --mem-limit. Passes:
- *   1. train.bin (and indptr.bin for --order degree): the order;
+ *   1. train.bin (val.bin and test.bin too with --eval-first; indptr.bin
+ *      for --order degree, indptr.bin + indices.bin for --order
+ *      neighbours): the order;
  *   2. features.bin once per window of positions that fits: each pass
  *      copies the rows whose position falls in the window, then writes
  *      the window's rows in position order (the first pass hashes the
@@ -44,7 +46,7 @@ struct pjob {
     uint32_t p;
     enum dtype idt;
     size_t idsz;
-    bool quiet;
+    bool quiet, eval_first;
     uint64_t *order; /* (n) node at each position */
     uint64_t *pos;   /* (n) position of each node */
     uint64_t *deg;   /* (n) in-degree of the node at each position */
@@ -57,7 +59,7 @@ struct pjob {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gnnprep partition DATASET --parts P [--order random|degree] [--seed S] [--mem-limit SIZE] [--quiet]\n"
+    fprintf(f, "usage: gnnprep partition DATASET --parts P [--order random|degree|neighbours] [--eval-first] [--seed S] [--mem-limit SIZE] [--quiet]\n"
                "\n"
                "Writes DATASET/parts.P: the nodes in P partitions, training nodes first (they fill the first\n"
                "k partitions), the features grouped by partition (each a 4 KiB-aligned block that one direct\n"
@@ -67,9 +69,17 @@ static void usage(FILE *f)
                "once the dataset changes.\n"
                "\n"
                "  --parts P         partitions, 1..%u and at most the nodes (required)\n"
-               "  --order O         random (default) or degree: the order within the training nodes and\n"
-               "                    within the others (degree: highest in-degree first)\n"
-               "  --seed S          the shuffle of --order random (default 1)\n"
+               "  --order O         random (default), degree or neighbours: the order within the training\n"
+               "                    nodes and within the others (degree: highest in-degree first;\n"
+               "                    neighbours: training nodes at random, then the others by the edges\n"
+               "                    they send to training nodes, then by out-degree, so the partitions\n"
+               "                    after the training ones hold their nearest neighbours; one more pass\n"
+               "                    over the edges)\n"
+               "  --eval-first      the validation and test nodes right after the training nodes, so that a\n"
+               "                    run can evaluate inside the buffer (pipeline.partition_eval); with\n"
+               "                    --order neighbours the others are ranked by the edges they send to\n"
+               "                    any of these nodes\n"
+               "  --seed S          the shuffle of --order random and neighbours (default 1)\n"
                "  --mem-limit SIZE  memory to use, e.g. 512M or 8G (default 1G): 24 bytes a node and\n"
                "                    24 bytes a bucket, ~64 MiB of buffers, the rest for the windows\n"
                "  --quiet           no progress lines\n"
@@ -147,6 +157,38 @@ static int by_degree(const void *a, const void *b, void *deg)
     return (x > y) - (x < y);
 }
 
+/* --order neighbours: highest score first (edges sent to training nodes in
+ * the high 32 bits, all edges sent in the low ones), ties by a hash of the
+ * id and the seed (a random order among equals). */
+struct score_ctx {
+    const uint64_t *score;
+    uint64_t seed;
+};
+
+static int by_score(const void *a, const void *b, void *arg)
+{
+    const struct score_ctx *x = arg;
+    uint64_t u = *(const uint64_t *)a, v = *(const uint64_t *)b;
+    if (x->score[u] != x->score[v])
+        return x->score[u] > x->score[v] ? -1 : 1;
+    uint64_t hu = sl_mix64(u ^ x->seed), hv = sl_mix64(v ^ x->seed);
+    if (hu != hv)
+        return hu < hv ? -1 : 1;
+    return (u > v) - (u < v);
+}
+
+/* Edge u -> v: u's score (j->deg, indexed by node here) gains 1 << 32 when
+ * v is a training node (j->pos[v] != 0 marks them, and the evaluation
+ * nodes with --eval-first) and 1 in any case. */
+static int score_edge(struct pjob *j, uint64_t u, uint64_t v, void *arg)
+{
+    (void)arg;
+    j->deg[u] += (j->pos[v] ? 1ull << 32 : 0) + 1;
+    return 0;
+}
+
+static int each_edge(struct pjob *j, bool hash, int (*fn)(struct pjob *, uint64_t u, uint64_t v, void *), void *arg);
+
 static void shuffle(uint64_t *v, uint64_t n, uint64_t *rng)
 {
     for (uint64_t i = n; i > 1; i--) {
@@ -156,40 +198,73 @@ static void shuffle(uint64_t *v, uint64_t n, uint64_t *rng)
     }
 }
 
-/* Pass 1: the order (training nodes first) and the positions. */
-static int make_order(struct pjob *j, uint64_t train_seed)
+/* Reads split file `file` (n ids) into j->order[at..at+n), hashed, and
+ * marks each node in j->pos (nonzero: placed already). */
+static int read_split(struct pjob *j, int file, uint64_t at, uint64_t n)
 {
     char path[4096];
     struct dataset_scan sc;
-    uint64_t n = j->n, ntrain = j->m.f[DATASET_TRAIN].rows;
-    file_path(j, DATASET_TRAIN, path, sizeof path);
+    file_path(j, file, path, sizeof path);
     int rc = dataset_scan_open(&sc, path, true, j->err, sizeof j->err);
     if (rc == 0)
-        rc = read_ids(j, &sc, j->order, ntrain);
+        rc = read_ids(j, &sc, j->order + at, n);
     if (rc == 0)
-        rc = scan_done(j, &sc, DATASET_TRAIN);
+        rc = scan_done(j, &sc, file);
     dataset_scan_free(&sc);
-    if (rc < 0)
-        return rc;
-    /* pos as a mark: 1 for a training node */
-    memset(j->pos, 0, n * sizeof *j->pos);
-    for (uint64_t i = 0; i < ntrain; i++) {
-        if (j->order[i] >= n || j->pos[j->order[i]])
+    for (uint64_t i = at; rc == 0 && i < at + n; i++) {
+        if (j->order[i] >= j->n || j->pos[j->order[i]])
             return sl_errf(j->err, sizeof j->err, -EBADMSG,
-                           "%s: node %" PRIu64 " is out of range or twice in the split; run gnnprep check", path,
-                           j->order[i]);
+                           "%s: node %" PRIu64 " is out of range, twice in the split or in two splits; run gnnprep "
+                           "check", path, j->order[i]);
         j->pos[j->order[i]] = 1;
     }
-    uint64_t at = ntrain;
+    return rc;
+}
+
+/* Pass 1: the order (training nodes first; with --eval-first the
+ * validation and test nodes next) and the positions. The order within
+ * each of the training nodes, the evaluation nodes and the others is
+ * --order's. */
+static int make_order(struct pjob *j, uint64_t train_seed)
+{
+    uint64_t n = j->n, ntrain = j->m.f[DATASET_TRAIN].rows, head = ntrain;
+    /* pos as a mark: 1 for a node placed in the head */
+    memset(j->pos, 0, n * sizeof *j->pos);
+    int rc = read_split(j, DATASET_TRAIN, 0, ntrain);
+    if (rc == 0 && j->eval_first) {
+        uint64_t nv = j->m.f[DATASET_VAL].rows, nt = j->m.f[DATASET_TEST].rows;
+        if ((rc = read_split(j, DATASET_VAL, head, nv)) == 0)
+            rc = read_split(j, DATASET_TEST, head + nv, nt);
+        head += nv + nt;
+    }
+    if (rc < 0)
+        return rc;
+    uint64_t at = head;
     for (uint64_t v = 0; v < n; v++)
         if (!j->pos[v])
             j->order[at++] = v;
+    uint64_t *tr = j->order, *ev = j->order + ntrain, *rest = j->order + head;
+    uint64_t nev = head - ntrain, nrest = n - head;
     if (j->pm.order == PARTS_ORDER_RANDOM) {
         uint64_t rng = train_seed;
-        shuffle(j->order, ntrain, &rng);
-        shuffle(j->order + ntrain, n - ntrain, &rng);
+        shuffle(tr, ntrain, &rng);
+        shuffle(rest, nrest, &rng);
+        shuffle(ev, nev, &rng);
+    } else if (j->pm.order == PARTS_ORDER_NEIGHBOURS) {
+        /* one pass over the edges scores every node into deg (zero until
+         * the bucket count, which it is again after) */
+        if ((rc = each_edge(j, false, score_edge, NULL)) < 0)
+            return rc;
+        uint64_t rng = train_seed;
+        shuffle(tr, ntrain, &rng);
+        shuffle(ev, nev, &rng);
+        struct score_ctx x = {.score = j->deg, .seed = train_seed};
+        qsort_r(rest, nrest, sizeof *rest, by_score, &x);
+        memset(j->deg, 0, n * sizeof *j->deg);
     } else {
         /* in-degrees into pos (no longer needed as a mark) */
+        char path[4096];
+        struct dataset_scan sc;
         file_path(j, DATASET_INDPTR, path, sizeof path);
         rc = dataset_scan_open(&sc, path, false, j->err, sizeof j->err);
         uint64_t prev = 0, x;
@@ -203,13 +278,15 @@ static int make_order(struct pjob *j, uint64_t train_seed)
         dataset_scan_free(&sc);
         if (rc < 0)
             return rc;
-        qsort_r(j->order, ntrain, sizeof *j->order, by_degree, j->pos);
-        qsort_r(j->order + ntrain, n - ntrain, sizeof *j->order, by_degree, j->pos);
+        qsort_r(tr, ntrain, sizeof *tr, by_degree, j->pos);
+        qsort_r(ev, nev, sizeof *ev, by_degree, j->pos);
+        qsort_r(rest, nrest, sizeof *rest, by_degree, j->pos);
     }
     for (uint64_t i = 0; i < n; i++)
         j->pos[j->order[i]] = i;
     j->pm.train_nodes = ntrain;
     j->pm.train_parts = (uint32_t)((ntrain + j->s - 1) / j->s);
+    j->pm.eval_parts = j->eval_first ? (uint32_t)((head + j->s - 1) / j->s) : 0;
     return 0;
 }
 
@@ -504,7 +581,7 @@ static void set_source(struct parts_meta *pm, int argc, char **argv)
 static int order_opt(const char *v, void *dst, char *err, size_t errlen)
 {
     if (parts_order_parse(v, dst) < 0)
-        return sl_errf(err, errlen, -EINVAL, "gnnprep partition: --order %s: expected random or degree", v);
+        return sl_errf(err, errlen, -EINVAL, "gnnprep partition: --order %s: expected random, degree or neighbours", v);
     return 0;
 }
 
@@ -514,18 +591,19 @@ int prep_partition_main(int argc, char **argv)
     memset(&j, 0, sizeof j);
     uint64_t parts = 0, seed = 1;
     j.mem_limit = 1ull << 30;
-    bool help = false, seen[6] = {0};
+    bool help = false, seen[7] = {0};
     enum parts_order order = PARTS_ORDER_RANDOM;
     const struct opt opts[] = {
         {.name = "--parts", .kind = OPT_UINT, .dst = &parts, .lo = 1, .hi = PARTS_MAX},
         {.name = "--order", .kind = OPT_FN, .dst = &order, .fn = order_opt},
         {.name = "--seed", .kind = OPT_UINT, .dst = &seed, .lo = 0, .hi = UINT64_MAX},
         {.name = "--mem-limit", .kind = OPT_SIZE, .dst = &j.mem_limit, .lo = 1 * MiB, .hi = UINT64_MAX},
+        {.name = "--eval-first", .kind = OPT_FLAG, .dst = &j.eval_first},
         {.name = "--quiet", .kind = OPT_FLAG, .dst = &j.quiet},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
     };
     int first = argc > 1 && strncmp(argv[1], "--", 2) != 0 ? 2 : 1;
-    if (opt_parse("gnnprep partition", opts, 6, argc, argv, first, seen, "; see --help", j.err, sizeof j.err)) {
+    if (opt_parse("gnnprep partition", opts, 7, argc, argv, first, seen, "; see --help", j.err, sizeof j.err)) {
         fprintf(stderr, "%s\n", j.err);
         return PREP_EXIT_BAD_INPUT;
     }

@@ -118,18 +118,19 @@ static void stop_all(struct xrun *r)
  * state of every epoch in order (those that train no batch too, so that
  * it reads what the plan counts): partbuf_switch to the state, prefetch
  * of the next one (the next epoch's first after an epoch's last), then it
- * publishes the state with the count of its training batches and waits
- * until the extractor threads have extracted them all. A thread with a
- * training batch of state (e, s) waits until (e, s) is published, copies
- * the batch's rows out of the buffer into the feature buffer
- * (extractor_run_rows: no disk read) and counts it off; the rows it copied
+ * publishes the state with the count of its batches (training ones, and
+ * the epoch's evaluation batches when they are evaluated inside the state:
+ * pipeline.partition_eval) and waits until the extractor threads have
+ * extracted them all. A thread with a batch of state (e, s) waits until
+ * (e, s) is published, copies the batch's rows out of the buffer into the
+ * feature buffer (extractor_run_rows: no disk read) and counts it off; the rows it copied
  * live on in the feature buffer, so the buffer may drop the state as soon
  * as the count reaches zero, whatever the trainer does next. The sampler
  * pushes in batch order (sampler_main.c), so every batch of (e, s) is in
  * the extract queue before any of the next state: threads waiting on the
  * next state never keep a batch of this one from being popped.
- * Evaluation batches (no state) are extracted from features.bin as in the
- * online mode and never wait. */
+ * Evaluation batches on the whole graph (no state) are extracted from
+ * features.bin as in the online mode and never wait. */
 static int partitions_wait(struct xrun *r, uint32_t epoch, uint32_t state)
 {
     pthread_mutex_lock(&r->gmu);
@@ -225,11 +226,15 @@ static void partitions_open(struct xrun *r)
         spare = SL_MAX(spare, r->plans[e].single ? 0 : r->plans[e].group);
         if (!(r->left0[e] = calloc(r->plans[e].states, sizeof **r->left0)))
             stage_fail(st, "out of memory");
-        uint64_t g0 = schedule_epoch_start(&r->psched, e), nb = schedule_pass_batches(&r->psched, e, BATCH_TRAIN);
-        for (uint64_t g = g0; g < g0 + nb; g++) { /* the training pass comes first in an epoch (schedule.h) */
+        uint64_t g0 = schedule_epoch_start(&r->psched, e), nb = 0;
+        for (int k = 0; k < BATCH_SPLITS; k++)
+            nb += schedule_pass_batches(&r->psched, e, (uint32_t)k);
+        for (uint64_t g = g0; g < g0 + nb; g++) { /* training, then evaluation inside the state (if so) */
             struct schedule_pos p;
             schedule_at(&r->psched, g, &p);
             uint32_t s = schedule_partitions_state(&r->psched, &p);
+            if (s == PO_EMPTY && p.split != BATCH_TRAIN)
+                continue; /* evaluated on the whole graph */
             if (s >= r->plans[e].states)
                 stage_fail(st, "batch %" PRIu64 " of epoch %" PRIu32 " is in buffer state %" PRIu32 " of %" PRIu32, g, e,
                            s, r->plans[e].states);
@@ -255,10 +260,11 @@ static void partitions_open(struct xrun *r)
         stage_fail(st, "cannot start the partition buffer's thread: %s", strerror(rc));
     r->owner_started = true;
     stage_note(st, "partitions: buffer of %" PRIu32 " + %" PRIu32 " spare frames of %.1f MiB (%s, %s reads of %.1f MiB, "
-               "%u in flight%s); training rows are copied out of it",
+               "%u in flight%s); %s rows are copied out of it",
                r->pb.slots, r->pb.frames - r->pb.slots, (double)r->pb.frame_bytes / (1 << 20), dir,
                r->pb.direct ? "direct" : "buffered", (double)r->pb.read_bytes / (1 << 20), r->pb.depth,
-               r->pb.uring ? ", io_uring" : "");
+               r->pb.uring ? ", io_uring" : "",
+               schedule_partitions_eval_in_buffer(&r->psched) ? "training and evaluation" : "training");
 }
 
 /* Joins the owner, reports what the buffer read, frees the mode's side. */
@@ -333,7 +339,7 @@ static void *thread_main(void *arg)
             schedule_at(&r->psched, d.batch, &sp);
             pstate = schedule_partitions_state(&r->psched, &sp);
         }
-        if (pstate != PO_EMPTY) { /* a training batch of the partition mode: its rows from the buffer */
+        if (pstate != PO_EMPTY) { /* a batch of a buffer state: its rows from the buffer */
             if (partitions_wait(r, sp.epoch, pstate) != 0) {
                 stop_all(r);
                 break;
@@ -444,7 +450,8 @@ static void *warm_main(void *arg)
     struct stage *st = r->st;
     char msg[1024];
     struct warm_stats ws;
-    int rc = warm_fill(&r->src, &st->fb, NULL, idle, r, &ws, msg, sizeof msg);
+    struct warm_params wp = {.no_huge = !st->cfg.pipeline.huge_pages};
+    int rc = warm_fill(&r->src, &st->fb, &wp, idle, r, &ws, msg, sizeof msg);
     if (rc == -EPIPE) {
         stop_all(r);
         return NULL;
@@ -466,7 +473,8 @@ static void *warm_main(void *arg)
                ws.chunks_direct, ws.chunks_copied, st->fb.rows ? "" : " to the GPU", ws.skipped,
                (double)ws.claim_ns / 1e9, st->fb.rows ? "" : "rows on the GPU, ",
                (double)ws.huge_bytes / (1 << 20), (double)ws.huge_ns / 1e9, ws.huge_rc ? ", stopped: " : "",
-               ws.huge_rc == -ECANCELED ? "SLUICE_NO_HUGE_PAGES is set"
+               ws.huge_rc == -ECANCELED ? (st->cfg.pipeline.huge_pages ? "SLUICE_NO_HUGE_PAGES is set"
+                                                                       : "pipeline.huge_pages = false")
                : ws.huge_rc             ? strerror(-ws.huge_rc)
                                         : "",
                rrc == 0              ? "the buffer is resident: batches take no references from now on"

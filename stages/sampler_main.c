@@ -482,7 +482,7 @@ static void *stage_thread(void *arg)
         if (schedule_batch(&cur, g, &sb, msg, sizeof msg) != 0)
             stage_fail(st, "%s", msg);
         const struct schedule_pos *p = &sb.pos;
-        if (r->partitioned) { /* follow the batch's buffer state; evaluation batches sample the whole graph */
+        if (r->partitioned) { /* follow the batch's buffer state; PO_EMPTY (evaluation on the whole graph): no filter */
             uint32_t bs = schedule_partitions_state(&r->sched, p);
             if (bs != f_state || (bs != PO_EMPTY && p->epoch != f_epoch)) {
                 if (bs != PO_EMPTY) {
@@ -587,8 +587,9 @@ static int stage_main(int argc, char **argv)
                 stage_fail(&st, "%s", msg);
         const struct parts_meta *pm = schedule_partitions_meta(&r.sched);
         stage_note(&st, "partitions: training batches sampled among the nodes of their buffer state's %" PRIu64
-                   " partitions of %" PRIu32 " (%s); evaluation batches on the whole graph",
-                   (uint64_t)r.plans[0].slots, pm->parts, schedule_partitions_dir(&r.sched));
+                   " partitions of %" PRIu32 " (%s); evaluation batches %s",
+                   (uint64_t)r.plans[0].slots, pm->parts, schedule_partitions_dir(&r.sched),
+                   schedule_partitions_eval_in_buffer(&r.sched) ? "likewise, in the epoch's state" : "on the whole graph");
     }
     /* resumed runs start at the first batch of the first epoch not in the checkpoint */
     uint64_t first = schedule_epoch_start(&r.sched, st.args.start_epoch);

@@ -27,6 +27,8 @@ struct psched {
     uint32_t slots;
     enum po_order order;
     enum po_cover cover;
+    int fill; /* enum partition_fill (core/config.h); "auto" resolved at open from the layout's order */
+    int eval; /* enum partition_eval; "auto" resolved at open */
     char layout[4096], dataset[4096];
     struct parts_meta pm;
     uint64_t ntrain;
@@ -43,14 +45,20 @@ uint64_t schedule_partitions_seed(uint64_t seed, uint32_t epoch)
 
 static int parse_arg(struct psched *ps, const char *arg, char *err, size_t errlen)
 {
-    char buf[4200], order[32] = "", cover[32] = "";
+    char buf[4200], order[32] = "", cover[32] = "", fill[32] = "", eval[32] = "";
     unsigned slots = 0;
     int n = 0;
-    if (!arg || strlen(arg) >= sizeof buf || sscanf(arg, "%u:%31[a-z]:%31[a-z]:%n", &slots, order, cover, &n) != 3 ||
-        n == 0 || !arg[n])
+    if (!arg || strlen(arg) >= sizeof buf ||
+        sscanf(arg, "%u:%31[a-z]:%31[a-z]:%31[a-z]:%31[a-z]:%n", &slots, order, cover, fill, eval, &n) != 5 || n == 0 ||
+        !arg[n])
         return sl_errf(err, errlen, -EINVAL,
-                       "partitions schedule: argument \"%s\" is not SLOTS:ORDER:COVER:LAYOUT (e.g. 4:comet:nodes:DIR/parts.32)",
+                       "partitions schedule: argument \"%s\" is not SLOTS:ORDER:COVER:FILL:EVAL:LAYOUT (e.g. "
+                       "4:comet:nodes:auto:auto:DIR/parts.32)",
                        arg ? arg : "");
+    if ((ps->fill = partition_fill_parse(fill)) < 0)
+        return sl_errf(err, errlen, -EINVAL, "partitions schedule: fill \"%s\" is not auto, random or first", fill);
+    if ((ps->eval = partition_eval_parse(eval)) < 0)
+        return sl_errf(err, errlen, -EINVAL, "partitions schedule: evaluation \"%s\" is not auto, buffer or graph", eval);
     if (po_order_parse(order, &ps->order) < 0)
         return sl_errf(err, errlen, -EINVAL, "partitions schedule: ordering \"%s\" is not comet or beta", order);
     if (!strcmp(cover, "nodes"))
@@ -69,6 +77,8 @@ static int parse_arg(struct psched *ps, const char *arg, char *err, size_t errle
 static struct po_params plan_params(const struct schedule *s, const struct psched *ps, uint32_t epoch)
 {
     return (struct po_params){.parts = ps->pm.parts, .slots = ps->slots, .train_parts = ps->pm.train_parts,
+                              .fixed_parts = SL_MAX(ps->fill == PARTITION_FILL_FIRST ? ps->slots : 0,
+                                                    ps->eval == PARTITION_EVAL_BUFFER ? ps->pm.eval_parts : 0),
                               .order = ps->order, .cover = ps->cover, .seed = schedule_partitions_seed(s->p.seed, epoch)};
 }
 
@@ -149,6 +159,28 @@ static int psched_open(struct schedule *s, char *err, size_t errlen)
     if ((rc = dataset_meta_read(ps->dataset, &m, true, err, errlen)) < 0 ||
         (rc = parts_meta_read(ps->layout, &m, &ps->pm, err, errlen)) < 0)
         return rc;
+    if (ps->fill == PARTITION_FILL_AUTO)
+        ps->fill = ps->pm.order == PARTS_ORDER_NEIGHBOURS ? PARTITION_FILL_FIRST : PARTITION_FILL_RANDOM;
+    /* evaluation inside the buffer: the evaluation nodes packed in partitions that MariusGNN's one-state rule
+     * keeps in every epoch's (only) state */
+    bool can = ps->pm.eval_parts > 0 && ps->pm.eval_parts <= ps->slots && ps->order == PO_ORDER_COMET &&
+               ps->cover == PO_COVER_NODES && ps->pm.train_parts < ps->slots;
+    /* auto: only where the layout also holds the evaluation nodes' neighbours (on a random layout in-buffer
+     * evaluation sees a few in-neighbours and cost 17-37 points: bench/results/partitions-acc-2026-11-27.md) */
+    if (ps->eval == PARTITION_EVAL_AUTO)
+        ps->eval = can && ps->pm.order == PARTS_ORDER_NEIGHBOURS ? PARTITION_EVAL_BUFFER : PARTITION_EVAL_GRAPH;
+    if (ps->eval == PARTITION_EVAL_BUFFER && !can) {
+        if (!ps->pm.eval_parts)
+            return sl_errf(err, errlen, -EINVAL,
+                           "pipeline.partition_eval = \"buffer\": %s spreads the validation and test nodes over all "
+                           "partitions; remake it with gnnprep partition --eval-first, or set \"graph\"", ps->layout);
+        return sl_errf(err, errlen, -EINVAL,
+                       "pipeline.partition_eval = \"buffer\" needs one buffer state an epoch holding the %" PRIu32
+                       " partitions of the training and evaluation nodes of %s (comet with buffer_partitions at least "
+                       "%" PRIu32 " and above the training partitions); the buffer holds %" PRIu32 " with ordering %s",
+                       ps->pm.eval_parts, ps->layout, SL_MAX(ps->pm.eval_parts, ps->pm.train_parts + 1), ps->slots,
+                       po_order_name(ps->order));
+    }
     if (p->split_n[BATCH_TRAIN] != m.f[DATASET_TRAIN].rows)
         return sl_errf(err, errlen, -EINVAL, "partitions schedule: %" PRIu64 " training targets, the dataset has %" PRIu64,
                        p->split_n[BATCH_TRAIN], m.f[DATASET_TRAIN].rows);
@@ -274,7 +306,9 @@ static void psched_at(const struct schedule *s, uint64_t g, struct schedule_pos 
 uint32_t schedule_partitions_state(const struct schedule *s, const struct schedule_pos *p)
 {
     const struct psched *ps = s->impl;
-    return p->split == BATCH_TRAIN ? ps->eb[p->epoch][p->k].state : PO_EMPTY;
+    if (p->split == BATCH_TRAIN)
+        return ps->eb[p->epoch][p->k].state;
+    return ps->eval == PARTITION_EVAL_BUFFER ? 0 : PO_EMPTY; /* the epoch's one state */
 }
 
 static uint64_t psched_seed(const struct schedule *s, const struct schedule_pos *p)
@@ -323,8 +357,9 @@ const struct schedule_ops *schedule_for_config(const struct config *c, char *arg
     }
     char dir[32];
     parts_dir_name((uint32_t)c->pipeline.partitions, dir, sizeof dir);
-    snprintf(arg, len, "%" PRId64 ":%s:nodes:%s/%s", c->pipeline.buffer_partitions,
-             po_order_name((enum po_order)c->pipeline.partition_order), c->dataset.path, dir);
+    snprintf(arg, len, "%" PRId64 ":%s:nodes:%s:%s:%s/%s", c->pipeline.buffer_partitions,
+             po_order_name((enum po_order)c->pipeline.partition_order), partition_fill_name(c->pipeline.partition_fill),
+             partition_eval_name(c->pipeline.partition_eval), c->dataset.path, dir);
     return &schedule_partitions_ops;
 }
 
@@ -338,6 +373,11 @@ int schedule_partitions_spare(uint32_t p, uint32_t c, uint32_t k, enum po_order 
         *spare = pl.single ? 0 : pl.group; /* the grouping's shape, not its draw: the same every epoch */
     po_plan_free(&pl);
     return rc;
+}
+
+bool schedule_partitions_eval_in_buffer(const struct schedule *s)
+{
+    return ((const struct psched *)s->impl)->eval == PARTITION_EVAL_BUFFER;
 }
 
 const struct parts_meta *schedule_partitions_meta(const struct schedule *s)

@@ -454,10 +454,12 @@ static double clip_factor(struct trainer *t, bool reduced, double scale)
 /* Ranks in step (docs/training.md, "Ranks in step"): after every epoch's
  * last step, every rank of a run of several hashes its parameters (XXH3
  * of their bits) and the ranks compare the digests with one all-reduce
- * of 17 floats: each of the digest's 8 bytes b, b squared, and 1. The
- * bytes agree on every rank exactly when W * sum(b^2) = (sum b)^2 for
- * each (Cauchy-Schwarz; every sum is an integer below 2^24, exact in
- * float). A difference is a bug (the reduce and the steps give every rank
+ * of 33 floats: each of the digest's 16 nibbles b, b squared, and 1. The
+ * nibbles agree on every rank exactly when W * sum(b^2) = (sum b)^2 for
+ * each (Cauchy-Schwarz). Every sum is an integer of at most 225 W, below
+ * 2^24 for any world up to RUN_WORLD_MAX, so exact in float in whatever
+ * order the reducer adds (bytes would not be: 65025 W passes 2^24 at 259
+ * ranks). A difference is a bug (the reduce and the steps give every rank
  * the same bits): the rank stops the run naming the epoch. Every rank
  * makes the call at the same point of its sequence of reducer calls. */
 static void check_in_step(struct trainer *t, uint32_t epoch)
@@ -474,23 +476,24 @@ static void check_in_step(struct trainer *t, uint32_t epoch)
             stage_fail(st, "%s", msg);
     }
     uint64_t h = XXH3_64bits(hs.params, hs.n * sizeof *hs.params);
-    float v[17];
-    for (int i = 0; i < 8; i++) {
-        unsigned b = (unsigned)(h >> (8 * i)) & 255u;
+    _Static_assert(225ull * RUN_WORLD_MAX < (1ull << 24), "the digest's sums must stay exact in float");
+    float v[33];
+    for (int i = 0; i < 16; i++) {
+        unsigned b = (unsigned)(h >> (4 * i)) & 15u;
         v[i] = (float)b;
-        v[8 + i] = (float)(b * b);
+        v[16 + i] = (float)(b * b);
     }
-    v[16] = 1.0f;
+    v[32] = 1.0f;
     int rc = reducer_allreduce_host(t->coll, v, SL_ARRAY_LEN(v));
     stage_heartbeat(st);
     if (rc == -EPIPE)
         exit(0); /* a peer died: the launcher is tearing the run down */
     if (rc)
         stage_fail(st, "comparing the ranks' parameters after epoch %" PRIu32 ": %s", epoch + 1, strerror(-rc));
-    uint64_t world = (uint64_t)v[16];
+    uint64_t world = (uint64_t)v[32];
     bool same = world == run_world(&st->args);
-    for (int i = 0; i < 8 && same; i++)
-        same = world * (uint64_t)v[8 + i] == (uint64_t)v[i] * (uint64_t)v[i];
+    for (int i = 0; i < 16 && same; i++)
+        same = world * (uint64_t)v[16 + i] == (uint64_t)v[i] * (uint64_t)v[i];
     if (!same)
         stage_fail(st, "the %" PRIu32 " ranks' parameters differ after epoch %" PRIu32 " (this rank's XXH3 %016" PRIx64
                    "): the ranks are out of step, which is a bug; please report it with the run's config",
@@ -747,8 +750,8 @@ int main(int argc, char **argv)
                 "                   [--start-epoch=E] [--resume] [--trace] [--node=I --nodes=K]\n"
                 "                   [--device=D [--nccl-id=HEX]]\n\n"
                 "The training stage of a run. gnnlaunch starts it; see docs/training.md. Without --device\n"
-                "it trains on the CPU; a GPU rank (--device, from gnnlaunch --gpus) is refused until the\n"
-                "CUDA backend exists (docs/gpu.md).\n");
+                "it trains on the CPU; with --device (gnnlaunch --gpus) on that GPU with the CUDA backend,\n"
+                "in a build with CUDA (docs/gpu.md).\n");
         return argc < 2 ? 2 : 0;
     }
     static struct trainer t;

@@ -300,7 +300,7 @@ static void *huge_main(void *arg)
 /* Starts the helpers (none when turned off, or nothing to offer); a
  * helper that cannot be started leaves its steps to the others, or the
  * offers off. */
-static void huge_start(struct warm *w)
+static void huge_start(struct warm *w, bool off)
 {
     const char *nh = getenv("SLUICE_NO_HUGE_PAGES");
     w->huge_t0 = sl_now_ns();
@@ -312,7 +312,7 @@ static void huge_start(struct warm *w)
     pthread_mutex_init(&w->huge_mu, NULL);
     pthread_cond_init(&w->huge_cv, NULL);
     w->huge_inited = true;
-    if (nh && *nh && strcmp(nh, "0") != 0) {
+    if (off || (nh && *nh && strcmp(nh, "0") != 0)) {
         atomic_store(&w->huge_rc, -ECANCELED);
         return;
     }
@@ -554,7 +554,7 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
     if (w->fb->rows) /* huge pages for rows in host memory; a device's are its own */
-        huge_start(w);
+        huge_start(w, p && p->no_huge);
     return 0;
 }
 

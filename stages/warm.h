@@ -41,7 +41,8 @@
  * reads miss the TLB once per 2 MiB instead of once per 4 KiB. A hint
  * only: where the kernel refuses (before Linux 6.1, shmem huge pages
  * "deny", none free) the rows stay in small pages and the pass goes on;
- * st->huge_rc says why. SLUICE_NO_HUGE_PAGES=1 in the environment turns
+ * st->huge_rc says why. p->no_huge (pipeline.huge_pages = false) or
+ * SLUICE_NO_HUGE_PAGES=1 in the environment turns
  * it off (for measuring it). The helpers are joined before warm_fill
  * returns, on every path.
  * The pass finishes (loaded or load_failed) every LOAD it claimed before
@@ -67,6 +68,7 @@
 struct warm_params {
     size_t chunk_bytes; /* bytes of rows per read (rounded down to whole rows, at least one); 0: default */
     unsigned depth;     /* reads in flight, 1..256; 0: default */
+    bool no_huge;       /* small pages only (pipeline.huge_pages = false), as SLUICE_NO_HUGE_PAGES */
 };
 
 struct warm_stats {
@@ -79,7 +81,8 @@ struct warm_stats {
     uint64_t chunks_copied; /* chunks read into staging and copied */
     uint64_t huge_bytes; /* bytes of slot memory made huge pages (shm_huge) */
     uint64_t huge_ns;    /* from the pass's start to the helpers' last offer */
-    int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: SLUICE_NO_HUGE_PAGES */
+    int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: turned off (no_huge,
+                          * SLUICE_NO_HUGE_PAGES) */
     uint64_t claim_ns;   /* step 1 */
     uint64_t total_ns;   /* the whole pass */
 };

@@ -63,7 +63,15 @@ static uint64_t id_at(const void *v, size_t idsz, uint64_t i)
 }
 
 /* Reads the layout dir of dataset ds back and checks it against ds. */
-static void check_layout(const char *ds, const char *dir, uint32_t p, bool degree)
+static void check_layout_eval(const char *ds, const char *dir, uint32_t p, enum parts_order order, bool eval_first);
+static void check_layout(const char *ds, const char *dir, uint32_t p, enum parts_order order)
+{
+    check_layout_eval(ds, dir, p, order, false);
+}
+
+/* ... with --eval-first: the validation and test nodes right after the
+ * training nodes, eval_parts the partitions holding all three. */
+static void check_layout_eval(const char *ds, const char *dir, uint32_t p, enum parts_order order, bool eval_first)
 {
     struct dataset_meta m;
     struct parts_meta pm;
@@ -87,14 +95,59 @@ static void check_layout(const char *ds, const char *dir, uint32_t p, bool degre
     for (uint64_t i = 0; i < ntrain; i++)
         assert_true(id_at(npos, idsz, id_at(train, idsz, i)) < ntrain);
     assert_int_equal(pm.train_parts, (ntrain + s - 1) / s);
+    /* the head: training nodes, then (--eval-first) validation and test nodes */
+    uint64_t head = ntrain;
+    unsigned char *in_head = calloc(n, 1);
+    for (uint64_t i = 0; i < ntrain; i++)
+        in_head[id_at(train, idsz, i)] = 1;
+    if (eval_first)
+        for (int f = DATASET_VAL; f <= DATASET_TEST; f++) {
+            void *ids = slurp(ds, m.f[f].file, NULL);
+            for (uint64_t i = 0; i < m.f[f].rows; i++) {
+                uint64_t x = id_at(npos, idsz, id_at(ids, idsz, i));
+                if (x < ntrain || x >= ntrain + m.f[DATASET_VAL].rows + m.f[DATASET_TEST].rows)
+                    fail_msg("%s: evaluation node %llu at position %llu, not right after the training nodes", dir,
+                             (unsigned long long)id_at(ids, idsz, i), (unsigned long long)x);
+                in_head[id_at(ids, idsz, i)] = 1;
+            }
+            head += m.f[f].rows;
+            free(ids);
+        }
+    assert_int_equal(pm.eval_parts, eval_first ? (head + s - 1) / s : 0);
     uint64_t *indptr = slurp(ds, m.f[DATASET_INDPTR].file, NULL);
-    if (degree) /* in-degree never rises within the training nodes and within the others */
+    assert_int_equal(pm.order, order);
+    if (order == PARTS_ORDER_DEGREE) /* in-degree never rises within the training, evaluation and other nodes */
         for (uint64_t x = 1; x < n; x++) {
-            if (x == ntrain)
+            if (x == ntrain || x == head)
                 continue;
             uint64_t a = id_at(pnode, idsz, x - 1), b = id_at(pnode, idsz, x);
             assert_true(indptr[a + 1] - indptr[a] >= indptr[b + 1] - indptr[b]);
         }
+    if (order == PARTS_ORDER_NEIGHBOURS) {
+        /* past the head, (edges sent to head nodes, edges sent) never rises */
+        void *ind = slurp(ds, m.f[DATASET_INDICES].file, NULL);
+        uint64_t *to_train = calloc(n, sizeof *to_train), *out = calloc(n, sizeof *out);
+        for (uint64_t v = 0; v < n; v++)
+            for (uint64_t t = indptr[v]; t < indptr[v + 1]; t++) {
+                uint64_t u = id_at(ind, idsz, t);
+                to_train[u] += in_head[v];
+                out[u]++;
+            }
+        uint64_t sent = 0;
+        for (uint64_t x = head + 1; x < n; x++) {
+            uint64_t a = id_at(pnode, idsz, x - 1), b = id_at(pnode, idsz, x);
+            if (to_train[a] < to_train[b] || (to_train[a] == to_train[b] && out[a] < out[b]))
+                fail_msg("%s: position %llu (node %llu: %llu edges to training nodes, %llu in all) before node %llu "
+                         "(%llu, %llu)", dir, (unsigned long long)x - 1, (unsigned long long)a,
+                         (unsigned long long)to_train[a], (unsigned long long)out[a], (unsigned long long)b,
+                         (unsigned long long)to_train[b], (unsigned long long)out[b]);
+            sent += to_train[a] > 0;
+        }
+        assert_true(sent > 0); /* the graph has such edges: the check above compared something */
+        free(ind);
+        free(to_train);
+        free(out);
+    }
     /* features: row of v at block pos/S, row pos%S; padding zero */
     unsigned char *fin = slurp(ds, m.f[DATASET_FEATURES].file, NULL);
     unsigned char *fout = slurp(dir, "features.bin", &len);
@@ -143,6 +196,7 @@ static void check_layout(const char *ds, const char *dir, uint32_t p, bool degre
     for (uint64_t v = 0; v < n; v++)
         assert_int_equal(seen[v], indptr[v + 1] - indptr[v]);
     free(seen);
+    free(in_head);
     free(npos);
     free(pnode);
     free(train);
@@ -181,7 +235,7 @@ static void test_round_trip(void **state)
             if (partition(ds, args) != 0)
                 fail_msg("gnnprep partition %s: %s", args, log_);
             snprintf(lay, sizeof lay, "%s/parts.%u", ds, p);
-            check_layout(ds, lay, p, false);
+            check_layout(ds, lay, p, PARTS_ORDER_RANDOM);
             /* out of core: windows of ~200 KiB over features and edges, the same bytes */
             char big[4400];
             snprintf(big, sizeof big, "%s/big.%u", dir, p);
@@ -204,7 +258,21 @@ static void test_round_trip(void **state)
         if (partition(ds, "--parts 4 --order degree") != 0)
             fail_msg("gnnprep partition --order degree: %s", log_);
         snprintf(lay, sizeof lay, "%s/parts.4", ds);
-        check_layout(ds, lay, 4, true);
+        check_layout(ds, lay, 4, PARTS_ORDER_DEGREE);
+        /* neighbours order: the training nodes' in-neighbours right after them */
+        if (partition(ds, "--parts 6 --order neighbours") != 0)
+            fail_msg("gnnprep partition --order neighbours: %s", log_);
+        snprintf(lay, sizeof lay, "%s/parts.6", ds);
+        check_layout(ds, lay, 6, PARTS_ORDER_NEIGHBOURS);
+        /* the evaluation nodes after the training ones, in each order */
+        const char *orders[] = {"random", "degree", "neighbours"};
+        for (int o = 0; o < 3; o++) {
+            snprintf(args, sizeof args, "--parts %d --order %s --eval-first", 7 + o, orders[o]);
+            if (partition(ds, args) != 0)
+                fail_msg("gnnprep partition %s: %s", args, log_);
+            snprintf(lay, sizeof lay, "%s/parts.%d", ds, 7 + o);
+            check_layout_eval(ds, lay, 7 + (uint32_t)o, (enum parts_order)o, true);
+        }
     }
     t_rmrf(dir);
 }
@@ -225,7 +293,7 @@ static void test_out_of_core_passes(void **state)
     assert_non_null(strstr(log_, "edges: window 2:")); /* 48k edges of 16 bytes in windows of ~200 KiB */
     char lay[4300];
     snprintf(lay, sizeof lay, "%s/parts.6", ds);
-    check_layout(ds, lay, 6, false);
+    check_layout(ds, lay, 6, PARTS_ORDER_RANDOM);
     t_rmrf(lay);
     /* too little memory: one message, nothing left */
     assert_int_equal(t_run(log_, sizeof log_, "%s partition %s --parts 6 --mem-limit 32M", prep, ds), 2);
@@ -307,7 +375,7 @@ static void test_refused(void **state)
     assert_non_null(strstr(log_, "--parts is required"));
     assert_int_equal(partition(a, "--parts 6001"), 2);
     assert_int_equal(partition(a, "--parts 3 --order hilbert"), 2);
-    assert_non_null(strstr(log_, "random or degree"));
+    assert_non_null(strstr(log_, "random, degree or neighbours"));
     assert_int_equal(partition(dir, "--parts 3"), 2); /* not a dataset */
     t_rmrf(dir);
 }

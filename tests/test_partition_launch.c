@@ -66,7 +66,7 @@ static void train(const char *sets)
     if (planned == 0 || planned != read)
         fail_msg("%s: gnnlaunch printed %" PRIu64 " partitions to read, the buffer read %" PRIu64 ":\n%s", sets,
                  planned, read, log_);
-    assert_non_null(strstr(log_, "training rows are copied out of it"));
+    assert_non_null(strstr(log_, "rows are copied out of it"));
     const char *r = strstr(log_, "gnnlaunch: run ");
     assert_non_null(r);
     char run[128] = "";
@@ -107,10 +107,31 @@ static void test_launch(void **state)
     train("--set pipeline.buffer_partitions=3 --set pipeline.partition_order='\"beta\"'"); /* Marius's BETA */
     train("");                                                                         /* c auto-tuned */
     assert_non_null(strstr(log_, "(auto-tuned to the memory plan)"));
+    /* evaluation inside the buffer: a layout with the evaluation nodes after the training ones (k = 3, the
+     * training and evaluation nodes in 4 partitions of 625); no row read from features.bin at all */
+    if (t_run(log_, sizeof log_, "'%s' partition '%s' --parts 8 --order neighbours --eval-first --quiet", prep, ds))
+        fail_msg("%s", log_);
+    train("--set pipeline.partitions=8 --set pipeline.buffer_partitions=5");
+    assert_non_null(strstr(log_, "evaluation inside the buffer state"));
+    assert_non_null(strstr(log_, "training and evaluation rows are copied out of it"));
+    unsigned lines = 0;
+    for (const char *q = strstr(log_, " read ("); q; q = strstr(q + 1, " read (")) {
+        if (strtod(q + 7, NULL) != 0.0)
+            fail_msg("evaluation inside the buffer read rows from features.bin:\n%s", log_);
+        lines++;
+    }
+    assert_true(lines > 0);
+    train("--set pipeline.partitions=8 --set pipeline.buffer_partitions=5 --set pipeline.partition_eval='\"graph\"'");
+    assert_non_null(strstr(log_, "evaluation on the whole graph"));
+    refused(ds, "--set pipeline.partitions=8 --set pipeline.buffer_partitions=3 --set pipeline.partition_eval='\"buffer\"'",
+            "pipeline.partition_eval");
+    refused(ds, "--set pipeline.partitions=10 --set pipeline.buffer_partitions=5 --set pipeline.partition_eval='\"buffer\"'",
+            "--eval-first");
     /* refusals, before any stage */
     refused(ds, "--set pipeline.partitions=7", "parts.7");
-    refused(ds, "--set pipeline.buffer_partitions=11", "pipeline.buffer_partitions = 11");
-    refused(ds, "--set pipeline.ranks=2", "one rank");
+    refused(ds, "--set pipeline.partitions=10 --set pipeline.partition_eval='\"nowhere\"'", "partition_eval");
+    refused(ds, "--set pipeline.partitions=10 --set pipeline.buffer_partitions=11", "pipeline.buffer_partitions = 11");
+    refused(ds, "--set pipeline.partitions=10 --set pipeline.ranks=2", "one rank");
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "cp -r '%s/parts.10' '%s/'", ds, other); /* a layout beside the wrong dataset */
     assert_int_equal(system(cmd), 0);

@@ -58,7 +58,7 @@ static void run_mode(const char *order, const char *cover, uint32_t slots)
     assert_int_equal(sl_read_file(path, 16u << 20, (char **)&feat, &len, err, sizeof err), 0);
     /* the schedule */
     enum { E = 3 };
-    snprintf(arg, sizeof arg, "%u:%s:%s:%s", slots, order, cover, lay);
+    snprintf(arg, sizeof arg, "%u:%s:%s:auto:auto:%s", slots, order, cover, lay);
     struct schedule sc;
     struct schedule_params sp = {.rank = 0, .ranks = 1, .batch_size = 50, .epochs = E, .eval_every = 10, .seed = 4,
                                  .arg = arg};

@@ -28,8 +28,8 @@ static uint64_t recount_swaps(const struct po_plan *pl)
 static const char *desc(const struct po_params *pp)
 {
     static char s[160];
-    snprintf(s, sizeof s, "p=%u c=%u l=%u k=%u order=%s cover=%s seed=%llu", pp->parts, pp->slots, pp->logical,
-             pp->train_parts, po_order_name(pp->order), po_cover_name(pp->cover), (unsigned long long)pp->seed);
+    snprintf(s, sizeof s, "p=%u c=%u l=%u k=%u f=%u order=%s cover=%s seed=%llu", pp->parts, pp->slots, pp->logical,
+             pp->train_parts, pp->fixed_parts, po_order_name(pp->order), po_cover_name(pp->cover), (unsigned long long)pp->seed);
     return s;
 }
 
@@ -340,6 +340,43 @@ static void test_single(void **state)
     po_plan_free(&b);
 }
 
+/* The rule with fixed_parts f (pipeline.partition_fill): partitions
+ * 0..min(max(k, f), c) - 1 hold the first slots, the rest are drawn as
+ * before; every state within c, every target once; with f >= c the state
+ * is 0..c-1 whatever the seed, so nothing is read after the first epoch. */
+static void test_single_fixed(void **state)
+{
+    (void)state;
+    unsigned plans = 0;
+    for (uint32_t p = 2; p <= 40; p++)
+        for (uint32_t c = 2; c <= p; c++)
+            for (uint32_t k = 1; k < c; k++) {
+                const uint32_t fs[] = {0, 1, k, k + 1, c - 1, c, c + 5};
+                for (unsigned i = 0; i < sizeof fs / sizeof *fs; i++) {
+                    struct po_params pp = {.parts = p, .slots = c, .train_parts = k, .fixed_parts = fs[i],
+                                           .order = PO_ORDER_COMET, .seed = p * 977u + c * 31u + k};
+                    struct po_plan pl, other;
+                    if (!check_plan(&pp, &pl))
+                        pfail(&pp, "refused");
+                    if (!pl.single || pl.states != 1 || pl.swaps != 0)
+                        pfail(&pp, "not one state");
+                    uint32_t fixed = SL_MIN(SL_MAX(k, fs[i]), c);
+                    for (uint32_t j = 0; j < fixed; j++)
+                        if (po_slot(&pl, 0, j) != j)
+                            pfail(&pp, "a fixed partition not in its slot");
+                    check_assign(&pp, &pl, 300);
+                    pp.seed++;
+                    assert_int_equal(po_plan_build(&other, &pp, err, sizeof err), 0);
+                    if (fixed == c && po_epoch_carry_loads(&pl, &other) != 0)
+                        pfail(&pp, "the first c partitions changed with the seed");
+                    po_plan_free(&other);
+                    po_plan_free(&pl);
+                    plans++;
+                }
+            }
+    print_message("%u plans with fixed partitions checked\n", plans);
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -411,7 +448,8 @@ int main(void)
         cmocka_unit_test(test_sweep),          cmocka_unit_test(test_beta_closed_form),
         cmocka_unit_test(test_comet_groups),   cmocka_unit_test(test_lower_bound_values),
         cmocka_unit_test(test_deterministic),  cmocka_unit_test(test_beta_correlated),
-        cmocka_unit_test(test_single),         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_single),         cmocka_unit_test(test_single_fixed),
+        cmocka_unit_test(test_refused),
         cmocka_unit_test(test_tune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -181,11 +181,11 @@ static void child_two_ranks(int rank, int fd[2], int abort_at, bool absent)
     }
     /* a sum of host values through the reducer's scratch (the trainers'
      * parameter digests); more than REDUCER_HOST_FLOATS is refused */
-    float hv[17];
-    for (int i = 0; i < 17; i++)
+    float hv[33];
+    for (int i = 0; i < 33; i++)
         hv[i] = (float)(rank * 100 + i);
-    CHECK(reducer_allreduce_host(r, hv, 17) == 0, "allreduce_host");
-    for (int i = 0; i < 17; i++)
+    CHECK(reducer_allreduce_host(r, hv, 33) == 0, "allreduce_host");
+    for (int i = 0; i < 33; i++)
         CHECK(hv[i] == (float)(100 + 2 * i), "allreduce_host element %d: %g, want %d", i, (double)hv[i], 100 + 2 * i);
     CHECK(reducer_allreduce_host(r, hv, REDUCER_HOST_FLOATS + 1) == -EINVAL, "allreduce_host of too many floats");
     reducer_free(r);

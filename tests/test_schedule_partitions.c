@@ -70,10 +70,10 @@ static void open_one(struct schedule *s, const char *arg, uint32_t rank, uint32_
     assert_int_equal(schedule_load(s, ds, &m, err, sizeof err), 0);
 }
 
-static void check_run(const char *order, const char *cover, uint32_t slots, uint32_t ranks)
+static void check_run(const char *order, const char *cover, const char *fill, uint32_t slots, uint32_t ranks)
 {
     char arg[4500];
-    snprintf(arg, sizeof arg, "%u:%s:%s:%s", slots, order, cover, lay);
+    snprintf(arg, sizeof arg, "%u:%s:%s:%s:auto:%s", slots, order, cover, fill, lay);
     enum { E = 3 };
     unsigned char *seen = calloc(m.nodes, 1);
     uint64_t max_steps = 0;
@@ -84,6 +84,9 @@ static void check_run(const char *order, const char *cover, uint32_t slots, uint
             open_one(&s, arg, r, ranks, E);
             struct po_plan pl;
             assert_int_equal(schedule_partitions_plan(&s, e, &pl, err, sizeof err), 0);
+            if (!strcmp(fill, "first") && pl.single) /* the first c partitions, every epoch */
+                for (uint32_t j = 0; j < pl.slots; j++)
+                    assert_int_equal(po_slot(&pl, 0, j), j);
             struct schedule_cursor c;
             schedule_cursor_init(&c, &s, 0);
             uint64_t start = schedule_epoch_start(&s, e), nb = schedule_pass_batches(&s, e, BATCH_TRAIN);
@@ -143,8 +146,10 @@ static void test_every_target_once(void **state)
     for (int o = 0; o < 2; o++)
         for (int c = 0; c < 2; c++)
             for (uint32_t ranks = 1; ranks <= 3; ranks += 2) {
-                check_run(orders[o], covers[c], 4, ranks);
-                check_run(orders[o], covers[c], 8, ranks); /* comet nodes: k = 6 < 8, one state */
+                check_run(orders[o], covers[c], "auto", 4, ranks);
+                check_run(orders[o], covers[c], "auto", 8, ranks); /* comet nodes: k = 6 < 8, one state */
+                check_run(orders[o], covers[c], "first", 8, ranks); /* ... partitions 0..7 every epoch */
+                check_run(orders[o], covers[c], "random", 4, ranks);
             }
 }
 
@@ -153,7 +158,7 @@ static void test_cursors_agree(void **state)
 {
     (void)state;
     char arg[4500];
-    snprintf(arg, sizeof arg, "4:comet:nodes:%s", lay);
+    snprintf(arg, sizeof arg, "4:comet:nodes:auto:auto:%s", lay);
     struct schedule s;
     open_one(&s, arg, 0, 1, 2);
     struct schedule_cursor a, b;
@@ -183,6 +188,115 @@ static void test_cursors_agree(void **state)
     schedule_free(&s);
 }
 
+/* Evaluation inside the buffer (a layout made with --eval-first): every
+ * validation and test batch in the epoch's state 0, each of their targets
+ * in a partition that state holds, every evaluation node once per pass
+ * across the ranks; "graph" and layouts or buffers that cannot hold them
+ * keep PO_EMPTY, and "buffer" is refused there. */
+static void test_eval_in_buffer(void **state)
+{
+    (void)state;
+    char prep[4096], lay10[4300], arg[4600];
+    t_bin(prep, sizeof prep, "gnnprep");
+    /* 10 partitions of 600: the 3000 training nodes in 5, with the 1200 evaluation nodes in 7 */
+    if (t_run(log_, sizeof log_, "%s partition %s --parts 10 --eval-first --order neighbours --quiet", prep, ds) ||
+        t_run(log_, sizeof log_, "%s partition %s --parts 11 --eval-first --quiet", prep, ds))
+        fail_msg("%s", log_);
+    snprintf(lay10, sizeof lay10, "%s/parts.10", ds);
+    char path[4500];
+    size_t len;
+    uint32_t *pos10;
+    snprintf(path, sizeof path, "%s/node_pos.bin", lay10);
+    assert_int_equal(sl_read_file(path, 1u << 20, (char **)&pos10, &len, err, sizeof err), 0);
+    unsigned char *seen = calloc(m.nodes, 1);
+    const char *fills[] = {"random", "first"};
+    for (int f = 0; f < 2; f++)
+        for (uint32_t ranks = 1; ranks <= 2; ranks++) {
+            snprintf(arg, sizeof arg, "8:comet:nodes:%s:buffer:%s", fills[f], lay10);
+            for (int split = BATCH_VAL; split <= BATCH_TEST; split++) {
+                uint64_t checked = 0;
+                memset(seen, 0, m.nodes);
+                for (uint32_t r = 0; r < ranks; r++) {
+                    struct schedule s;
+                    open_one(&s, arg, r, ranks, 2);
+                    assert_true(schedule_partitions_eval_in_buffer(&s));
+                    uint32_t e = 1; /* eval_every = 2: the last epoch has both passes */
+                    struct po_plan pl;
+                    assert_int_equal(schedule_partitions_plan(&s, e, &pl, err, sizeof err), 0);
+                    assert_true(pl.single);
+                    for (uint32_t j = 0; j < 7; j++) /* the evaluation partitions are fixed in the state */
+                        assert_int_equal(po_slot(&pl, 0, j), j);
+                    struct schedule_cursor c;
+                    schedule_cursor_init(&c, &s, 0);
+                    uint64_t g = schedule_epoch_start(&s, e);
+                    for (int k = 0; k < split; k++)
+                        g += schedule_pass_batches(&s, e, (uint32_t)k);
+                    uint64_t nb = schedule_pass_batches(&s, e, (uint32_t)split);
+                    assert_true(nb > 0);
+                    for (uint64_t b = g; b < g + nb; b++) {
+                        struct schedule_batch x;
+                        assert_int_equal(schedule_batch(&c, b, &x, err, sizeof err), 0);
+                        assert_int_equal(x.pos.split, split);
+                        assert_int_equal(schedule_partitions_state(&s, &x.pos), 0);
+                        for (uint32_t t = 0; t < x.pos.targets; t++) {
+                            uint64_t v = x.targets[t];
+                            uint32_t q = pos10[v] / 600;
+                            bool held = false;
+                            for (uint32_t j = 0; j < pl.slots; j++)
+                                held |= po_slot(&pl, 0, j) == q;
+                            if (!held || q >= 7)
+                                fail_msg("%s: evaluation target %llu in partition %u, not in the state", arg,
+                                         (unsigned long long)v, q);
+                            if (seen[v]++)
+                                fail_msg("%s: evaluation target %llu twice in a pass", arg, (unsigned long long)v);
+                            checked++;
+                        }
+                    }
+                    schedule_cursor_free(&c);
+                    po_plan_free(&pl);
+                    schedule_free(&s);
+                }
+                assert_int_equal(checked, split == BATCH_VAL ? m.f[DATASET_VAL].rows : m.f[DATASET_TEST].rows);
+            }
+        }
+    free(seen);
+    free(pos10);
+    /* auto: buffer here; graph where the buffer cannot hold the evaluation partitions, the layout spreads them
+     * or is not ordered by neighbours (parts.11: random) */
+    struct schedule s;
+    snprintf(arg, sizeof arg, "8:comet:nodes:auto:auto:%s", lay10);
+    open_one(&s, arg, 0, 1, 2);
+    assert_true(schedule_partitions_eval_in_buffer(&s));
+    schedule_free(&s);
+    char lay11[4300];
+    snprintf(lay11, sizeof lay11, "%s/parts.11", ds);
+    const char *graph[] = {"6:comet:nodes:auto:auto:", "8:beta:nodes:auto:auto:", "8:comet:nodes:auto:graph:",
+                           "8:comet:nodes:auto:auto:"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(graph); i++) {
+        snprintf(arg, sizeof arg, "%s%s", graph[i], i < 3 ? lay10 : lay11);
+        open_one(&s, arg, 0, 1, 2);
+        assert_false(schedule_partitions_eval_in_buffer(&s));
+        struct schedule_pos pos;
+        schedule_at(&s, schedule_epoch_start(&s, 1) + schedule_pass_batches(&s, 1, BATCH_TRAIN), &pos);
+        assert_int_equal(pos.split, BATCH_VAL);
+        assert_int_equal(schedule_partitions_state(&s, &pos), PO_EMPTY);
+        schedule_free(&s);
+    }
+    snprintf(arg, sizeof arg, "8:comet:nodes:auto:buffer:%s", lay11); /* asked for: granted on any order */
+    open_one(&s, arg, 0, 1, 2);
+    assert_true(schedule_partitions_eval_in_buffer(&s));
+    schedule_free(&s);
+    struct schedule_params p = {.rank = 0, .ranks = 1, .batch_size = 64, .epochs = 1, .eval_every = 1, .seed = 1};
+    schedule_split_sizes(&m, p.split_n);
+    p.arg = arg;
+    snprintf(arg, sizeof arg, "6:comet:nodes:auto:buffer:%s", lay10);
+    assert_int_equal(schedule_open(&s, schedule_find(SCHEDULE_PARTITIONS), &p, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "partition_eval"));
+    snprintf(arg, sizeof arg, "8:comet:nodes:auto:buffer:%s", lay);
+    assert_int_equal(schedule_open(&s, schedule_find(SCHEDULE_PARTITIONS), &p, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "--eval-first"));
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -191,13 +305,13 @@ static void test_refused(void **state)
     schedule_split_sizes(&m, p.split_n);
     const struct schedule_ops *ops = schedule_find(SCHEDULE_PARTITIONS);
     assert_non_null(ops);
-    const char *bad[] = {NULL, "4:comet:nodes:", "x:comet:nodes:/tmp", "4:hilbert:nodes:/tmp", "4:comet:edges:/tmp"};
+    const char *bad[] = {NULL, "4:comet:nodes:auto:auto:", "x:comet:nodes:auto:auto:/tmp", "4:hilbert:nodes:auto:auto:/tmp", "4:comet:edges:auto:auto:/tmp", "4:comet:nodes:/tmp", "4:comet:nodes:some:auto:/tmp", "4:comet:nodes:auto:/tmp", "4:comet:nodes:auto:some:/tmp"};
     for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
         p.arg = bad[i];
         assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     }
     char arg[4500];
-    snprintf(arg, sizeof arg, "40:comet:nodes:%s", lay); /* more slots than partitions */
+    snprintf(arg, sizeof arg, "40:comet:nodes:auto:auto:%s", lay); /* more slots than partitions */
     p.arg = arg;
     assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "buffer_partitions"));
@@ -210,7 +324,7 @@ static void test_refused(void **state)
                            "--val-frac 0.1 --test-frac 0.1 && cp -r %s %s/",
                            prep, other, lay, other),
                      0);
-    snprintf(moved, sizeof moved, "4:comet:nodes:%s/parts.%d", other, P);
+    snprintf(moved, sizeof moved, "4:comet:nodes:auto:auto:%s/parts.%d", other, P);
     p.arg = moved;
     assert_int_equal(schedule_open(&s, ops, &p, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "made from another dataset"));
@@ -221,6 +335,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_target_once),
         cmocka_unit_test(test_cursors_agree),
+        cmocka_unit_test(test_eval_in_buffer),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

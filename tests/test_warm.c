@@ -139,7 +139,7 @@ static void test_rows_equal_file(void **state)
         const char *dtype;
     } shapes[] = {{3, "f32"}, {100, "f32"}, {128, "f32"}, {128, "f16"}};
     static const enum extract_io ios[] = {EXTRACT_IO_DIRECT, EXTRACT_IO_BUFFERED, EXTRACT_IO_MMAP};
-    static const struct warm_params ps[] = {{0, 0}, {4096, 1}, {1, 3}, {65536, 16}};
+    static const struct warm_params ps[] = {{0, 0, false}, {4096, 1, false}, {1, 3, false}, {65536, 16, true}};
     for (int nouring = 0; nouring < 2; nouring++) {
         if (nouring)
             setenv("SLUICE_NO_IO_URING", "1", 1); /* pread(2), one chunk at a time */
@@ -437,7 +437,8 @@ static void test_huge_pages(void **state)
     dataset_n(dir, sizeof dir, n, 128, "f32");
     size_t flen;
     unsigned char *file = file_bytes(dir, &flen);
-    static const struct warm_params ps[] = {{0, 0}, {65536, 1}};
+    /* the third: pipeline.huge_pages = false, through the parameters */
+    static const struct warm_params ps[] = {{0, 0, false}, {65536, 1, false}, {0, 0, true}};
     for (int off = 0; off < 3; off++) {
         if (off == 1)
             setenv("SLUICE_NO_HUGE_PAGES", "1", 1);
@@ -445,9 +446,11 @@ static void test_huge_pages(void **state)
             unsetenv("SLUICE_NO_HUGE_PAGES");
         uint32_t extra = off == 2 ? 9000 : 0; /* slots beyond the rows: not offered */
         for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-            char combo[128];
-            snprintf(combo, sizeof combo, "huge pages %s, %u spare slots, chunk %zu depth %u", off == 1 ? "off" : "on",
-                     extra, ps[k].chunk_bytes, ps[k].depth);
+            bool turned_off = off == 1 || ps[k].no_huge;
+            char combo[160];
+            snprintf(combo, sizeof combo, "huge pages %s, %u spare slots, chunk %zu depth %u",
+                     off == 1 ? "off (environment)" : ps[k].no_huge ? "off (parameters)" : "on", extra,
+                     ps[k].chunk_bytes, ps[k].depth);
             struct extract_source src;
             open_src(&src, dir, EXTRACT_IO_DIRECT);
             struct featbuf_params p = {.n_nodes = n, .nslots = n + extra, .row_bytes = (size_t)src.row_bytes};
@@ -467,7 +470,7 @@ static void test_huge_pages(void **state)
             expect_rows(&b, &src, file, true, combo);
             uintptr_t lo = sl_round_up((uintptr_t)featbuf_row(&b.fb, 0), SHM_HUGE_BYTES);
             uintptr_t hi = ((uintptr_t)featbuf_row(&b.fb, 0) + (size_t)n * b.fb.stride) & ~(SHM_HUGE_BYTES - 1);
-            if (off == 1) {
+            if (turned_off) {
                 assert_int_equal(st.huge_rc, -ECANCELED);
                 assert_int_equal(st.huge_bytes, 0);
             } else if (st.huge_rc == 0) {
