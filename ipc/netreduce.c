@@ -262,7 +262,8 @@ static int recv_sum(struct netreduce *nr, uint32_t kind, float *out, size_t n)
         nr->stashed = false;
         if (nr->stash_n != n)
             return -EPROTO;
-        memcpy(out, nr->stash, n * sizeof *out);
+        if (n)
+            memcpy(out, nr->stash, n * sizeof *out);
         return 0;
     }
     uint32_t want_from = kind == NR_PARTIAL ? nr->node - 1 : nr->nodes - 1;
@@ -290,7 +291,8 @@ static int recv_sum(struct netreduce *nr, uint32_t kind, float *out, size_t n)
         bool sane = h.magic == NETREDUCE_MAGIC && h.n <= (len - sizeof h) / sizeof(float) &&
                     len == sizeof h + h.n * sizeof(float);
         if (sane && h.kind == kind && h.from == want_from && h.step == nr->step && h.n == n) {
-            memcpy(out, data, n * sizeof *out);
+            if (n) /* a barrier's message carries nothing (out may be NULL) */
+                memcpy(out, data, n * sizeof *out);
             zmq_msg_close(&m);
             return 0;
         }
@@ -300,7 +302,8 @@ static int recv_sum(struct netreduce *nr, uint32_t kind, float *out, size_t n)
             h.step == nr->step + 1 && !nr->stashed) {
             rc = grow(&nr->stash, &nr->stash_cap, h.n);
             if (rc == 0) {
-                memcpy(nr->stash, data, h.n * sizeof *nr->stash);
+                if (h.n) /* a barrier's partial: nothing to keep, and no stash may exist yet */
+                    memcpy(nr->stash, data, h.n * sizeof *nr->stash);
                 nr->stash_n = h.n;
                 nr->stashed = true;
             }
