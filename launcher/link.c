@@ -2,6 +2,7 @@
 #include "launcher/link.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,6 +92,32 @@ static void stopped_or_failed(int rc, uint32_t done, const char *err, int *code)
     } else {
         fprintf(stderr, "gnnlaunch: %s\n", err);
     }
+}
+
+/* The training split's file as linkooc's source: triples by range,
+ * widened to u64 (the ids were range-checked by linkooc_init's pass). */
+struct split_src {
+    int fd;
+    size_t esz;
+    const char *path;
+    unsigned char *buf; /* 65536 triples */
+};
+
+static int read_split(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen)
+{
+    struct split_src *s = arg;
+    size_t bytes = (size_t)(count * 3 * s->esz), got = 0;
+    int rc = sl_pread_full(s->fd, s->esz == 8 ? (void *)dst : (void *)s->buf, bytes, (off_t)(first * 3 * s->esz), &got);
+    if (rc < 0 || got != bytes)
+        return sl_errf(err, errlen, rc < 0 ? rc : -EIO, "%s: reading triple %" PRIu64 ": %s", s->path, first,
+                       rc < 0 ? strerror(-rc) : "the file ends early; run gnnprep check");
+    if (s->esz == 4)
+        for (uint64_t i = 0; i < count * 3; i++) {
+            uint32_t v;
+            memcpy(&v, s->buf + i * 4, 4);
+            dst[i] = v;
+        }
+    return 0;
 }
 
 static struct link_opts opts_of(const struct config *c)
@@ -264,16 +291,31 @@ int launch_link_run(const struct launch_link *r)
     ops_set_threads(SL_MAX(1, SL_MIN(threads, 64)));
     struct link_opts o = opts_of(c);
     g_epochs = c->train.epochs;
+    /* out of core the training triples go to the buckets from the file;
+     * in memory only for the filtered ranking's known triples (then freed) */
     for (int s = 0; rc == 0 && s < LINK_SPLITS; s++)
-        rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
+        if (s != LINK_TRAIN || !r->ooc || c->link.eval == LINK_EVAL_FILTERED)
+            rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
     char ooc_dir[4200];
     snprintf(ooc_dir, sizeof ooc_dir, "%s/link-partitions", c->train.checkpoint_dir);
     if (rc == 0 && r->ooc) {
         struct linkooc_params pp = {.parts = r->parts, .slots = r->slots,
                                     .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED};
         double tl = sl_now();
-        rc = linkooc_init(&x, ooc_dir, &pp, &o, meta->nodes, meta->relations, split[LINK_TRAIN],
-                          meta->split[LINK_TRAIN].rows, &m, err, sizeof err);
+        char tp[4200];
+        snprintf(tp, sizeof tp, "%s/%s", dir, meta->split[LINK_TRAIN].file);
+        struct split_src ss = {.fd = open(tp, O_RDONLY | O_CLOEXEC), .esz = dtype_size(meta->split[LINK_TRAIN].dtype),
+                               .path = tp, .buf = malloc(65536 * 3 * 4)};
+        struct linkooc_triples src = {read_split, &ss};
+        if (ss.fd < 0 || !ss.buf)
+            rc = sl_errf(err, sizeof err, ss.fd < 0 ? -errno : -ENOMEM, "%s: cannot read: %s", tp,
+                         ss.fd < 0 ? strerror(errno) : "out of memory");
+        else
+            rc = linkooc_init(&x, ooc_dir, &pp, &o, meta->nodes, meta->relations, &src, meta->split[LINK_TRAIN].rows,
+                              &m, err, sizeof err);
+        if (ss.fd >= 0)
+            close(ss.fd);
+        free(ss.buf);
         ooc_open = rc == 0;
         if (rc == 0) {
             char b1[32], b2[32];

@@ -56,67 +56,90 @@ static int cmp_rec(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* buckets.bin at path: head partition by head partition, the triples
- * with heads there, counting-sorted by tail partition (stable: split order
- * within a bucket). */
-static int write_buckets(struct linkooc *x, const char *path, const uint64_t *train, char *err, size_t errlen)
+int linkooc_read_array(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    memcpy(dst, (const uint64_t *)arg + first * 3, count * 3 * sizeof *dst);
+    return 0;
+}
+
+#define SRC_CHUNK 65536u /* triples read at once */
+#define STAGE_RECS 64u   /* records a bucket gathers before they are written */
+
+/* buckets.bin at path, in two passes over the source: the bucket sizes,
+ * then each triple's record into a small per-bucket buffer that is
+ * written where the bucket's next records go (split order within a
+ * bucket). The source's triples need not fit in memory. */
+static int write_buckets(struct linkooc *x, const char *path, const struct linkooc_triples *src, char *err,
+                         size_t errlen)
 {
     const uint32_t p = x->parts;
-    const uint64_t pn = x->part_nodes;
-    uint64_t *cnt = calloc((size_t)p * p, sizeof *cnt);
-    if (!cnt)
-        return sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu32 " x %" PRIu32 " edge buckets", p, p);
-    for (uint64_t i = 0; i < x->ntrain; i++) {
-        const uint64_t *tr = train + i * 3;
-        if (tr[0] >= x->nodes || tr[2] >= x->nodes || tr[1] >= x->relations) {
-            free(cnt);
-            return sl_errf(err, errlen, -EINVAL, "training triple %" PRIu64 " (%" PRIu64 ", %" PRIu64 ", %" PRIu64
-                           ") is out of range (%" PRIu64 " nodes, %" PRIu64 " relations); run gnnprep check on the "
-                           "dataset", i, tr[0], tr[1], tr[2], x->nodes, x->relations);
-        }
-        cnt[(tr[0] / pn) * p + tr[2] / pn]++;
-    }
-    uint64_t most = 0;
-    x->bucket_off[0] = 0;
-    for (uint32_t i = 0; i < p; i++) {
-        uint64_t row = 0;
-        for (uint32_t j = 0; j < p; j++) {
-            x->bucket_off[(uint64_t)i * p + j + 1] = x->bucket_off[(uint64_t)i * p + j] + cnt[(uint64_t)i * p + j];
-            row += cnt[(uint64_t)i * p + j];
-        }
-        most = SL_MAX(most, row);
-    }
-    uint64_t *buf = malloc((most ? most : 1) * REC * sizeof *buf), *at = malloc(p * sizeof *at);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
-    if (!buf || !at || fd < 0) {
-        rc = fd < 0 ? sl_errf(err, errlen, -errno, "%s: cannot create: %s", path, strerror(errno))
-                    : sl_errf(err, errlen, -ENOMEM, "out of memory for the edge buckets of a head partition");
+    const uint64_t pn = x->part_nodes, nb = (uint64_t)p * p;
+    uint64_t *cnt = calloc(nb, sizeof *cnt), *at = malloc(nb * sizeof *at), *chunk = malloc(SRC_CHUNK * 3 * 8);
+    uint32_t *fill = calloc(nb, sizeof *fill);
+    uint64_t *stage = malloc(nb * STAGE_RECS * REC * sizeof *stage);
+    int fd = -1, rc = 0;
+    if (!cnt || !at || !chunk || !fill || !stage) {
+        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu32 " x %" PRIu32 " edge buckets", p, p);
         goto out;
     }
-    for (uint32_t i = 0; i < p && rc == 0; i++) {
-        const uint64_t base = x->bucket_off[(uint64_t)i * p];
-        for (uint32_t j = 0; j < p; j++)
-            at[j] = x->bucket_off[(uint64_t)i * p + j] - base;
-        for (uint64_t k = 0; k < x->ntrain; k++) {
-            const uint64_t *tr = train + k * 3;
-            if (tr[0] / pn != i)
-                continue;
-            uint64_t *r = buf + at[tr[2] / pn]++ * REC;
-            r[0] = k;
+    for (uint64_t first = 0; first < x->ntrain && rc == 0; first += SRC_CHUNK) {
+        uint64_t n = SL_MIN((uint64_t)SRC_CHUNK, x->ntrain - first);
+        if ((rc = src->read(src->arg, first, n, chunk, err, errlen)) < 0)
+            break;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint64_t *tr = chunk + i * 3;
+            if (tr[0] >= x->nodes || tr[2] >= x->nodes || tr[1] >= x->relations) {
+                rc = sl_errf(err, errlen, -EINVAL, "training triple %" PRIu64 " (%" PRIu64 ", %" PRIu64 ", %" PRIu64
+                             ") is out of range (%" PRIu64 " nodes, %" PRIu64 " relations); run gnnprep check on the "
+                             "dataset", first + i, tr[0], tr[1], tr[2], x->nodes, x->relations);
+                break;
+            }
+            cnt[(tr[0] / pn) * p + tr[2] / pn]++;
+        }
+    }
+    if (rc < 0)
+        goto out;
+    x->bucket_off[0] = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        x->bucket_off[b + 1] = x->bucket_off[b] + cnt[b];
+        at[b] = x->bucket_off[b];
+    }
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        rc = sl_errf(err, errlen, -errno, "%s: cannot create: %s", path, strerror(errno));
+        goto out;
+    }
+    const size_t rb = REC * sizeof *stage;
+    for (uint64_t first = 0; first < x->ntrain && rc == 0; first += SRC_CHUNK) {
+        uint64_t n = SL_MIN((uint64_t)SRC_CHUNK, x->ntrain - first);
+        if ((rc = src->read(src->arg, first, n, chunk, err, errlen)) < 0)
+            break;
+        for (uint64_t i = 0; i < n && rc == 0; i++) {
+            const uint64_t *tr = chunk + i * 3, b = (tr[0] / pn) * p + tr[2] / pn;
+            uint64_t *r = stage + (b * STAGE_RECS + fill[b]) * REC;
+            r[0] = first + i;
             r[1] = tr[0];
             r[2] = tr[1];
             r[3] = tr[2];
+            if (++fill[b] == STAGE_RECS) {
+                if ((rc = sl_pwrite_all(fd, stage + b * STAGE_RECS * REC, STAGE_RECS * rb, (off_t)(at[b] * rb))) < 0)
+                    sl_errf(err, errlen, rc, "%s: cannot write: %s; check free space", path, strerror(-rc));
+                at[b] += STAGE_RECS;
+                fill[b] = 0;
+            }
         }
-        uint64_t n = x->bucket_off[(uint64_t)(i + 1) * p] - base;
-        if (n && (rc = sl_pwrite_all(fd, buf, n * REC * sizeof *buf, (off_t)(base * REC * sizeof *buf))) < 0)
-            sl_errf(err, errlen, rc, "%s: cannot write: %s; check free space", path, strerror(-rc));
     }
+    for (uint64_t b = 0; b < nb && rc == 0; b++)
+        if (fill[b] && (rc = sl_pwrite_all(fd, stage + b * STAGE_RECS * REC, fill[b] * rb, (off_t)(at[b] * rb))) < 0)
+            sl_errf(err, errlen, rc, "%s: cannot write: %s; check free space", path, strerror(-rc));
 out:
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", path, strerror(errno));
     free(cnt);
-    free(buf);
     free(at);
+    free(chunk);
+    free(fill);
+    free(stage);
     return rc;
 }
 
@@ -131,8 +154,8 @@ static void remove_layout(const char *dir)
 }
 
 int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params *pp, const struct link_opts *o,
-                 uint64_t nodes, uint64_t relations, const uint64_t *train, uint64_t ntrain, struct link_model *m,
-                 char *err, size_t errlen)
+                 uint64_t nodes, uint64_t relations, const struct linkooc_triples *train, uint64_t ntrain,
+                 struct link_model *m, char *err, size_t errlen)
 {
     memset(x, 0, sizeof *x);
     memset(m, 0, sizeof *m);

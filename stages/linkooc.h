@@ -107,13 +107,24 @@ struct linkooc {
     char dir[4096], emb_path[4200], bkt_path[4200];
 };
 
-/* Writes the layout in dir from the training triples (n rows; they may be
- * freed afterwards) and the seeded initial table, inits m's relation table
+/* Where the training triples come from: read(arg, first, count, dst)
+ * copies triples first .. first+count-1 (head, relation, tail as u64)
+ * into dst; called in order, twice over, count at most 65536. 0 or
+ * -errno with a message. linkooc_read_array reads an in-memory (n, 3)
+ * array given as arg. */
+struct linkooc_triples {
+    int (*read)(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen);
+    void *arg;
+};
+int linkooc_read_array(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen);
+
+/* Writes the layout in dir from the ntrain training triples (read twice,
+ * never held whole) and the seeded initial table, inits m's relation table
  * as link_model_init would (m->node NULL), builds the plan and opens the
  * buffer. 0 or -errno; on failure nothing is left in dir. */
 int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params *pp, const struct link_opts *o,
-                 uint64_t nodes, uint64_t relations, const uint64_t *train, uint64_t ntrain, struct link_model *m,
-                 char *err, size_t errlen);
+                 uint64_t nodes, uint64_t relations, const struct linkooc_triples *train, uint64_t ntrain,
+                 struct link_model *m, char *err, size_t errlen);
 /* Closes the buffer (dirty partitions not flushed are dropped: call after
  * an epoch's flush) and frees; remove: also delete the layout's files. */
 void linkooc_free(struct linkooc *x, bool remove);

@@ -38,8 +38,8 @@ static void ooc_init(struct linkooc *x, struct link_model *m, const struct link_
     char dir[4400], err[1024];
     snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
     struct linkooc_params pp = {.parts = p, .slots = c, .io_bytes = 8192, .depth = 3};
-    if (linkooc_init(x, dir, &pp, o, g_m.nodes, g_m.relations, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows, m,
-                     err, sizeof err))
+    struct linkooc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
+    if (linkooc_init(x, dir, &pp, o, g_m.nodes, g_m.relations, &src, g_m.split[LINK_TRAIN].rows, m, err, sizeof err))
         fail_msg("linkooc_init p=%u c=%u: %s", p, c, err);
 }
 
@@ -325,7 +325,8 @@ static void test_refusals(void **state)
     const uint32_t bad[][2] = {{8, 1}, {4, 5}, {(uint32_t)g_m.nodes + 1, 2}, {1, 1}};
     for (size_t i = 0; i < 4; i++) {
         struct linkooc_params pp = {.parts = bad[i][0], .slots = bad[i][1]};
-        assert_int_equal(linkooc_init(&x, dir, &pp, &o, g_m.nodes, g_m.relations, g_split[LINK_TRAIN],
+        struct linkooc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
+        assert_int_equal(linkooc_init(&x, dir, &pp, &o, g_m.nodes, g_m.relations, &src,
                                       g_m.split[LINK_TRAIN].rows, &m, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, "buffer partitions"));
         struct stat sb;
