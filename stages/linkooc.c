@@ -133,6 +133,8 @@ static int write_buckets(struct linkooc *x, const char *path, const struct linko
         if (fill[b] && (rc = sl_pwrite_all(fd, stage + b * STAGE_RECS * REC, fill[b] * rb, (off_t)(at[b] * rb))) < 0)
             sl_errf(err, errlen, rc, "%s: cannot write: %s; check free space", path, strerror(-rc));
 out:
+    if (fd >= 0 && rc == 0 && fdatasync(fd) != 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", path, strerror(errno));
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", path, strerror(errno));
     free(cnt);
@@ -238,6 +240,13 @@ int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params
     }
     rc = link_model_init_with(m, nodes, relations, o, emit_parts, &ec, err, errlen);
     free(ec.frame);
+    /* on disk and out of the page cache before the buffer's direct I/O:
+     * dirty pages left behind would be written back under its reads, and
+     * under a memory cap they crowd the frames */
+    if (rc == 0 && fdatasync(ec.fd) != 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", se, strerror(errno));
+    if (rc == 0)
+        posix_fadvise(ec.fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(ec.fd) != 0 && rc == 0)
         rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", se, strerror(errno));
     if (rc < 0)
@@ -359,6 +368,10 @@ int linkooc_restore(struct linkooc *x, const float *emb, const float *g2, char *
             sl_errf(err, errlen, rc, "%s: writing partition %" PRIu32 ": %s", x->emb_path, q, strerror(-rc));
     }
     free(f);
+    if (rc == 0 && fdatasync(x->rfd) != 0) /* as linkooc_init: clean and out of the page cache */
+        rc = sl_errf(err, errlen, -errno, "%s: cannot write: %s", x->emb_path, strerror(errno));
+    if (rc == 0)
+        posix_fadvise(x->rfd, 0, 0, POSIX_FADV_DONTNEED);
     return rc;
 }
 
