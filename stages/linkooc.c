@@ -403,6 +403,18 @@ static int state_triples(struct linkooc *x, uint32_t s, uint64_t *n, char *err, 
     return 0;
 }
 
+/* Asks the kernel to read state s's buckets ahead (they are read on the
+ * training thread when s begins: small reads, one per bucket, that would
+ * each wait for the disk). */
+static void buckets_ahead(const struct linkooc *x, uint32_t s)
+{
+    const uint64_t nb = (uint64_t)x->parts * x->parts, rb = REC * sizeof(uint64_t);
+    for (uint64_t b = 0; b < nb; b++)
+        if (x->bucket_state[b] == s && x->bucket_off[b + 1] > x->bucket_off[b])
+            posix_fadvise(x->bfd, (off_t)(x->bucket_off[b] * rb),
+                          (off_t)((x->bucket_off[b + 1] - x->bucket_off[b]) * rb), POSIX_FADV_WILLNEED);
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -433,9 +445,14 @@ int linkooc_epoch(struct linkooc *x, struct link_trainer *t, uint32_t epoch, dou
         const uint32_t s = epoch % 2 ? pl->states - 1 - i : i;
         if ((rc = embbuf_switch(&x->buf, pl, s, err, errlen)) < 0)
             break;
-        if (i + 1 < pl->states &&
-            (rc = embbuf_prefetch(&x->buf, pl, epoch % 2 ? s - 1 : s + 1, err, errlen)) < 0)
-            break;
+        if (i == 0)
+            buckets_ahead(x, s);
+        if (i + 1 < pl->states) {
+            const uint32_t next = epoch % 2 ? s - 1 : s + 1;
+            if ((rc = embbuf_prefetch(&x->buf, pl, next, err, errlen)) < 0)
+                break;
+            buckets_ahead(x, next);
+        }
         double t0 = sl_now();
         uint64_t n = 0;
         if ((rc = state_triples(x, s, &n, err, errlen)) < 0)
