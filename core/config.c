@@ -212,17 +212,20 @@ static const key keys[] = {
      "reads and keeps the pack's hot tier pinned in the feature buffer; the same batches, fixed by the pack) or "
      "partitions (docs/partitions.md: an epoch is a sequence of partition buffer states read whole from the layout "
      "gnnprep partition wrote; training batches are sampled among the nodes in the buffer and their rows copied out "
-     "of it, evaluation batches are sampled and read as online)."},
+     "of it, evaluation batches are sampled and read as online). For model.kind = distmult | complex, partitions "
+     "keeps the node embeddings out of core (docs/link.md, \"Out of core\")."},
     {"pipeline.pack", K_STR, OFF(pipeline.pack), "\"\"", 0, 0, NULL,
      "The pack a run with pipeline.mode = \"packed\" reads (a directory gnnprep pack wrote for this dataset and "
      "these sampling keys; relative to the current directory)."},
     {"pipeline.partitions", K_AUTOINT, OFF(pipeline.partitions), "\"auto\"", 0, PARTS_MAX, NULL,
      "pipeline.mode = \"partitions\" (docs/partitions.md): the layout DATASET/parts.P that gnnprep partition "
-     "wrote, by its P; \"auto\" (or 0): the dataset's only layout."},
+     "wrote, by its P; \"auto\" (or 0): the dataset's only layout. Link prediction: the node table's partitions "
+     "(2 .. nodes; \"auto\": 16), written by the run itself."},
     {"pipeline.buffer_partitions", K_AUTOINT, OFF(pipeline.buffer_partitions), "\"auto\"", 0, PARTS_MAX, NULL,
      "pipeline.mode = \"partitions\": the partitions the buffer holds at once (c, at most P); \"auto\" (or 0): "
      "the largest c whose partitions fit half of what the memory plan leaves for buffers, as gnnprep "
-     "partition-plan tunes it (MariusGNN section 6)."},
+     "partition-plan tunes it (MariusGNN section 6). Link prediction: 2 .. P; \"auto\": the most whose partitions, "
+     "with a spare, fit half the memory limit."},
     {"pipeline.partition_order", K_ENUM, OFF(pipeline.partition_order), "\"comet\"", 0, 0, partition_orders,
      "pipeline.mode = \"partitions\": the order of the buffer states, comet (MariusGNN; one state per epoch "
      "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline)."},

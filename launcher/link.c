@@ -2,6 +2,7 @@
 #include "launcher/link.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "ops/ckpt.h"
 #include "ops/ops.h"
 #include "stages/link.h"
+#include "stages/linkooc.h"
 #include "stages/predict.h"
 
 static volatile sig_atomic_t g_stop;
@@ -92,6 +94,32 @@ static void stopped_or_failed(int rc, uint32_t done, const char *err, int *code)
     }
 }
 
+/* The training split's file as linkooc's source: triples by range,
+ * widened to u64 (the ids were range-checked by linkooc_init's pass). */
+struct split_src {
+    int fd;
+    size_t esz;
+    const char *path;
+    unsigned char *buf; /* 65536 triples */
+};
+
+static int read_split(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen)
+{
+    struct split_src *s = arg;
+    size_t bytes = (size_t)(count * 3 * s->esz), got = 0;
+    int rc = sl_pread_full(s->fd, s->esz == 8 ? (void *)dst : (void *)s->buf, bytes, (off_t)(first * 3 * s->esz), &got);
+    if (rc < 0 || got != bytes)
+        return sl_errf(err, errlen, rc < 0 ? rc : -EIO, "%s: reading triple %" PRIu64 ": %s", s->path, first,
+                       rc < 0 ? strerror(-rc) : "the file ends early; run gnnprep check");
+    if (s->esz == 4)
+        for (uint64_t i = 0; i < count * 3; i++) {
+            uint32_t v;
+            memcpy(&v, s->buf + i * 4, 4);
+            dst[i] = v;
+        }
+    return 0;
+}
+
 static struct link_opts opts_of(const struct config *c)
 {
     const bool pyg = c->link.sides == LINK_SIDES_KEY_PYG;
@@ -123,8 +151,8 @@ static void model_text(const struct config *c, const struct link_meta *m, char *
 
 /* epoch-NNNNNN.safetensors for `epochs` finished epochs, then latest and
  * keep_last. 0 or -errno with a message. */
-static int save(const struct launch_link *r, const struct link_model *m, uint32_t epochs, uint64_t steps, char *err,
-                size_t errlen)
+static int save(const struct launch_link *r, const struct link_model *m, struct linkooc *x, uint32_t epochs,
+                uint64_t steps, char *err, size_t errlen)
 {
     const struct config *c = r->cfg;
     const char *dir = c->train.checkpoint_dir;
@@ -169,7 +197,12 @@ static int save(const struct launch_link *r, const struct link_model *m, uint32_
         kv[m2++] = config_key_name(i);
         kv[m2++] = vals + i * 256;
     }
-    rc = ckpt_write(path, ts, SL_ARRAY_LEN(ts), kv, (uint32_t)(m2 / 2), msg, sizeof msg);
+    /* out of core: the node table and its sums from the layout's file */
+    const struct ckpt_fill fills[] = {{x ? linkooc_table_bytes : NULL, x ? &x->view[0] : NULL},
+                                      {NULL, NULL},
+                                      {x ? linkooc_table_bytes : NULL, x ? linkooc_g2_arg(x) : NULL},
+                                      {NULL, NULL}};
+    rc = ckpt_write_from(path, ts, fills, SL_ARRAY_LEN(ts), kv, (uint32_t)(m2 / 2), msg, sizeof msg);
     free(kv), free(vals), free(cfg_text);
     if (rc)
         return sl_errf(err, errlen, rc, "epoch %" PRIu32 ": %s; %s", epochs, msg,
@@ -183,9 +216,10 @@ static int save(const struct launch_link *r, const struct link_model *m, uint32_
     return 0;
 }
 
-/* The tables and Adagrad sums of epoch `epochs`' checkpoint into m. */
-static int load(const struct launch_link *r, struct link_model *m, uint32_t epochs, uint64_t *steps, char *err,
-                size_t errlen)
+/* The tables and Adagrad sums of epoch `epochs`' checkpoint into m (the
+ * node table out of core: into x's layout). */
+static int load(const struct launch_link *r, struct link_model *m, struct linkooc *x, uint32_t epochs, uint64_t *steps,
+                char *err, size_t errlen)
 {
     const struct config *c = r->cfg;
     char path[4200], msg[1024], want[256];
@@ -208,6 +242,7 @@ static int load(const struct launch_link *r, struct link_model *m, uint32_t epoc
              {"rel_emb", m->rel, m->relations},
              {"adagrad.node_emb", m->node_g2, m->nodes},
              {"adagrad.rel_emb", m->rel_g2, m->relations}};
+    const void *found[4] = {NULL};
     for (size_t i = 0; rc == 0 && i < SL_ARRAY_LEN(t); i++) {
         uint32_t nd;
         uint64_t shape[CKPT_MAX_NDIM];
@@ -215,9 +250,12 @@ static int load(const struct launch_link *r, struct link_model *m, uint32_t epoc
         if (!p || nd != 2 || shape[0] != t[i].rows || shape[1] != m->d)
             rc = sl_errf(err, errlen, -EINVAL, "--resume: %s has no F32 tensor %s of shape [%" PRIu64 ", %u]", path,
                          t[i].name, t[i].rows, m->d);
-        else
+        else if (t[i].dst)
             memcpy(t[i].dst, p, t[i].rows * m->d * sizeof(float));
+        found[i] = p;
     }
+    if (rc == 0 && x) /* the checkpoint is mapped: its pages come and go as the partitions are written */
+        rc = linkooc_restore(x, found[0], found[2], err, errlen);
     if (rc == 0)
         *steps = strtoull(step, NULL, 10);
     ckpt_free(&k);
@@ -235,6 +273,10 @@ int launch_link_run(const struct launch_link *r)
     struct link_model m;
     struct link_trainer t;
     struct link_known known;
+    struct linkooc x;
+    memset(&x, 0, sizeof x);
+    x.rfd = x.bfd = -1;
+    bool ooc_open = false;
     memset(&m, 0, sizeof m);
     memset(&t, 0, sizeof t);
     memset(&known, 0, sizeof known);
@@ -249,12 +291,49 @@ int launch_link_run(const struct launch_link *r)
     ops_set_threads(SL_MAX(1, SL_MIN(threads, 64)));
     struct link_opts o = opts_of(c);
     g_epochs = c->train.epochs;
+    /* out of core the training triples go to the buckets from the file;
+     * in memory only for the filtered ranking's known triples (then freed) */
     for (int s = 0; rc == 0 && s < LINK_SPLITS; s++)
-        rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
-    if (rc == 0)
+        if (s != LINK_TRAIN || !r->ooc || c->link.eval == LINK_EVAL_FILTERED)
+            rc = link_load_split(dir, meta, s, &split[s], err, sizeof err);
+    char ooc_dir[4200];
+    snprintf(ooc_dir, sizeof ooc_dir, "%s/link-partitions", c->train.checkpoint_dir);
+    if (rc == 0 && r->ooc) {
+        struct linkooc_params pp = {.parts = r->parts, .slots = r->slots,
+                                    .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED};
+        double tl = sl_now();
+        char tp[4200];
+        snprintf(tp, sizeof tp, "%s/%s", dir, meta->split[LINK_TRAIN].file);
+        struct split_src ss = {.fd = open(tp, O_RDONLY | O_CLOEXEC), .esz = dtype_size(meta->split[LINK_TRAIN].dtype),
+                               .path = tp, .buf = malloc(65536 * 3 * 4)};
+        struct linkooc_triples src = {read_split, &ss};
+        if (ss.fd < 0 || !ss.buf)
+            rc = sl_errf(err, sizeof err, ss.fd < 0 ? -errno : -ENOMEM, "%s: cannot read: %s", tp,
+                         ss.fd < 0 ? strerror(errno) : "out of memory");
+        else
+            rc = linkooc_init(&x, ooc_dir, &pp, &o, meta->nodes, meta->relations, &src, meta->split[LINK_TRAIN].rows,
+                              &m, err, sizeof err);
+        if (ss.fd >= 0)
+            close(ss.fd);
+        free(ss.buf);
+        ooc_open = rc == 0;
+        if (rc == 0) {
+            char b1[32], b2[32];
+            fprintf(stderr,
+                    "gnnlaunch: link prediction out of core: %" PRIu32 " partitions of %s (%" PRIu64 " nodes with "
+                    "their Adagrad sums), %" PRIu32 " in the buffer (%s with the spare frame); %" PRIu32
+                    " buffer states an epoch, %" PRIu64 " swaps an epoch (BETA; lower bound %" PRIu64
+                    "); layout written to %s in %.1f s\n",
+                    x.parts, sl_fmt_bytes(x.part_bytes, b1, sizeof b1), x.part_nodes, x.slots,
+                    sl_fmt_bytes((uint64_t)x.buf.frames * x.part_bytes, b2, sizeof b2), x.plan.states, x.plan.swaps,
+                    po_lower_bound_pairs(x.parts, x.slots), ooc_dir, sl_now() - tl);
+        }
+    } else if (rc == 0) {
         rc = link_model_init(&m, meta->nodes, meta->relations, &o, err, sizeof err);
+    }
     if (rc == 0)
-        rc = link_trainer_init(&t, &m, &o, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, err, sizeof err);
+        rc = r->ooc ? link_trainer_init(&t, &m, &o, NULL, 1, err, sizeof err)
+                    : link_trainer_init(&t, &m, &o, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, err, sizeof err);
     struct link_progress prog = {.tty = isatty(STDERR_FILENO) == 1, .every = 10, .epochs = (uint32_t)c->train.epochs};
     const char *every = getenv("SLUICE_PROGRESS_EVERY");
     if (every && *every && (sl_parse_double(every, &prog.every) != 0 || !(prog.every >= 0)))
@@ -269,9 +348,13 @@ int launch_link_run(const struct launch_link *r)
             rc = link_known_init(&known, arr, ns, 3, err, sizeof err);
         }
     }
+    if (rc == 0 && r->ooc) { /* the buckets hold the training triples now */
+        free(split[LINK_TRAIN]);
+        split[LINK_TRAIN] = NULL;
+    }
     uint64_t steps = 0;
     if (rc == 0 && r->start_epoch)
-        rc = load(r, &m, r->start_epoch, &steps, err, sizeof err);
+        rc = load(r, &m, ooc_open ? &x : NULL, r->start_epoch, &steps, err, sizeof err);
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
         goto out;
@@ -280,7 +363,9 @@ int launch_link_run(const struct launch_link *r)
                                .heads_too = c->link.eval_heads,
                                .sampled = (uint32_t)c->link.eval_sampled,
                                .seed = (uint64_t)c->train.seed,
-                               .stop = &g_stop};
+                               .stop = &g_stop,
+                               .rows = r->ooc ? linkooc_rows : NULL,
+                               .rows_arg = r->ooc ? &x : NULL};
     /* a previous run's final tables must not stand beside this run's checkpoints */
     char np[2][4200];
     snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
@@ -288,18 +373,20 @@ int launch_link_run(const struct launch_link *r)
     unlink(np[0]);
     unlink(np[1]);
     fprintf(stderr,
-            "gnnlaunch: link prediction in memory: %s, dim %" PRId64 ", %" PRIu64 " nodes, %" PRIu64
+            "gnnlaunch: link prediction %s: %s, dim %" PRId64 ", %" PRIu64 " nodes, %" PRIu64
             " relations, %" PRIu64 " training triples; %s loss, %s negatives, Adagrad lr %g; %d thread%s\n",
-            model_kind_name(c->model.kind), c->model.hidden, meta->nodes, meta->relations, meta->split[LINK_TRAIN].rows,
+            r->ooc ? "out of core" : "in memory", model_kind_name(c->model.kind), c->model.hidden, meta->nodes, meta->relations, meta->split[LINK_TRAIN].rows,
             c->link.loss == LINK_LOSS_SOFTMAX ? "softmax" : c->link.loss == LINK_LOSS_LOGISTIC ? "logistic" : "margin",
             c->link.sides == LINK_SIDES_KEY_PYG ? "one per positive (pyg)" : "chunk-shared", c->train.lr, ops_threads(),
             ops_threads() == 1 ? "" : "s");
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
+    struct embbuf_stats before = {0}; /* the buffer's counters at the epoch's start */
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
         prog.epoch = ep;
         prog.t_epoch = prog.t_plain = t1;
-        rc = link_train_epoch(&t, ep, &loss, err, sizeof err);
+        rc = r->ooc ? linkooc_epoch(&x, &t, ep, &loss, err, sizeof err)
+                    : link_train_epoch(&t, ep, &loss, err, sizeof err);
         clear_live(&prog);
         if (rc == -EINTR) {
             fprintf(stderr, "gnnlaunch: interrupted in epoch %" PRIu32 "; the checkpoints of the %" PRIu32
@@ -311,8 +398,21 @@ int launch_link_run(const struct launch_link *r)
             fprintf(stderr, "gnnlaunch: %s\n", err);
             goto out;
         }
-        steps += per_epoch;
+        steps += r->ooc ? t.slice_batches : per_epoch;
         double train_s = sl_now() - t1;
+        if (r->ooc) {
+            const struct embbuf_stats *a = &x.st.buf;
+            char b1[32], b2[32];
+            fprintf(stderr,
+                    "gnnlaunch: epoch %" PRIu32 " out of core: %" PRIu64 " partitions loaded (BETA %" PRIu64
+                    " swaps an epoch, lower bound %" PRIu64 "), %" PRIu64 " written back; read %s, wrote %s; "
+                    "waited %.2f s for the buffer, %.2f s reading buckets, %.2f s training\n",
+                    ep + 1, x.st.swaps, x.plan.swaps, po_lower_bound_pairs(x.parts, x.slots), a->writes - before.writes,
+                    sl_fmt_bytes(a->bytes_read - before.bytes_read, b1, sizeof b1),
+                    sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
+                    (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
+            before = *a;
+        }
         printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
         bool last = ep + 1 == (uint32_t)c->train.epochs;
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
@@ -325,7 +425,7 @@ int launch_link_run(const struct launch_link *r)
         }
         printf(" seconds=%.3f edges_per_s=%.0f\n", sl_now() - t1, (double)meta->split[LINK_TRAIN].rows / train_s);
         fflush(stdout);
-        if ((rc = save(r, &m, ep + 1, steps, err, sizeof err))) {
+        if ((rc = save(r, &m, ooc_open ? &x : NULL, ep + 1, steps, err, sizeof err))) {
             fprintf(stderr, "gnnlaunch: %s\n", err);
             goto out;
         }
@@ -338,7 +438,8 @@ int launch_link_run(const struct launch_link *r)
     }
     /* the final tables as plain .npy beside the checkpoints; a failure
      * here loses nothing the checkpoint does not hold: a warning */
-    if (predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err) ||
+    if ((r->ooc ? predict_write_npy_from(np[0], "<f4", m.nodes, m.d, 4, linkooc_table_bytes, &x.view[0], err, sizeof err)
+                : predict_write_npy(np[0], "<f4", m.nodes, m.d, 4, m.node, err, sizeof err)) ||
         predict_write_npy(np[1], "<f4", m.relations, m.d, 4, m.rel, err, sizeof err))
         fprintf(stderr, "gnnlaunch: warning: %s; the tables are in the last checkpoint's node_emb and rel_emb\n", err);
     else
@@ -348,6 +449,9 @@ int launch_link_run(const struct launch_link *r)
     fflush(stdout);
     code = 0;
 out:
+    /* the layout is a working copy: the checkpoints hold every finished epoch */
+    if (ooc_open)
+        linkooc_free(&x, true);
     link_known_free(&known);
     link_trainer_free(&t);
     link_model_free(&m);

@@ -3,8 +3,10 @@
  * embeddings in memory, trained in the launcher's own process by
  * stages/link.h, as `--predict --exact` runs in it. No stage process, no
  * shared memory: with every table in memory there is nothing to read
- * ahead, and the negatives cost nothing to draw. (Embeddings larger than
- * memory will bring a partition buffer and its loader stage.)
+ * ahead, and the negatives cost nothing to draw. With pipeline.mode =
+ * "partitions" the node table lives on disk in partitions and trains
+ * through a buffer with write-back (stages/linkooc.h), still in this
+ * process: the buffer's I/O thread does the reading ahead.
  *
  * What it prints is gnnlaunch's contract: one line per epoch on stdout,
  *   epoch E/N loss=<f> valid_mrr=<f> valid_hits@1=<f> valid_hits@10=<f> seconds=<f> edges_per_s=<f>
@@ -29,6 +31,11 @@ struct launch_link {
     const char *config_path;   /* the config file, its text goes into each checkpoint */
     struct link_meta meta;     /* the dataset's, as checked */
     uint32_t start_epoch;      /* --resume: the epochs the newest checkpoint holds */
+    /* pipeline.mode = "partitions": the node table out of core
+     * (stages/linkooc.h) in parts partitions, slots of them in memory,
+     * the layout in train.checkpoint_dir/link-partitions */
+    bool ooc;
+    uint32_t parts, slots;
 };
 
 /* Runs the training; returns the exit status (0, 3 a failure, 130

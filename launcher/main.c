@@ -34,6 +34,7 @@
 #include "core/util.h"
 #include "ipc/shm.h"
 #include "launcher/launch.h"
+#include "launcher/cgroup.h"
 #include "launcher/clusterenv.h"
 #include "stages/pack.h"
 #include "stages/schedule_partitions.h"
@@ -734,6 +735,55 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
  * (launcher/link.h). What it does not do yet is refused here, before
  * anything is made: GPUs, several ranks or nodes, --predict, early
  * stopping and the metric outputs. */
+/* pipeline.mode = "partitions" for a link run: p and c (given, or p 16
+ * and the largest c whose frames, with the spare one, fit half of the
+ * memory: the cgroup's limit, else MemAvailable), refusing c < 2, c > p
+ * and p > nodes. The values chosen go into the run's configuration. */
+static int check_link_ooc(struct launch *l, const struct opts *o, char *err, size_t errlen)
+{
+    struct launch_link *r = &l->link_run;
+    const uint64_t nodes = r->meta.nodes, d = (uint64_t)l->cfg.model.hidden;
+    int64_t p = l->cfg.pipeline.partitions, c = l->cfg.pipeline.buffer_partitions;
+    if (p == 0)
+        p = (int64_t)SL_MIN((uint64_t)16, nodes);
+    if (p < 2 || (uint64_t)p > nodes || p > PO_MAX_PARTS)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: pipeline.partitions = %" PRId64 " must be in 2..%" PRIu64 " (at most the %" PRIu64
+                       " nodes, at most %u) for an out-of-core link run",
+                       o->config, p, SL_MIN(nodes, (uint64_t)PO_MAX_PARTS), nodes, PO_MAX_PARTS);
+    const uint64_t pn = (nodes + (uint64_t)p - 1) / (uint64_t)p, part = sl_round_up(2 * pn * d * 4, 4096);
+    if (c == 0) {
+        uint64_t mem = UINT64_MAX, shm = 0;
+        struct cgroup_mem g;
+        char msg[1024];
+        if (cgroup_mem_read(&g, msg, sizeof msg) == 0 && g.limit != CGROUP_NONE)
+            mem = g.limit;
+        else if (layout_memory(&mem, &shm, msg, sizeof msg) != 0)
+            mem = 8ull << 30;
+        uint64_t fit = mem / 2 / part;
+        c = fit < 1 ? 0 : (int64_t)SL_MIN(fit - 1, (uint64_t)p);
+        if (c < 2) {
+            char b1[32], b2[32];
+            return sl_errf(err, errlen, -ENOMEM,
+                           "%s: with pipeline.partitions = %" PRId64 " a partition takes %s, and half of the memory "
+                           "(%s) holds fewer than 3 (two buffer partitions and a spare); raise pipeline.partitions",
+                           o->config, p, sl_fmt_bytes(part, b1, sizeof b1), sl_fmt_bytes(mem / 2, b2, sizeof b2));
+        }
+    }
+    if (c < 2 || c > p)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: pipeline.buffer_partitions = %" PRId64 " must be in 2..%" PRId64
+                       " (pipeline.partitions) for an out-of-core link run: every state holds a pair of partitions",
+                       o->config, c, p);
+    r->ooc = true;
+    r->parts = (uint32_t)p;
+    r->slots = (uint32_t)c;
+    l->cfg.pipeline.partitions = p;
+    l->cfg.pipeline.buffer_partitions = c;
+    l->cfg.pipeline.partition_order = PO_ORDER_BETA;
+    return 0;
+}
+
 static int check_link(struct launch *l, const struct opts *o, char *err, size_t errlen)
 {
     const char *kind = model_kind_name(l->cfg.model.kind), *no = NULL;
@@ -747,8 +797,12 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "--predict (the checkpoint's node_emb and rel_emb tensors are the embeddings)";
     else if (l->cfg.train.early_stop_patience > 0)
         no = "train.early_stop_patience";
-    else if (l->cfg.pipeline.mode != PIPELINE_ONLINE)
-        no = "pipeline.mode other than \"online\" (the tables are in memory)";
+    else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
+        no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
+    else if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS && config_given(&l->cfg, "pipeline.partition_order") &&
+             l->cfg.pipeline.partition_order != PO_ORDER_BETA)
+        no = "pipeline.partition_order other than \"beta\" (COMET orders a GNN encoder's partitions; the embedding "
+             "partitions go in BETA's order)";
     /* the GNN trainer's optimizer keys: a link run trains with Adagrad at
      * train.lr, and a key it would ignore must not change the run silently */
     else if (config_given(&l->cfg, "train.optimizer") || l->cfg.train.weight_decay != 0)
@@ -787,14 +841,19 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
     /* the tables: embeddings and Adagrad sums of every node and relation */
     uint64_t rows = r->meta.nodes + r->meta.relations, need, mem, shm_free;
     char b1[32], b2[32];
+    if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS) {
+        if ((rc = check_link_ooc(l, o, err, errlen)) != 0)
+            return rc;
+        rows = r->meta.relations; /* what stays in memory */
+    }
     if (sl_mul_ovf(rows, (uint64_t)l->cfg.model.hidden * 8, &need) || need > (uint64_t)SIZE_MAX / 2)
         return sl_errf(err, errlen, -EINVAL, "%s: %" PRIu64 " nodes and relations of model.hidden = %" PRId64
                        " floats do not fit in memory", o->config, rows, l->cfg.model.hidden);
     if (layout_memory(&mem, &shm_free, msg, sizeof msg) == 0 && need > mem)
         return sl_errf(err, errlen, -ENOMEM,
                        "%s: the embedding tables and their Adagrad sums need %s (%" PRIu64 " nodes and relations x "
-                       "model.hidden = %" PRId64 " x 8 bytes) but %s is available; lower model.hidden (embeddings "
-                       "larger than memory are not built yet)",
+                       "model.hidden = %" PRId64 " x 8 bytes) but %s is available; lower model.hidden, or keep the "
+                       "node table out of core with pipeline.mode = \"partitions\" (docs/link.md)",
                        o->config, sl_fmt_bytes(need, b1, sizeof b1), rows, l->cfg.model.hidden,
                        sl_fmt_bytes(mem, b2, sizeof b2));
     if (o->run_name) {

@@ -166,9 +166,35 @@ static int build_header(json_t *root, const struct ckpt_tensor *t, uint32_t n, c
     return 0;
 }
 
+/* A tensor whose bytes come from its fill callback, 4 MiB at a time. */
+static int write_filled(int fd, const struct ckpt_fill *f, uint64_t bytes, char *msg, size_t msglen)
+{
+    const uint64_t chunk = 4u << 20;
+    unsigned char *buf = malloc((size_t)SL_MIN(bytes, chunk));
+    if (!buf)
+        return -ENOMEM;
+    int rc = 0;
+    for (uint64_t off = 0; rc == 0 && off < bytes; off += chunk) {
+        size_t len = (size_t)SL_MIN(chunk, bytes - off);
+        if ((rc = f->fill(f->arg, off, buf, len, msg, msglen)) == 0)
+            rc = sl_write_all(fd, buf, len);
+        else if (rc > 0)
+            rc = -EIO;
+    }
+    free(buf);
+    return rc;
+}
+
 int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const char *const *meta_kv,
                uint32_t nmeta, char *err, size_t errlen)
 {
+    return ckpt_write_from(path, t, NULL, n, meta_kv, nmeta, err, errlen);
+}
+
+int ckpt_write_from(const char *path, const struct ckpt_tensor *t, const struct ckpt_fill *fills, uint32_t n,
+                    const char *const *meta_kv, uint32_t nmeta, char *err, size_t errlen)
+{
+    char fillmsg[1024] = "";
     int rc = 0, fd = -1;
     bool created = false;
     json_t *root = NULL;
@@ -214,7 +240,7 @@ int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const 
                          fmt_shape(sh, sizeof sh, t[i].ndim, t[i].shape));
             goto out;
         }
-        if (bytes[i] && !t[i].data) {
+        if (bytes[i] && !t[i].data && !(fills && fills[i].fill)) {
             rc = sl_errf(err, errlen, -EINVAL, "%s: tensor '%s' has no data", path, t[i].name);
             goto out;
         }
@@ -275,7 +301,8 @@ int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const 
     for (size_t esz = 8; esz && rc == 0; esz /= 2)
         for (uint32_t i = 0; i < n && rc == 0; i++)
             if (ckpt_dtype_size(t[i].dtype) == esz && bytes[i])
-                rc = sl_write_all(fd, t[i].data, (size_t)bytes[i]);
+                rc = t[i].data ? sl_write_all(fd, t[i].data, (size_t)bytes[i])
+                               : write_filled(fd, &fills[i], bytes[i], fillmsg, sizeof fillmsg);
     if (rc == 0 && fsync(fd) < 0)
         rc = -errno;
     if (close(fd) < 0 && rc == 0)
@@ -283,6 +310,10 @@ int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const 
     fd = -1;
     if (rc == 0 && rename(tmp, path) < 0)
         rc = -errno;
+    if (rc < 0 && *fillmsg) {
+        sl_errf(err, errlen, rc, "cannot write checkpoint %s: %s", path, fillmsg);
+        goto out;
+    }
     if (rc < 0) {
         sl_errf(err, errlen, rc, "cannot write checkpoint %s (through %s): %s; check free space and quotas of the "
                 "checkpoint directory", path, tmp, strerror(-rc));

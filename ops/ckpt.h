@@ -62,6 +62,18 @@ size_t ckpt_dtype_size(const char *dtype);
  * path; on failure nothing new is left behind. */
 int ckpt_write(const char *path, const struct ckpt_tensor *t, uint32_t n, const char *const *meta_kv, uint32_t nmeta,
                char *err, size_t errlen);
+/* Where a tensor's bytes come from when its data is NULL: fill(arg, off,
+ * dst, len) copies the bytes [off, off + len) of it, asked for in order a
+ * few MiB at a time (a table that is not in memory); 0 or -errno with a
+ * message. */
+struct ckpt_fill {
+    int (*fill)(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen);
+    void *arg;
+};
+/* ckpt_write with fills[i] (fills may be NULL) giving the bytes of each
+ * tensor i whose data is NULL. */
+int ckpt_write_from(const char *path, const struct ckpt_tensor *t, const struct ckpt_fill *fills, uint32_t n,
+                    const char *const *meta_kv, uint32_t nmeta, char *err, size_t errlen);
 
 /* A parsed entry of the header (read-only for callers). */
 struct ckpt_entry {

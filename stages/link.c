@@ -30,8 +30,19 @@ static inline uint64_t stream(uint64_t seed, uint64_t a, uint64_t b)
 
 /* ---- the model ---------------------------------------------------------------------------- */
 
-int link_model_init(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o, char *err,
-                    size_t errlen)
+void link_init_stream(const struct link_opts *o, uint64_t nodes, uint64_t relations, uint64_t *st, double *node_bound,
+                      double *rel_bound)
+{
+    *st = sl_mix64(o->seed ^ 0x6b6765696e6974ull);
+    /* torch's xavier_uniform_ on a table (num, width): U(+-sqrt(6 / (width
+     * + num))); ComplEx's real and imaginary tables have width d / 2 */
+    double w = o->model == KGE_COMPLEX ? o->dim / 2.0 : (double)o->dim;
+    *node_bound = o->init == LINK_INIT_XAVIER ? sqrt(6.0 / (w + (double)nodes)) : o->init_scale;
+    *rel_bound = o->init == LINK_INIT_XAVIER ? sqrt(6.0 / (w + (double)relations)) : o->init_scale;
+}
+
+int link_model_init_with(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o,
+                         int (*emit)(void *arg, uint64_t *st, double bound), void *arg, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     if (!o->dim || (o->model == KGE_COMPLEX && o->dim % 2))
@@ -39,39 +50,54 @@ int link_model_init(struct link_model *m, uint64_t nodes, uint64_t relations, co
                        o->model == KGE_COMPLEX ? "even and positive for complex (real and imaginary halves)"
                                                : "positive");
     uint64_t nn64, nr64;
-    if (sl_mul_ovf(nodes, o->dim, &nn64) || sl_mul_ovf(relations, o->dim, &nr64) || nn64 > SIZE_MAX / 8 ||
+    if (sl_mul_ovf(nodes, o->dim, &nn64) || sl_mul_ovf(relations, o->dim, &nr64) || nn64 > SIZE_MAX / 16 ||
         nr64 > SIZE_MAX / 8)
         return sl_errf(err, errlen, -ENOMEM, "%" PRIu64 " nodes and %" PRIu64 " relations of %u floats do not fit in "
                        "memory", nodes, relations, o->dim);
     m->nodes = nodes;
     m->relations = relations;
     m->d = o->dim;
-    size_t nn = (size_t)nn64, nr = (size_t)nr64;
-    m->node = malloc(nn * sizeof *m->node);
-    m->node_g2 = calloc(nn, sizeof *m->node_g2);
+    size_t nn = emit ? 0 : (size_t)nn64, nr = (size_t)nr64;
+    if (!emit) { /* one block: the embeddings, then their Adagrad sums (link_rows' g2_off) */
+        m->node = malloc(2 * nn * sizeof *m->node);
+        if (m->node) {
+            m->node_g2 = m->node + nn;
+            memset(m->node_g2, 0, nn * sizeof *m->node_g2);
+        }
+    }
     m->rel = malloc(nr * sizeof *m->rel);
     m->rel_g2 = calloc(nr, sizeof *m->rel_g2);
-    if (!m->node || !m->node_g2 || !m->rel || !m->rel_g2) {
+    if ((!emit && !m->node) || !m->rel || !m->rel_g2) {
         char b[32];
         link_model_free(m);
         return sl_errf(err, errlen, -ENOMEM, "out of memory for the embedding tables (%s)",
                        sl_fmt_bytes(2 * (nn + nr) * sizeof(float), b, sizeof b));
     }
-    uint64_t st = sl_mix64(o->seed ^ 0x6b6765696e6974ull);
-    /* torch's xavier_uniform_ on a table (num, width): U(+-sqrt(6 / (width
-     * + num))); ComplEx's real and imaginary tables have width d / 2 */
-    double w = o->model == KGE_COMPLEX ? o->dim / 2.0 : (double)o->dim;
-    double bn = o->init == LINK_INIT_XAVIER ? sqrt(6.0 / (w + (double)nodes)) : o->init_scale;
-    double br = o->init == LINK_INIT_XAVIER ? sqrt(6.0 / (w + (double)relations)) : o->init_scale;
-    ops_uniform(m->node, nn, bn, &st);
+    uint64_t st;
+    double bn, br;
+    link_init_stream(o, nodes, relations, &st, &bn, &br);
+    if (emit) {
+        int rc = emit(arg, &st, bn);
+        if (rc < 0) {
+            link_model_free(m);
+            return rc;
+        }
+    } else {
+        ops_uniform(m->node, nn, bn, &st);
+    }
     ops_uniform(m->rel, nr, br, &st);
     return 0;
 }
 
+int link_model_init(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o, char *err,
+                    size_t errlen)
+{
+    return link_model_init_with(m, nodes, relations, o, NULL, NULL, err, errlen);
+}
+
 void link_model_free(struct link_model *m)
 {
-    free(m->node);
-    free(m->node_g2);
+    free(m->node); /* node_g2 is in the same block */
     free(m->rel);
     free(m->rel_g2);
     memset(m, 0, sizeof *m);
@@ -139,7 +165,23 @@ void link_trainer_free(struct link_trainer *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Node v's embedding row in rows. */
+static inline float *node_row(const struct link_rows *r, uint64_t v, uint32_t d)
+{
+    return r->part[v / r->part_nodes] + (size_t)(v % r->part_nodes) * d;
+}
+
 /* Sums repeated rows' gradients and steps each distinct row once. */
+static void update_nodes(const struct link_rows *r, uint32_t d, const uint64_t *ids, const float *grad, uint32_t k,
+                         uint64_t *uid, float *gsum, uint32_t *order, float lr, float eps)
+{
+    uint32_t u = kge_coalesce(ids, grad, k, d, uid, gsum, order);
+    for (uint32_t i = 0; i < u; i++) {
+        float *row = node_row(r, uid[i], d);
+        kge_adagrad(row, row + r->g2_off, gsum + (size_t)i * d, d, lr, eps);
+    }
+}
+
 static void update(float *table, float *g2, uint32_t d, const uint64_t *ids, const float *grad, uint32_t k,
                    uint64_t *uid, float *gsum, uint32_t *order, float lr, float eps)
 {
@@ -148,50 +190,69 @@ static void update(float *table, float *g2, uint32_t d, const uint64_t *ids, con
         kge_adagrad(table + uid[i] * d, g2 + uid[i] * d, gsum + (size_t)i * d, d, lr, eps);
 }
 
-int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char *err, size_t errlen)
+/* The uniform negative number x of negs' count: the x-th node of the
+ * partitions in negs, in id order (the identity when every one is). */
+static inline uint64_t neg_node(const struct link_negs *g, uint64_t x)
+{
+    if (!g->parts)
+        return x;
+    for (uint32_t k = 0;; k++) {
+        uint32_t q = g->parts[k];
+        uint64_t lo = (uint64_t)q * g->part_nodes, len = SL_MIN(g->part_nodes, g->nodes - lo);
+        if (x < len || k + 1 == g->nparts)
+            return lo + x;
+        x -= len;
+    }
+}
+
+void link_shuffle(uint64_t *perm, uint64_t n, uint64_t seed, uint32_t epoch, uint32_t state)
+{
+    for (uint64_t i = 0; i < n; i++)
+        perm[i] = i;
+    uint64_t st = stream(seed, 0x70657266 ^ ((uint64_t)state << 32), epoch);
+    for (uint64_t i = n; i > 1; i--) {
+        uint64_t j = below(sl_splitmix64(&st), i), x = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = x;
+    }
+}
+
+int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *err, size_t errlen)
 {
     const struct link_opts *o = &t->o;
     struct link_model *m = t->m;
+    const struct link_rows *rw = sl->rows;
     const uint32_t d = m->d;
     uint32_t chunk, negs;
     batch_shape(o, &chunk, &negs);
-    for (uint64_t i = 0; i < t->n; i++)
-        t->perm[i] = i;
-    uint64_t st = stream(o->seed, 0x70657266, epoch);
-    for (uint64_t i = t->n; i > 1; i--) {
-        uint64_t j = below(sl_splitmix64(&st), i), x = t->perm[i - 1];
-        t->perm[i - 1] = t->perm[j];
-        t->perm[j] = x;
-    }
-    double sum = 0;
-    uint64_t batches = 0;
-    for (uint64_t first = 0; first < t->n; first += o->batch, batches++) {
+    for (uint64_t first = 0; first < sl->n; first += o->batch) {
+        const uint64_t batch = sl->first_batch + t->slice_batches;
         if (t->stop && *t->stop)
-            return sl_errf(err, errlen, -EINTR, "epoch %u stopped at batch %" PRIu64, epoch + 1, batches);
-        const uint32_t nb = (uint32_t)SL_MIN((uint64_t)o->batch, t->n - first), C = (nb + chunk - 1) / chunk;
+            return sl_errf(err, errlen, -EINTR, "epoch %u stopped at batch %" PRIu64, sl->epoch + 1, batch);
+        const uint32_t nb = (uint32_t)SL_MIN((uint64_t)o->batch, sl->n - first), C = (nb + chunk - 1) / chunk;
         const size_t K = (size_t)C * negs;
         float *H = t->rows, *R = H + (size_t)nb * d, *T = R + (size_t)nb * d, *NG = T + (size_t)nb * d;
         uint64_t *hid = t->ids, *tid = hid + nb, *nid = tid + nb, *rid = nid + K;
         for (uint32_t i = 0; i < nb; i++) {
-            const uint64_t *tr = t->triples + t->perm[first + i] * 3;
+            const uint64_t *tr = sl->triples + sl->perm[first + i] * 3;
             hid[i] = tr[0];
             rid[i] = tr[1];
             tid[i] = tr[2];
-            memcpy(H + (size_t)i * d, m->node + tr[0] * d, d * sizeof(float));
+            memcpy(H + (size_t)i * d, node_row(rw, tr[0], d), d * sizeof(float));
             memcpy(R + (size_t)i * d, m->rel + tr[1] * d, d * sizeof(float));
-            memcpy(T + (size_t)i * d, m->node + tr[2] * d, d * sizeof(float));
+            memcpy(T + (size_t)i * d, node_row(rw, tr[2], d), d * sizeof(float));
         }
-        uint64_t rs = stream(o->seed, epoch + 1, batches);
+        uint64_t rs = stream(o->seed, sl->epoch + 1, batch);
         for (size_t j = 0; j < K; j++) {
             uint64_t x = sl_splitmix64(&rs), v;
             if (o->degree_frac > 0 && unit(x) < o->degree_frac) {
                 uint64_t y = sl_splitmix64(&rs);
-                v = t->triples[below(y, t->n) * 3 + ((y & 1) ? 2 : 0)];
+                v = sl->triples[below(y, sl->n) * 3 + ((y & 1) ? 2 : 0)];
             } else {
-                v = below(sl_splitmix64(&rs), m->nodes);
+                v = neg_node(sl->negs, below(sl_splitmix64(&rs), sl->negs->count));
             }
             nid[j] = v;
-            memcpy(NG + j * d, m->node + v * d, d * sizeof(float));
+            memcpy(NG + j * d, node_row(rw, v, d), d * sizeof(float));
         }
         for (uint32_t c = 0; c < C; c++)
             t->side[c] = o->sides == LINK_SIDES_BOTH   ? KGE_TAIL | KGE_HEAD
@@ -205,15 +266,34 @@ int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char 
         if (!isfinite(l))
             return sl_errf(err, errlen, -EDOM,
                            "epoch %u, batch %" PRIu64 ": the loss is not finite (lower train.lr, or check the data)",
-                           epoch + 1, batches);
+                           sl->epoch + 1, batch);
         /* nodes: heads, tails and negatives are contiguous in ids and grads */
-        update(m->node, m->node_g2, d, hid, dh, 2 * nb + (uint32_t)K, t->uid, t->gsum, t->order, o->lr, o->eps);
+        update_nodes(rw, d, hid, dh, 2 * nb + (uint32_t)K, t->uid, t->gsum, t->order, o->lr, o->eps);
         update(m->rel, m->rel_g2, d, rid, dr, nb, t->uid, t->gsum, t->order, o->lr, o->eps);
-        sum += l;
+        t->slice_loss += l;
+        t->slice_batches++;
         if (t->on_batch)
-            t->on_batch(t->on_batch_arg, batches + 1, (t->n + o->batch - 1) / o->batch, sum / (double)(batches + 1));
+            t->on_batch(t->on_batch_arg, sl->first_batch + t->slice_batches, sl->total_batches,
+                        t->slice_loss / (double)t->slice_batches);
     }
-    *loss = batches ? sum / (double)batches : 0;
+    return 0;
+}
+
+int link_train_epoch(struct link_trainer *t, uint32_t epoch, double *loss, char *err, size_t errlen)
+{
+    struct link_model *m = t->m;
+    link_shuffle(t->perm, t->n, t->o.seed, epoch, 0);
+    float *part[1] = {m->node};
+    struct link_rows rows = {.part = part, .part_nodes = m->nodes ? m->nodes : 1, .g2_off = (size_t)m->nodes * m->d};
+    struct link_negs negs = {.count = m->nodes, .nodes = m->nodes};
+    struct link_slice sl = {.rows = &rows, .negs = &negs, .triples = t->triples, .n = t->n, .perm = t->perm,
+                            .epoch = epoch, .first_batch = 0, .total_batches = (t->n + t->o.batch - 1) / t->o.batch};
+    t->slice_loss = 0;
+    t->slice_batches = 0;
+    int rc = link_train_slice(t, &sl, err, errlen);
+    if (rc)
+        return rc;
+    *loss = t->slice_batches ? t->slice_loss / (double)t->slice_batches : 0;
     return 0;
 }
 
@@ -319,11 +399,21 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
     const uint64_t cc = SL_MIN((uint64_t)EVAL_CAND, m->nodes);
     float *ent = malloc((size_t)EVAL_BLOCK * d * sizeof *ent), *rel = malloc((size_t)EVAL_BLOCK * d * sizeof *rel);
     float *qq = malloc((size_t)EVAL_BLOCK * d * sizeof *qq);
+    /* a table elsewhere (m->node NULL): rows come through e->rows into
+     * one, and the full ranking's candidates into cand */
+    const bool far = m->node == NULL;
+    float *one = far ? malloc((size_t)d * sizeof *one) : NULL;
+    float *cand = far && !e->sampled ? malloc((size_t)cc * d * sizeof *cand) : NULL;
     float *scores = e->sampled ? NULL : malloc((size_t)EVAL_BLOCK * cc * sizeof *scores);
     double *st = malloc(EVAL_BLOCK * sizeof *st);
     uint64_t *higher = malloc(EVAL_BLOCK * sizeof *higher), *same = malloc(EVAL_BLOCK * sizeof *same);
-    if (!ent || !rel || !qq || (!e->sampled && !scores) || !st || !higher || !same) {
-        free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same);
+    if (far && !e->rows) {
+        free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same), free(one), free(cand);
+        return sl_errf(err, errlen, -EINVAL, "link_evaluate: the node table is elsewhere and no row source was given");
+    }
+    if (!ent || !rel || !qq || (!e->sampled && !scores) || !st || !higher || !same || (far && !one) ||
+        (far && !e->sampled && !cand)) {
+        free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same), free(one), free(cand);
         return sl_errf(err, errlen, -ENOMEM, "out of memory for the evaluation");
     }
     int rc = 0;
@@ -336,22 +426,31 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
             const uint32_t nb = (uint32_t)SL_MIN((uint64_t)EVAL_BLOCK, n - first);
             for (uint32_t i = 0; i < nb; i++) { /* the queries: q(h, r) for tails, p(r, t) for heads */
                 const uint64_t *x = triples + (first + i) * 3;
-                memcpy(ent + (size_t)i * d, m->node + x[side ? 2 : 0] * d, d * sizeof(float));
+                if (far)
+                    rc = e->rows(e->rows_arg, x[side ? 2 : 0], 1, ent + (size_t)i * d, err, errlen);
+                else
+                    memcpy(ent + (size_t)i * d, m->node + x[side ? 2 : 0] * d, d * sizeof(float));
                 memcpy(rel + (size_t)i * d, m->rel + x[1] * d, d * sizeof(float));
             }
+            if (rc)
+                break;
             if (side == 0)
                 kge_query_tail(o->model, qq, ent, rel, nb, d);
             else
                 kge_query_head(o->model, qq, rel, ent, nb, d);
             for (uint32_t i = 0; i < nb; i++) {
                 const uint64_t *x = triples + (first + i) * 3, truth = x[side ? 0 : 2];
-                const float *qi = qq + (size_t)i * d, *ti = m->node + truth * d;
+                const float *qi = qq + (size_t)i * d, *ti = far ? one : m->node + truth * d;
+                if (far && (rc = e->rows(e->rows_arg, truth, 1, one, err, errlen)))
+                    break;
                 float sf = 0;
                 for (uint32_t j = 0; j < d; j++)
                     sf += qi[j] * ti[j];
                 st[i] = isfinite(sf) ? sf : -INFINITY;
                 higher[i] = same[i] = 0;
             }
+            if (rc)
+                break;
             if (e->sampled) {
                 for (uint32_t i = 0; i < nb; i++) {
                     const uint64_t *x = triples + (first + i) * 3, truth = x[side ? 0 : 2];
@@ -364,18 +463,24 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
                         uint64_t v = below(sl_splitmix64(&rs), m->nodes);
                         if (v == truth || (ks && known(ks, lo, hi, v)))
                             continue;
-                        const float *cv = m->node + v * d, *qi = qq + (size_t)i * d;
+                        if (far && (rc = e->rows(e->rows_arg, v, 1, one, err, errlen)))
+                            break;
+                        const float *cv = far ? one : m->node + v * d, *qi = qq + (size_t)i * d;
                         float sc = 0;
                         for (uint32_t j = 0; j < d; j++)
                             sc += qi[j] * cv[j];
                         higher[i] += sc > st[i];
                         same[i] += sc == st[i];
                     }
+                    if (rc)
+                        break;
                 }
             } else {
                 for (uint64_t c0 = 0; c0 < m->nodes; c0 += cc) {
                     const uint64_t nc = SL_MIN(cc, m->nodes - c0);
-                    kge_score_all(scores, qq, nb, m->node + c0 * d, nc, d);
+                    if (far && (rc = e->rows(e->rows_arg, c0, nc, cand, err, errlen)))
+                        break;
+                    kge_score_all(scores, qq, nb, far ? cand : m->node + c0 * d, nc, d);
                     for (uint32_t i = 0; i < nb; i++) {
                         const uint64_t *x = triples + (first + i) * 3, truth = x[side ? 0 : 2];
                         const float *s = scores + (size_t)i * nc;
@@ -403,6 +508,8 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
                     }
                 }
             }
+            if (rc)
+                break;
             for (uint32_t i = 0; i < nb; i++)
                 add_rank(out, st[i] == -INFINITY ? (double)m->nodes : 1.0 + (double)higher[i] + 0.5 * (double)same[i]);
         }
@@ -415,6 +522,6 @@ int link_evaluate(const struct link_model *m, const struct link_opts *o, const u
         out->hits3 /= r;
         out->hits10 /= r;
     }
-    free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same);
+    free(ent), free(rel), free(qq), free(scores), free(st), free(higher), free(same), free(one), free(cand);
     return rc;
 }

@@ -52,7 +52,8 @@ struct link_opts {
 struct link_model {
     uint64_t nodes, relations;
     uint32_t d;
-    float *node, *node_g2; /* (nodes, d): embeddings and Adagrad sums */
+    float *node, *node_g2; /* (nodes, d): embeddings and Adagrad sums, one block (node_g2 = node + nodes * d);
+                            * both NULL when the table lives elsewhere (link_model_init_with) */
     float *rel, *rel_g2;   /* (relations, d) */
 };
 
@@ -61,6 +62,20 @@ struct link_model {
 int link_model_init(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o, char *err,
                     size_t errlen);
 void link_model_free(struct link_model *m);
+/* The initialisation's random stream and bounds for these sizes: the node
+ * table is ops_uniform(nodes * d values, *node_bound, st) drawn row after
+ * row, then the relation table from the same stream. */
+void link_init_stream(const struct link_opts *o, uint64_t nodes, uint64_t relations, uint64_t *st, double *node_bound,
+                      double *rel_bound);
+/* As link_model_init, but with emit non-NULL the node table is not
+ * allocated (m->node NULL): emit(arg, st, node_bound) must draw the
+ * nodes * d values with ops_uniform from *st, in row order, wherever it
+ * keeps them (any number of calls of ops_uniform adds up to the same
+ * bits), and return 0 or -errno (message its own); the relation table is
+ * then drawn from where it left *st. The out-of-core mode (stages/linkooc.h)
+ * writes its partitions so, bit for bit the in-memory table. */
+int link_model_init_with(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o,
+                         int (*emit)(void *arg, uint64_t *st, double bound), void *arg, char *err, size_t errlen);
 
 struct link_trainer {
     struct link_opts o;
@@ -78,7 +93,55 @@ struct link_trainer {
     void (*on_batch)(void *arg, uint64_t done, uint64_t total, double loss);
     void *on_batch_arg;
     volatile sig_atomic_t *stop; /* (may be NULL) non-zero: link_train_epoch returns -EINTR before its next batch */
+    double slice_loss;           /* link_train_slice: loss summed over, and batches of, the slices since reset */
+    uint64_t slice_batches;
 };
+
+/* Where node rows live for a slice: partition k's rows (part_nodes nodes,
+ * the last one maybe fewer) start at part[k], d floats each, and the
+ * Adagrad sums of a row sit g2_off floats after it. In memory: one
+ * partition, m->node, g2_off = nodes * d. Out of core: the partition
+ * buffer's frames (only the partitions of the slice's triples and
+ * negatives need be there). */
+struct link_rows {
+    float *const *part;
+    uint64_t part_nodes;
+    size_t g2_off;
+};
+/* Where uniform negatives come from: count nodes, the concatenation of
+ * the partitions parts[0 .. nparts) (ascending ids; part_nodes each, the
+ * last partition of the table shorter: nodes in all), or parts NULL:
+ * nodes 0 .. count-1. With every partition listed the two agree. */
+struct link_negs {
+    uint64_t count;
+    const uint32_t *parts;
+    uint32_t nparts;
+    uint64_t part_nodes, nodes;
+};
+/* A run of batches: triples (n, 3) in the order perm, cut into batches of
+ * opts.batch. A batch's number (its negatives' seed, and what on_batch
+ * is told) is first_batch + t->slice_batches when it starts: slices of one
+ * epoch with first_batch 0 number their batches on from each other.
+ * Degree-drawn negatives are endpoints of the slice's triples (in
+ * memory: all of them). */
+struct link_slice {
+    const struct link_rows *rows;
+    const struct link_negs *negs;
+    const uint64_t *triples;
+    uint64_t n;
+    const uint64_t *perm;
+    uint32_t epoch;
+    uint64_t first_batch, total_batches; /* total: for on_batch */
+};
+/* perm = 0..n-1 shuffled by (seed, epoch, state): state 0 is link_train_epoch's. */
+void link_shuffle(uint64_t *perm, uint64_t n, uint64_t seed, uint32_t epoch, uint32_t state);
+/* Trains the slice's batches; adds their losses to t->slice_loss and
+ * their count to t->slice_batches (the caller zeroes both per epoch).
+ * 0, -EDOM or -EINTR as link_train_epoch. link_train_epoch is one slice
+ * of every triple in memory; the out-of-core mode trains one slice per
+ * buffer state. t->triples and t->perm are not used: the trainer of an
+ * out-of-core run is made with triples NULL and n 1. */
+int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *err, size_t errlen);
 
 /* A trainer of m over triples (borrowed: n rows of head, relation, tail,
  * all in range). 0, -EINVAL (bad opts), -ENOMEM. */
@@ -113,6 +176,10 @@ struct link_eval_opts {
     uint32_t sampled;                /* 0: rank among all nodes; else among this many uniform nodes per triple */
     uint64_t seed;                   /* of the sampled candidates */
     volatile sig_atomic_t *stop;     /* (may be NULL) non-zero: link_evaluate returns -EINTR */
+    /* m->node NULL (the table elsewhere): copies rows first .. first+count-1
+     * (at most 16384 at once) into dst, 0 or -errno with a message */
+    int (*rows)(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen);
+    void *rows_arg;
 };
 
 /* Ranks each of the n triples' tail (and head) and averages. 0, -ENOMEM,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -77,8 +78,22 @@ static void shape_of(int k, uint64_t n, uint32_t classes, uint32_t width, uint32
     (void)n;
 }
 
+static int copy_from(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    memcpy(dst, (const unsigned char *)arg + off, len);
+    return 0;
+}
+
 int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
                       const void *data, char *err, size_t errlen)
+{
+    return predict_write_npy_from(path, descr, rows, cols, elem, copy_from, (void *)(uintptr_t)data, err, errlen);
+}
+
+int predict_write_npy_from(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
+                           int (*fill)(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen),
+                           void *arg, char *err, size_t errlen)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -88,8 +103,17 @@ int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
     int rc = sl_write_all(fd, h, sizeof h);
-    if (rc == 0)
-        rc = sl_write_all(fd, data, rows * (cols ? cols : 1) * elem);
+    const uint64_t total = rows * (cols ? cols : 1) * elem, chunk = 4u << 20;
+    unsigned char *buf = total ? malloc(SL_MIN(total, chunk)) : NULL;
+    if (total && !buf)
+        rc = -ENOMEM;
+    char msg[1024] = "";
+    for (uint64_t off = 0; rc == 0 && off < total; off += chunk) {
+        size_t len = (size_t)SL_MIN(chunk, total - off);
+        if ((rc = fill(arg, off, buf, len, msg, sizeof msg)) == 0)
+            rc = sl_write_all(fd, buf, len);
+    }
+    free(buf);
     if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
@@ -98,7 +122,7 @@ int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32
         rc = -errno;
     if (rc) {
         unlink(tmp);
-        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, strerror(-rc));
+        return sl_errf(err, errlen, rc, "cannot write %s: %s", path, *msg ? msg : strerror(-rc));
     }
     return 0;
 }

@@ -60,6 +60,12 @@ int predict_map(struct predict_files *f, const char *dir, char *err, size_t errl
  * from data: to path.tmp, fsynced, renamed to path. 0 or -errno. */
 int predict_write_npy(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
                       const void *data, char *err, size_t errlen);
+/* The same with the data from fill(arg, off, dst, len): the bytes
+ * [off, off + len) of the array, asked for in order, a few MiB at a time
+ * (a table that is not in memory); 0 or -errno with a message. */
+int predict_write_npy_from(const char *path, const char *descr, uint64_t rows, uint32_t cols, size_t elem,
+                           int (*fill)(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen),
+                           void *arg, char *err, size_t errlen);
 
 /* The row of node in the outputs, or -1 when it is not predicted. */
 int64_t predict_row(const struct predict_files *f, uint64_t node);

@@ -1,0 +1,377 @@
+/* test_linkooc.c - link prediction out of core (stages/linkooc.h,
+ * stages/embbuf.h): BETA's states train every edge bucket exactly once an
+ * epoch, each in a state that holds both its partitions; partitions the
+ * buffer writes back come back bit for bit after a swap (and through
+ * O_DIRECT and pread alike); the layout starts as the in-memory table bit
+ * for bit; with c = p an epoch is the in-memory epoch bit for bit; with
+ * c < p the table learns the planted structure as the in-memory mode does;
+ * impossible p and c are refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "t_util.h"
+#include "core/linkdata.h"
+#include "core/util.h"
+#include "ops/ops.h"
+#include "stages/embbuf.h"
+#include "stages/link.h"
+#include "stages/linkooc.h"
+
+static char g_dir[4096], g_kg[4200];
+static struct link_meta g_m;
+static uint64_t *g_split[LINK_SPLITS];
+
+static struct link_opts opts(enum kge_model model)
+{
+    return (struct link_opts){.model = model, .loss = KGE_LOSS_SOFTMAX, .margin = 1.0f, .dim = 32, .lr = 0.1f,
+                              .eps = 1e-10f, .batch = 500, .chunk = 50, .negs = 64, .degree_frac = 0.5,
+                              .sides = LINK_SIDES_BOTH, .init = LINK_INIT_XAVIER, .seed = 7};
+}
+
+static void ooc_init(struct linkooc *x, struct link_model *m, const struct link_opts *o, uint32_t p, uint32_t c,
+                     const char *name)
+{
+    char dir[4400], err[1024];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    struct linkooc_params pp = {.parts = p, .slots = c, .io_bytes = 8192, .depth = 3};
+    struct linkooc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
+    if (linkooc_init(x, dir, &pp, o, g_m.nodes, g_m.relations, &src, g_m.split[LINK_TRAIN].rows, m, err, sizeof err))
+        fail_msg("linkooc_init p=%u c=%u: %s", p, c, err);
+}
+
+static float *table(struct linkooc *x, bool g2)
+{
+    char err[1024];
+    size_t bytes = (size_t)g_m.nodes * x->d * sizeof(float);
+    float *t = malloc(bytes);
+    assert_non_null(t);
+    if (linkooc_table_bytes(g2 ? linkooc_g2_arg(x) : &x->view[0], 0, t, bytes, err, sizeof err))
+        fail_msg("%s", err);
+    return t;
+}
+
+/* Every bucket in exactly one state, a state holding both its partitions;
+ * the sizes add up to the training split. */
+static void test_beta_covers_buckets(void **state)
+{
+    (void)state;
+    const uint32_t ps[] = {2, 5, 8, 13}, cs[] = {2, 3, 4, 7};
+    struct link_opts o = opts(KGE_DISTMULT);
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++) {
+            uint32_t p = ps[a], c = cs[b];
+            if (c > p)
+                continue;
+            struct linkooc x;
+            struct link_model m;
+            ooc_init(&x, &m, &o, p, c, "cover");
+            uint64_t *seen = calloc((size_t)p * p, sizeof *seen);
+            for (uint32_t s = 0; s < x.plan.states; s++) {
+                bool in[64] = {false};
+                for (uint32_t j = 0; j < c; j++)
+                    if (po_slot(&x.plan, s, j) != PO_EMPTY)
+                        in[po_slot(&x.plan, s, j)] = true;
+                for (uint32_t i = 0; i < p; i++)
+                    for (uint32_t k = 0; k < p; k++)
+                        if (x.bucket_state[i * p + k] == s) {
+                            assert_true(in[i] && in[k]);
+                            seen[i * p + k]++;
+                        }
+            }
+            for (uint32_t i = 0; i < p * p; i++)
+                assert_int_equal(seen[i], 1);
+            assert_int_equal(x.bucket_off[p * p], g_m.split[LINK_TRAIN].rows);
+            /* the buckets hold the right triples */
+            uint64_t *rec = malloc(g_m.split[LINK_TRAIN].rows * 32);
+            assert_int_equal(pread(x.bfd, rec, g_m.split[LINK_TRAIN].rows * 32, 0),
+                             (ssize_t)(g_m.split[LINK_TRAIN].rows * 32));
+            for (uint32_t bk = 0; bk < p * p; bk++)
+                for (uint64_t r = x.bucket_off[bk]; r < x.bucket_off[bk + 1]; r++) {
+                    const uint64_t *e = rec + r * 4, *t = g_split[LINK_TRAIN] + e[0] * 3;
+                    assert_true(e[1] == t[0] && e[2] == t[1] && e[3] == t[2]);
+                    assert_int_equal(e[1] / x.part_nodes, bk / p);
+                    assert_int_equal(e[3] / x.part_nodes, bk % p);
+                    if (r > x.bucket_off[bk])
+                        assert_true(e[0] > e[-4]); /* split order within a bucket */
+                }
+            /* BETA's count, and within Marius's bound's reach */
+            assert_int_equal(x.plan.swaps, linkooc_expected_swaps(p, c));
+            assert_true(x.plan.swaps >= po_lower_bound_pairs(p, c));
+            free(rec);
+            free(seen);
+            link_model_free(&m);
+            linkooc_free(&x, true);
+        }
+}
+
+/* The buffer alone: partitions changed in a state, written back when a
+ * later state evicts them, read again and compared, over a whole BETA
+ * epoch, O_DIRECT (or buffered where the filesystem refuses it) and with
+ * io_uring or pread alike. */
+static void run_writeback(bool buffered)
+{
+    const uint32_t p = 7, c = 3;
+    const size_t pb = 3 * 4096 + 4096;
+    char path[4400], err[1024];
+    snprintf(path, sizeof path, "%s/wb.bin", g_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    unsigned char *want = malloc(p * pb);
+    for (size_t i = 0; i < p * pb; i++)
+        want[i] = (unsigned char)(i * 2654435761u >> 13);
+    assert_int_equal(sl_pwrite_all(fd, want, p * pb, 0), 0);
+    close(fd);
+    struct po_plan pl;
+    struct po_params pp = {.parts = p, .slots = c, .order = PO_ORDER_BETA, .cover = PO_COVER_PAIRS};
+    assert_int_equal(po_plan_build(&pl, &pp, err, sizeof err), 0);
+    struct embbuf b;
+    struct embbuf_params bp = {.parts = p, .part_bytes = pb, .slots = c, .spare = 1, .depth = 3, .io_bytes = 8192,
+                               .buffered = buffered};
+    int rc = embbuf_init(&b, path, &bp, err, sizeof err);
+    if (rc == -EINVAL && !buffered) { /* no O_DIRECT here (tmpfs): the buffered run covers the rest */
+        print_message("O_DIRECT refused here: %s\n", err);
+        po_plan_free(&pl);
+        free(want);
+        return;
+    }
+    assert_int_equal(rc, 0);
+    uint32_t visits[16] = {0};
+    for (int epoch = 0; epoch < 2; epoch++)
+        for (uint32_t s = 0; s < pl.states; s++) {
+            assert_int_equal(embbuf_switch(&b, &pl, s, err, sizeof err), 0);
+            assert_int_equal(embbuf_prefetch(&b, &pl, s + 1 < pl.states ? s + 1 : 0, err, sizeof err), 0);
+            for (uint32_t j = 0; j < c; j++) {
+                uint32_t q = po_slot(&pl, s, j);
+                unsigned char *f = embbuf_frame(&b, q);
+                assert_non_null(f);
+                /* what the file held when it came in: the last bytes written */
+                assert_memory_equal(f, want + q * pb, pb);
+                visits[q]++;
+                for (size_t i = 0; i < pb; i += 97) { /* change it: must be written back */
+                    f[i] = (unsigned char)(f[i] + 1 + q + visits[q]);
+                    want[q * pb + i] = f[i];
+                }
+            }
+        }
+    assert_int_equal(embbuf_flush(&b, err, sizeof err), 0);
+    struct embbuf_stats st;
+    embbuf_stats(&b, &st);
+    assert_true(st.writes > 0 && st.bytes_written == st.writes * pb && st.bytes_read == st.loads * pb);
+    embbuf_free(&b);
+    unsigned char *got = malloc(p * pb);
+    fd = open(path, O_RDONLY);
+    assert_int_equal(pread(fd, got, p * pb, 0), (ssize_t)(p * pb));
+    close(fd);
+    assert_memory_equal(got, want, p * pb);
+    for (uint32_t q = 0; q < p; q++)
+        assert_true(visits[q] >= 2);
+    free(got);
+    free(want);
+    po_plan_free(&pl);
+}
+
+static void test_writeback_survives_swaps(void **state)
+{
+    (void)state;
+    run_writeback(false);
+    run_writeback(true);
+    setenv("SLUICE_NO_IO_URING", "1", 1);
+    run_writeback(true);
+    unsetenv("SLUICE_NO_IO_URING");
+}
+
+/* The layout starts as link_model_init's table, bit for bit; c = p trains
+ * as link_train_epoch bit for bit (tables, Adagrad sums, losses) and
+ * evaluates the same through the row source. */
+static void test_full_buffer_is_in_memory(void **state)
+{
+    (void)state;
+    char err[1024];
+    for (int model = 0; model < 2; model++) {
+        struct link_opts o = opts((enum kge_model)model);
+        struct link_model a, b;
+        struct linkooc x;
+        assert_int_equal(link_model_init(&a, g_m.nodes, g_m.relations, &o, err, sizeof err), 0);
+        ooc_init(&x, &b, &o, 6, 6, "full");
+        float *t0 = table(&x, false);
+        assert_memory_equal(t0, a.node, g_m.nodes * o.dim * sizeof(float));
+        assert_memory_equal(b.rel, a.rel, g_m.relations * o.dim * sizeof(float));
+        free(t0);
+        struct link_trainer ta, tb;
+        assert_int_equal(link_trainer_init(&ta, &a, &o, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows, err,
+                                           sizeof err), 0);
+        assert_int_equal(link_trainer_init(&tb, &b, &o, NULL, 1, err, sizeof err), 0);
+        for (uint32_t e = 0; e < 2; e++) {
+            double la, lb;
+            assert_int_equal(link_train_epoch(&ta, e, &la, err, sizeof err), 0);
+            if (linkooc_epoch(&x, &tb, e, &lb, err, sizeof err))
+                fail_msg("%s", err);
+            assert_true(la == lb);
+        }
+        float *tn = table(&x, false), *tg = table(&x, true);
+        assert_memory_equal(tn, a.node, g_m.nodes * o.dim * sizeof(float));
+        assert_memory_equal(tg, a.node_g2, g_m.nodes * o.dim * sizeof(float));
+        assert_memory_equal(b.rel, a.rel, g_m.relations * o.dim * sizeof(float));
+        assert_memory_equal(b.rel_g2, a.rel_g2, g_m.relations * o.dim * sizeof(float));
+        free(tn);
+        free(tg);
+        struct link_eval_opts ea = {.sampled = 50, .seed = 3}, eb = {.sampled = 50, .seed = 3, .rows = linkooc_rows,
+                                                                     .rows_arg = &x};
+        struct link_metrics ma, mb;
+        assert_int_equal(link_evaluate(&a, &o, g_split[LINK_TEST], g_m.split[LINK_TEST].rows, &ea, &ma, err,
+                                       sizeof err), 0);
+        assert_int_equal(link_evaluate(&b, &o, g_split[LINK_TEST], g_m.split[LINK_TEST].rows, &eb, &mb, err,
+                                       sizeof err), 0);
+        assert_true(ma.mrr == mb.mrr && ma.hits10 == mb.hits10);
+        ea.sampled = eb.sampled = 0; /* the full ranking streams the table */
+        assert_int_equal(link_evaluate(&a, &o, g_split[LINK_TEST], 200, &ea, &ma, err, sizeof err), 0);
+        assert_int_equal(link_evaluate(&b, &o, g_split[LINK_TEST], 200, &eb, &mb, err, sizeof err), 0);
+        assert_true(ma.mrr == mb.mrr && ma.hits1 == mb.hits1);
+        link_trainer_free(&ta);
+        link_trainer_free(&tb);
+        link_model_free(&a);
+        link_model_free(&b);
+        linkooc_free(&x, true);
+    }
+}
+
+/* c < p: BETA's states, negatives from the buffer, write-back; the table
+ * learns the planted structure about as well as in memory; the swaps are
+ * BETA's; a restored table continues as the original. */
+static void test_partial_buffer_learns(void **state)
+{
+    (void)state;
+    char err[1024];
+    struct link_opts o = opts(KGE_DISTMULT);
+    struct link_model a, b;
+    struct linkooc x;
+    assert_int_equal(link_model_init(&a, g_m.nodes, g_m.relations, &o, err, sizeof err), 0);
+    ooc_init(&x, &b, &o, 8, 3, "partial");
+    struct link_trainer ta, tb;
+    assert_int_equal(link_trainer_init(&ta, &a, &o, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows, err, sizeof err),
+                     0);
+    assert_int_equal(link_trainer_init(&tb, &b, &o, NULL, 1, err, sizeof err), 0);
+    uint64_t loads = 0;
+    for (uint32_t e = 0; e < 20; e++) {
+        double la, lb;
+        assert_int_equal(link_train_epoch(&ta, e, &la, err, sizeof err), 0);
+        if (linkooc_epoch(&x, &tb, e, &lb, err, sizeof err))
+            fail_msg("%s", err);
+        loads += x.st.swaps;
+    }
+    /* S_0, then BETA's swaps every epoch (odd epochs walk back: no carry) */
+    print_message("p 8, c 3: %llu loads in 20 epochs; BETA %llu swaps an epoch, bound %llu\n",
+                  (unsigned long long)loads, (unsigned long long)x.plan.swaps,
+                  (unsigned long long)po_lower_bound_pairs(8, 3));
+    assert_int_equal(loads, x.plan.first_loads + 20 * x.plan.swaps);
+    struct link_known k;
+    const uint64_t *arr[3] = {g_split[0], g_split[1], g_split[2]};
+    uint64_t ns[3] = {g_m.split[0].rows, g_m.split[1].rows, g_m.split[2].rows};
+    assert_int_equal(link_known_init(&k, arr, ns, 3, err, sizeof err), 0);
+    struct link_eval_opts ea = {.filter = &k}, eb = {.filter = &k, .rows = linkooc_rows, .rows_arg = &x};
+    struct link_metrics ma, mb;
+    assert_int_equal(link_evaluate(&a, &o, g_split[LINK_TEST], g_m.split[LINK_TEST].rows, &ea, &ma, err, sizeof err),
+                     0);
+    assert_int_equal(link_evaluate(&b, &o, g_split[LINK_TEST], g_m.split[LINK_TEST].rows, &eb, &mb, err, sizeof err),
+                     0);
+    print_message("filtered test MRR: in memory %.4f, out of core (p 8, c 3) %.4f, planted %.4f\n", ma.mrr, mb.mrr,
+                  g_m.planted_mrr);
+    assert_true(mb.mrr > 0.8 * g_m.planted_mrr);
+    assert_true(fabs(mb.mrr - ma.mrr) < 0.05);
+    /* restore: a second layout given this one's table continues bit for bit */
+    float *tn = table(&x, false), *tg = table(&x, true);
+    struct linkooc y;
+    struct link_model c2;
+    ooc_init(&y, &c2, &o, 8, 3, "restored");
+    assert_int_equal(linkooc_restore(&y, tn, tg, err, sizeof err), 0);
+    memcpy(c2.rel, b.rel, g_m.relations * o.dim * sizeof(float));
+    memcpy(c2.rel_g2, b.rel_g2, g_m.relations * o.dim * sizeof(float));
+    struct link_trainer tc;
+    assert_int_equal(link_trainer_init(&tc, &c2, &o, NULL, 1, err, sizeof err), 0);
+    double l1, l2;
+    assert_int_equal(linkooc_epoch(&x, &tb, 20, &l1, err, sizeof err), 0);
+    assert_int_equal(linkooc_epoch(&y, &tc, 20, &l2, err, sizeof err), 0);
+    assert_true(l1 == l2);
+    free(tn);
+    free(tg);
+    tn = table(&x, false);
+    float *tm = table(&y, false);
+    assert_memory_equal(tn, tm, g_m.nodes * o.dim * sizeof(float));
+    free(tn);
+    free(tm);
+    link_known_free(&k);
+    link_trainer_free(&ta);
+    link_trainer_free(&tb);
+    link_trainer_free(&tc);
+    link_model_free(&a);
+    link_model_free(&b);
+    link_model_free(&c2);
+    linkooc_free(&x, true);
+    linkooc_free(&y, true);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    char err[1024], dir[4400];
+    struct link_opts o = opts(KGE_DISTMULT);
+    struct linkooc x;
+    struct link_model m;
+    snprintf(dir, sizeof dir, "%s/refused", g_dir);
+    const uint32_t bad[][2] = {{8, 1}, {4, 5}, {(uint32_t)g_m.nodes + 1, 2}, {1, 1}};
+    for (size_t i = 0; i < 4; i++) {
+        struct linkooc_params pp = {.parts = bad[i][0], .slots = bad[i][1]};
+        struct linkooc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
+        assert_int_equal(linkooc_init(&x, dir, &pp, &o, g_m.nodes, g_m.relations, &src,
+                                      g_m.split[LINK_TRAIN].rows, &m, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "buffer partitions"));
+        struct stat sb;
+        assert_true(stat(dir, &sb) != 0); /* nothing made */
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    t_scratch(g_dir, sizeof g_dir, "linkooc");
+    char prep[4096], out[4096], err[1024];
+    t_bin(prep, sizeof prep, "gnnprep");
+    snprintf(g_kg, sizeof g_kg, "%s/kg", g_dir);
+    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5", prep,
+              g_kg) != 0) {
+        fprintf(stderr, "%s\n", out);
+        return -1;
+    }
+    if (link_meta_read(g_kg, &g_m, true, err, sizeof err))
+        return -1;
+    for (int s = 0; s < LINK_SPLITS; s++)
+        if (link_load_split(g_kg, &g_m, s, &g_split[s], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return -1;
+        }
+    ops_set_threads(1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (int s = 0; s < LINK_SPLITS; s++)
+        free(g_split[s]);
+    t_rmrf(g_dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_beta_covers_buckets),     cmocka_unit_test(test_writeback_survives_swaps),
+        cmocka_unit_test(test_full_buffer_is_in_memory), cmocka_unit_test(test_partial_buffer_learns),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
