@@ -1,7 +1,10 @@
 /* linkooc.c - link prediction out of core (stages/linkooc.h). */
 #include "stages/linkooc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <libgen.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -147,12 +150,46 @@ out:
 
 static void remove_layout(const char *dir)
 {
-    char f[4400];
+    char f[4700];
     snprintf(f, sizeof f, "%s/embeddings.bin", dir);
     unlink(f);
     snprintf(f, sizeof f, "%s/buckets.bin", dir);
     unlink(f);
     rmdir(dir);
+}
+
+/* Removes the staged layouts (`DIR.partial-PID`) of runs that were killed
+ * while writing theirs: no process PID any more (a live PID, even a reused
+ * one, keeps its directory: never someone else's). Says so on stderr. */
+static void reap_stale_stages(const char *dir)
+{
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s", dir);
+    snprintf(b, sizeof b, "%s", dir);
+    const char *parent = dirname(a), *base = basename(b);
+    size_t nb = strlen(base);
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, base, nb) != 0 || strncmp(e->d_name + nb, ".partial-", 9) != 0)
+            continue;
+        char *end;
+        long pid = strtol(e->d_name + nb + 9, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[4500];
+        if (snprintf(path, sizeof path, "%s/%s", parent, e->d_name) >= (int)sizeof path)
+            continue;
+        remove_layout(path);
+        n += access(path, F_OK) != 0;
+    }
+    closedir(d);
+    if (n)
+        fprintf(stderr, "%slink: removed %d staged partition layout%s of runs that were killed, beside %s\n",
+                sl_err_line_start(), n, n == 1 ? "" : "s", dir);
 }
 
 int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params *pp, const struct link_opts *o,
@@ -217,6 +254,7 @@ int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params
             goto fail;
         }
     /* the layout, staged */
+    reap_stale_stages(dir);
     remove_layout(stage);
     if (mkdir(stage, 0755) != 0) {
         rc = sl_errf(err, errlen, -errno, "%s: cannot create: %s", stage, strerror(errno));

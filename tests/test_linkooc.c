@@ -5,12 +5,14 @@
  * O_DIRECT and pread alike); the layout starts as the in-memory table bit
  * for bit; with c = p an epoch is the in-memory epoch bit for bit; with
  * c < p the table learns the planted structure as the in-memory mode does;
- * impossible p and c are refused. */
+ * impossible p and c are refused; a killed run's staged layout is
+ * removed by the next run, a live one's left alone. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "t_util.h"
@@ -239,6 +241,44 @@ static void test_full_buffer_is_in_memory(void **state)
     }
 }
 
+/* A run killed while it wrote its layout leaves DIR.partial-PID; the next
+ * run's linkooc_init removes it when PID is gone, and leaves a live
+ * process's alone. */
+static void test_stale_stage_reaped(void **state)
+{
+    (void)state;
+    char dead[4400], live[4400], f[4500];
+    pid_t kid = fork(); /* a pid that is certainly gone once reaped */
+    assert_true(kid >= 0);
+    if (kid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(kid, NULL, 0), kid);
+    snprintf(dead, sizeof dead, "%s/stale.partial-%ld", g_dir, (long)kid);
+    snprintf(live, sizeof live, "%s/stale.partial-%ld", g_dir, (long)getppid());
+    for (int i = 0; i < 2; i++) {
+        const char *d = i ? live : dead;
+        assert_int_equal(mkdir(d, 0755), 0);
+        snprintf(f, sizeof f, "%s/embeddings.bin", d);
+        FILE *fp = fopen(f, "w");
+        assert_non_null(fp);
+        fputs("half-written", fp);
+        fclose(fp);
+    }
+    struct link_opts o = opts(KGE_DISTMULT);
+    struct link_model m;
+    struct linkooc x;
+    ooc_init(&x, &m, &o, 4, 2, "stale");
+    if (access(dead, F_OK) == 0)
+        fail_msg("%s (its writer gone) is still there", dead);
+    if (access(live, F_OK) != 0)
+        fail_msg("%s (its writer alive) was removed", live);
+    snprintf(f, sizeof f, "%s/embeddings.bin", live);
+    unlink(f);
+    rmdir(live);
+    linkooc_free(&x, true);
+    link_model_free(&m);
+}
+
 /* c < p: BETA's states, negatives from the buffer, write-back; the table
  * learns the planted structure about as well as in memory; the swaps are
  * BETA's; a restored table continues as the original. */
@@ -371,7 +411,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_beta_covers_buckets),     cmocka_unit_test(test_writeback_survives_swaps),
         cmocka_unit_test(test_full_buffer_is_in_memory), cmocka_unit_test(test_partial_buffer_learns),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals),                cmocka_unit_test(test_stale_stage_reaped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
