@@ -237,6 +237,12 @@ int schedule_shuffle_share(const uint64_t *ids, uint64_t n, uint64_t seed, uint3
  * or the share's error. */
 int schedule_fixed_eval_orders(const struct schedule *s, uint64_t *fixed[BATCH_SPLITS], char *err, size_t errlen);
 
+/* Where batch g (< the schedule's length) falls by the epoch table:
+ * p->g, p->epoch (the last epoch starting at or before g), p->split and
+ * p->k (its index in that pass). A variant's at() fills first and targets
+ * from them. */
+void schedule_locate(const struct schedule *s, uint64_t g, struct schedule_pos *p);
+
 /* Targets in rank `rank` of `ranks`'s share of n ids (0 for a bad rank). */
 uint64_t schedule_share_size(uint64_t n, uint32_t rank, uint32_t ranks);
 

@@ -102,6 +102,28 @@ static int shuffle_prepare(struct schedule *s, char *err, size_t errlen)
     return schedule_fixed_eval_orders(s, st->fixed, err, errlen);
 }
 
+void schedule_locate(const struct schedule *s, uint64_t g, struct schedule_pos *p)
+{
+    /* the last epoch whose start is <= g */
+    uint32_t lo = 0, hi = s->p.epochs - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (s->epoch[mid].start <= g)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const struct schedule_epoch *ep = &s->epoch[lo];
+    uint64_t off = g - ep->start;
+    uint32_t k = BATCH_TRAIN;
+    while (k + 1 < BATCH_SPLITS && off >= ep->batches[k])
+        off -= ep->batches[k++];
+    p->g = g;
+    p->epoch = lo;
+    p->split = k;
+    p->k = off;
+}
+
 int schedule_fixed_eval_orders(const struct schedule *s, uint64_t *fixed[BATCH_SPLITS], char *err, size_t errlen)
 {
     for (int k = BATCH_VAL; k < BATCH_SPLITS; k++) {
@@ -132,26 +154,9 @@ static void shuffle_free(struct schedule *s)
 
 static void shuffle_at(const struct schedule *s, uint64_t g, struct schedule_pos *p)
 {
-    /* the last epoch whose start is <= g */
-    uint32_t lo = 0, hi = s->p.epochs - 1;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        if (s->epoch[mid].start <= g)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    const struct schedule_epoch *ep = &s->epoch[lo];
-    uint64_t off = g - ep->start;
-    uint32_t k = BATCH_TRAIN;
-    while (k + 1 < BATCH_SPLITS && off >= ep->batches[k])
-        off -= ep->batches[k++];
-    p->g = g;
-    p->epoch = lo;
-    p->split = k;
-    p->k = off;
-    p->first = off * s->p.batch_size;
-    p->targets = (uint32_t)SL_MIN(s->p.batch_size, ep->targets[k] - p->first);
+    schedule_locate(s, g, p);
+    p->first = p->k * s->p.batch_size;
+    p->targets = (uint32_t)SL_MIN(s->p.batch_size, s->epoch[p->epoch].targets[p->split] - p->first);
 }
 
 static uint64_t shuffle_seed(const struct schedule *s, const struct schedule_pos *p)

@@ -277,29 +277,13 @@ static void psched_free(struct schedule *s)
 static void psched_at(const struct schedule *s, uint64_t g, struct schedule_pos *p)
 {
     const struct psched *ps = s->impl;
-    uint32_t lo = 0, hi = s->p.epochs - 1;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1) / 2;
-        if (s->epoch[mid].start <= g)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    const struct schedule_epoch *ep = &s->epoch[lo];
-    uint64_t off = g - ep->start;
-    uint32_t k = BATCH_TRAIN;
-    while (k + 1 < BATCH_SPLITS && off >= ep->batches[k])
-        off -= ep->batches[k++];
-    p->g = g;
-    p->epoch = lo;
-    p->split = k;
-    p->k = off;
-    if (k == BATCH_TRAIN) {
-        p->first = ps->eb[lo][off].first;
-        p->targets = ps->eb[lo][off].targets;
+    schedule_locate(s, g, p);
+    if (p->split == BATCH_TRAIN) {
+        p->first = ps->eb[p->epoch][p->k].first;
+        p->targets = ps->eb[p->epoch][p->k].targets;
     } else {
-        p->first = off * s->p.batch_size;
-        p->targets = (uint32_t)SL_MIN(s->p.batch_size, ep->targets[k] - p->first);
+        p->first = p->k * s->p.batch_size;
+        p->targets = (uint32_t)SL_MIN(s->p.batch_size, s->epoch[p->epoch].targets[p->split] - p->first);
     }
 }
 
