@@ -344,3 +344,9 @@ size_t sl_edit_distance(const char *a, const char *b)
         }
     return d[la][lb];
 }
+
+bool sl_env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}

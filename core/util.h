@@ -122,4 +122,8 @@ const char *sl_fmt_bytes(uint64_t n, char *buf, size_t len);
  * its next refresh. */
 const char *sl_err_line_start(void);
 
+/* Whether the environment variable `name` turns something on: set,
+ * non-empty and not "0" (SLUICE_NO_IO_URING=1, SLUICE_NO_HUGE_PAGES=1). */
+bool sl_env_on(const char *name);
+
 #endif

@@ -262,8 +262,7 @@ int embbuf_init(struct embbuf *b, const char *path, const struct embbuf_params *
     if (k && *k)
         b->kill_at = strtoull(k, NULL, 10);
 #ifdef SLUICE_HAVE_URING
-    const char *no = getenv("SLUICE_NO_IO_URING");
-    if (!(no && *no && strcmp(no, "0"))) {
+    if (!sl_env_on("SLUICE_NO_IO_URING")) {
         b->ring = calloc(1, sizeof(struct io_uring));
         if (b->ring && io_uring_queue_init(2 * b->depth, b->ring, 0) == 0) {
             b->uring = true;

@@ -307,9 +307,8 @@ static int reader_init(struct extractor *x, void *staging, size_t staging_len, c
         x->staging_len = need;
         x->own_staging = true;
     }
-    const char *no = getenv("SLUICE_NO_IO_URING");
     char why[128];
-    if (no && *no && strcmp(no, "0") != 0) {
+    if (sl_env_on("SLUICE_NO_IO_URING")) {
         snprintf(why, sizeof why, "SLUICE_NO_IO_URING is set");
         rc = -ENOSYS;
     } else {

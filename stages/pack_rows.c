@@ -209,7 +209,7 @@ static int cache_read(const struct pack *p, struct pack_rows_buf *b, const struc
     if (!b->ring_tried) {
         b->ring_tried = true;
         struct io_uring *ring = calloc(1, sizeof *ring);
-        if (ring && io_uring_queue_init(PACK_ROWS_DEPTH, ring, 0) == 0)
+        if (ring && !sl_env_on("SLUICE_NO_IO_URING") && io_uring_queue_init(PACK_ROWS_DEPTH, ring, 0) == 0)
             b->ring = ring;
         else
             free(ring);

@@ -19,7 +19,8 @@
  *      pipeline.io is buffered) into the thread's buffer; then the
  *      tail's extents of cache.bin, up to PACK_ROWS_DEPTH reads in flight
  *      on the thread's io_uring (pread one after another without
- *      liburing or where a ring cannot be set up), back to back into the
+ *      liburing, with SLUICE_NO_IO_URING set, or where a ring cannot be
+ *      set up), back to back into the
  *      thread's cache buffer; rows[i] points at node i's row in either -
  *      NULL for hot nodes, which the buffer holds - for
  *      extractor_run_rows. The chunk must be the batch's: its node, row

@@ -236,8 +236,7 @@ int partbuf_init(struct partbuf *pb, const char *dir, const struct parts_meta *p
         goto fail;
     }
 #ifdef SLUICE_HAVE_URING
-    const char *no = getenv("SLUICE_NO_IO_URING");
-    if (!(no && *no && strcmp(no, "0"))) {
+    if (!sl_env_on("SLUICE_NO_IO_URING")) {
         pb->ring = calloc(1, sizeof(struct io_uring));
         if (pb->ring && io_uring_queue_init(2 * pb->depth, pb->ring, 0) == 0) {
             pb->uring = true;

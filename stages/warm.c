@@ -302,7 +302,6 @@ static void *huge_main(void *arg)
  * offers off. */
 static void huge_start(struct warm *w, bool off)
 {
-    const char *nh = getenv("SLUICE_NO_HUGE_PAGES");
     w->huge_t0 = sl_now_ns();
     atomic_init(&w->huge_take, 0);
     atomic_init(&w->huge_bytes, 0);
@@ -312,7 +311,7 @@ static void huge_start(struct warm *w, bool off)
     pthread_mutex_init(&w->huge_mu, NULL);
     pthread_cond_init(&w->huge_cv, NULL);
     w->huge_inited = true;
-    if (off || (nh && *nh && strcmp(nh, "0") != 0)) {
+    if (off || sl_env_on("SLUICE_NO_HUGE_PAGES")) {
         atomic_store(&w->huge_rc, -ECANCELED);
         return;
     }
@@ -548,8 +547,7 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
         return sl_errf(err, errlen, rc, "warm start: %s", msg);
     w->sink_ok = true;
 #ifdef SLUICE_HAVE_URING
-    const char *no = getenv("SLUICE_NO_IO_URING"); /* as the engines (extract.h) */
-    w->uring = !(no && *no && strcmp(no, "0") != 0) && io_uring_queue_init(depth, &w->ring, 0) == 0;
+    w->uring = !sl_env_on("SLUICE_NO_IO_URING") && io_uring_queue_init(depth, &w->ring, 0) == 0; /* as extract.h */
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
