@@ -92,6 +92,33 @@ fi
 
 failed=0
 
+# Runs a gnnlaunch command: run_logged DEV SMI LOG CMD... appends CMD's
+# output to LOG, samples nvidia-smi into SMI every 200 ms while it runs
+# when DEV is gpu (SMI emptied first), then appends "wall seconds: S  exit
+# status: RC" to LOG; its status is CMD's.
+run_logged() {
+    local dev=$1 smi=$2 log=$3
+    shift 3
+    : >"$smi"
+    local smi_pid=""
+    if [[ $dev == gpu ]]; then
+        nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used --format=csv,noheader,nounits \
+            -lms 200 >"$smi" 2>/dev/null &
+        smi_pid=$!
+    fi
+    local t0 t1 rc=0
+    t0=$(date +%s.%N)
+    "$@" >>"$log" 2>&1 </dev/null || rc=$?
+    t1=$(date +%s.%N)
+    [[ -n $smi_pid ]] && { kill "$smi_pid" 2>/dev/null || true; wait "$smi_pid" 2>/dev/null || true; }
+    echo "wall seconds: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')  exit status: $rc" >>"$log"
+    return "$rc"
+}
+# "mean / peak" GPU utilisation % of an nvidia-smi sample file ("-" when empty)
+smi_util() {
+    awk -F', *' 'NF >= 3 { s += $1; n++; if ($1 > p) p = $1 } END { if (n) printf "%.0f / %.0f", s / n, p; else printf "-" }' "$1"
+}
+
 # mean of the epoch seconds of epochs 2..E in a run's log ("-" when fewer)
 epoch_mean() {
     awk '/^epoch [0-9]+\/[0-9]+ / { split($2, a, "/"); for (i = 1; i <= NF; i++) if ($i ~ /^seconds=/) { sub("seconds=", "", $i); if (a[1] > 1) { s += $i; n++ } } }
@@ -130,20 +157,7 @@ acc_part() {
                 --run-name "bench-gpu-$m-$dev" --metrics "$WORK/gpu-$m-$dev.jsonl"
                 --set "train.checkpoint_dir=\"$WORK/ck-gpu-$m-$dev\"")
             echo "+ ${cmd[*]}" | tee "$log"
-            : >"$smi"
-            local smi_pid=""
-            if [[ $dev == gpu ]]; then
-                nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used --format=csv,noheader,nounits \
-                    -lms 200 >"$smi" 2>/dev/null &
-                smi_pid=$!
-            fi
-            local t0 t1 rc=0
-            t0=$(date +%s.%N)
-            "${cmd[@]}" >>"$log" 2>&1 </dev/null || rc=$?
-            t1=$(date +%s.%N)
-            [[ -n $smi_pid ]] && { kill "$smi_pid" 2>/dev/null || true; wait "$smi_pid" 2>/dev/null || true; }
-            echo "wall seconds: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')  exit status: $rc" >>"$log"
-            ((rc == 0)) || failed=1
+            run_logged "$dev" "$smi" "$log" "${cmd[@]}" || failed=1
             grep -E '^(epoch [0-9]+/[0-9]+ loss|test_acc=|wall seconds)|gnn-trainer rank 0: .* model' "$log" || tail -5 "$log"
             logs+=("$log")
         done
@@ -152,7 +166,7 @@ acc_part() {
         ca=$(test_acc "${logs[0]}") ga=$(test_acc "${logs[1]}")
         local smi=$WORK/gpu-$m-gpu.smi
         local util mem
-        util=$(awk -F', *' 'NF >= 3 { s += $1; n++; if ($1 > p) p = $1 } END { if (n) printf "%.0f / %.0f", s / n, p; else printf "-" }' "$smi")
+        util=$(smi_util "$smi")
         mem=$(awk -F', *' 'NF >= 3 { if ($3 > p) p = $3 } END { printf "%s", p ? p : "-" }' "$smi")
         local up diff
         up=$(awk -v c="$ce" -v g="$ge" 'BEGIN { if (c + 0 > 0 && g + 0 > 0) printf "%.1fx", c / g; else printf "-" }')
@@ -255,24 +269,13 @@ ooc1_part() {
         local cmd=("$bin/gnnlaunch" "${flags[@]}" "$cfg" --epochs "$EPOCHS" --run-name "bench-gpu-ooc1-$dev"
             --set "train.checkpoint_dir=\"$WORK/ck-gpu-ooc1-$dev\"")
         echo "+ ${cmd[*]}" | tee "$log"
-        : >"$smi"
-        local smi_pid=""
-        if [[ $dev == gpu ]]; then
-            nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used --format=csv,noheader,nounits \
-                -lms 200 >"$smi" 2>/dev/null &
-            smi_pid=$!
-        fi
-        local rc=0
-        "${cmd[@]}" >>"$log" 2>&1 </dev/null || rc=$?
-        [[ -n $smi_pid ]] && { kill "$smi_pid" 2>/dev/null || true; wait "$smi_pid" 2>/dev/null || true; }
-        echo "exit status: $rc" >>"$log"
-        ((rc == 0)) || failed=1
+        run_logged "$dev" "$smi" "$log" "${cmd[@]}" || failed=1
         local reads bound util
         reads=$(epoch_field "$log" reads)
         bound=$(awk -v r="$reads" -v b="$best" 'BEGIN { n = split(r, a, " / "); for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " / " : ""), (b > 0 && a[i] != "-") ? sprintf("%.1f", a[i] / b) : "-" }')
-        util=$(awk -F', *' 'NF >= 3 { s += $1; n++; if ($1 > p) p = $1 } END { if (n) printf "%.0f / %.0f", s / n, p; else printf "-" }' "$smi")
+        util=$(smi_util "$smi")
         echo "| $dev | $(epoch_secs "$log") | $reads | $(epoch_field "$log" hit) | $bound | $(test_acc "$log") | $util |" >>"$OUT"
-        details+=$'\n'"### gpu-ooc1-$dev"$'\n\n'$(grep -E '^\+ |^(epoch [0-9]+/[0-9]+ loss|test_acc=|exit status)|gnnlaunch: (memory|feature buffer)|warm start' "$log" | sed 's/^/    /')$'\n'
+        details+=$'\n'"### gpu-ooc1-$dev"$'\n\n'$(grep -E '^\+ |^(epoch [0-9]+/[0-9]+ loss|test_acc=|wall seconds)|gnnlaunch: (memory|feature buffer)|warm start' "$log" | sed 's/^/    /')$'\n'
     done
     echo "$details" >>"$OUT"
 }
@@ -296,16 +299,13 @@ ranks_part() {
         [[ $how == one ]] && cmd=("$bin/gnnlaunch" --gpus 1 "$cfg" --set train.batch_size=2000)
         cmd+=(--epochs "$EPOCHS" --run-name "bench-gpu-ranks-$how" --set "train.checkpoint_dir=\"$WORK/ck-gpu-ranks-$how\"")
         echo "+ ${cmd[*]}" | tee "$log"
-        local rc=0
-        "${cmd[@]}" >>"$log" 2>&1 </dev/null || rc=$?
-        echo "exit status: $rc" >>"$log"
-        ((rc == 0)) || failed=1
+        run_logged gpu "$WORK/gpu-ranks-$how.smi" "$log" "${cmd[@]}" || failed=1
         local step="-"
         [[ $how == two ]] && step=$(grep -q "parameters are identical after epoch 1" "$log" && echo "identical after epoch 1" || echo "NOT said")
         local label="2 ranks x batch 1000 on GPU 0"
         [[ $how == one ]] && label="1 rank x batch 2000"
         echo "| $label | $(epoch_field "$log" loss) | $(epoch_secs "$log") | $(test_acc "$log") | $step |" >>"$OUT"
-        details+=$'\n'"### gpu-ranks-$how"$'\n\n'$(grep -E '^\+ |^(epoch [0-9]+/[0-9]+ loss|test_acc=|exit status)|gnnlaunch: --(gpus|ranks)|identical after|differ after|nccl' "$log" | sed 's/^/    /')$'\n'
+        details+=$'\n'"### gpu-ranks-$how"$'\n\n'$(grep -E '^\+ |^(epoch [0-9]+/[0-9]+ loss|test_acc=|wall seconds)|gnnlaunch: --(gpus|ranks)|identical after|differ after|nccl' "$log" | sed 's/^/    /')$'\n'
     done
     echo "$details" >>"$OUT"
 }
