@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "t_util.h"
+#include "t_link.h"
 #include "core/linkdata.h"
 #include "core/util.h"
 #include "ops/ops.h"
@@ -377,22 +378,8 @@ static void test_refusals(void **state)
 static int setup(void **state)
 {
     (void)state;
-    t_scratch(g_dir, sizeof g_dir, "linkooc");
-    char prep[4096], out[4096], err[1024];
-    t_bin(prep, sizeof prep, "gnnprep");
-    snprintf(g_kg, sizeof g_kg, "%s/kg", g_dir);
-    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5", prep,
-              g_kg) != 0) {
-        fprintf(stderr, "%s\n", out);
+    if (t_link_kg_make("linkooc", g_dir, sizeof g_dir, g_kg, sizeof g_kg, &g_m, g_split))
         return -1;
-    }
-    if (link_meta_read(g_kg, &g_m, true, err, sizeof err))
-        return -1;
-    for (int s = 0; s < LINK_SPLITS; s++)
-        if (link_load_split(g_kg, &g_m, s, &g_split[s], err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return -1;
-        }
     ops_set_threads(1);
     return 0;
 }
@@ -400,9 +387,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int s = 0; s < LINK_SPLITS; s++)
-        free(g_split[s]);
-    t_rmrf(g_dir);
+    t_link_kg_free(g_dir, g_split);
     return 0;
 }
 
