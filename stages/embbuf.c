@@ -20,23 +20,18 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "stages/extent_io.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
 #endif
 
-#define DEPTH_MAX 64u
+#define DEPTH_MAX EXTENT_IO_DEPTH_MAX
 
 static void set_state(struct embbuf *b, uint32_t q, uint8_t s) { __atomic_store_n(&b->state[q], s, __ATOMIC_RELEASE); }
 static uint8_t get_state(const struct embbuf *b, uint32_t q) { return __atomic_load_n(&b->state[q], __ATOMIC_ACQUIRE); }
 
 /* ---- the I/O thread ---- */
-
-struct req {
-    uint64_t off;       /* file offset of the next byte */
-    unsigned char *buf; /* the frame's next byte */
-    size_t left;        /* bytes still to move */
-};
 
 static void maybe_die(struct embbuf *b, bool write, uint64_t done, size_t total)
 {
@@ -44,111 +39,29 @@ static void maybe_die(struct embbuf *b, bool write, uint64_t done, size_t total)
         raise(SIGKILL);
 }
 
+static void kill_hook(void *arg, uint64_t done, size_t total)
+{
+    struct embbuf *b = arg;
+    maybe_die(b, true, done, total);
+}
+
 /* Moves partition q between frame f and its slot. 0 or -errno (message in b->msg). */
 static int transfer(struct embbuf *b, uint32_t q, uint32_t f, bool write)
 {
-    const uint64_t base = (uint64_t)q * b->part_bytes;
-    unsigned char *mem = b->mem + (size_t)f * b->part_bytes;
-    const size_t total = b->part_bytes, rb = b->io_bytes, nreq = (total + rb - 1) / rb;
-    const char *what = write ? "write-back" : "read";
-    uint64_t bytes = 0, reqs = 0;
-    int rc = 0;
     if (write)
         b->writes_begun++;
+    const struct extent_io x = {.fd = b->fd,
+                                .path = b->path,
 #ifdef SLUICE_HAVE_URING
-    if (b->uring) {
-        struct io_uring *ring = b->ring;
-        struct req rq[DEPTH_MAX];
-        memset(rq, 0, sizeof rq);
-        size_t next = 0, inflight = 0;
-        while ((next < nreq || inflight > 0) && rc == 0) {
-            while (next < nreq && inflight < b->depth) {
-                unsigned e = 0; /* a free request slot */
-                while (e < b->depth && rq[e].left)
-                    e++;
-                size_t len = SL_MIN(rb, total - next * rb);
-                rq[e] = (struct req){base + next * rb, mem + next * rb, len};
-                struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-                if (write)
-                    io_uring_prep_write(sqe, b->fd, rq[e].buf, (unsigned)len, rq[e].off);
-                else
-                    io_uring_prep_read(sqe, b->fd, rq[e].buf, (unsigned)len, rq[e].off);
-                io_uring_sqe_set_data64(sqe, e);
-                next++;
-                inflight++;
-            }
-            int s = io_uring_submit_and_wait(ring, 1);
-            if (s < 0 && s != -EINTR) {
-                rc = sl_errf(b->msg, sizeof b->msg, s, "%s: io_uring submit failed: %s", b->path, strerror(-s));
-                break;
-            }
-            struct io_uring_cqe *cqe;
-            unsigned head, seen = 0;
-            io_uring_for_each_cqe(ring, head, cqe)
-            {
-                seen++;
-                unsigned e = (unsigned)io_uring_cqe_get_data64(cqe);
-                int res = cqe->res;
-                if (res <= 0) {
-                    if (rc == 0)
-                        rc = sl_errf(b->msg, sizeof b->msg, res < 0 ? res : -EIO,
-                                     "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s", b->path, what,
-                                     q, rq[e].off, res < 0 ? strerror(-res) : "the file ends early");
-                    rq[e].left = 0;
-                    inflight--;
-                    continue;
-                }
-                bytes += (uint64_t)res;
-                reqs++;
-                rq[e].off += (uint64_t)res;
-                rq[e].buf += res;
-                rq[e].left -= (size_t)res;
-                if (rq[e].left == 0) {
-                    inflight--;
-                } else if (rc == 0) { /* short: the rest, from where it stopped */
-                    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-                    if (write)
-                        io_uring_prep_write(sqe, b->fd, rq[e].buf, (unsigned)rq[e].left, rq[e].off);
-                    else
-                        io_uring_prep_read(sqe, b->fd, rq[e].buf, (unsigned)rq[e].left, rq[e].off);
-                    io_uring_sqe_set_data64(sqe, e);
-                } else {
-                    rq[e].left = 0;
-                    inflight--;
-                }
-            }
-            io_uring_cq_advance(ring, seen);
-            maybe_die(b, write, bytes, total);
-            if (rc < 0) { /* drain what is in flight: the kernel may still touch the frame */
-                while (inflight > 0) {
-                    if (io_uring_wait_cqe(ring, &cqe) < 0)
-                        break;
-                    io_uring_cqe_seen(ring, cqe);
-                    inflight--;
-                }
-            }
-        }
-        goto count;
-    }
+                                .ring = b->uring ? b->ring : NULL,
 #endif
-    for (size_t r = 0; r < nreq && rc == 0; r++) {
-        size_t len = SL_MIN(rb, total - r * rb), got = 0;
-        off_t off = (off_t)(base + r * rb);
-        int e = write ? sl_pwrite_all(b->fd, mem + r * rb, len, off)
-                      : sl_pread_full(b->fd, mem + r * rb, len, off, &got);
-        if (e < 0 || (!write && got != len))
-            rc = sl_errf(b->msg, sizeof b->msg, e < 0 ? e : -EIO,
-                         "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s", b->path, what, q,
-                         base + r * rb, e < 0 ? strerror(-e) : "the file ends early");
-        else {
-            bytes += len;
-            reqs++;
-            maybe_die(b, write, bytes, total);
-        }
-    }
-#ifdef SLUICE_HAVE_URING
-count:
-#endif
+                                .req_bytes = b->io_bytes,
+                                .depth = b->depth,
+                                .progress = write ? kill_hook : NULL,
+                                .arg = b};
+    uint64_t bytes = 0, reqs = 0;
+    int rc = extent_io_move(&x, write, q, b->mem + (size_t)f * b->part_bytes, (uint64_t)q * b->part_bytes,
+                            b->part_bytes, &bytes, &reqs, b->msg, sizeof b->msg);
     pthread_mutex_lock(&b->mu);
     if (write)
         b->st.bytes_written += bytes;

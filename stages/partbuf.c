@@ -16,12 +16,13 @@
 #include <unistd.h>
 
 #include "core/util.h"
+#include "stages/extent_io.h"
 
 #ifdef SLUICE_HAVE_URING
 #include <liburing.h>
 #endif
 
-#define DEPTH_MAX 64u
+#define DEPTH_MAX EXTENT_IO_DEPTH_MAX
 
 static void set_state(struct partbuf *pb, uint32_t q, uint8_t s)
 {
@@ -35,110 +36,25 @@ static uint8_t get_state(const struct partbuf *pb, uint32_t q)
 
 /* ---- the loader ---- */
 
-struct req {
-    uint64_t off;       /* file offset of the next byte */
-    unsigned char *dst; /* where it lands */
-    size_t left;        /* bytes still to read */
-};
-
 /* Reads one partition into its frame, depth requests in flight.
  * 0 or -errno (message in pb->msg). */
 static int load_one(struct partbuf *pb, uint32_t q, uint32_t f)
 {
-    uint64_t base = (uint64_t)q * pb->pm.part_bytes;
-    unsigned char *dst = pb->mem + (size_t)f * pb->frame_bytes;
-    size_t total = pb->pm.part_bytes, rb = pb->read_bytes;
-    size_t nreq = (total + rb - 1) / rb;
-    uint64_t bytes = 0, reads = 0;
+    const struct extent_io x = {.fd = pb->fd,
+                                .path = pb->path,
 #ifdef SLUICE_HAVE_URING
-    if (pb->uring) {
-        struct io_uring *ring = pb->ring;
-        struct req rq[DEPTH_MAX];
-        memset(rq, 0, sizeof rq);
-        size_t next = 0, inflight = 0;
-        int rc = 0;
-        while ((next < nreq || inflight > 0) && rc == 0) {
-            while (next < nreq && inflight < pb->depth) {
-                unsigned e = 0; /* a free request slot: one with nothing left to read */
-                while (e < pb->depth && rq[e].left)
-                    e++;
-                size_t len = SL_MIN(rb, total - next * rb);
-                rq[e] = (struct req){base + next * rb, dst + next * rb, len};
-                struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-                io_uring_prep_read(sqe, pb->fd, rq[e].dst, (unsigned)len, rq[e].off);
-                io_uring_sqe_set_data64(sqe, e);
-                next++;
-                inflight++;
-            }
-            int s = io_uring_submit_and_wait(ring, 1);
-            if (s < 0 && s != -EINTR) {
-                rc = sl_errf(pb->msg, sizeof pb->msg, s, "%s: io_uring submit failed: %s", pb->path, strerror(-s));
-                break;
-            }
-            struct io_uring_cqe *cqe;
-            unsigned head, seen = 0;
-            io_uring_for_each_cqe(ring, head, cqe)
-            {
-                seen++;
-                unsigned e = (unsigned)io_uring_cqe_get_data64(cqe);
-                int res = cqe->res;
-                if (res <= 0) {
-                    if (rc == 0)
-                        rc = sl_errf(pb->msg, sizeof pb->msg, res < 0 ? res : -EIO,
-                                     "%s: read of partition %" PRIu32 " at byte %" PRIu64 " failed: %s", pb->path, q,
-                                     rq[e].off, res < 0 ? strerror(-res) : "the file ends early");
-                    rq[e].left = 0;
-                    inflight--;
-                    continue;
-                }
-                bytes += (uint64_t)res;
-                reads++;
-                rq[e].off += (uint64_t)res;
-                rq[e].dst += res;
-                rq[e].left -= (size_t)res;
-                if (rq[e].left == 0) {
-                    inflight--;
-                } else if (rc == 0) { /* a short read: the rest, from where it stopped */
-                    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-                    io_uring_prep_read(sqe, pb->fd, rq[e].dst, (unsigned)rq[e].left, rq[e].off);
-                    io_uring_sqe_set_data64(sqe, e);
-                } else {
-                    rq[e].left = 0;
-                    inflight--;
-                }
-            }
-            io_uring_cq_advance(ring, seen);
-            if (rc < 0) { /* drain what is still in flight: the kernel may write the frame */
-                while (inflight > 0) {
-                    if (io_uring_wait_cqe(ring, &cqe) < 0)
-                        break;
-                    io_uring_cqe_seen(ring, cqe);
-                    inflight--;
-                }
-            }
-        }
-        pthread_mutex_lock(&pb->mu);
-        pb->st.bytes += bytes;
-        pb->st.reads += reads;
-        pthread_mutex_unlock(&pb->mu);
-        return rc;
-    }
+                                .ring = pb->uring ? pb->ring : NULL,
 #endif
-    for (size_t r = 0; r < nreq; r++) {
-        size_t len = SL_MIN(rb, total - r * rb), got = 0;
-        int rc = sl_pread_full(pb->fd, dst + r * rb, len, (off_t)(base + r * rb), &got);
-        if (rc < 0 || got != len)
-            return sl_errf(pb->msg, sizeof pb->msg, rc < 0 ? rc : -EIO,
-                           "%s: read of partition %" PRIu32 " at byte %" PRIu64 " failed: %s", pb->path, q,
-                           base + r * rb, rc < 0 ? strerror(-rc) : "the file ends early");
-        bytes += len;
-        reads++;
-    }
+                                .req_bytes = pb->read_bytes,
+                                .depth = pb->depth};
+    uint64_t bytes = 0, reads = 0;
+    int rc = extent_io_move(&x, false, q, pb->mem + (size_t)f * pb->frame_bytes, (uint64_t)q * pb->pm.part_bytes,
+                            pb->pm.part_bytes, &bytes, &reads, pb->msg, sizeof pb->msg);
     pthread_mutex_lock(&pb->mu);
     pb->st.bytes += bytes;
     pb->st.reads += reads;
     pthread_mutex_unlock(&pb->mu);
-    return 0;
+    return rc;
 }
 
 static void *loader_main(void *arg)

@@ -1,0 +1,123 @@
+/* extent_io.c - one extent in large requests (extent_io.h). */
+#include "stages/extent_io.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/util.h"
+
+#ifdef SLUICE_HAVE_URING
+#include <liburing.h>
+#endif
+
+struct req {
+    uint64_t off;       /* file offset of the next byte */
+    unsigned char *buf; /* the memory's next byte */
+    size_t left;        /* bytes still to move */
+};
+
+#ifdef SLUICE_HAVE_URING
+static void prep(struct io_uring_sqe *sqe, const struct extent_io *x, bool write, const struct req *r, unsigned e)
+{
+    if (write)
+        io_uring_prep_write(sqe, x->fd, r->buf, (unsigned)r->left, r->off);
+    else
+        io_uring_prep_read(sqe, x->fd, r->buf, (unsigned)r->left, r->off);
+    io_uring_sqe_set_data64(sqe, e);
+}
+#endif
+
+int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigned char *mem, uint64_t off,
+                   size_t total, uint64_t *bytes, uint64_t *reqs, char *err, size_t errlen)
+{
+    const size_t rb = x->req_bytes, nreq = (total + rb - 1) / rb;
+    const char *what = write ? "write-back" : "read";
+    int rc = 0;
+#ifdef SLUICE_HAVE_URING
+    if (x->ring) {
+        struct io_uring *ring = x->ring;
+        struct req rq[EXTENT_IO_DEPTH_MAX];
+        memset(rq, 0, sizeof rq);
+        size_t next = 0, inflight = 0;
+        uint64_t done = 0;
+        while ((next < nreq || inflight > 0) && rc == 0) {
+            while (next < nreq && inflight < x->depth) {
+                unsigned e = 0; /* a free request slot: one with nothing left to move */
+                while (e < x->depth && rq[e].left)
+                    e++;
+                rq[e] = (struct req){off + next * rb, mem + next * rb, SL_MIN(rb, total - next * rb)};
+                prep(io_uring_get_sqe(ring), x, write, &rq[e], e);
+                next++;
+                inflight++;
+            }
+            int s = io_uring_submit_and_wait(ring, 1);
+            if (s < 0 && s != -EINTR) {
+                rc = sl_errf(err, errlen, s, "%s: io_uring submit failed: %s", x->path, strerror(-s));
+                break;
+            }
+            struct io_uring_cqe *cqe;
+            unsigned head, seen = 0;
+            io_uring_for_each_cqe(ring, head, cqe)
+            {
+                seen++;
+                unsigned e = (unsigned)io_uring_cqe_get_data64(cqe);
+                int res = cqe->res;
+                if (res <= 0) {
+                    if (rc == 0)
+                        rc = sl_errf(err, errlen, res < 0 ? res : -EIO,
+                                     "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s", x->path, what,
+                                     part, rq[e].off, res < 0 ? strerror(-res) : "the file ends early");
+                    rq[e].left = 0;
+                    inflight--;
+                    continue;
+                }
+                done += (uint64_t)res;
+                *bytes += (uint64_t)res;
+                (*reqs)++;
+                rq[e].off += (uint64_t)res;
+                rq[e].buf += res;
+                rq[e].left -= (size_t)res;
+                if (rq[e].left == 0) {
+                    inflight--;
+                } else if (rc == 0) { /* short: the rest, from where it stopped */
+                    prep(io_uring_get_sqe(ring), x, write, &rq[e], e);
+                } else {
+                    rq[e].left = 0;
+                    inflight--;
+                }
+            }
+            io_uring_cq_advance(ring, seen);
+            if (x->progress)
+                x->progress(x->arg, done, total);
+            if (rc < 0) { /* drain what is still in flight: the kernel may touch the memory */
+                while (inflight > 0) {
+                    if (io_uring_wait_cqe(ring, &cqe) < 0)
+                        break;
+                    io_uring_cqe_seen(ring, cqe);
+                    inflight--;
+                }
+            }
+        }
+        return rc;
+    }
+#endif
+    uint64_t done = 0;
+    for (size_t r = 0; r < nreq && rc == 0; r++) {
+        size_t len = SL_MIN(rb, total - r * rb), got = 0;
+        off_t at = (off_t)(off + r * rb);
+        int e = write ? sl_pwrite_all(x->fd, mem + r * rb, len, at) : sl_pread_full(x->fd, mem + r * rb, len, at, &got);
+        if (e < 0 || (!write && got != len)) {
+            rc = sl_errf(err, errlen, e < 0 ? e : -EIO, "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s",
+                         x->path, what, part, off + r * rb, e < 0 ? strerror(-e) : "the file ends early");
+        } else {
+            done += len;
+            *bytes += len;
+            (*reqs)++;
+            if (x->progress)
+                x->progress(x->arg, done, total);
+        }
+    }
+    return rc;
+}
