@@ -283,6 +283,15 @@ static const char *const run_keys[] = {
     "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
     "train.lr_min",      "train.grad_clip",   "pipeline.ranks", "link.loss", "link.margin", "link.negatives",
     "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale"};
+/* pipeline.mode = "partitions" changes what a run computes (each epoch
+ * trains on the subgraphs its buffer states hold), so its keys join the
+ * run text in that mode only: an online or packed run (the same samples
+ * as online) keeps the identity it had before partitions existed. The
+ * launcher resolves "auto" before the identity is taken, so the text
+ * holds the p and c the run used. */
+static const char *const run_keys_partitions[] = {"pipeline.mode",           "pipeline.partitions",
+                                                  "pipeline.buffer_partitions", "pipeline.partition_order",
+                                                  "pipeline.partition_fill", "pipeline.partition_eval"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
@@ -867,8 +876,10 @@ size_t config_run_text(const struct config *c, char *buf, size_t len)
     size_t used = 0;
     if (len)
         buf[0] = '\0';
-    for (size_t i = 0; i < SL_ARRAY_LEN(run_keys); i++) {
-        const key *k = find_key(run_keys[i]);
+    const bool parts = c->pipeline.mode == PIPELINE_PARTITIONS;
+    const size_t n0 = SL_ARRAY_LEN(run_keys), n = n0 + (parts ? SL_ARRAY_LEN(run_keys_partitions) : 0);
+    for (size_t i = 0; i < n; i++) {
+        const key *k = find_key(i < n0 ? run_keys[i] : run_keys_partitions[i - n0]);
         char v[256];
         value_text(c, k, v, sizeof v);
         int w = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s = %s\n", k->name, v);

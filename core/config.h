@@ -214,7 +214,8 @@ void config_key_text(const struct config *c, size_t i, char *buf, size_t len);
 
 /* The run identity's text: one line `section.key = VALUE` (VALUE as TOML)
  * for every key that decides what a run computes (the model, batch size,
- * learning rate, seed, ranks; the schema marks them), in schema order.
+ * learning rate, seed, ranks; with pipeline.mode = "partitions" also the
+ * partition keys, p, c, order, fill and evaluation), in a fixed order.
  * Keys that only say how fast, where or how long (epochs, paths, queue
  * sizes, timeouts) are not in it, so a run resumed with more epochs or
  * other queue sizes is the same run. Truncated to len (always ends in a

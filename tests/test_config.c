@@ -237,6 +237,27 @@ static void test_run_identity(void **state)
     assert_int_equal(config_run_diff(ta, tb, diff, sizeof diff), 2);
     assert_string_equal(diff, "model.hidden: 32 -> 64; train.lr: 0.003 -> 0.02");
     assert_int_equal(config_run_diff(ta, ta, diff, sizeof diff), 0);
+    /* the partition keys count in the partitions mode only */
+    const char *online_parts[] = {"pipeline.buffer_partitions=4", "pipeline.partition_order=\"beta\""};
+    assert_int_equal(config_load(&b, p, online_parts, 2, err, sizeof err), 0);
+    assert_true(config_run_identity(&a, 7) == config_run_identity(&b, 7));
+    const char *packed[] = {"pipeline.mode=\"packed\"", "pipeline.pack=\"somewhere\""};
+    assert_int_equal(config_load(&b, p, packed, 2, err, sizeof err), 0);
+    assert_true(config_run_identity(&a, 7) == config_run_identity(&b, 7)); /* the same samples as online */
+    const char *parts4[] = {"pipeline.mode=\"partitions\"", "pipeline.partitions=32", "pipeline.buffer_partitions=4"};
+    const char *parts8[] = {"pipeline.mode=\"partitions\"", "pipeline.partitions=32", "pipeline.buffer_partitions=8"};
+    struct config c4, c8;
+    assert_int_equal(config_load(&c4, p, parts4, 3, err, sizeof err), 0);
+    assert_int_equal(config_load(&c8, p, parts8, 3, err, sizeof err), 0);
+    assert_true(config_run_identity(&a, 7) != config_run_identity(&c4, 7));
+    assert_true(config_run_identity(&c4, 7) != config_run_identity(&c8, 7));
+    char t4[2048], t8[2048];
+    config_run_text(&c4, t4, sizeof t4);
+    config_run_text(&c8, t8, sizeof t8);
+    assert_int_equal(config_run_diff(t4, t8, diff, sizeof diff), 1);
+    assert_string_equal(diff, "pipeline.buffer_partitions: 4 -> 8");
+    assert_int_equal(config_run_diff(ta, t4, diff, sizeof diff), 6);
+    assert_non_null(strstr(diff, "pipeline.mode: (absent) -> \"partitions\""));
     assert_int_equal(config_run_diff("a = 1\n", "b = 2\n", diff, sizeof diff), 2);
     assert_string_equal(diff, "a: 1 -> (absent); b: (absent) -> 2");
 }
