@@ -284,12 +284,15 @@ def dgl_setup(ds, args, x, y):
     sampler = dgl.dataloading.NeighborSampler(list(reversed(args.fanouts)), prefetch_node_feats=["feat"],
                                               prefetch_labels=["label"])
 
-    def loader(nodes, shuffle):
+    # --sample-only: the sampler alone, with no feature or label gathered
+    bare = dgl.dataloading.NeighborSampler(list(reversed(args.fanouts)))
+
+    def loader(nodes, shuffle, feats=True):
         kw = {}
         if args.workers > 0:
             kw = {"persistent_workers": True}
-        return dgl.dataloading.DataLoader(g, nodes.to(idtype), sampler, batch_size=args.batch, shuffle=shuffle,
-                                          drop_last=False, num_workers=args.workers, **kw)
+        return dgl.dataloading.DataLoader(g, nodes.to(idtype), sampler if feats else bare, batch_size=args.batch,
+                                          shuffle=shuffle, drop_last=False, num_workers=args.workers, **kw)
 
     def run_batch(model, b):
         _, _, blocks = b
@@ -310,6 +313,39 @@ def dgl_setup(ds, args, x, y):
 
 
 # ---- the job ---------------------------------------------------------------------------------
+
+def sample_only(args, loader, train, graph_s):
+    """The sampler alone (DGL): shuffled passes over the training split
+    until args.sample_only seconds have passed (whole batches), counting
+    the edges of every block as gnn-sampler --bench counts a batch's
+    sampled edges (every layer's). Prints one {"type": "sampler"} line."""
+    if args.system != "dgl":
+        die("--sample-only: DGL only (PyG's NeighborLoader always gathers the features)")
+    ld = loader(train, True, feats=False)
+    batches = edges = passes = 0
+    first = True
+    w0, c0 = time.perf_counter(), time.process_time()
+    while True:
+        for _, _, blocks in ld:
+            if first:  # the loader's start (the shuffle, workers) stays out of the rate, as in gnn-sampler
+                w0, c0 = time.perf_counter(), time.process_time()
+                first = False
+                continue
+            batches += 1
+            edges += sum(int(b.num_edges()) for b in blocks)
+            if time.perf_counter() - w0 >= args.sample_only:
+                break
+        else:
+            passes += 1
+            continue
+        break
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    print(json.dumps({"type": "sampler", "system": args.system, "fanouts": args.fanouts, "batch": args.batch,
+                      "threads": torch.get_num_threads(), "workers": args.workers, "graph_s": graph_s,
+                      "batches": batches, "sampled_edges": edges, "seconds": wall, "cpu_s": cpu,
+                      "sampled_edges_per_s": edges / wall, "sampled_edges_per_cpu_s": edges / cpu if cpu > 0 else 0,
+                      "full_passes": passes}), flush=True)
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -333,6 +369,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (PyG; the batches are moved to it)")
+    ap.add_argument("--sample-only", type=float, default=0, metavar="S",
+                    help="DGL: no training; sample shuffled passes over the training split for S seconds "
+                         "(no features gathered) and print the sampled edges per second")
     args = ap.parse_args()
     args.fanouts = [int(v) for v in args.fanouts.split(",")]
     args.layers = len(args.fanouts)
@@ -350,6 +389,9 @@ def main():
     feat_s = time.perf_counter() - t0
     setup = pyg_setup if args.system == "pyg" else dgl_setup
     Net, loader, run_batch, graph_s, info = setup(ds, args, x, y)
+    if args.sample_only > 0:
+        sample_only(args, loader, splits["train"], graph_s)
+        return
     t1 = time.perf_counter()
     train_loader = loader(splits["train"], True)
     val_loader = loader(splits["val"], False)
