@@ -36,6 +36,7 @@
 #include "stages/schedule_partitions.h"
 
 #define PLAIN_EVERY_S 10.0
+#define PROGRESS_TAU_S 20.0 /* the time constant of the rates on the progress line */
 
 /* Sums of one counter over the ranks, per stage. */
 struct stage_sums {
@@ -280,12 +281,21 @@ static double running_loss(const struct progress *p)
 static void progress_line(struct progress *p, const struct stage_sums *s, double now)
 {
     uint64_t done = s->items[RUN_TRAINER];
-    double dt = now - p->t_last, rate = 0, mbps = 0;
+    double dt = now - p->t_last;
+    /* Counters move in whole batches (the extractor adds a batch's bytes
+     * when it is done), and a batch can take seconds out of core: a rate
+     * over one tick reads 0 most of the time. So both rates are
+     * exponential averages over about PROGRESS_TAU_S seconds of time, not
+     * of ticks. */
     if (p->t_last > 0 && dt > 0) {
-        rate = (double)(done - SL_MIN(done, p->items_last)) / dt;
-        mbps = (double)(s->bytes[RUN_EXTRACTOR] - SL_MIN(s->bytes[RUN_EXTRACTOR], p->bytes_last)) / dt / 1e6;
+        double rate = (double)(done - SL_MIN(done, p->items_last)) / dt;
+        double mbps = (double)(s->bytes[RUN_EXTRACTOR] - SL_MIN(s->bytes[RUN_EXTRACTOR], p->bytes_last)) / dt / 1e6;
+        double a = 1.0 - exp(-dt / PROGRESS_TAU_S);
+        p->rate += a * (rate - p->rate);
+        p->mbps += a * (mbps - p->mbps);
+        p->ema_w += a * (1.0 - p->ema_w);
     }
-    p->rate = p->rate > 0 ? 0.7 * p->rate + 0.3 * rate : rate;
+    const double rate = p->ema_w > 0 ? p->rate / p->ema_w : 0, mbps = p->ema_w > 0 ? p->mbps / p->ema_w : 0;
     p->t_last = now;
     p->items_last = done;
     p->bytes_last = s->bytes[RUN_EXTRACTOR];
@@ -320,9 +330,9 @@ static void progress_line(struct progress *p, const struct stage_sums *s, double
     bar[20] = '\0';
     char el[32], rem[32], eta[32] = "?", loss[24] = "";
     progress_clock_text(el, sizeof el, now - p->cur_t0);
-    progress_clock_text(rem, sizeof rem, p->rate > 0 ? (double)(of - in) / p->rate : -1);
-    if (p->rate > 0 && p->batches_total >= done)
-        progress_clock_text(eta, sizeof eta, (double)(p->batches_total - done) / p->rate);
+    progress_clock_text(rem, sizeof rem, rate > 0 ? (double)(of - in) / rate : -1);
+    if (rate > 0 && p->batches_total >= done)
+        progress_clock_text(eta, sizeof eta, (double)(p->batches_total - done) / rate);
     double l = running_loss(p);
     if (!isnan(l))
         snprintf(loss, sizeof loss, "  loss %.4f", l);
@@ -330,7 +340,7 @@ static void progress_line(struct progress *p, const struct stage_sums *s, double
     snprintf(line, sizeof line,
              "epoch %" PRIu64 "/%" PRIu64 " %3d%% [%s] %" PRIu64 "/%" PRIu64 " batches  %s<%s  %.1f batches/s%s  "
              "run ETA %s  read %.1f MB/s  queues extract %" PRIu64 "/%" PRIu64 " train %" PRIu64 "/%" PRIu64,
-             e + 1, epochs, (int)(frac * 100), bar, in, of, el, rem, p->rate, loss, eta, mbps, q[RUN_Q_EXTRACT],
+             e + 1, epochs, (int)(frac * 100), bar, in, of, el, rem, rate, loss, eta, mbps, q[RUN_Q_EXTRACT],
              cap[RUN_Q_EXTRACT], q[RUN_Q_TRAIN], cap[RUN_Q_TRAIN]);
     if (p->tty) {
         fprintf(stderr, "\r\033[K%s", line);

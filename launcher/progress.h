@@ -51,7 +51,10 @@ struct progress {
     uint64_t cur_epoch;    /* the epoch the progress line last showed, and when it first did */
     double cur_t0;
     bool tty, live;                                    /* stderr is a terminal; a live line is showing */
-    double t_plain, t_last, rate;                      /* progress line timing, batches/s (smoothed) */
+    double t_plain, t_last;                            /* progress line timing */
+    double rate, mbps, ema_w; /* batches/s and MB/s, each an average over the last ~PROGRESS_TAU_S seconds
+                               * (exponential, divided by ema_w, the weight seen so far, so the first seconds
+                               * are not pulled towards 0) */
     double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;
     FILE *metrics_out;                    /* --metrics, while open */
