@@ -237,6 +237,15 @@ void extract_reap(struct extractor *x, bool wait)
         xs->nsink--;
         entry_spare(x, e);
     }
+    if (x->tick) {
+        uint64_t now = sl_now_ns();
+        if (now - x->tick_ns >= (uint64_t)EXTRACT_TICK_MS * 1000000u) {
+            x->tick_ns = now;
+            int irc = x->tick(x->tick_arg, x);
+            if (irc)
+                extract_batch_error(x, irc, "stopped while reading the batch's rows");
+        }
+    }
 }
 
 void extract_own_staging(const struct extractor *x, void **base, size_t *len)

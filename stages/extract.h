@@ -137,6 +137,18 @@ void extract_stats_add(struct extract_stats *dst, const struct extract_stats *sr
  * heartbeats here. A nonzero return aborts the batch with that error. */
 typedef int (*extract_idle_fn)(void *arg);
 
+/* Called from a batch's read loop (every backend, between reaps of
+ * completed reads) at most every EXTRACT_TICK_MS, when set: out of core
+ * one batch can read for many seconds, and a stage that heartbeats and
+ * publishes its counters only between batches looks stalled meanwhile
+ * (gnnstat shows 0 reads a second, the supervisor's stall clock runs).
+ * The stage heartbeats and publishes x->st so far here. Never called
+ * while the engine sleeps on a wait (that is idle's). A nonzero return
+ * fails the batch with that error, as idle's does. */
+#define EXTRACT_TICK_MS 100
+struct extractor;
+typedef int (*extract_tick_fn)(void *arg, const struct extractor *x);
+
 struct staging;
 
 struct extractor {
@@ -153,6 +165,9 @@ struct extractor {
     void *ring;             /* struct io_uring *, when use_uring */
     extract_idle_fn idle;
     void *idle_arg;
+    extract_tick_fn tick; /* NULL: none */
+    void *tick_arg;
+    uint64_t tick_ns; /* when tick was last called (sl_now_ns) */
     uint64_t batch; /* the schedule number of the batch extractor_run gets next (featbuf_acquire_batch tells
                      * the buffer's policy); FEATBUF_NO_BATCH (the default) when none */
     struct extract_stats st;

@@ -105,7 +105,43 @@ struct xthread {
     int index; /* this thread's place among the rank's extractor threads: its staging portion */
     pthread_t tid;
     struct extract_stats st;
+    /* the batch under way, for publishing its progress as it reads (tick) */
+    uint64_t t0;                 /* when it was taken */
+    struct extract_stats before; /* the engine's counters then */
+    struct extract_stats pub;    /* ... as last published to the metrics page */
+    uint64_t busy_pub;           /* its busy nanoseconds published so far */
 };
+
+/* Publishes what the batch under way did since the last call to the
+ * stage's metrics page (gnnstat, the epoch lines): busy and wait time,
+ * bytes, reads and retries. Busy is the batch's time so far less its
+ * waits; tick runs only between waits, and the final call after the
+ * last, so it never goes back. */
+static void publish(struct xthread *t, const struct extract_stats *now_st, uint64_t now)
+{
+    struct metrics_block *b = t->r->st->block;
+    uint64_t waited = now_st->wait_ns - t->before.wait_ns, spent = now - t->t0;
+    uint64_t busy = spent > waited ? spent - waited : 0;
+    if (busy > t->busy_pub) {
+        metrics_add(&b->busy_ns, busy - t->busy_pub);
+        t->busy_pub = busy;
+    }
+    metrics_add(&b->wait_ns, now_st->wait_ns - t->pub.wait_ns);
+    metrics_add(&b->bytes, now_st->io_bytes - t->pub.io_bytes);
+    metrics_add(&b->io_ops, now_st->io_ops - t->pub.io_ops);
+    metrics_add(&b->errors, now_st->retries - t->pub.retries);
+    t->pub = *now_st;
+}
+
+/* The engine's tick (extract.h): a batch that reads for seconds keeps the
+ * stage's heartbeat and counters live, and stops early when the run does. */
+static int tick(void *arg, const struct extractor *x)
+{
+    struct xthread *t = arg;
+    stage_heartbeat(t->r->st);
+    publish(t, &x->st, sl_now_ns());
+    return atomic_load(&t->r->stop) ? -EPIPE : 0;
+}
 
 static void stop_all(struct xrun *r)
 {
@@ -319,13 +355,17 @@ static void *thread_main(void *arg)
         stage_fail(st, "%s", msg);
     x.idle = idle;
     x.idle_arg = r;
+    x.tick = tick;
+    x.tick_arg = t;
     struct pack_rows_buf pb = {0};
     const void **prows = NULL; /* the partition mode: each node's row in the buffer */
     uint32_t prows_cap = 0;
     struct run_desc d;
     while (!atomic_load(&r->stop) && stage_pop(st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
-        struct extract_stats before = x.st;
+        t->t0 = x.tick_ns = t0;
+        t->before = t->pub = x.st;
+        t->busy_pub = 0;
         struct batch_view v;
         stage_view(st, &d, BATCH_VIEW_HEADER_ONLY, &v);
         uint32_t n = batch_nodes(&v);
@@ -377,13 +417,9 @@ static void *thread_main(void *arg)
             batch_set_aliased_unreferenced(&v); /* a resident buffer: the releaser has nothing to drop */
         else
             batch_set_aliased(&v);
-        stage_trace(st, d.batch, v.h.split, t0, sl_now_ns());
-        uint64_t waited = x.st.wait_ns - before.wait_ns, spent = sl_now_ns() - t0;
-        metrics_add(&st->block->busy_ns, spent > waited ? spent - waited : 0);
-        metrics_add(&st->block->wait_ns, waited);
-        metrics_add(&st->block->bytes, x.st.io_bytes - before.io_bytes);
-        metrics_add(&st->block->io_ops, x.st.io_ops - before.io_ops);
-        metrics_add(&st->block->errors, x.st.retries - before.retries);
+        uint64_t t1 = sl_now_ns();
+        stage_trace(st, d.batch, v.h.split, t0, t1);
+        publish(t, &x.st, t1);
         if ((r->ordered && stage_turn_wait(st, &r->turn, d.batch) != 0) || stage_push(st, &d) != 0) {
             /* the run is stopping: the batch's references die with the buffer */
             stop_all(r);

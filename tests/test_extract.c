@@ -1076,6 +1076,80 @@ static void test_copy_error(void **state)
     free(r.bytes);
 }
 
+/* The read loop's tick (extract.h): with the clock set back it comes at
+ * the first reap, while the batch is still reading, and sees the reads
+ * counted so far; one that says stop fails the batch with its error, the
+ * buffer left clean, and the same batch then extracts. Every mode. */
+struct tick_count {
+    int calls, stop;
+    uint64_t io_ops, rows_done;
+};
+
+static int tick_hook(void *arg, const struct extractor *x)
+{
+    struct tick_count *c = arg;
+    if (c->calls++ == 0)
+        c->io_ops = x->st.io_ops;
+    return c->stop ? -ECANCELED : 0;
+}
+
+static void test_tick(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 128, "f32");
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(dir, &m, true, err, sizeof err), 0);
+    struct ref r;
+    ref_load(&r, dir, &m);
+    enum { N = 40 };
+    uint64_t nodes[N];
+    uint32_t slots[N];
+    for (uint32_t i = 0; i < N; i++)
+        nodes[i] = 3 + 5 * i;
+    for (int mode = 0; mode < MODE_COUNT; mode++) {
+        char combo[96];
+        snprintf(combo, sizeof combo, "%s", mode_name[mode]);
+        struct extract_source src;
+        assert_int_equal(extract_source_open(&src, dir, &m, mode_io[mode], "test_extract", err, sizeof err), 0);
+        struct buf b;
+        buf_make(&b, NODES, 64, (size_t)src.row_bytes);
+        struct extractor x;
+        mode_env(mode);
+        int rc = extractor_init(&x, &src, &b.fb, 4, NULL, 0, err, sizeof err);
+        unsetenv("SLUICE_NO_IO_URING");
+        if (rc)
+            fail_msg("%s: extractor_init: %s", combo, err);
+        struct tick_count tc = {0};
+        x.tick = tick_hook;
+        x.tick_arg = &tc;
+        x.tick_ns = 0; /* long ago: the first reap ticks */
+        run_checked(&x, &r, nodes, N, slots, combo);
+        if (tc.calls < 1 || (mode != MODE_MMAP && (tc.io_ops < 1 || tc.io_ops >= N)))
+            fail_msg("%s: %d ticks, the first saw %" PRIu64 " of %d reads", combo, tc.calls, tc.io_ops, N);
+        assert_int_equal(featbuf_release_many(&b.fb, slots, N), 0);
+        /* a tick that says stop: the batch fails, nothing held, nothing LOADING */
+        for (uint32_t i = 0; i < N; i++)
+            nodes[i] += 1; /* rows not in the buffer yet */
+        tc = (struct tick_count){.stop = 1};
+        x.tick_ns = 0;
+        rc = extractor_run(&x, nodes, N, slots, err, sizeof err);
+        if (rc != -ECANCELED || !strstr(err, "stopped while reading"))
+            fail_msg("%s: rc %d, message '%s'", combo, rc, err);
+        buf_clean(&b, combo);
+        tc.stop = 0;
+        run_checked(&x, &r, nodes, N, slots, combo);
+        assert_int_equal(featbuf_release_many(&b.fb, slots, N), 0);
+        buf_clean(&b, combo);
+        for (uint32_t i = 0; i < N; i++)
+            nodes[i] -= 1;
+        extractor_free(&x);
+        buf_free(&b);
+        extract_source_free(&src);
+    }
+    free(r.bytes);
+}
+
 /* A row another extractor fails to load fails the waiter's batch too. */
 struct failer {
     struct featbuf *fb;
@@ -1269,6 +1343,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_read_error),
         cmocka_unit_test(test_copy_error),
+        cmocka_unit_test(test_tick),
         cmocka_unit_test(test_slow_sink),
         cmocka_unit_test(test_shared_staging),
         cmocka_unit_test(test_shared_staging_threads),
