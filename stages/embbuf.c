@@ -56,6 +56,7 @@ static int transfer(struct embbuf *b, uint32_t q, uint32_t f, bool write)
                                 .ring = b->uring ? b->ring : NULL,
 #endif
                                 .req_bytes = b->io_bytes,
+                                .direct = b->direct,
                                 .depth = b->depth,
                                 .progress = write ? kill_hook : NULL,
                                 .arg = b};

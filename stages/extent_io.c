@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -19,6 +20,32 @@ struct req {
 };
 
 #ifdef SLUICE_HAVE_URING
+/* Waits until none of the *inflight requests is the kernel's: sends what
+ * was prepared but not yet sent (a short transfer's rest prepared in the
+ * batch that also met the error, or requests a failed submit left in the
+ * ring) and reaps every completion. -EINTR and the ring's transient
+ * refusals (-EAGAIN, -EBUSY while completions wait to be reaped) are
+ * retried; another failure returns it with requests possibly still in
+ * the kernel's hands (the ring is unusable then). */
+static int drain(struct io_uring *ring, size_t *inflight)
+{
+    unsigned idle = 0;
+    while (*inflight > 0) {
+        int s = io_uring_submit_and_wait(ring, 1);
+        if (s < 0 && s != -EINTR && s != -EAGAIN && s != -EBUSY)
+            return s;
+        struct io_uring_cqe *cqe;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(ring, head, cqe)
+        seen++;
+        io_uring_cq_advance(ring, seen);
+        *inflight -= SL_MIN((size_t)seen, *inflight);
+        if (s < 0 && seen == 0 && ++idle > 10000)
+            return s; /* refused for ever: give up rather than spin */
+    }
+    return 0;
+}
+
 static void prep(struct io_uring_sqe *sqe, const struct extent_io *x, bool write, const struct req *r, unsigned e)
 {
     if (write)
@@ -55,6 +82,10 @@ int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigne
             int s = io_uring_submit_and_wait(ring, 1);
             if (s < 0 && s != -EINTR) {
                 rc = sl_errf(err, errlen, s, "%s: io_uring submit failed: %s", x->path, strerror(-s));
+                int d = drain(ring, &inflight);
+                if (d < 0)
+                    sl_errf(err, errlen, rc, "%s: io_uring submit failed: %s; %zu requests left in flight (%s)",
+                            x->path, strerror(-s), inflight, strerror(-d));
                 break;
             }
             struct io_uring_cqe *cqe;
@@ -81,6 +112,12 @@ int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigne
                 rq[e].left -= (size_t)res;
                 if (rq[e].left == 0) {
                     inflight--;
+                } else if (rc == 0 && !write && x->direct && rq[e].off % EXTENT_IO_DIRECT_ALIGN) {
+                    /* a direct read stops short of a block boundary only at the end of the file */
+                    rc = sl_errf(err, errlen, -EIO, "%s: read of partition %" PRIu32 " at byte %" PRIu64
+                                 " failed: the file ends early", x->path, part, rq[e].off);
+                    rq[e].left = 0;
+                    inflight--;
                 } else if (rc == 0) { /* short: the rest, from where it stopped */
                     prep(io_uring_get_sqe(ring), x, write, &rq[e], e);
                 } else {
@@ -92,12 +129,10 @@ int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigne
             if (x->progress)
                 x->progress(x->arg, done, total);
             if (rc < 0) { /* drain what is still in flight: the kernel may touch the memory */
-                while (inflight > 0) {
-                    if (io_uring_wait_cqe(ring, &cqe) < 0)
-                        break;
-                    io_uring_cqe_seen(ring, cqe);
-                    inflight--;
-                }
+                int d = drain(ring, &inflight);
+                size_t used = err ? strlen(err) : 0;
+                if (d < 0 && err && used + 1 < errlen)
+                    snprintf(err + used, errlen - used, "; %zu requests left in flight (%s)", inflight, strerror(-d));
             }
         }
         return rc;
@@ -108,9 +143,16 @@ int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigne
         size_t len = SL_MIN(rb, total - r * rb), got = 0;
         off_t at = (off_t)(off + r * rb);
         int e = write ? sl_pwrite_all(x->fd, mem + r * rb, len, at) : sl_pread_full(x->fd, mem + r * rb, len, at, &got);
-        if (e < 0 || (!write && got != len)) {
-            rc = sl_errf(err, errlen, e < 0 ? e : -EIO, "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s",
-                         x->path, what, part, off + r * rb, e < 0 ? strerror(-e) : "the file ends early");
+        /* short: pread gave 0 bytes (sl_pread_full's -EIO), or a direct
+         * read stopped off a block boundary and its rest was refused */
+        bool ended = !write && got < len &&
+                     (e == 0 || e == -EIO || (x->direct && e == -EINVAL && got % EXTENT_IO_DIRECT_ALIGN));
+        if (ended) {
+            rc = sl_errf(err, errlen, -EIO, "%s: read of partition %" PRIu32 " at byte %" PRIu64
+                         " failed: the file ends early", x->path, part, off + r * rb + got);
+        } else if (e < 0) {
+            rc = sl_errf(err, errlen, e, "%s: %s of partition %" PRIu32 " at byte %" PRIu64 " failed: %s",
+                         x->path, what, part, off + r * rb, strerror(-e));
         } else {
             done += len;
             *bytes += len;

@@ -9,7 +9,10 @@
  * pread(2)/pwrite(2) one after another. On an error no new request is
  * sent and those in flight are waited for before the call returns (the
  * kernel may still touch mem), so mem is the caller's again on every
- * return. Not thread-safe per ring: one caller at a time. */
+ * return - unless the ring itself fails while requests are in flight:
+ * the message then says how many were left, and the caller must treat
+ * the ring (and mem) as the kernel's. Not thread-safe per ring: one
+ * caller at a time. */
 #ifndef SLUICE_STAGES_EXTENT_IO_H
 #define SLUICE_STAGES_EXTENT_IO_H
 
@@ -17,13 +20,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EXTENT_IO_DEPTH_MAX 64u /* requests in flight at most */
+#define EXTENT_IO_DEPTH_MAX 64u    /* requests in flight at most */
+#define EXTENT_IO_DIRECT_ALIGN 512u /* O_DIRECT's transfer unit that direct files are laid out in */
 
 struct extent_io {
     int fd;
     const char *path;  /* for messages */
     void *ring;        /* a struct io_uring *, or NULL: one request at a time */
     size_t req_bytes;  /* bytes per request, > 0 */
+    bool direct;       /* fd is O_DIRECT: a read that stops short off a 512-byte boundary met the end of the
+                        * file (its rest could not be asked for: unaligned) */
     unsigned depth;    /* 1 .. EXTENT_IO_DEPTH_MAX */
     /* called after each batch of completions with the bytes moved so far
      * (a test hook's place); may be NULL */

@@ -26,7 +26,9 @@ int featbuf_set_resident(struct featbuf *fb)
     for (uint64_t node = 0; node < fb->n_nodes; node++) {
         uint32_t s = fb->map[node];
         if (s == FEATBUF_ABSENT ||
-            (atomic_load_explicit(&fb->slots[s].state, memory_order_relaxed) & FB_STATE_MASK) != FEATBUF_VALID ||
+            /* acquire: pairs with the loader's release of VALID, so the row's bytes happen before the
+             * release of resident below, and so before every lock-free lookup that sees it */
+            (atomic_load_explicit(&fb->slots[s].state, memory_order_acquire) & FB_STATE_MASK) != FEATBUF_VALID ||
             fb->slots[s].dirty) {
             fb_unlock(fb);
             return -EAGAIN;

@@ -46,6 +46,7 @@ static int load_one(struct partbuf *pb, uint32_t q, uint32_t f)
                                 .ring = pb->uring ? pb->ring : NULL,
 #endif
                                 .req_bytes = pb->read_bytes,
+                                .direct = pb->direct,
                                 .depth = pb->depth};
     uint64_t bytes = 0, reads = 0;
     int rc = extent_io_move(&x, false, q, pb->mem + (size_t)f * pb->frame_bytes, (uint64_t)q * pb->pm.part_bytes,

@@ -75,6 +75,7 @@ struct warm {
     bool *busy;        /* (depth) */
     unsigned inflight;
     bool wedged;
+    bool ring_failed; /* io_uring refused a submit: wedge (below) before any chunk's slots are let go */
     /* huge pages (huge_main): steps of HUGE_STEP bytes from huge_base */
     unsigned char *huge_base;  /* the rows' start, rounded down to a huge page */
     size_t huge_steps;         /* steps up to the rows' end */
@@ -433,6 +434,8 @@ static int submit(struct warm *w, unsigned e)
         io_uring_prep_read(sqe, w->src->fd, k->dst + k->from, (unsigned)(k->len - k->from), k->start + k->from);
         io_uring_sqe_set_data64(sqe, e);
         int rc = io_uring_submit(&w->ring);
+        if (rc < 0) /* the request may still be in the ring, to be sent by a later call: its slots stay held */
+            w->ring_failed = true;
         return rc < 0 ? rc : 0;
     }
 #endif
@@ -489,6 +492,16 @@ static bool complete(struct warm *w, unsigned e, int res)
     }
     w->st->reads++;
     w->st->bytes += (uint64_t)res;
+    if (k->from + (size_t)res <= k->got) {
+        /* nothing past what the last read gave: a direct read that asked
+         * again from the block before the end got the same tail, so the
+         * file ends there, off a block boundary */
+        keep_error(w, -EIO,
+                   "%s: warm start: reading at offset %" PRIu64 " (rows %" PRIu64 "..%" PRIu64
+                   "): the file ended early (it shrank under us; run gnnprep check)",
+                   s->path, k->start + k->got, k->first, k->first + k->n - 1);
+        return true;
+    }
     k->got = k->from + (size_t)res;
     if (k->got >= k->need)
         return true;
@@ -517,6 +530,7 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
 {
     const struct extract_source *s = w->src;
     size_t chunk = p && p->chunk_bytes ? p->chunk_bytes : WARM_CHUNK_BYTES_DEFAULT;
+    chunk = SL_MIN(chunk, (size_t)1 << 30); /* one read's length is 32-bit in io_uring */
     unsigned depth = p && p->depth ? p->depth : WARM_DEPTH_DEFAULT;
     if (depth > DEPTH_MAX)
         return sl_errf(err, errlen, -EINVAL, "warm start: %u reads in flight, more than %u", depth, DEPTH_MAX);
@@ -638,9 +652,13 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
             int src_rc = submit(&w, e);
             if (src_rc) {
                 keep_error(&w, src_rc, "%s: warm start: submitting a read: %s", src->path, strerror(-src_rc));
+                if (w.ring_failed)
+                    break;
                 retire(&w, e, false);
             }
         }
+        if (w.ring_failed)
+            break;
         if (w.inflight == 0) {
             if (w.rc || next >= w.claimed)
                 break;
@@ -659,19 +677,29 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
         }
         if (rc) { /* the ring failed: the kernel may still write where the reads in flight land */
             keep_error(&w, -EIO, "warm start: io_uring failed: %s", strerror(-rc));
-            w.wedged = true;
-            for (unsigned i = 0; i < w.depth; i++)
-                if (w.busy[i]) {
-                    finish(&w, &w.io[i], false, true);
-                    w.busy[i] = false;
-                }
-            w.inflight = 0;
+            w.ring_failed = true;
             break;
         }
-        if (complete(&w, e, res))
+        bool done = complete(&w, e, res);
+        if (w.ring_failed)
+            break;
+        if (done)
             retire(&w, e, w.io[e].got >= w.io[e].need);
         if (idle && !w.rc && idle(arg))
             keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
+    }
+    if (w.ring_failed) {
+        /* Reads may still be in the kernel's hands (or queued in the ring
+         * for a later call to send): their chunks' loads fail but their
+         * slots stay referenced, so no batch gets memory a read may still
+         * land in, and the staging is leaked (teardown) */
+        w.wedged = true;
+        for (unsigned i = 0; i < w.depth; i++)
+            if (w.busy[i]) {
+                finish(&w, &w.io[i], false, true);
+                w.busy[i] = false;
+            }
+        w.inflight = 0;
     }
     /* chunks claimed and never started (an error came first) */
     for (; next < w.claimed; next++) {

@@ -50,7 +50,9 @@
  * waits on a slot itself.
  *
  * Errors: 0, or -errno with a message naming the file, offset and errno:
- * -EIO (a read failed or the file ended early: its rows' loads fail),
+ * a read's own -errno, or -EIO when the file ended early (the chunk's
+ * rows' loads fail either way; a failed io_uring leaves the rows of the
+ * reads it held referenced, for good),
  * -EPIPE (the buffer broke, or idle() asked to stop), -ENOMEM. */
 #ifndef SLUICE_STAGES_WARM_H
 #define SLUICE_STAGES_WARM_H

@@ -366,6 +366,58 @@ static void test_read_error(void **state)
     free(file);
 }
 
+/* features.bin shrinks under the pass (after the source was opened), to
+ * a 512-byte boundary or off one: the pass fails with -EIO, "the file
+ * ended early", nothing LOADING or referenced - it once read the same
+ * tail again for ever when the file ended off a block boundary (direct
+ * reads ask again from the block before the end), until idle() said stop. */
+static int idle_count(void *arg)
+{
+    int *calls = arg;
+    return ++*calls > 200; /* 40 s of slices: far past any honest pass of this file */
+}
+
+static void test_file_shrank(void **state)
+{
+    (void)state;
+    char dir[4200], path[4300];
+    dataset_n(dir, sizeof dir, 2500, 128, "f32"); /* its own: this test cuts its file */
+    snprintf(path, sizeof path, "%s/features.bin", dir);
+    size_t flen;
+    unsigned char *file = file_bytes(dir, &flen);
+    static const enum extract_io ios[] = {EXTRACT_IO_DIRECT, EXTRACT_IO_BUFFERED};
+    static const off_t cut[] = {1000 * 512, 1000 * 512 + 300};
+    for (int pread_only = 0; pread_only < 2; pread_only++)
+        for (size_t i = 0; i < 2; i++)
+            for (size_t c = 0; c < 2; c++) {
+                char combo[96];
+                snprintf(combo, sizeof combo, "%s%s, cut to %jd bytes", ios[i] == EXTRACT_IO_DIRECT ? "direct" : "buffered",
+                         pread_only ? " (pread)" : "", (intmax_t)cut[c]);
+                if (pread_only)
+                    setenv("SLUICE_NO_IO_URING", "1", 1);
+                struct extract_source src;
+                open_src(&src, dir, ios[i]);
+                assert_int_equal(truncate(path, cut[c]), 0);
+                struct buf b;
+                buf_make(&b, 2500, 2500, (size_t)src.row_bytes);
+                struct warm_stats st;
+                struct warm_params p = {.chunk_bytes = 64 * 512, .depth = 4, .no_huge = true};
+                int calls = 0;
+                int rc = warm_fill(&src, &b.fb, &p, idle_count, &calls, &st, err, sizeof err);
+                unsetenv("SLUICE_NO_IO_URING");
+                if (rc != -EIO || !strstr(err, "ended early"))
+                    fail_msg("%s: rc %d after %d idle calls, '%s'", combo, rc, calls, err);
+                expect_rows(&b, &src, file, false, combo);
+                buf_free(&b);
+                extract_source_free(&src);
+                int fd = open(path, O_WRONLY | O_TRUNC); /* the file back */
+                assert_true(fd >= 0);
+                assert_int_equal(sl_pwrite_all(fd, file, flen, 0), 0);
+                close(fd);
+            }
+    free(file);
+}
+
 static void test_resident(void **state)
 {
     (void)state;
@@ -504,7 +556,7 @@ int main(void)
         cmocka_unit_test(test_rows_equal_file), cmocka_unit_test(test_rows_loaded_first),
         cmocka_unit_test(test_beside_batches),  cmocka_unit_test(test_refused),
         cmocka_unit_test(test_read_error),      cmocka_unit_test(test_resident),
-        cmocka_unit_test(test_huge_pages),
+        cmocka_unit_test(test_huge_pages),      cmocka_unit_test(test_file_shrank),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
