@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -150,6 +151,15 @@ int partbuf_init(struct partbuf *pb, const char *dir, const struct parts_meta *p
     }
     if (pb->fd < 0) {
         rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", pb->path, strerror(errno));
+        goto fail;
+    }
+    struct stat sb; /* a layout cut short (an interrupted copy, a full disk) is refused here, not mid-epoch */
+    if (fstat(pb->fd, &sb) != 0 || (uint64_t)sb.st_size < (uint64_t)pb->pm.parts * pb->pm.part_bytes) {
+        rc = sl_errf(err, errlen, -EIO,
+                     "%s: holds %lld bytes, %" PRIu64 " expected (%" PRIu32 " partitions of %" PRIu64
+                     " bytes); make the layout again with gnnprep partition",
+                     pb->path, (long long)sb.st_size, (uint64_t)pb->pm.parts * pb->pm.part_bytes, pb->pm.parts,
+                     pb->pm.part_bytes);
         goto fail;
     }
 #ifdef SLUICE_HAVE_URING

@@ -171,10 +171,10 @@ static void test_bad(void **state)
     snprintf(copy, sizeof copy, "%s/cut", dir);
     assert_int_equal(t_run(log_, sizeof log_, "cp -r %s %s", lay, copy), 0);
     snprintf(path, sizeof path, "%s/features.bin", copy);
-    assert_int_equal(truncate(path, (off_t)(pm.part_bytes * (P - 1))), 0);
     pp.slots = 2;
     assert_int_equal(po_plan_build(&pl, &pp, err, sizeof err), 0);
     assert_int_equal(partbuf_init(&pb, copy, &pm, &bp, err, sizeof err), 0);
+    assert_int_equal(truncate(path, (off_t)(pm.part_bytes * (P - 1) + 700)), 0); /* off a block boundary too */
     int rc = 0;
     for (uint32_t s = 0; s < pl.states && rc == 0; s++)
         rc = partbuf_switch(&pb, &pl, s, err, sizeof err);
@@ -184,6 +184,10 @@ static void test_bad(void **state)
     /* and every later call fails the same way */
     assert_int_equal(partbuf_switch(&pb, &pl, 0, err, sizeof err), -EIO);
     partbuf_free(&pb);
+    /* a file already cut is refused when the buffer opens it */
+    assert_int_equal(partbuf_init(&pb, copy, &pm, &bp, err, sizeof err), -EIO);
+    assert_non_null(strstr(err, "expected"));
+    assert_non_null(strstr(err, "gnnprep partition"));
     po_plan_free(&pl);
 }
 
