@@ -103,6 +103,39 @@ static bool is_ckpt_name(const char *name)
     return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* The order files are moved aside in: the pointers first, then the
+ * epochs oldest first, so that a move cut short (a kill) leaves the
+ * newest epochs where they were - a later --resume then continues from
+ * the newest, as if nothing had moved - never an older epoch as the
+ * newest. */
+static long aside_rank(const char *name)
+{
+    if (!strcmp(name, CKPTDIR_BEST) || !strcmp(name, CKPTDIR_LATEST))
+        return -1;
+    return strtol(name + 6, NULL, 10); /* "epoch-N..." */
+}
+
+static int aside_cmp(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    long rx = aside_rank(x), ry = aside_rank(y);
+    return rx != ry ? (rx < ry ? -1 : 1) : strcmp(x, y);
+}
+
+/* ".old-STAMP[-K].partial": a move aside that was cut short; renamed to
+ * its final name, the move it began being the one that was asked for. */
+static void finish_partial_aside(int dfd, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, ".old-", 5) != 0 || n < 13 || strcmp(name + n - 8, ".partial") != 0)
+        return;
+    char final[256];
+    snprintf(final, sizeof final, "%.*s", (int)(n - 9), name + 1);
+    struct stat st;
+    if (fstatat(dfd, final, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        renameat(dfd, name, dfd, final);
+}
+
 int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, size_t errlen)
 {
     if (moved && len)
@@ -117,10 +150,32 @@ int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, si
     }
     char final[96] = "", tmp[sizeof final + 16] = ""; /* tmp: "." final ".partial" */
     int n = 0, rc = 0;
+    char **names = NULL;
+    size_t nnames = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
+        finish_partial_aside(dfd, de->d_name);
         if (!is_ckpt_name(de->d_name))
             continue;
+        if (nnames == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nn = realloc(names, cap * sizeof *names);
+            if (!nn) {
+                rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory", c->dir);
+                goto out;
+            }
+            names = nn;
+        }
+        if (!(names[nnames] = strdup(de->d_name))) {
+            rc = sl_errf(err, errlen, -ENOMEM, "%s: out of memory", c->dir);
+            goto out;
+        }
+        nnames++;
+    }
+    if (nnames)
+        qsort(names, nnames, sizeof *names, aside_cmp);
+    for (size_t i = 0; i < nnames; i++) {
+        const char *name = names[i];
         if (!tmp[0]) { /* the first one: make the subdirectory */
             time_t now = time(NULL);
             struct tm tm;
@@ -150,24 +205,32 @@ int ckptdir_move_aside(struct ckptdir *c, char *moved, size_t len, char *err, si
             }
         }
         char to[PATH_MAX];
-        snprintf(to, sizeof to, "%s/%s", tmp, de->d_name);
-        if (renameat(dfd, de->d_name, dfd, to) != 0) {
-            rc = sl_errf(err, errlen, -errno, "cannot move %s/%s into %s: %s", c->dir, de->d_name, tmp,
-                         strerror(errno));
+        snprintf(to, sizeof to, "%s/%s", tmp, name);
+        if (renameat(dfd, name, dfd, to) != 0) {
+            rc = sl_errf(err, errlen, -errno, "cannot move %s/%s into %s: %s", c->dir, name, tmp, strerror(errno));
             goto out;
         }
-        n += strcmp(de->d_name, CKPTDIR_BEST) && strcmp(de->d_name, CKPTDIR_LATEST); /* checkpoints, not pointers */
+        n += strcmp(name, CKPTDIR_BEST) && strcmp(name, CKPTDIR_LATEST); /* checkpoints, not pointers */
     }
-    if (tmp[0] && renameat(dfd, tmp, dfd, final) != 0) {
-        rc = sl_errf(err, errlen, -errno, "cannot rename %s/%s to %s: %s", c->dir, tmp, final, strerror(errno));
-        goto out;
-    }
-    if (tmp[0])
+    if (tmp[0]) {
+        int sfd = openat(dfd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* its entries, durable before its name */
+        if (sfd >= 0) {
+            fsync(sfd);
+            close(sfd);
+        }
+        if (renameat(dfd, tmp, dfd, final) != 0) {
+            rc = sl_errf(err, errlen, -errno, "cannot rename %s/%s to %s: %s", c->dir, tmp, final, strerror(errno));
+            goto out;
+        }
         fsync(dfd);
+    }
     if (moved && len)
         snprintf(moved, len, "%s", final);
     rc = n;
 out:
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
     closedir(d); /* closes dfd */
     return rc;
 }
@@ -201,64 +264,101 @@ int ckptdir_check_run(const char *path, uint64_t run, const char *run_text, char
     return rc;
 }
 
+/* Copies the open file fd (size bytes) into the new file tmp (O_EXCL,
+ * no symlink followed), fsynced. 0 or -errno with a message. */
+static int copy_into(int fd, const char *file, uint64_t size, const char *tmp, char *err, size_t errlen)
+{
+    unlink(tmp);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (out < 0)
+        return sl_errf(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
+    static char buf[1 << 20];
+    uint64_t off = 0;
+    int rc = 0;
+    while (rc == 0) {
+        size_t got = 0;
+        int e = sl_pread_full(fd, buf, sizeof buf, (off_t)off, &got);
+        if (e < 0 && e != -EIO) /* -EIO with got < sizeof buf: the end of the file */
+            rc = sl_errf(err, errlen, e, "--resume-from %s: read failed: %s", file, strerror(-e));
+        else if (got && (e = sl_pwrite_all(out, buf, got, (off_t)off)) < 0)
+            rc = sl_errf(err, errlen, e, "cannot write %s: %s", tmp, strerror(-e));
+        off += got;
+        if (got < sizeof buf)
+            break;
+    }
+    if (rc == 0 && off != size) /* changed while copied: what was checked is not what would be used */
+        rc = sl_errf(err, errlen, -EAGAIN, "--resume-from %s: its size changed while it was copied (%" PRIu64
+                     " bytes, then %" PRIu64 "); try again once nothing writes it",
+                     file, size, off);
+    if (rc == 0 && fsync(out) != 0)
+        rc = sl_errf(err, errlen, -errno, "cannot write %s: %s", tmp, strerror(errno));
+    close(out);
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
 int ckptdir_adopt(struct ckptdir *c, const char *file, uint32_t *epoch, char *moved, size_t len, char *err,
                   size_t errlen)
 {
-    char *buf = NULL, tmp[PATH_MAX + 32], dst[PATH_MAX];
-    size_t n = 0;
-    struct ckpt k;
-    int rc = ckpt_read(&k, file, err, errlen);
+    /* One copy, from one open of the file, into the directory under a
+     * name nothing moves or mistakes for a checkpoint, before anything is
+     * moved (the file may be one of those moved); the copy is what is
+     * checked and then installed, so a file replaced or cut while we
+     * read it is never installed unchecked. */
+    char tmp[PATH_MAX + 32], dst[PATH_MAX];
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "--resume-from %s: %s", file, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sl_errf(err, errlen, -EINVAL, "--resume-from %s: not a regular file", file);
+    }
+    if (snprintf(tmp, sizeof tmp, "%s/.adopt.partial-%ld", c->dir, (long)getpid()) >= (int)sizeof tmp) {
+        close(fd);
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", c->dir);
+    }
+    int rc = copy_into(fd, file, (uint64_t)st.st_size, tmp, err, errlen);
+    close(fd);
     if (rc)
         return rc;
+    struct ckpt k;
+    char msg[1024];
+    if ((rc = ckpt_read(&k, tmp, msg, sizeof msg)) != 0) {
+        unlink(tmp);
+        return sl_errf(err, errlen, rc, "--resume-from %s: %s", file, msg);
+    }
     const char *fmt = ckpt_meta(&k, "format"), *ep = ckpt_meta(&k, "epoch");
     char *end = NULL;
     unsigned long e = ep ? strtoul(ep, &end, 10) : 0;
     bool ok = fmt && !strcmp(fmt, "sluice-checkpoint") && ep && end && !*end && e > 0 && e < UINT32_MAX;
     ckpt_free(&k);
-    if (!ok)
-        return sl_errf(err, errlen, -EINVAL, "--resume-from %s: not a Sluice checkpoint with an epoch", file);
-    /* read it before moving anything: it may be one of the files moved */
-    if ((rc = sl_read_file(file, (size_t)1 << 40, &buf, &n, err, errlen)) != 0)
-        return rc;
-    rc = ckptdir_move_aside(c, moved, len, err, errlen);
-    if (rc < 0)
-        goto out;
-    if (ckpt_path(dst, sizeof dst, c->dir, (uint32_t)e) != 0) {
-        rc = sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", c->dir);
-        goto out;
-    }
-    snprintf(tmp, sizeof tmp, "%s.partial-%ld", dst, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = sl_errf(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, buf + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    if (off != n || fsync(fd) != 0) {
-        rc = sl_errf(err, errlen, -(errno ? errno : EIO), "cannot write %s: %s", tmp, strerror(errno ? errno : EIO));
-        close(fd);
+    if (!ok) {
         unlink(tmp);
-        goto out;
+        return sl_errf(err, errlen, -EINVAL, "--resume-from %s: not a Sluice checkpoint with an epoch", file);
     }
-    close(fd);
+    rc = ckptdir_move_aside(c, moved, len, err, errlen);
+    if (rc < 0) {
+        unlink(tmp);
+        return rc;
+    }
+    if (ckpt_path(dst, sizeof dst, c->dir, (uint32_t)e) != 0) {
+        unlink(tmp);
+        return sl_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", c->dir);
+    }
     if (rename(tmp, dst) != 0) {
         rc = sl_errf(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, dst, strerror(errno));
         unlink(tmp);
-        goto out;
+        return rc;
+    }
+    int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the rename, durable */
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
     }
     *epoch = (uint32_t)e;
-    rc = 0;
-out:
-    free(buf);
-    return rc;
+    return 0;
 }
 
 void ckptdir_free(struct ckptdir *c)
@@ -288,10 +388,49 @@ int ckptdir_point(const char *dir, const char *name, uint32_t epoch, char *err, 
     return 0;
 }
 
+int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return sl_errf(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
+    int removed = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned long e;
+        int used = 0;
+        char canon[64];
+        if (sscanf(de->d_name, "epoch-%lu.safetensors%n", &e, &used) != 1 || de->d_name[used] != '\0' || e <= last ||
+            e > UINT32_MAX)
+            continue;
+        snprintf(canon, sizeof canon, "epoch-%06lu.safetensors", e);
+        if (strcmp(canon, de->d_name))
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
+            rc = sl_errf(err, errlen, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
+            break;
+        }
+        removed++;
+    }
+    closedir(d);
+    return rc ? rc : removed;
+}
+
 int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spare, char *err, size_t errlen)
 {
     if (keep == 0 || newest <= keep)
         return 0;
+    if (spare == 0) { /* not known here (a resumed run before its first evaluation): the best link says */
+        char link[PATH_MAX], target[128];
+        ssize_t n;
+        unsigned long b;
+        int used = 0;
+        if (sl_path_join(link, sizeof link, dir, CKPTDIR_BEST) == 0 &&
+            (n = readlink(link, target, sizeof target - 1)) > 0) {
+            target[n] = '\0';
+            if (sscanf(target, "epoch-%lu.safetensors%n", &b, &used) == 1 && target[used] == '\0' && b <= UINT32_MAX)
+                spare = (uint32_t)b;
+        }
+    }
     DIR *d = opendir(dir);
     if (!d)
         return sl_errf(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));

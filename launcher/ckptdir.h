@@ -71,9 +71,17 @@ int ckptdir_adopt(struct ckptdir *c, const char *file, uint32_t *epoch, char *mo
  * checkpoint missing: -ENOENT). */
 int ckptdir_point(const char *dir, const char *name, uint32_t epoch, char *err, size_t errlen);
 
+/* After an early stop at epoch `last` (the last one printed): removes
+ * every epoch-N.safetensors of dir with N > last, which trainers that ran
+ * ahead of the launcher's decision wrote - never evaluated, never
+ * printed - so that --resume continues from what the run reported (and
+ * latest.safetensors names). The number removed, or -errno. */
+int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen);
+
 /* train.keep_last: removes every epoch-N.safetensors of dir with N <=
- * newest - keep, except N = spare (the best; 0: none). The number
- * removed, or -errno with a message. */
+ * newest - keep, except N = spare (the best; 0: not known to the caller,
+ * then the epoch dir's best.safetensors links to, if any, is spared). The
+ * number removed, or -errno with a message. */
 int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spare, char *err, size_t errlen);
 
 /* Drops the lock (the file stays). Accepts an unlocked c. */

@@ -1246,6 +1246,12 @@ static int create_run(struct launch *l, char *err, size_t errlen)
                                                      .epochs = (uint64_t)l->cfg.train.epochs},
                             err, errlen)) != 0)
         return rc;
+    /* A resumed run's trainers publish epochs from start_epoch on: the
+     * epochs before it count as read, else a trainer publishing epoch e >=
+     * RESULTS_WINDOW waits for the reader to pass e - RESULTS_WINDOW, an
+     * epoch this run never prints (a run resumed past epoch 64 hung). */
+    if (l->start_epoch > 0)
+        results_consume(&l->layout.results, l->start_epoch - 1);
     char slot[32], rank[32], all[32];
     const struct run_arena_plan *a = &l->arena;
     fprintf(stderr,
@@ -1486,6 +1492,17 @@ int main(int argc, char **argv)
             fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
             trace_failed = true;
         }
+    }
+    if (l->prog.stop_early && l->cfg.train.checkpoint_dir[0]) { /* early stopping: one node only */
+        char msg[PATH_MAX + 256];
+        int n = ckptdir_drop_after(l->cfg.train.checkpoint_dir, (uint32_t)l->prog.epochs_done, msg, sizeof msg);
+        if (n < 0)
+            fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
+        else if (n > 0)
+            fprintf(stderr,
+                    "gnnlaunch: removed the %d checkpoints the trainers wrote past the early stop (after epoch %" PRIu64
+                    ", the last one printed)\n",
+                    n, l->prog.epochs_done);
     }
     teardown();
     report_end(l, nchildren);

@@ -311,6 +311,29 @@ static void test_run_identity(void **state)
     assert_true(exists(ck, "epoch-000003.safetensors"));
     assert_false(exists(ck, "epoch-000001.safetensors")); /* the hidden-64 run's went aside */
     assert_int_equal(count_old(ck), 2);
+
+    /* --resume-from a cut copy: refused, and nothing moved aside */
+    char cut[1400], log[2048];
+    snprintf(cut, sizeof cut, "%s/cut.safetensors", t_ldir);
+    snprintf(file, sizeof file, "%s/epoch-000003.safetensors", ck);
+    struct stat sb;
+    assert_int_equal(stat(file, &sb), 0);
+    assert_int_equal(t_run(log, sizeof log, "cp '%s' '%s'", file, cut), 0);
+    assert_int_equal(truncate(cut, sb.st_size / 2), 0);
+    const char *from_cut[] = {"--resume-from", cut, "--epochs", "4", NULL};
+    assert_int_equal(run(&r, NULL, g_cfg, ck, from_cut), 2);
+    t_expect_log(&r, "--resume-from");
+    assert_true(exists(ck, "epoch-000003.safetensors"));
+    assert_int_equal(count_old(ck), 2);
+
+    /* a move aside cut short earlier (a leftover .old-*.partial) is
+     * finished by the next fresh start, beside its own */
+    char partial[1400];
+    snprintf(partial, sizeof partial, "%s/.old-20200101-000000.partial", ck);
+    assert_int_equal(mkdir(partial, 0755), 0);
+    assert_int_equal(run(&r, NULL, g_cfg, ck, one), 0);
+    assert_int_equal(count_old(ck), 4);
+    assert_true(exists(ck, "old-20200101-000000"));
     t_rmrf(ck);
 }
 

@@ -289,6 +289,30 @@ static void test_early_stop(void **state)
     snprintf(path, sizeof path, "%s/best.safetensors", ck);
     assert_int_equal(ckpt_read(&c, path, err, sizeof err), 0);
     ckpt_free(&c);
+    /* resumed for one more epoch with evaluations rarer than epochs: the
+     * launcher does not know the best before its first evaluation, and
+     * keep_last must still spare the epoch best.safetensors links to */
+    /* what the trainers wrote past the stop is gone: the newest checkpoint is the last epoch printed */
+    uint32_t newest = 0;
+    char lpath[1400];
+    assert_int_equal(ckpt_latest(ck, lpath, sizeof lpath, &newest, err, sizeof err), 0);
+    if (newest != (uint32_t)n)
+        fail_msg("after the early stop at epoch %d the newest checkpoint is epoch %u", n, newest);
+    char more[16];
+    snprintf(more, sizeof more, "%u", newest + 1);
+    run(&r, (const char *[]){cfg, "--set", set, "--resume", "--epochs", more, "--set", "train.keep_last=1", "--set",
+                             "train.eval_every=100", NULL},
+        0);
+    if (ckpt_read(&c, path, err, sizeof err) != 0)
+        fail_msg("after the resumed epoch, best.safetensors does not read: %s", err);
+    ckpt_free(&c);
+    /* on to epoch 66, then resumed from there: a run resumed past the
+     * results page's window of 64 epochs once waited for ever to publish
+     * its first epoch */
+    run(&r, (const char *[]){cfg, "--set", set, "--resume", "--epochs", "66", "--set", "train.eval_every=100", NULL},
+        0);
+    run(&r, (const char *[]){cfg, "--set", set, "--resume", "--epochs", "67", NULL}, 0);
+    t_expect_log(&r, "epochs 67..67 to go");
 }
 
 /* Two runs of one seed write the same checkpoint, byte for byte, whatever
