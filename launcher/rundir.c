@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -384,11 +385,43 @@ static bool entry_is_stale(const char *base, const char *entry)
     return !shm_pid_alive(pid, start);
 }
 
+/* Holds <base>/.lock exclusively while a launcher decides that a run
+ * directory is dead and removes or replaces it: deciding and removing are
+ * two steps, and without the lock a second launcher that decided the same
+ * a moment earlier could remove the directory the first had just put in
+ * its place. The fd (close drops the lock), or -1 when the lock file
+ * cannot be made (the steps then run unlocked, as before). */
+static int base_lock(const char *base)
+{
+    char path[PATH_MAX];
+    if (sl_path_join(path, sizeof path, base, ".lock") != 0)
+        return -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    return fd;
+}
+
+static void base_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
 int rundir_reclaim(const char *base)
 {
+    int lk = base_lock(base);
     DIR *d = opendir(base);
-    if (!d)
-        return -errno;
+    if (!d) {
+        int rc = -errno;
+        base_unlock(lk);
+        return rc;
+    }
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -399,6 +432,7 @@ int rundir_reclaim(const char *base)
             n++;
     }
     closedir(d);
+    base_unlock(lk);
     return n;
 }
 
@@ -417,6 +451,7 @@ int rundir_create(struct rundir *d, const char *base, const char *name, const st
                        "at most); set XDG_RUNTIME_DIR to a shorter directory or use a shorter --run-name",
                        base, name, RUNDIR_SOCKET_MAX - 1 - (int)strlen(RUNDIR_CONTROL));
     char tmp[PATH_MAX];
+    int lk = -1; /* the base's lock, while the name is taken over */
     n = snprintf(tmp, sizeof tmp, "%s/" NEW_PREFIX "%s", base, st->run_id);
     if (n < 0 || (size_t)n >= sizeof tmp)
         return sl_errf(err, errlen, -ENAMETOOLONG, "run directory path too long");
@@ -433,7 +468,10 @@ int rundir_create(struct rundir *d, const char *base, const char *name, const st
     if ((rc = write_state(tmp, d->path, st, err, errlen)) != 0 || (rc = write_config(tmp, c, err, errlen)) != 0)
         goto err;
     /* rename() replaces an empty directory and fails on a full one: a run
-     * directory with its name in place is always complete. */
+     * directory with its name in place is always complete. Under the
+     * base's lock: a dead run's directory is judged and replaced in one
+     * step for all launchers. */
+    lk = base_lock(base);
     for (int attempt = 0;; attempt++) {
         if (rename(tmp, d->path) == 0)
             break;
@@ -461,10 +499,12 @@ int rundir_create(struct rundir *d, const char *base, const char *name, const st
         }
         sl_rmtree(d->path); /* a dead run's directory: take the name over */
     }
+    base_unlock(lk);
     d->created = true;
     return 0;
 
 err:
+    base_unlock(lk);
     sl_rmtree(tmp);
     return rc;
 }
