@@ -266,8 +266,8 @@ int ckpt_write_from(const char *path, const struct ckpt_tensor *t, const struct 
     }
     size_t jlen = strlen(json), hlen = (size_t)sl_round_up(jlen, 8);
     if (hlen > CKPT_MAX_HEADER) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: header of %zu bytes is over the safetensors limit of %u", path, hlen,
-                     CKPT_MAX_HEADER);
+        rc = sl_errf(err, errlen, -EINVAL, "%s: header of %zu bytes is over the limit of %u that Sluice reads", path,
+                     hlen, CKPT_MAX_HEADER);
         goto out;
     }
     hdr = malloc(8 + hlen);
@@ -536,7 +536,7 @@ int ckpt_read(struct ckpt *c, const char *path, char *err, size_t errlen)
     const uint8_t *p = map;
     uint64_t hlen = get_le64(p);
     if (hlen > CKPT_MAX_HEADER) {
-        rc = bad(err, errlen, path, "header length %" PRIu64 " is over the safetensors limit of %u bytes", hlen,
+        rc = bad(err, errlen, path, "header length %" PRIu64 " is over the limit of %u bytes that Sluice reads", hlen,
                  CKPT_MAX_HEADER);
         goto fail;
     }

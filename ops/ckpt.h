@@ -38,7 +38,11 @@
 #include <stdint.h>
 
 #define CKPT_MAX_NDIM 4
-#define CKPT_MAX_HEADER 100000000u /* bytes of JSON header, as safetensors */
+/* Bytes of JSON header at most. safetensors allows 100 MB, but the JSON
+ * tree takes about 20 times its text in memory before anything in it is
+ * checked (2 GB for a crafted 100 MB header), and Sluice's own headers
+ * are kilobytes: 16 MiB is far above any checkpoint Sluice writes. */
+#define CKPT_MAX_HEADER (16u << 20)
 
 /* One tensor to write: data holds shape[0] x ... x shape[ndim-1] elements
  * of dtype, row-major, little-endian (ndim 0 = a scalar, one element). */
