@@ -2,6 +2,7 @@
  * front, then labels, splits, topology and features streamed into a staged
  * dataset (see importutil.h). */
 #include "importutil.h"
+#include "prep.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -204,7 +206,7 @@ static int write_labels(struct imp_input *in, const char *path, struct dataset_f
         goto out;
     for (;;) {
         size_t k;
-        if ((rc = in->ops->labels(in, out, chunk, &k, err, errlen)) < 0)
+        if ((rc = prep_interrupted(err, errlen)) < 0 || (rc = in->ops->labels(in, out, chunk, &k, err, errlen)) < 0)
             goto out;
         if (!k)
             break;
@@ -268,7 +270,7 @@ static int write_features(const struct imp_job *j, struct imp_input *in, enum dt
     progress_init(&pg, j, "features");
     for (;;) {
         size_t k;
-        if ((rc = in->ops->features(in, x, rows, &k, err, errlen)) < 0)
+        if ((rc = prep_interrupted(err, errlen)) < 0 || (rc = in->ops->features(in, x, rows, &k, err, errlen)) < 0)
             goto out;
         if (!k)
             break;
@@ -330,9 +332,14 @@ static int write_topology(const struct imp_job *j, struct imp_input *in, const s
     progress pg;
     progress_init(&pg, j, "edges");
     *read = 0;
+    /* a test hook (docs/reliability.md): wait here for a signal, so a test
+     * can interrupt an import that is surely under way */
+    while (sl_env_on("SLUICE_FAULT_PREP_WAIT_SIGNAL") && !prep_stop)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
     for (;;) {
         size_t n;
-        if ((rc = in->ops->edges(in, src, dst, IMP_EDGE_BATCH, &n, err, errlen)) < 0)
+        if ((rc = prep_interrupted(err, errlen)) < 0 ||
+            (rc = in->ops->edges(in, src, dst, IMP_EDGE_BATCH, &n, err, errlen)) < 0)
             goto out;
         if (!n)
             break;
@@ -350,6 +357,8 @@ static int write_topology(const struct imp_job *j, struct imp_input *in, const s
         goto out;
     }
     rc = csc_finish(c, p1, p2, &m->f[DATASET_INDPTR], &m->f[DATASET_INDICES], &m->edges, err, errlen);
+    if (rc == 0)
+        rc = prep_interrupted(err, errlen); /* the merge does not look: a signal during it is seen here */
     struct csc_stats st;
     csc_stats_get(c, &st);
     *runs = st.runs;
@@ -378,6 +387,8 @@ int imp_run(const struct imp_job *j, char *err, size_t errlen)
     int rc = dataset_dir_begin(&d, j->out, err, errlen);
     if (rc < 0)
         return rc;
+    struct prep_signals sigs; /* Ctrl-C: the staging directory goes, exit 130 */
+    prep_signals_on(&sigs);
 
     /* 1. every header, so that shapes and dtypes fail before any work */
     if ((rc = (j->open ? j->open : imp_input_open_npy)(&in, j, err, errlen)) < 0)
@@ -435,7 +446,9 @@ int imp_run(const struct imp_job *j, char *err, size_t errlen)
     say(j, "features: %" PRIu64 " x %" PRIu64 " %s, row stride %" PRIu64 " bytes (%.1f s)", nodes, dim, dtype_name(dt),
         m.f[DATASET_FEATURES].row_stride, sl_now() - t1);
 
-    /* 6. dataset.toml, then the rename that publishes OUT */
+    /* 6. dataset.toml, then the rename that publishes OUT (the last moment to stop) */
+    if ((rc = prep_interrupted(err, errlen)) < 0)
+        goto out;
     m.version = DATASET_VERSION;
     m.nodes = nodes;
     m.feat_dim = dim;
@@ -452,7 +465,10 @@ out:
         imp_split_free(&sp[s]);
     if (in)
         in->ops->close(in);
+    if (rc < 0 && prep_stop) /* a read the signal cut short reports the signal, not EINTR */
+        rc = prep_interrupted(err, errlen);
     if (rc < 0)
         dataset_dir_abort(&d);
+    prep_signals_off(&sigs);
     return rc;
 }

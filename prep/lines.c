@@ -27,7 +27,7 @@ int lines_open(struct lines *l, const char *path, char *err, size_t errlen)
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     l->gz = gzdopen(fd, "rb");
-    l->buf = malloc(LINES_MAX + 1);
+    l->buf = malloc(LINES_MAX + 2); /* a longest line, its newline, and a NUL */
     if (!l->gz || !l->buf) {
         if (!l->gz)
             close(fd);
@@ -77,10 +77,10 @@ int lines_next(struct lines *l, char **line, size_t *len, char *err, size_t errl
         memmove(l->buf, s, avail);
         l->len = avail;
         l->off = 0;
-        if (l->len == LINES_MAX)
+        if (l->len == LINES_MAX + 1) /* no newline among them: the line is longer */
             return sl_errf(err, errlen, -EINVAL, "%s:%" PRIu64 ": line longer than %u bytes; is this a text file?",
                            l->path, l->lineno + 1, LINES_MAX);
-        int r = gzread(l->gz, l->buf + l->len, (unsigned)(LINES_MAX - l->len));
+        int r = gzread(l->gz, l->buf + l->len, (unsigned)(LINES_MAX + 1 - l->len));
         if (r < 0)
             return gz_fail(l, err, errlen);
         if (r == 0) {

@@ -14,7 +14,7 @@
 
 struct lines {
     void *gz;          /* gzFile */
-    char *buf;         /* LINES_MAX + 1 bytes */
+    char *buf;         /* LINES_MAX + 2 bytes */
     size_t len, off;   /* valid bytes in buf, start of the next line */
     bool eof;
     uint64_t lineno;   /* number of the line last returned (1-based) */

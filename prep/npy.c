@@ -412,8 +412,8 @@ static int read_header(struct npy *r, char *err, size_t errlen)
     unsigned char *hb = malloc(total);
     if (!hb)
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", r->name);
-    memcpy(hb, pre, sizeof pre);
-    size_t have = sizeof pre;
+    size_t have = (size_t)SL_MIN((uint64_t)got, total); /* what the prelude read holds of the header, no more */
+    memcpy(hb, pre, have);
     if (r->fd >= 0) {
         size_t more = 0;
         rc = sl_pread_full(r->fd, hb + have, total - have, (off_t)have, &more);

@@ -205,6 +205,11 @@ static int read_split(struct pjob *j, int file, uint64_t at, uint64_t n)
     char path[4096];
     struct dataset_scan sc;
     file_path(j, file, path, sizeof path);
+    if (at > j->n || n > j->n - at) /* the splits overlap: more ids than nodes, caught before they are read */
+        return sl_errf(j->err, sizeof j->err, -EBADMSG,
+                       "%s: %" PRIu64 " ids after %" PRIu64 " of the other splits are more than the %" PRIu64
+                       " nodes: the splits overlap; run gnnprep check",
+                       path, n, at, j->n);
     int rc = dataset_scan_open(&sc, path, true, j->err, sizeof j->err);
     if (rc == 0)
         rc = read_ids(j, &sc, j->order + at, n);
@@ -335,6 +340,8 @@ static int write_features(struct pjob *j, uint64_t avail)
         uint64_t b = SL_MIN(n, a + win);
         progress(j, "features: pass %" PRIu64 " of %" PRIu64 " (positions %" PRIu64 "..%" PRIu64 ")", pass + 1, passes,
                  a, b - 1);
+        if ((rc = prep_interrupted(j->err, sizeof j->err)) < 0)
+            break;
         struct dataset_scan sc;
         if ((rc = dataset_scan_open(&sc, in, pass == 0, j->err, sizeof j->err)) < 0)
             break;
@@ -407,7 +414,7 @@ static int each_edge(struct pjob *j, bool hash, int (*fn)(struct pjob *, uint64_
         }
         for (uint64_t left = x - prev; rc == 0 && left > 0;) {
             uint64_t k = SL_MIN(left, 4096);
-            if ((rc = read_ids(j, &sx, ids, k)) < 0)
+            if ((rc = prep_interrupted(j->err, sizeof j->err)) < 0 || (rc = read_ids(j, &sx, ids, k)) < 0)
                 break;
             for (uint64_t t = 0; t < k && rc == 0; t++) {
                 if (ids[t] >= j->n)
@@ -446,7 +453,7 @@ struct brec {
 struct place {
     uint64_t a, b;    /* the window's destination positions */
     struct brec *rec; /* (edges into [a, b)) */
-    uint64_t n;
+    uint64_t n, cap;  /* records in rec; its room: the window's edges by the count (more: the files changed) */
 };
 
 static int place_edge(struct pjob *j, uint64_t u, uint64_t v, void *arg)
@@ -455,6 +462,8 @@ static int place_edge(struct pjob *j, uint64_t u, uint64_t v, void *arg)
     uint64_t pv = j->pos[v], pu = j->pos[u];
     if (pv < pl->a || pv >= pl->b)
         return 0;
+    if (pl->n == pl->cap)
+        return sl_errf(j->err, sizeof j->err, -EBADMSG, "the dataset's edges changed while they were read");
     pl->rec[pl->n++] = (struct brec){(pv / j->s) * j->p + pu / j->s, (pv % j->s) << 32 | (pu % j->s)};
     return 0;
 }
@@ -519,6 +528,7 @@ static int write_buckets(struct pjob *j, uint64_t avail)
         pl.a = a;
         pl.b = b;
         pl.n = 0;
+        pl.cap = edges;
         if ((rc = each_edge(j, false, place_edge, &pl)) < 0)
             break;
         if (pl.n != edges) {
@@ -637,6 +647,13 @@ int prep_partition_main(int argc, char **argv)
     j.pm.seed = seed;
     set_source(&j.pm, argc, argv);
     j.s = j.pm.part_nodes;
+    if (j.s > UINT32_MAX) { /* buckets.bin keeps local ids in 32 bits */
+        fprintf(stderr,
+                "gnnprep partition: --parts %" PRIu64 " leaves %" PRIu64 " nodes in a partition, more than the %" PRIu32
+                " a partition's buckets can number; use at least %" PRIu64 " partitions\n",
+                parts, j.s, UINT32_MAX, (j.n + UINT32_MAX - 1) / UINT32_MAX);
+        return PREP_EXIT_BAD_INPUT;
+    }
     if ((j.n + j.s - 1) / j.s < j.p)
         progress(&j, "note: %" PRIu64 " nodes in partitions of %" PRIu64 " leave the last %" PRIu64 " partition(s) empty",
                  j.n, j.s, j.p - (j.n + j.s - 1) / j.s);
@@ -656,6 +673,8 @@ int prep_partition_main(int argc, char **argv)
         fprintf(stderr, "gnnprep partition: %s: path too long\n", j.dir);
         return PREP_EXIT_BAD_INPUT;
     }
+    struct prep_signals sigs; /* Ctrl-C: the staging directory goes, exit 130 */
+    prep_signals_on(&sigs);
     j.order = malloc(j.n * sizeof *j.order);
     j.pos = malloc(j.n * sizeof *j.pos);
     j.deg = calloc(j.n, sizeof *j.deg);
@@ -675,15 +694,18 @@ int prep_partition_main(int argc, char **argv)
         (rc = write_buckets(&j, avail)) < 0)
         goto out;
     if ((rc = parts_meta_write(j.d.tmp, &j.pm, j.err, sizeof j.err)) < 0 ||
-        (rc = dataset_dir_rename(&j.d, j.err, sizeof j.err)) < 0)
+        (rc = prep_interrupted(j.err, sizeof j.err)) < 0 || (rc = dataset_dir_rename(&j.d, j.err, sizeof j.err)) < 0)
         goto out;
     char b1[32];
     printf("%s: %" PRIu32 " partitions of %" PRIu64 " nodes (%s each), training nodes in the first %" PRIu32 "\n", out,
            j.p, j.s, sl_fmt_bytes(j.pm.part_bytes, b1, sizeof b1), j.pm.train_parts);
 out:
+    if (rc < 0 && prep_stop) /* a read the signal cut short reports the signal, not EINTR */
+        rc = prep_interrupted(j.err, sizeof j.err);
     if (rc < 0)
         fprintf(stderr, "gnnprep partition: %s\n", j.err);
     dataset_dir_abort(&j.d);
+    prep_signals_off(&sigs);
     free(j.order);
     free(j.pos);
     free(j.deg);

@@ -36,10 +36,29 @@ int prep_pack_info(const char *dir, bool verify); /* gnnprep info [--verify] on 
 int prep_partition_main(int argc, char **argv);
 int prep_partition_plan_main(int argc, char **argv); /* partition_plan.c */
 
+/* Interrupts (import, import-ogb, partition). prep_signals_on catches the
+ * first SIGINT or SIGTERM into prep_stop (the second has its default
+ * action: a user who presses Ctrl-C twice is not kept waiting) and ignores
+ * SIGXFSZ (a file over the size limit is then an EFBIG error, handled
+ * like a full disk); the long loops call prep_interrupted, which returns
+ * -EINTR with a message once a signal came, so the command removes its
+ * staging directory and exits 130 (prep_exit_code). prep_signals_off puts
+ * the old actions back. */
+#include <signal.h>
+#include <stddef.h>
+extern volatile sig_atomic_t prep_stop;
+struct prep_signals {
+    struct sigaction old_int, old_term, old_xfsz;
+};
+void prep_signals_on(struct prep_signals *s);
+void prep_signals_off(const struct prep_signals *s);
+int prep_interrupted(char *err, size_t errlen);
+#define PREP_EXIT_INTERRUPTED 130
+
 /* Maps a -errno from library code to an exit status: input errors
  * (-EINVAL, -ERANGE, -ENOENT, -EEXIST, -ENOTDIR, -EBADMSG, -EFBIG, -EACCES,
  * -EISDIR, -ENAMETOOLONG: a path or file the user named) -> 2,
- * anything else -> 1. */
+ * -EINTR (prep_interrupted) -> 130, anything else -> 1. */
 int prep_exit_code(int rc);
 
 #endif

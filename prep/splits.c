@@ -85,6 +85,12 @@ static int read_text(struct imp_split *s, uint64_t nodes, char *err, size_t errl
         rc = text_line(s->path, l.lineno, line, nodes, &v, err, errlen);
         if (rc < 0)
             break;
+        if (rc > 0 && s->n == nodes) { /* a split of more ids than nodes repeats one: no need to hold them all */
+            rc = sl_errf(err, errlen, -EINVAL,
+                         "%s:%" PRIu64 ": more ids than the graph's %" PRIu64 " nodes, so some node is listed twice",
+                         s->path, l.lineno, nodes);
+            break;
+        }
         if (rc > 0 && (rc = push(s, v, err, errlen)) < 0)
             break;
     }

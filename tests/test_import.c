@@ -12,6 +12,7 @@
 #include "t_imp.h"
 #include "core/dataset.h"
 #include "core/util.h"
+#include "prep/lines.h"
 #include "prep/edgelist.h"
 
 static char gnnprep[4096];
@@ -432,6 +433,28 @@ static void test_mem_limit(void **state)
     t_rmrf(dir);
 }
 
+/* Ctrl-C during an import (held at its edges by the test hook
+ * SLUICE_FAULT_PREP_WAIT_SIGNAL, so it is surely under way): exit 130,
+ * "interrupted by SIGINT", and no output or staging directory left. */
+static void test_interrupted(void **state)
+{
+    (void)state;
+    setup_bin();
+    char dir[4096], out[4200];
+    t_scratch(dir, sizeof dir, "import-int");
+    write_inputs(dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    int rc = t_run(outbuf, sizeof outbuf,
+                   "cd '%s' && { SLUICE_FAULT_PREP_WAIT_SIGNAL=1 '%s' import '%s' --edges edges.txt --features "
+                   "feat.npy --labels labels.npy --train train.txt --val val.npy --test test.npy & g=$!; sleep 1; "
+                   "kill -INT $g; wait $g; }",
+                   dir, gnnprep, out);
+    if (rc != 130 || !strstr(outbuf, "interrupted by SIGINT"))
+        fail_msg("exit %d:\n%s", rc, outbuf);
+    t_assert_no_output(out);
+    t_rmrf(dir);
+}
+
 /* Each case swaps one input for a bad one (or adds flags). */
 static const struct bcase {
     const char *opt;   /* "--edges", ... or NULL */
@@ -588,6 +611,18 @@ static void test_edge_reader(void **state)
     assert_int_equal(edges_read(e, s, d, 4, &k, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "longline.txt:1: line longer than"));
     edges_close(e);
+    /* a line of exactly LINES_MAX bytes (a comment) is read */
+    line = malloc(LINES_MAX + 8);
+    line[0] = '#';
+    memset(line + 1, 'x', LINES_MAX - 1);
+    memcpy(line + LINES_MAX, "\n0 1\n", 5);
+    path_of(p, sizeof p, dir, "maxline.txt");
+    t_write(p, line, LINES_MAX + 5);
+    free(line);
+    assert_int_equal(edges_open(&e, p, EDGE_FMT_SNAP, N, err, sizeof err), 0);
+    if (edges_read(e, s, d, 4, &k, err, sizeof err) != 0 || k != 1 || s[0] != 0 || d[0] != 1)
+        fail_msg("a line of LINES_MAX bytes: '%s'", err);
+    edges_close(e);
     /* binary data fed as text */
     path_of(p, sizeof p, dir, "edges.bin32");
     assert_int_equal(edges_open(&e, p, EDGE_FMT_SNAP, N, err, sizeof err), 0);
@@ -601,7 +636,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edge_reader), cmocka_unit_test(test_formats), cmocka_unit_test(test_mem_limit),
-        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_interrupted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
