@@ -350,7 +350,11 @@ void allreduce_free(struct allreduce *a)
 {
     if (!a)
         return;
-    if (a->meta && a->rank >= 0) {
+    /* the rank is given up only between calls: one that has arrived at a
+     * barrier (a call left by -ETIMEDOUT) stays counted, and a rank that
+     * took it over would be counted twice, so it stays owned (the
+     * collective is to be closed, as after a death) */
+    if (a->meta && a->rank >= 0 && !a->pend.phase) {
         int32_t me = (int32_t)getpid();
         atomic_compare_exchange_strong_explicit(&a->meta[a->rank].owner, &me, 0, memory_order_acq_rel,
                                                 memory_order_relaxed);

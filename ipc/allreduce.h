@@ -129,8 +129,11 @@ int allreduce_create(struct allreduce *a, const char *run_id, const char *object
  * shm_seg_attach and allreduce_init. */
 int allreduce_attach(struct allreduce *a, const char *name, uint32_t rank, char *err, size_t errlen);
 
-/* Releases the handle: gives its rank up and unmaps a segment it created or
- * attached (never unlinks). Accepts NULL and zeroed or half-built handles. */
+/* Releases the handle: gives its rank up - unless a call is pending (one
+ * left by -ETIMEDOUT has arrived at a barrier, and a new owner's arrival
+ * would be counted twice: the rank stays taken, as a dead one's, until
+ * the collective is closed) - and unmaps a segment it created or attached
+ * (never unlinks). Accepts NULL and zeroed or half-built handles. */
 void allreduce_free(struct allreduce *a);
 
 /* Replaces buf[0..n) with the sum over all ranks (see Determinism),

@@ -147,7 +147,8 @@ int staging_get(struct staging *s, uint32_t portion, unsigned flags, uint32_t *b
  * `portion` (who took it). The caller must be done with its bytes (a copy
  * that reads them has finished). Wakes sleepers of the block's portion.
  * 0, or -EINVAL (out of range, or the block is free already: nothing
- * changed). */
+ * changed; a best-effort check: a second put after the block was handed
+ * out again is not caught, and two holders would share it). */
 int staging_put(struct staging *s, uint32_t portion, uint32_t block);
 
 /* The owner of `portion` has no more reads to start: its `want` flag goes

@@ -217,9 +217,10 @@ int featbuf_acquire(struct featbuf *fb, uint64_t node, uint32_t *slot, int *acti
 
 /* The same for n nodes under one hold of the lock: slots[i] and action[i]
  * for nodes[i]. All or nothing: on any error no reference is held and no
- * map entry changed (slots claimed before the failure are put back
- * INVALID on standby, empty, so LRU reuses them first; their old rows
- * stay evicted, written back first if they were dirty). */
+ * node of the batch is mapped that was not before (slots claimed before
+ * the failure are put back INVALID on standby, empty, so LRU reuses them
+ * first; the rows they held stay evicted - their nodes' entries gone -,
+ * written back first if they were dirty). */
 int featbuf_acquire_many(struct featbuf *fb, const uint64_t *nodes, uint32_t n, uint32_t *slots, uint8_t *action);
 
 /* The same for the nodes of schedule batch `batch` (the number its hint

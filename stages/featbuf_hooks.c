@@ -80,12 +80,12 @@ int featbuf_hint(struct featbuf *fb, uint64_t batch, const uint64_t *nodes, uint
     /* in pieces, so that a batch of 100k nodes never holds the lock the
      * extractors and the releaser wait on for long; the policy sees the
      * pieces as hints of the same batch */
-    uint32_t at = 0;
+    uint64_t at = 0; /* 64-bit: n near 2^32 must not wrap it back to 0 */
     do { /* once at least: an empty batch is news too */
         int rc = fb_lock(fb);
         if (rc)
             return rc;
-        fb->policy->hint(fb, batch, nodes ? nodes + at : NULL, n - at < FB_HINT_PIECE ? n - at : FB_HINT_PIECE);
+        fb->policy->hint(fb, batch, nodes ? nodes + at : NULL, (uint32_t)(n - at < FB_HINT_PIECE ? n - at : FB_HINT_PIECE));
         fb_unlock(fb);
         at += FB_HINT_PIECE;
     } while (at < n);
