@@ -187,6 +187,8 @@ static void progress_done(progress *p)
 
 /* ---- the conversion ---- */
 
+#define IMP_CLASSES_SEEN (1u << 24) /* labels below this are counted as used classes (a 2 MiB bitmap) */
+
 /* Streams the labels into labels.bin (i32) and marks labelled nodes in the
  * bitmap lmap (N bits). */
 static int write_labels(struct imp_input *in, const char *path, struct dataset_file *f, uint32_t *classes,
@@ -198,7 +200,10 @@ static int write_labels(struct imp_input *in, const char *path, struct dataset_f
     int rc = 0;
     int64_t max = -1;
     uint64_t have = 0, i = 0;
-    if (!out) {
+    /* the classes used, one bit each (up to IMP_CLASSES_SEEN): a stray
+     * label far above the others would silently become the class count */
+    uint8_t *seen = calloc(IMP_CLASSES_SEEN / 8, 1);
+    if (!out || !seen) {
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for labels");
         goto out;
     }
@@ -221,6 +226,8 @@ static int write_labels(struct imp_input *in, const char *path, struct dataset_f
             if (v >= 0) {
                 have++;
                 lmap[(i + t) / 8] |= (uint8_t)(1u << ((i + t) % 8));
+                if (v < (int32_t)IMP_CLASSES_SEEN)
+                    seen[v / 8] |= (uint8_t)(1u << (v % 8));
             }
         }
         if ((rc = file_writer_write(&w, out, k * sizeof *out, err, errlen)) < 0)
@@ -243,9 +250,19 @@ static int write_labels(struct imp_input *in, const char *path, struct dataset_f
     dataset_file_set(f, "labels.bin", DTYPE_I32, in->nodes, 1, bytes, h);
     *classes = (uint32_t)(max + 1);
     *labelled = have;
+    uint64_t used = 0;
+    for (uint64_t b = 0; b < SL_MIN((uint64_t)max + 1, (uint64_t)IMP_CLASSES_SEEN); b++)
+        used += (seen[b / 8] >> (b % 8)) & 1;
+    if (max >= (int64_t)IMP_CLASSES_SEEN || used * 2 < (uint64_t)max + 1)
+        fprintf(stderr,
+                "gnnprep: warning: %s: the largest label is %" PRId64 ", so the dataset gets %" PRId64
+                " classes (and a model that many outputs), but only %" PRIu64 "%s of them are used; if %" PRId64
+                " is a stray value, fix the labels\n",
+                in->labels_name, max, max + 1, used, max >= (int64_t)IMP_CLASSES_SEEN ? " or more" : "", max);
 out:
     file_writer_free(&w);
     free(out);
+    free(seen);
     return rc;
 }
 

@@ -455,6 +455,30 @@ static void test_interrupted(void **state)
     t_rmrf(dir);
 }
 
+/* A stray label far above the others: the dataset gets that many
+ * classes (as documented), with a warning naming the label and how few
+ * classes are used. */
+static void test_stray_label(void **state)
+{
+    (void)state;
+    setup_bin();
+    char dir[4096], out[4200], p[4300];
+    t_scratch(dir, sizeof dir, "import-stray");
+    write_inputs(dir);
+    int64_t lab[N];
+    for (int v = 0; v < N; v++)
+        lab[v] = v % 3;
+    lab[5] = 100000;
+    path_of(p, sizeof p, dir, "labels.npy");
+    t_npy_write(p, "<i8", "(40,)", lab, sizeof lab);
+    snprintf(out, sizeof out, "%s/out", dir);
+    assert_int_equal(run_import(dir, out, "edges.txt", ""), 0);
+    if (!strstr(outbuf, "warning: ") || !strstr(outbuf, "the largest label is 100000") ||
+        !strstr(outbuf, "only 4 of them are used"))
+        fail_msg("no warning about the stray label:\n%s", outbuf);
+    t_rmrf(dir);
+}
+
 /* Each case swaps one input for a bad one (or adds flags). */
 static const struct bcase {
     const char *opt;   /* "--edges", ... or NULL */
@@ -636,7 +660,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edge_reader), cmocka_unit_test(test_formats), cmocka_unit_test(test_mem_limit),
-        cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_interrupted),
+        cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_interrupted), cmocka_unit_test(test_stray_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
