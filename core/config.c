@@ -30,6 +30,7 @@ static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", 
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
+static const char *const encoders[] = {"none", "sage", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
@@ -88,6 +89,11 @@ static const key keys[] = {
      "GCN's degrees: of the whole graph (the default; as PyG's GCNConv on the full graph, so a checkpoint "
      "reproduces it: the sampler sends each node's in-degree), or of the sampled block (as DGL's GraphConv on a "
      "block; evaluation then depends on the fanouts and the batch size)."},
+    {"model.encoder", K_ENUM, OFF(model.encoder), "\"none\"", 0, 0, encoders,
+     "distmult and complex only: the node encoder under the decoder. none scores the learnt embeddings themselves; "
+     "sage runs GraphSAGE (model.layers layers of model.hidden, model.fanouts neighbours sampled per hop, "
+     "model.aggr, model.activation between layers, no dropout) over the training graph with the learnt embeddings "
+     "as its input, and the decoder scores its output (MariusGNN; docs/link.md, \"The GNN encoder\")."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
     {"model.out_heads", K_INT, OFF(model.out_heads), "0", 0, 64, NULL,
@@ -282,7 +288,7 @@ static const char *const run_keys[] = {
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
     "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
     "train.lr_min",      "train.grad_clip",   "pipeline.ranks", "link.loss", "link.margin", "link.negatives",
-    "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale"};
+    "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale", "model.encoder"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
@@ -648,6 +654,10 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_COMPLEX && c->model.hidden % 2)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is odd; complex embeddings hold real and "
                        "imaginary halves, so it must be even", src, c->model.hidden);
+    if (c->model.encoder != MODEL_ENCODER_NONE && !model_kind_is_link(c->model.kind))
+        return sl_errf(err, errlen, -EINVAL, "%s: model.encoder = \"sage\" puts a GNN under a link-prediction "
+                       "decoder, so it needs model.kind = \"distmult\" or \"complex\", not \"%s\" (a node-classification "
+                       "model is a GNN already: drop model.encoder)", src, model_kind_name(c->model.kind));
     if (c->pipeline.mode == PIPELINE_PACKED && !c->pipeline.pack[0])
         return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" needs pipeline.pack, the directory "
                        "gnnprep pack wrote; add it or --set pipeline.pack=DIR", src);

@@ -799,6 +799,15 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.early_stop_patience";
     else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
         no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE) /* TEMP: step 2 builds it */
+        no = "model.encoder = \"sage\" (not built yet)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE && l->cfg.pipeline.mode == PIPELINE_PARTITIONS)
+        no = "model.encoder = \"sage\" with pipeline.mode = \"partitions\" (the encoder trains in memory so far)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE &&
+             (l->cfg.model.dropout != 0 && config_given(&l->cfg, "model.dropout")))
+        no = "model.dropout with model.encoder = \"sage\" (the encoder trains without dropout; drop the key)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE && l->cfg.model.input_dropout != 0)
+        no = "model.input_dropout with model.encoder = \"sage\" (the encoder's input is the learnt embeddings)";
     else if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS && config_given(&l->cfg, "pipeline.partition_order") &&
              l->cfg.pipeline.partition_order != PO_ORDER_BETA)
         no = "pipeline.partition_order other than \"beta\" (COMET orders a GNN encoder's partitions; the embedding "
