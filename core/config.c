@@ -279,6 +279,9 @@ static const key keys[] = {
     {"link.eval_sampled", K_INT, OFF(link.eval_sampled), "0", 0, 1e7, NULL,
      "Rank each answer among this many uniformly drawn nodes instead of all nodes (for graphs too large to rank "
      "fully). 0: all nodes."},
+    {"link.encoder_lr", K_FLOAT, OFF(link.encoder_lr), "0.01", 1e-9, 10, NULL,
+     "model.encoder = \"sage\": the learning rate of Adam (torch's defaults otherwise) on the encoder's weights; "
+     "the node and relation embeddings keep Adagrad at train.lr."},
 };
 
 /* The keys that decide what a run computes: its identity (config_run_text). */
@@ -288,7 +291,7 @@ static const char *const run_keys[] = {
     "model.out_heads",   "train.batch_size",  "train.lr",         "train.optimizer", "train.weight_decay",
     "train.seed",        "train.lr_schedule", "train.warmup_steps", "train.lr_step_epochs", "train.lr_gamma",
     "train.lr_min",      "train.grad_clip",   "pipeline.ranks", "link.loss", "link.margin", "link.negatives",
-    "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale", "model.encoder"};
+    "link.chunk", "link.degree_frac", "link.sides", "link.init", "link.init_scale", "model.encoder", "link.encoder_lr"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");

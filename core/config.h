@@ -177,6 +177,7 @@ struct config {
         enum link_eval_key eval;
         bool eval_heads;
         int64_t eval_sampled;
+        double encoder_lr; /* model.encoder = "sage": Adam's learning rate for its weights */
     } link;
     /* given[i]: schema key i was set by the file or a --set, whatever its
      * value (a default written out explicitly counts as given); read it

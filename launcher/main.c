@@ -799,8 +799,6 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.early_stop_patience";
     else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
         no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
-    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE) /* TEMP: step 2 builds it */
-        no = "model.encoder = \"sage\" (not built yet)";
     else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE && l->cfg.pipeline.mode == PIPELINE_PARTITIONS)
         no = "model.encoder = \"sage\" with pipeline.mode = \"partitions\" (the encoder trains in memory so far)";
     else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE &&

@@ -1,0 +1,218 @@
+/* linkenc.c - the GNN encoder of link prediction (stages/linkenc.h). */
+#include "stages/linkenc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The training graph, both directions, into t (mode MEMORY, 32-bit ids). */
+static int build_graph(struct sampler_topo *t, uint64_t nodes, const uint64_t *triples, uint64_t n, char *err,
+                       size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->fd = -1;
+    t->mode = SAMPLER_TOPO_MEMORY;
+    if (nodes >= UINT32_MAX || n >= UINT32_MAX / 2)
+        return sl_errf(err, errlen, -EINVAL,
+                       "model.encoder = \"sage\": %" PRIu64 " nodes and %" PRIu64 " training triples; the encoder's "
+                       "graph needs both below 2^32 (nodes) and 2^31 (triples)",
+                       nodes, n);
+    t->nodes = nodes;
+    t->edges = 2 * n;
+    t->indptr = calloc(nodes + 1, sizeof *t->indptr);
+    uint32_t *ix = malloc((2 * n + 1) * sizeof *ix);
+    uint64_t *fill = malloc((nodes + 1) * sizeof *fill);
+    if (!t->indptr || !ix || !fill) {
+        free(ix);
+        free(fill);
+        sampler_topo_free(t);
+        return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for the graph of %" PRIu64 " triples", n);
+    }
+    t->indices_mem = ix; /* sampler_topo_free frees it */
+    t->indices = ix;
+    for (uint64_t i = 0; i < n; i++) {
+        t->indptr[triples[i * 3 + 2] + 1]++;
+        t->indptr[triples[i * 3] + 1]++;
+    }
+    for (uint64_t v = 0; v < nodes; v++) {
+        uint64_t dv = t->indptr[v + 1];
+        t->max_in_degree = dv > t->max_in_degree ? dv : t->max_in_degree;
+        t->indptr[v + 1] += t->indptr[v];
+    }
+    memcpy(fill, t->indptr, (nodes + 1) * sizeof *fill);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t h = triples[i * 3], tl = triples[i * 3 + 2];
+        ix[fill[tl]++] = (uint32_t)h;
+        ix[fill[h]++] = (uint32_t)tl;
+    }
+    free(fill);
+    return 0;
+}
+
+int linkenc_init(struct linkenc *e, uint64_t nodes, const uint64_t *triples, uint64_t n, uint32_t max_ids,
+                 const struct linkenc_opts *o, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    e->topo.fd = -1;
+    e->o = *o;
+    if (o->layers < 1 || o->layers > MODEL_LAYERS_MAX || !o->dim || !max_ids)
+        return sl_errf(err, errlen, -EINVAL, "model.encoder: model.layers = %u must be 1 .. %d", o->layers,
+                       MODEL_LAYERS_MAX);
+    int rc = build_graph(&e->topo, nodes, triples, n, err, errlen);
+    if (rc)
+        return rc;
+    struct batch_shape shape = {.batch_size = max_ids, .layers = o->layers};
+    for (uint32_t k = 0; k < o->layers; k++)
+        shape.fanouts[k] = o->fanouts[k];
+    struct model_config mc = {.kind = MODEL_SAGE, .layers = o->layers, .in_dim = o->dim, .hidden = o->dim,
+                              .classes = o->dim, .activation = o->activation, .aggr = o->aggr,
+                              .seed = o->seed ^ 0x656e636f646572ull};
+    if ((rc = sampler_init(&e->smp, &e->topo, &shape, err, errlen)) ||
+        (rc = model_create(&e->net, &mc, err, errlen))) {
+        linkenc_free(e);
+        return rc;
+    }
+    model_set_input_grad(e->net, true);
+    e->max_ids = max_ids;
+    e->slot_size = batch_max_bytes(sampler_shape(&e->smp), err, errlen);
+    const uint64_t most = e->smp.plan.n_max[o->layers];
+    e->indptr32 = malloc((nodes + 1) * sizeof *e->indptr32);
+    e->slot = e->slot_size ? aligned_alloc(64, sl_round_up(e->slot_size, 64)) : NULL;
+    e->targets = malloc(max_ids * sizeof *e->targets);
+    e->pos = malloc(max_ids * sizeof *e->pos);
+    e->x = malloc(most * o->dim * sizeof *e->x);
+    e->out = malloc((size_t)max_ids * o->dim * sizeof *e->out);
+    e->dout = malloc((size_t)max_ids * o->dim * sizeof *e->dout);
+    if (!e->indptr32 || !e->slot || !e->targets || !e->pos || !e->x || !e->out || !e->dout ||
+        adam_init(&e->adam, model_nparams(e->net), o->lr)) {
+        char b[32];
+        linkenc_free(e);
+        return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for a batch of %u rows (%s sampled)",
+                       max_ids, sl_fmt_bytes(e->slot_size, b, sizeof b));
+    }
+    for (uint64_t v = 0; v <= nodes; v++)
+        e->indptr32[v] = (uint32_t)e->topo.indptr[v];
+    return 0;
+}
+
+void linkenc_free(struct linkenc *e)
+{
+    sampler_free(&e->smp);
+    sampler_topo_free(&e->topo);
+    if (e->net)
+        model_destroy(e->net);
+    if (e->adam.m)
+        adam_free(&e->adam);
+    free(e->indptr32);
+    free(e->slot);
+    free(e->targets);
+    free(e->pos);
+    free(e->x);
+    free(e->out);
+    free(e->dout);
+    memset(e, 0, sizeof *e);
+    e->topo.fd = -1;
+}
+
+int linkenc_sample(struct linkenc *e, const uint64_t *ids, uint32_t k, uint32_t epoch, uint64_t batch, char *err,
+                   size_t errlen)
+{
+    if (k > e->max_ids)
+        return sl_errf(err, errlen, -EINVAL, "linkenc: %u ids in a batch, at most %u", k, e->max_ids);
+    memcpy(e->targets, ids, k * sizeof *ids);
+    qsort(e->targets, k, sizeof *e->targets, cmp_u64);
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < k; i++)
+        if (!u || e->targets[u - 1] != e->targets[i])
+            e->targets[u++] = e->targets[i];
+    e->ntargets = u;
+    for (uint32_t i = 0; i < k; i++) { /* each id's target: a binary search in the sorted set */
+        uint32_t lo = 0, hi = u;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (e->targets[mid] < ids[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        e->pos[i] = lo;
+    }
+    e->nids = k;
+    struct batch_id id = {.batch = batch, .epoch = epoch};
+    uint64_t edges = 0;
+    int rc = sampler_sample(&e->smp, e->slot, e->slot_size, e->targets, u, &id,
+                            sampler_batch_seed(e->o.seed, epoch, 0, batch), &edges, err, errlen);
+    if (rc == 0)
+        rc = batch_view(e->slot, e->slot_size, BATCH_VIEW_HEADER_ONLY, &e->view, err, errlen);
+    if (rc)
+        return rc;
+    e->edges_sampled += edges;
+    const uint32_t L = e->o.layers;
+    for (uint32_t i = 0; i < L; i++) { /* layer i aggregates over block L-1-i (ipc/batch.h) */
+        uint32_t b = batch_block_for_layer(&e->view, i);
+        e->blocks[i] = (struct ops_block){.n_dst = batch_block_dst(&e->view, b), .n_src = batch_block_src(&e->view, b),
+                                          .indptr = e->view.indptr[b], .src = e->view.src[b]};
+    }
+    return 0;
+}
+
+int linkenc_forward(struct linkenc *e, float *dst, char *err, size_t errlen)
+{
+    const uint32_t d = e->o.dim;
+    int rc = model_forward(e->net, e->blocks, e->o.layers, e->ntargets, e->x, true, 0, e->out, err, errlen);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < e->nids; i++)
+        memcpy(dst + (size_t)i * d, e->out + (size_t)e->pos[i] * d, d * sizeof *dst);
+    return 0;
+}
+
+int linkenc_backward_step(struct linkenc *e, const float *grad, bool step, char *err, size_t errlen)
+{
+    const uint32_t d = e->o.dim;
+    ops_zero(e->dout, (size_t)e->ntargets * d);
+    for (uint32_t i = 0; i < e->nids; i++) { /* each target's rows summed in id order */
+        float *o = e->dout + (size_t)e->pos[i] * d;
+        const float *g = grad + (size_t)i * d;
+        for (uint32_t j = 0; j < d; j++)
+            o[j] += g[j];
+    }
+    int rc = model_backward(e->net, e->dout, err, errlen);
+    if (rc == 0 && step)
+        rc = adam_step(&e->adam, model_params(e->net), model_grads(e->net));
+    return rc;
+}
+
+int linkenc_backward(struct linkenc *e, const float *grad, char *err, size_t errlen)
+{
+    return linkenc_backward_step(e, grad, true, err, errlen);
+}
+
+int linkenc_encode_all(struct linkenc *e, const float *in, float *out, char *err, size_t errlen)
+{
+    const uint64_t nodes = e->topo.nodes;
+    const uint32_t L = e->o.layers, d = e->o.dim;
+    float *tmp = L > 1 ? malloc(nodes * d * sizeof *tmp) : NULL;
+    if (L > 1 && !tmp)
+        return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory to encode %" PRIu64 " nodes", nodes);
+    struct ops_block b = {.n_dst = (uint32_t)nodes, .n_src = (uint32_t)nodes, .indptr = e->indptr32,
+                          .src = e->topo.indices};
+    const float *x = in;
+    int rc = 0;
+    for (uint32_t i = 0; i < L && rc == 0; i++) { /* the last layer writes out, the one before tmp, and so on */
+        float *y = (L - 1 - i) % 2 == 0 ? out : tmp;
+        rc = model_forward_layer(e->net, i, &b, x, y, err, errlen);
+        x = y;
+    }
+    free(tmp);
+    return rc;
+}
