@@ -321,20 +321,43 @@ static int load(const struct launch_link *r, struct link_model *m, struct linkoo
     return rc;
 }
 
-/* link_evaluate, through the encoder when there is one: every node
- * encoded (full neighbourhoods) into enc_table first. */
+/* Every node encoded (full neighbourhoods) into enc_table; out of core
+ * (m->node NULL) the input table is read into memory first through
+ * e->rows, and freed after. */
+static int encode_table(const struct link_model *m, struct linkenc *enc, float *enc_table,
+                        const struct link_eval_opts *e, char *err, size_t errlen)
+{
+    float *in = m->node;
+    int rc = 0;
+    if (!in) {
+        if (!(in = malloc(m->nodes * m->d * sizeof *in)))
+            return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for the node table (%" PRIu64
+                           " x %u floats) the evaluation encodes", m->nodes, m->d);
+        for (uint64_t f = 0; f < m->nodes && rc == 0; f += 16384)
+            rc = e->rows(e->rows_arg, f, SL_MIN((uint64_t)16384, m->nodes - f), in + f * m->d, err, errlen);
+    }
+    if (rc == 0)
+        rc = linkenc_encode_all(enc, in, enc_table, err, errlen);
+    if (in != m->node)
+        free(in);
+    return rc;
+}
+
+/* link_evaluate, through the encoder when there is one. */
 static int evaluate(const struct link_model *m, struct linkenc *enc, float *enc_table, const struct link_opts *o,
                     const uint64_t *triples, uint64_t n, const struct link_eval_opts *e, struct link_metrics *out,
                     char *err, size_t errlen)
 {
     if (!enc)
         return link_evaluate(m, o, triples, n, e, out, err, errlen);
-    int rc = linkenc_encode_all(enc, m->node, enc_table, err, errlen);
+    int rc = encode_table(m, enc, enc_table, e, err, errlen);
     if (rc)
         return rc;
     struct link_model em = *m;
     em.node = enc_table;
-    return link_evaluate(&em, o, triples, n, e, out, err, errlen);
+    struct link_eval_opts ee = *e;
+    ee.rows = NULL;
+    return link_evaluate(&em, o, triples, n, &ee, out, err, errlen);
 }
 
 int launch_link_run(const struct launch_link *r)
@@ -379,7 +402,7 @@ int launch_link_run(const struct launch_link *r)
     snprintf(ooc_dir, sizeof ooc_dir, "%s/link-partitions", c->train.checkpoint_dir);
     if (rc == 0 && r->ooc) {
         struct linkooc_params pp = {.parts = r->parts, .slots = r->slots,
-                                    .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED};
+                                    .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED, .comet = r->comet};
         double tl = sl_now();
         char tp[4200];
         snprintf(tp, sizeof tp, "%s/%s", dir, meta->split[LINK_TRAIN].file);
@@ -392,20 +415,27 @@ int launch_link_run(const struct launch_link *r)
         else
             rc = linkooc_init(&x, ooc_dir, &pp, &o, meta->nodes, meta->relations, &src, meta->split[LINK_TRAIN].rows,
                               &m, err, sizeof err);
+        ooc_open = rc == 0;
+        if (rc == 0 && enc_on) { /* the encoder's graph from the same file */
+            struct linkenc_opts eo = enc_opts_of(c);
+            struct linkenc_triples es = {read_split, &ss};
+            rc = linkenc_init_read(&enc, meta->nodes, &es, meta->split[LINK_TRAIN].rows, link_batch_rows(&o), &eo, err,
+                                   sizeof err);
+        }
         if (ss.fd >= 0)
             close(ss.fd);
         free(ss.buf);
-        ooc_open = rc == 0;
         if (rc == 0) {
             char b1[32], b2[32];
             fprintf(stderr,
                     "gnnlaunch: link prediction out of core: %" PRIu32 " partitions of %s (%" PRIu64 " nodes with "
                     "their Adagrad sums), %" PRIu32 " in the buffer (%s with the spare frame); %" PRIu32
-                    " buffer states an epoch, %" PRIu64 " swaps an epoch (BETA; lower bound %" PRIu64
+                    " buffer states an epoch, %" PRIu64 " swaps an epoch (%s; lower bound %" PRIu64
                     "); layout written to %s in %.1f s\n",
                     x.parts, sl_fmt_bytes(x.part_bytes, b1, sizeof b1), x.part_nodes, x.slots,
                     sl_fmt_bytes((uint64_t)x.buf.frames * x.part_bytes, b2, sizeof b2), x.plan.states, x.plan.swaps,
-                    po_lower_bound_pairs(x.parts, x.slots), ooc_dir, sl_now() - tl);
+                    x.order == PO_ORDER_COMET ? "COMET" : "BETA", po_lower_bound_pairs(x.parts, x.slots), ooc_dir,
+                    sl_now() - tl);
         }
     } else if (rc == 0) {
         rc = link_model_init(&m, meta->nodes, meta->relations, &o, err, sizeof err);
@@ -419,8 +449,9 @@ int launch_link_run(const struct launch_link *r)
         prog.every = 10;
     if (rc == 0 && enc_on) {
         struct linkenc_opts eo = enc_opts_of(c);
-        rc = linkenc_init(&enc, meta->nodes, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, link_batch_rows(&o), &eo,
-                          err, sizeof err);
+        if (!r->ooc)
+            rc = linkenc_init(&enc, meta->nodes, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, link_batch_rows(&o),
+                              &eo, err, sizeof err);
         if (rc == 0 && !(enc_table = malloc(meta->nodes * o.dim * sizeof *enc_table)))
             rc = sl_errf(err, sizeof err, -ENOMEM, "model.encoder: out of memory for the encoded table");
         if (rc == 0)
@@ -504,10 +535,10 @@ int launch_link_run(const struct launch_link *r)
             const struct embbuf_stats *a = &x.st.buf;
             char b1[32], b2[32];
             fprintf(stderr,
-                    "gnnlaunch: epoch %" PRIu32 " out of core: %" PRIu64 " partitions loaded (BETA %" PRIu64
+                    "gnnlaunch: epoch %" PRIu32 " out of core: %" PRIu64 " partitions loaded (%s %" PRIu64
                     " swaps an epoch, lower bound %" PRIu64 "), %" PRIu64 " written back; read %s, wrote %s; "
                     "waited %.2f s for the buffer, %.2f s reading buckets, %.2f s training\n",
-                    ep + 1, x.st.swaps, x.plan.swaps, po_lower_bound_pairs(x.parts, x.slots), a->writes - before.writes,
+                    ep + 1, x.st.swaps, x.order == PO_ORDER_COMET ? "COMET" : "BETA", x.plan.swaps, po_lower_bound_pairs(x.parts, x.slots), a->writes - before.writes,
                     sl_fmt_bytes(a->bytes_read - before.bytes_read, b1, sizeof b1),
                     sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
                     (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
@@ -547,7 +578,7 @@ int launch_link_run(const struct launch_link *r)
     else
         fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
     /* with the encoder, also what the decoder scores: every node encoded */
-    if (enc_on && (linkenc_encode_all(&enc, m.node, enc_table, err, sizeof err) ||
+    if (enc_on && (encode_table(&m, &enc, enc_table, &e, err, sizeof err) ||
                    predict_write_npy(np[2], "<f4", m.nodes, m.d, 4, enc_table, err, sizeof err)))
         fprintf(stderr, "gnnlaunch: warning: %s; the encoder's weights are in the last checkpoint\n", err);
     else if (enc_on)

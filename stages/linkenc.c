@@ -14,9 +14,19 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The training graph, both directions, into t (mode MEMORY, 32-bit ids). */
-static int build_graph(struct sampler_topo *t, uint64_t nodes, const uint64_t *triples, uint64_t n, char *err,
-                       size_t errlen)
+#define READ_CHUNK 65536u
+
+static int read_array(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    memcpy(dst, (const uint64_t *)arg + first * 3, count * 3 * sizeof *dst);
+    return 0;
+}
+
+/* The training graph, both directions, into t (mode MEMORY, 32-bit ids),
+ * from the n triples src reads (twice: degrees, then lists). */
+static int build_graph(struct sampler_topo *t, uint64_t nodes, const struct linkenc_triples *src, uint64_t n,
+                       char *err, size_t errlen)
 {
     memset(t, 0, sizeof *t);
     t->fd = -1;
@@ -30,18 +40,25 @@ static int build_graph(struct sampler_topo *t, uint64_t nodes, const uint64_t *t
     t->edges = 2 * n;
     t->indptr = calloc(nodes + 1, sizeof *t->indptr);
     uint32_t *ix = malloc((2 * n + 1) * sizeof *ix);
-    uint64_t *fill = malloc((nodes + 1) * sizeof *fill);
-    if (!t->indptr || !ix || !fill) {
+    uint64_t *fill = malloc((nodes + 1) * sizeof *fill), *buf = malloc(READ_CHUNK * 3 * sizeof *buf);
+    if (!t->indptr || !ix || !fill || !buf) {
         free(ix);
         free(fill);
+        free(buf);
         sampler_topo_free(t);
         return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for the graph of %" PRIu64 " triples", n);
     }
     t->indices_mem = ix; /* sampler_topo_free frees it */
     t->indices = ix;
-    for (uint64_t i = 0; i < n; i++) {
-        t->indptr[triples[i * 3 + 2] + 1]++;
-        t->indptr[triples[i * 3] + 1]++;
+    int rc = 0;
+    for (uint64_t f = 0; f < n && rc == 0; f += READ_CHUNK) {
+        const uint64_t k = SL_MIN((uint64_t)READ_CHUNK, n - f);
+        if ((rc = src->read(src->arg, f, k, buf, err, errlen)) < 0)
+            break;
+        for (uint64_t i = 0; i < k; i++) {
+            t->indptr[buf[i * 3 + 2] + 1]++;
+            t->indptr[buf[i * 3] + 1]++;
+        }
     }
     for (uint64_t v = 0; v < nodes; v++) {
         uint64_t dv = t->indptr[v + 1];
@@ -49,17 +66,32 @@ static int build_graph(struct sampler_topo *t, uint64_t nodes, const uint64_t *t
         t->indptr[v + 1] += t->indptr[v];
     }
     memcpy(fill, t->indptr, (nodes + 1) * sizeof *fill);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t h = triples[i * 3], tl = triples[i * 3 + 2];
-        ix[fill[tl]++] = (uint32_t)h;
-        ix[fill[h]++] = (uint32_t)tl;
+    for (uint64_t f = 0; f < n && rc == 0; f += READ_CHUNK) {
+        const uint64_t k = SL_MIN((uint64_t)READ_CHUNK, n - f);
+        if ((rc = src->read(src->arg, f, k, buf, err, errlen)) < 0)
+            break;
+        for (uint64_t i = 0; i < k; i++) {
+            uint64_t h = buf[i * 3], tl = buf[i * 3 + 2];
+            ix[fill[tl]++] = (uint32_t)h;
+            ix[fill[h]++] = (uint32_t)tl;
+        }
     }
     free(fill);
-    return 0;
+    free(buf);
+    if (rc < 0)
+        sampler_topo_free(t);
+    return rc;
 }
 
 int linkenc_init(struct linkenc *e, uint64_t nodes, const uint64_t *triples, uint64_t n, uint32_t max_ids,
                  const struct linkenc_opts *o, char *err, size_t errlen)
+{
+    struct linkenc_triples src = {read_array, (void *)triples};
+    return linkenc_init_read(e, nodes, &src, n, max_ids, o, err, errlen);
+}
+
+int linkenc_init_read(struct linkenc *e, uint64_t nodes, const struct linkenc_triples *src, uint64_t n,
+                      uint32_t max_ids, const struct linkenc_opts *o, char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
     e->topo.fd = -1;
@@ -67,7 +99,7 @@ int linkenc_init(struct linkenc *e, uint64_t nodes, const uint64_t *triples, uin
     if (o->layers < 1 || o->layers > MODEL_LAYERS_MAX || !o->dim || !max_ids)
         return sl_errf(err, errlen, -EINVAL, "model.encoder: model.layers = %u must be 1 .. %d", o->layers,
                        MODEL_LAYERS_MAX);
-    int rc = build_graph(&e->topo, nodes, triples, n, err, errlen);
+    int rc = build_graph(&e->topo, nodes, src, n, err, errlen);
     if (rc)
         return rc;
     struct batch_shape shape = {.batch_size = max_ids, .layers = o->layers};
@@ -119,8 +151,33 @@ void linkenc_free(struct linkenc *e)
     free(e->x);
     free(e->out);
     free(e->dout);
+    free(e->node_pos);
+    free(e->part_in);
     memset(e, 0, sizeof *e);
     e->topo.fd = -1;
+}
+
+int linkenc_set_buffer(struct linkenc *e, uint64_t part_nodes, uint32_t parts, const uint32_t *in, uint32_t nin,
+                       char *err, size_t errlen)
+{
+    if (!e->node_pos) { /* partitions are id ranges: a node's position is its id */
+        uint32_t *pos = malloc(SL_MAX(e->topo.nodes, 1) * sizeof *pos);
+        e->part_in = calloc(parts, 1);
+        if (!pos || !e->part_in) {
+            free(pos);
+            return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for the partition filter");
+        }
+        for (uint64_t v = 0; v < e->topo.nodes; v++)
+            pos[v] = (uint32_t)v;
+        e->node_pos = pos;
+        e->parts = parts;
+    }
+    memset(e->part_in, 0, e->parts);
+    for (uint32_t k = 0; k < nin; k++)
+        e->part_in[in[k]] = 1;
+    struct sampler_filter f = {.node_pos = e->node_pos, .pos_u64 = false, .part_nodes = part_nodes, .parts = parts,
+                               .part_in = e->part_in};
+    return sampler_set_filter(&e->smp, &f, err, errlen);
 }
 
 int linkenc_sample(struct linkenc *e, const uint64_t *ids, uint32_t k, uint32_t epoch, uint64_t batch, char *err,

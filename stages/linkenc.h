@@ -76,6 +76,18 @@ struct linkenc {
     float *x;                 /* (sampled nodes, d) the input rows */
     float *out, *dout;        /* (targets, d) encoded rows and their gradients */
     uint64_t edges_sampled;   /* of every block, since init */
+    /* out of core (linkenc_set_buffer): the sampler's filter */
+    uint32_t *node_pos;       /* (nodes) the identity: partitions are id ranges */
+    uint8_t *part_in;         /* (parts) */
+    uint32_t parts;
+};
+
+/* Where the training triples come from (linkooc_triples' shape): read
+ * copies triples first .. first+count-1 into dst (head, relation, tail as
+ * u64), count at most 65536, in order, twice over. 0 or -errno. */
+struct linkenc_triples {
+    int (*read)(void *arg, uint64_t first, uint64_t count, uint64_t *dst, char *err, size_t errlen);
+    void *arg;
 };
 
 /* The encoder over `nodes` nodes and the n training triples (n rows of
@@ -84,7 +96,21 @@ struct linkenc {
  * names the key), -ENOMEM. */
 int linkenc_init(struct linkenc *e, uint64_t nodes, const uint64_t *triples, uint64_t n, uint32_t max_ids,
                  const struct linkenc_opts *o, char *err, size_t errlen);
+/* The same with the triples read from src (out of core: never held whole;
+ * the graph itself is, 4 bytes an edge end and 12 a node). */
+int linkenc_init_read(struct linkenc *e, uint64_t nodes, const struct linkenc_triples *src, uint64_t n,
+                      uint32_t max_ids, const struct linkenc_opts *o, char *err, size_t errlen);
 void linkenc_free(struct linkenc *e);
+
+/* Out of core (stages/linkooc.h): from now on neighbourhoods are sampled
+ * only among the nodes of partitions in[0 .. nin) of `parts` partitions of
+ * part_nodes consecutive ids (the buffer state's), as the node-
+ * classification partition mode does (sampler_set_filter: each node's
+ * neighbours are cut to those in the buffer first, then the fanout is
+ * drawn among them). Every id a batch asks for must be in. Between
+ * batches only. 0, -ENOMEM. */
+int linkenc_set_buffer(struct linkenc *e, uint64_t part_nodes, uint32_t parts, const uint32_t *in, uint32_t nin,
+                       char *err, size_t errlen);
 
 /* Samples the neighbourhood of ids[0 .. k) (k <= max_ids) for batch
  * `batch` of epoch `epoch`. Then linkenc_nodes() lists the sampled nodes'
