@@ -321,42 +321,59 @@ static int load(const struct launch_link *r, struct link_model *m, struct linkoo
     return rc;
 }
 
-/* Every node encoded (full neighbourhoods) into enc_table; out of core
- * (m->node NULL) the input table is read into memory first through
- * e->rows, and freed after. */
-static int encode_table(const struct link_model *m, struct linkenc *enc, float *enc_table,
+/* Where the encoded table goes: in memory (table), or out of core into
+ * the file path, read back through file (fd -1 until made). */
+struct enc_out {
+    float *table;
+    char path[4300];
+    struct linkenc_file file;
+};
+
+/* Every node encoded (full neighbourhoods): into o->table in memory; out
+ * of core (m->node NULL) streamed from the layout through e->rows into
+ * o->path, opened as o->file. */
+static int encode_table(const struct link_model *m, struct linkenc *enc, struct enc_out *o,
                         const struct link_eval_opts *e, char *err, size_t errlen)
 {
-    float *in = m->node;
-    int rc = 0;
-    if (!in) {
-        if (!(in = malloc(m->nodes * m->d * sizeof *in)))
-            return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for the node table (%" PRIu64
-                           " x %u floats) the evaluation encodes", m->nodes, m->d);
-        for (uint64_t f = 0; f < m->nodes && rc == 0; f += 16384)
-            rc = e->rows(e->rows_arg, f, SL_MIN((uint64_t)16384, m->nodes - f), in + f * m->d, err, errlen);
+    if (m->node)
+        return linkenc_encode_all(enc, m->node, o->table, err, errlen);
+    if (o->file.fd >= 0) {
+        close(o->file.fd);
+        o->file.fd = -1;
     }
-    if (rc == 0)
-        rc = linkenc_encode_all(enc, in, enc_table, err, errlen);
-    if (in != m->node)
-        free(in);
+    int rc = linkenc_encode_file(enc, e->rows, e->rows_arg, o->path, err, errlen);
+    if (rc == 0 && (o->file.fd = open(o->path, O_RDONLY | O_CLOEXEC)) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", o->path, strerror(errno));
+    o->file.d = m->d;
     return rc;
 }
 
+/* ckpt_fill's shape over the encoded file (node_enc.npy out of core). */
+static int enc_bytes(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen)
+{
+    const struct enc_out *o = arg;
+    size_t got = 0;
+    int rc = sl_pread_full(o->file.fd, dst, len, (off_t)off, &got);
+    if (rc < 0 || got != len)
+        return sl_errf(err, errlen, rc < 0 ? rc : -EIO, "%s: %s", o->path, rc < 0 ? strerror(-rc) : "ends early");
+    return 0;
+}
+
 /* link_evaluate, through the encoder when there is one. */
-static int evaluate(const struct link_model *m, struct linkenc *enc, float *enc_table, const struct link_opts *o,
+static int evaluate(const struct link_model *m, struct linkenc *enc, struct enc_out *eo, const struct link_opts *o,
                     const uint64_t *triples, uint64_t n, const struct link_eval_opts *e, struct link_metrics *out,
                     char *err, size_t errlen)
 {
     if (!enc)
         return link_evaluate(m, o, triples, n, e, out, err, errlen);
-    int rc = encode_table(m, enc, enc_table, e, err, errlen);
+    int rc = encode_table(m, enc, eo, e, err, errlen);
     if (rc)
         return rc;
     struct link_model em = *m;
-    em.node = enc_table;
     struct link_eval_opts ee = *e;
-    ee.rows = NULL;
+    em.node = m->node ? eo->table : NULL;
+    ee.rows = m->node ? NULL : linkenc_file_rows;
+    ee.rows_arg = m->node ? NULL : &eo->file;
     return link_evaluate(&em, o, triples, n, &ee, out, err, errlen);
 }
 
@@ -374,7 +391,7 @@ int launch_link_run(const struct launch_link *r)
     struct linkooc x;
     struct linkenc enc;
     const bool enc_on = c->model.encoder == MODEL_ENCODER_SAGE;
-    float *enc_table = NULL; /* (nodes, d) the encoded table an evaluation ranks */
+    struct enc_out eout = {.file = {.fd = -1}}; /* the encoded table an evaluation ranks */
     memset(&enc, 0, sizeof enc);
     memset(&x, 0, sizeof x);
     x.rfd = x.bfd = -1;
@@ -452,8 +469,9 @@ int launch_link_run(const struct launch_link *r)
         if (!r->ooc)
             rc = linkenc_init(&enc, meta->nodes, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, link_batch_rows(&o),
                               &eo, err, sizeof err);
-        if (rc == 0 && !(enc_table = malloc(meta->nodes * o.dim * sizeof *enc_table)))
+        if (rc == 0 && !r->ooc && !(eout.table = malloc(meta->nodes * o.dim * sizeof *eout.table)))
             rc = sl_errf(err, sizeof err, -ENOMEM, "model.encoder: out of memory for the encoded table");
+        snprintf(eout.path, sizeof eout.path, "%s/encoded.bin", ooc_dir);
         if (rc == 0)
             t.enc = &enc;
     }
@@ -548,7 +566,7 @@ int launch_link_run(const struct launch_link *r)
         bool last = ep + 1 == (uint32_t)c->train.epochs;
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
             struct link_metrics v;
-            if ((rc = evaluate(&m, t.enc, enc_table, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err,
+            if ((rc = evaluate(&m, t.enc, &eout, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err,
                                sizeof err))) {
                 stopped_or_failed(rc, ep, err, &code);
                 goto out;
@@ -564,7 +582,7 @@ int launch_link_run(const struct launch_link *r)
     }
     struct link_metrics tm = {0};
     if (meta->split[LINK_TEST].rows &&
-        (rc = evaluate(&m, t.enc, enc_table, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err,
+        (rc = evaluate(&m, t.enc, &eout, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err,
                        sizeof err))) {
         stopped_or_failed(rc, (uint32_t)c->train.epochs, err, &code);
         goto out;
@@ -578,8 +596,9 @@ int launch_link_run(const struct launch_link *r)
     else
         fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
     /* with the encoder, also what the decoder scores: every node encoded */
-    if (enc_on && (encode_table(&m, &enc, enc_table, &e, err, sizeof err) ||
-                   predict_write_npy(np[2], "<f4", m.nodes, m.d, 4, enc_table, err, sizeof err)))
+    if (enc_on && (encode_table(&m, &enc, &eout, &e, err, sizeof err) ||
+                   (r->ooc ? predict_write_npy_from(np[2], "<f4", m.nodes, m.d, 4, enc_bytes, &eout, err, sizeof err)
+                           : predict_write_npy(np[2], "<f4", m.nodes, m.d, 4, eout.table, err, sizeof err))))
         fprintf(stderr, "gnnlaunch: warning: %s; the encoder's weights are in the last checkpoint\n", err);
     else if (enc_on)
         fprintf(stderr, "gnnlaunch: encoded embeddings written to %s\n", np[2]);
@@ -594,7 +613,9 @@ out:
     link_known_free(&known);
     link_trainer_free(&t);
     linkenc_free(&enc);
-    free(enc_table);
+    free(eout.table);
+    if (eout.file.fd >= 0)
+        close(eout.file.fd);
     link_model_free(&m);
     for (int s = 0; s < LINK_SPLITS; s++)
         free(split[s]);

@@ -2,9 +2,12 @@
 #include "stages/linkenc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/util.h"
 
@@ -271,5 +274,117 @@ int linkenc_encode_all(struct linkenc *e, const float *in, float *out, char *err
         x = y;
     }
     free(tmp);
+    return rc;
+}
+
+int linkenc_file_rows(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen)
+{
+    const struct linkenc_file *f = arg;
+    size_t bytes = (size_t)count * f->d * sizeof *dst, got = 0;
+    int rc = sl_pread_full(f->fd, dst, bytes, (off_t)(first * f->d * sizeof *dst), &got);
+    if (rc < 0 || got != bytes)
+        return sl_errf(err, errlen, rc < 0 ? rc : -EIO, "the encoded table: reading row %" PRIu64 ": %s", first,
+                       rc < 0 ? strerror(-rc) : "the file ends early");
+    return 0;
+}
+
+/* One layer over every node: destinations in chunks, sources through
+ * get (layer 0) or from the file in_fd, output into out_fd. */
+static int layer_stream(struct linkenc *e, uint32_t i,
+                        int (*get)(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen),
+                        void *arg, int in_fd, int out_fd, uint32_t *loc, char *err, size_t errlen)
+{
+    const uint64_t nodes = e->topo.nodes;
+    const uint32_t d = e->o.dim, *ix = e->topo.indices;
+    const uint32_t C = e->stream_chunk ? e->stream_chunk : LINKENC_CHUNK;
+    struct linkenc_file inf = {.fd = in_fd, .d = d};
+    if (!get) {
+        get = linkenc_file_rows;
+        arg = &inf;
+    }
+    uint64_t most = 0; /* the most sources of a chunk */
+    for (uint64_t c0 = 0; c0 < nodes; c0 += C) {
+        uint64_t c1 = SL_MIN(nodes, c0 + C);
+        most = SL_MAX(most, (c1 - c0) + (e->topo.indptr[c1] - e->topo.indptr[c0]));
+    }
+    uint64_t *ids = malloc(most * sizeof *ids);
+    uint32_t *indptr = malloc((C + 1) * sizeof *indptr), *src = malloc(SL_MAX(most, 1) * sizeof *src);
+    float *x = malloc(most * d * sizeof *x), *y = malloc((size_t)C * d * sizeof *y);
+    int rc = 0;
+    if (!ids || !indptr || !src || !x || !y)
+        rc = sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory to encode a chunk of %u nodes", C);
+    for (uint64_t c0 = 0; c0 < nodes && rc == 0; c0 += C) {
+        const uint32_t nd = (uint32_t)SL_MIN((uint64_t)C, nodes - c0);
+        uint32_t ns = nd;
+        for (uint32_t v = 0; v < nd; v++) { /* the chunk's nodes are its first sources */
+            ids[v] = c0 + v;
+            loc[c0 + v] = v;
+        }
+        indptr[0] = 0;
+        for (uint32_t v = 0; v < nd; v++) {
+            uint32_t k = indptr[v];
+            for (uint64_t q = e->topo.indptr[c0 + v]; q < e->topo.indptr[c0 + v + 1]; q++) {
+                uint32_t u = ix[q];
+                if (loc[u] == UINT32_MAX) {
+                    loc[u] = ns;
+                    ids[ns++] = u;
+                }
+                src[k++] = loc[u];
+            }
+            indptr[v + 1] = k;
+        }
+        rc = get(arg, c0, nd, x, err, errlen);
+        for (uint32_t k = nd; k < ns && rc == 0; k++)
+            rc = get(arg, ids[k], 1, x + (size_t)k * d, err, errlen);
+        for (uint32_t k = 0; k < ns; k++)
+            loc[ids[k]] = UINT32_MAX;
+        if (rc)
+            break;
+        struct ops_block b = {.n_dst = nd, .n_src = ns, .indptr = indptr, .src = src};
+        if ((rc = model_forward_layer(e->net, i, &b, x, y, err, errlen)))
+            break;
+        size_t bytes = (size_t)nd * d * sizeof *y;
+        ssize_t w = pwrite(out_fd, y, bytes, (off_t)(c0 * d * sizeof *y));
+        if (w != (ssize_t)bytes)
+            rc = sl_errf(err, errlen, w < 0 ? -errno : -EIO, "the encoded table: writing: %s",
+                         w < 0 ? strerror(errno) : "short write");
+    }
+    free(ids), free(indptr), free(src), free(x), free(y);
+    return rc;
+}
+
+int linkenc_encode_file(struct linkenc *e,
+                        int (*get)(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen),
+                        void *arg, const char *path, char *err, size_t errlen)
+{
+    const uint32_t L = e->o.layers;
+    char tmp[2][4200];
+    snprintf(tmp[0], sizeof tmp[0], "%s.layer0", path);
+    snprintf(tmp[1], sizeof tmp[1], "%s.layer1", path);
+    uint32_t *loc = malloc(SL_MAX(e->topo.nodes, 1) * sizeof *loc);
+    if (!loc)
+        return sl_errf(err, errlen, -ENOMEM, "model.encoder: out of memory for a map of %" PRIu64 " nodes",
+                       e->topo.nodes);
+    memset(loc, 0xff, e->topo.nodes * sizeof *loc);
+    int rc = 0, in_fd = -1;
+    for (uint32_t i = 0; i < L && rc == 0; i++) { /* the last layer writes path, the others alternate */
+        const char *out = i + 1 == L ? path : tmp[i % 2];
+        int out_fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (out_fd < 0) {
+            rc = sl_errf(err, errlen, -errno, "%s: cannot create: %s", out, strerror(errno));
+            break;
+        }
+        rc = layer_stream(e, i, i ? NULL : get, arg, in_fd, out_fd, loc, err, errlen);
+        if (in_fd >= 0)
+            close(in_fd);
+        in_fd = out_fd;
+        if (i)
+            unlink(tmp[(i - 1) % 2]);
+    }
+    if (in_fd >= 0)
+        close(in_fd);
+    unlink(tmp[0]);
+    unlink(tmp[1]);
+    free(loc);
     return rc;
 }

@@ -80,6 +80,7 @@ struct linkenc {
     uint32_t *node_pos;       /* (nodes) the identity: partitions are id ranges */
     uint8_t *part_in;         /* (parts) */
     uint32_t parts;
+    uint32_t stream_chunk;    /* linkenc_encode_file's destinations a chunk; 0: LINKENC_CHUNK */
 };
 
 /* Where the training triples come from (linkooc_triples' shape): read
@@ -149,6 +150,27 @@ int linkenc_backward_step(struct linkenc *e, const float *grad, bool step, char 
 /* Every node encoded with its whole neighbourhood: out (nodes, d) from
  * the table in (nodes, d). 0 or -ENOMEM. */
 int linkenc_encode_all(struct linkenc *e, const float *in, float *out, char *err, size_t errlen);
+
+/* The same for a table too large to hold (out of core): the input rows
+ * come through get (rows first .. first+count-1 into dst, count at most
+ * 16384; link_eval_opts.rows's shape) and every node's encoded row goes
+ * into the file `path` ((nodes, d) float32, created or truncated), layer
+ * after layer (a layer's output beside it in path.layer, removed after),
+ * destinations in chunks of LINKENC_CHUNK, each chunk's sources gathered
+ * from the layer's input (the chunk in one call, each neighbour in one).
+ * The same rows as linkenc_encode_all. Memory: one chunk's sources and
+ * one node map (4 bytes a node). 0 or -errno with a message. */
+#define LINKENC_CHUNK 4096u
+int linkenc_encode_file(struct linkenc *e,
+                        int (*get)(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen),
+                        void *arg, const char *path, char *err, size_t errlen);
+/* linkenc_encode_file's output as link_eval_opts.rows (arg a struct
+ * linkenc_file): rows read from the open file. */
+struct linkenc_file {
+    int fd;
+    uint32_t d;
+};
+int linkenc_file_rows(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen);
 
 /* The weights as the model lays them out (model.h: model_tensor), for
  * checkpoints; Adam's moments are e->adam.m and .v, its step e->adam.step. */

@@ -72,6 +72,14 @@ static void take_holder(void *arg, uint32_t s, uint64_t b)
 int linkooc_assign(struct linkooc *x, uint32_t epoch, char *err, size_t errlen)
 {
     const uint64_t nb = (uint64_t)x->parts * x->parts;
+    if (x->order == PO_ORDER_COMET) { /* a new grouping into logical partitions every epoch (MariusGNN §3) */
+        struct po_params pl = {.parts = x->parts, .slots = x->slots, .order = PO_ORDER_COMET, .cover = PO_COVER_PAIRS,
+                               .seed = sl_mix64(x->o.seed ^ ((uint64_t)epoch + 1) * 0x9e3779b97f4a7c15ull)};
+        po_plan_free(&x->plan);
+        int rc = po_plan_build(&x->plan, &pl, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
     for (uint64_t b = 0; b < nb; b++)
         x->bucket_state[b] = UNSET;
     if (x->order == PO_ORDER_BETA) {
@@ -257,6 +265,12 @@ static void remove_layout(const char *dir)
     unlink(f);
     snprintf(f, sizeof f, "%s/buckets.bin", dir);
     unlink(f);
+    /* the GNN encoder's table for evaluation (launcher/link.c: linkenc_encode_file) */
+    static const char *const enc[] = {"encoded.bin", "encoded.bin.layer0", "encoded.bin.layer1"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(enc); i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, enc[i]);
+        unlink(f);
+    }
     rmdir(dir);
 }
 
@@ -554,15 +568,17 @@ int linkooc_epoch(struct linkooc *x, struct link_trainer *t, uint32_t epoch, dou
         total += (n + x->o.batch - 1) / x->o.batch;
     }
     for (uint32_t i = 0; i < pl->states && rc == 0; i++) {
-        /* odd epochs walk the states backwards: an epoch then starts in
-         * the state the one before ended in, and loads nothing to begin */
-        const uint32_t s = epoch % 2 ? pl->states - 1 - i : i;
+        /* BETA: odd epochs walk the states backwards: an epoch then starts
+         * in the state the one before ended in, and loads nothing to begin
+         * (COMET's plan is new every epoch: forwards) */
+        const bool back = epoch % 2 && x->order == PO_ORDER_BETA;
+        const uint32_t s = back ? pl->states - 1 - i : i;
         if ((rc = embbuf_switch(&x->buf, pl, s, err, errlen)) < 0)
             break;
         if (i == 0)
             buckets_ahead(x, s);
         if (i + 1 < pl->states) {
-            const uint32_t next = epoch % 2 ? s - 1 : s + 1;
+            const uint32_t next = back ? s - 1 : s + 1;
             if ((rc = embbuf_prefetch(&x->buf, pl, next, err, errlen)) < 0)
                 break;
             buckets_ahead(x, next);

@@ -8,7 +8,9 @@
  * two-layer encoder reach an MRR far above chance; full-neighbourhood
  * encoding equals a sampled forward whose fanouts take every neighbour. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "t_util.h"
 #include "t_link.h"
@@ -292,8 +294,18 @@ static void test_deterministic(void **state)
     link_model_free(&a), link_model_free(&b);
 }
 
+/* Rows of an in-memory table through link_eval_opts.rows's shape. */
+static int table_rows(void *arg, uint64_t first, uint64_t count, float *dst, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    const struct link_model *m = arg;
+    memcpy(dst, m->node + first * m->d, count * m->d * sizeof *dst);
+    return 0;
+}
+
 /* Encoding every node at once (full neighbourhoods) is a sampled forward
- * whose fanouts take every neighbour: the same rows. */
+ * whose fanouts take every neighbour: the same rows; and so is encoding
+ * them streamed through a file (out of core). */
 static void test_encode_all(void **state)
 {
     (void)state;
@@ -320,6 +332,32 @@ static void test_encode_all(void **state)
             if (fabsf(rows[i * d + j] - all[ids[i] * d + j]) > 1e-5f * (1 + fabsf(all[ids[i] * d + j])))
                 fail_msg("node %llu [%u]: sampled %g, full %g", (unsigned long long)ids[i], j, rows[i * d + j],
                          all[ids[i] * d + j]);
+    /* streamed through a file in chunks (out of core), 3 layers: the same rows */
+    struct linkenc e3;
+    struct linkenc_opts o3 = enc_opts(3);
+    o3.fanouts[2] = 3;
+    assert_int_equal(linkenc_init(&e3, g_m.nodes, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows, 8, &o3, err,
+                                  sizeof err), 0);
+    e3.stream_chunk = 100; /* ten chunks */
+    assert_int_equal(linkenc_encode_all(&e3, m.node, all, err, sizeof err), 0);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/encoded.bin", g_dir);
+    struct link_model src = m;
+    assert_int_equal(linkenc_encode_file(&e3, table_rows, &src, path, err, sizeof err), 0);
+    struct linkenc_file f = {.fd = open(path, O_RDONLY), .d = d};
+    assert_true(f.fd >= 0);
+    float *back = malloc(m.nodes * d * sizeof *back);
+    assert_int_equal(linkenc_file_rows(&f, 0, m.nodes, back, err, sizeof err), 0);
+    close(f.fd);
+    for (size_t i = 0; i < m.nodes * d; i++)
+        if (fabsf(back[i] - all[i]) > 1e-5f * (1 + fabsf(all[i])))
+            fail_msg("streamed row %zu [%zu]: %g, in memory %g", i / d, i % d, back[i], all[i]);
+    char layer[4400];
+    snprintf(layer, sizeof layer, "%s.layer0", path);
+    assert_true(access(layer, F_OK) != 0); /* the layers in between are gone */
+    unlink(path);
+    free(back);
+    linkenc_free(&e3);
     free(rows), free(all);
     linkenc_free(&e);
     link_model_free(&m);
