@@ -234,7 +234,9 @@ static const key keys[] = {
      "with a spare, fit half the memory limit."},
     {"pipeline.partition_order", K_ENUM, OFF(pipeline.partition_order), "\"comet\"", 0, 0, partition_orders,
      "pipeline.mode = \"partitions\": the order of the buffer states, comet (MariusGNN; one state per epoch "
-     "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline)."},
+     "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline). Link prediction: beta "
+     "for the embeddings alone (comet refused); with model.encoder = \"sage\" comet (edge buckets drawn among "
+     "the states that hold them) or beta."},
     {"pipeline.partition_fill", K_ENUM, OFF(pipeline.partition_fill), "\"auto\"", 0, 0, partition_fills,
      "pipeline.mode = \"partitions\", comet with the training partitions fitting the buffer (one state an "
      "epoch): the slots beside the training partitions hold random others, drawn again each epoch "

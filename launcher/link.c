@@ -530,6 +530,7 @@ int launch_link_run(const struct launch_link *r)
     }
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
     struct embbuf_stats before = {0}; /* the buffer's counters at the epoch's start */
+    uint64_t enc_before[3] = {0};     /* the encoder's: nodes, edges sampled, batches */
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
         prog.epoch = ep;
@@ -561,6 +562,15 @@ int launch_link_run(const struct launch_link *r)
                     sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
                     (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
             before = *a;
+        }
+        if (enc_on) {
+            fprintf(stderr,
+                    "gnnlaunch: epoch %" PRIu32 " encoder: %.0f nodes and %.0f edges sampled a batch on average "
+                    "(%" PRIu64 " nodes)\n",
+                    ep + 1, (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
+                    (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
+                    meta->nodes);
+            enc_before[0] = enc.nodes_sampled, enc_before[1] = enc.edges_sampled, enc_before[2] = enc.batches;
         }
         printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
         bool last = ep + 1 == (uint32_t)c->train.epochs;

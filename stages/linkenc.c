@@ -216,6 +216,8 @@ int linkenc_sample(struct linkenc *e, const uint64_t *ids, uint32_t k, uint32_t 
     if (rc)
         return rc;
     e->edges_sampled += edges;
+    e->nodes_sampled += batch_nodes(&e->view);
+    e->batches++;
     const uint32_t L = e->o.layers;
     for (uint32_t i = 0; i < L; i++) { /* layer i aggregates over block L-1-i (ipc/batch.h) */
         uint32_t b = batch_block_for_layer(&e->view, i);

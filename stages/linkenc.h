@@ -76,6 +76,8 @@ struct linkenc {
     float *x;                 /* (sampled nodes, d) the input rows */
     float *out, *dout;        /* (targets, d) encoded rows and their gradients */
     uint64_t edges_sampled;   /* of every block, since init */
+    uint64_t nodes_sampled;   /* sampled nodes (linkenc_count) summed over batches, since init */
+    uint64_t batches;         /* linkenc_sample calls, since init */
     /* out of core (linkenc_set_buffer): the sampler's filter */
     uint32_t *node_pos;       /* (nodes) the identity: partitions are id ranges */
     uint8_t *part_in;         /* (parts) */
