@@ -324,6 +324,7 @@ static int load(const struct launch_link *r, struct link_model *m, struct linkoo
 /* Where the encoded table goes: in memory (table), or out of core into
  * the file path, read back through file (fd -1 until made). */
 struct enc_out {
+    bool fresh; /* it encodes the tables as they are now (no training since): evaluations reuse it */
     float *table;
     char path[4300];
     struct linkenc_file file;
@@ -335,8 +336,13 @@ struct enc_out {
 static int encode_table(const struct link_model *m, struct linkenc *enc, struct enc_out *o,
                         const struct link_eval_opts *e, char *err, size_t errlen)
 {
-    if (m->node)
-        return linkenc_encode_all(enc, m->node, o->table, err, errlen);
+    if (o->fresh)
+        return 0;
+    if (m->node) {
+        int rc = linkenc_encode_all(enc, m->node, o->table, err, errlen);
+        o->fresh = rc == 0;
+        return rc;
+    }
     if (o->file.fd >= 0) {
         close(o->file.fd);
         o->file.fd = -1;
@@ -345,6 +351,7 @@ static int encode_table(const struct link_model *m, struct linkenc *enc, struct 
     if (rc == 0 && (o->file.fd = open(o->path, O_RDONLY | O_CLOEXEC)) < 0)
         rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", o->path, strerror(errno));
     o->file.d = m->d;
+    o->fresh = rc == 0;
     return rc;
 }
 
@@ -535,6 +542,7 @@ int launch_link_run(const struct launch_link *r)
         double t1 = sl_now(), loss;
         prog.epoch = ep;
         prog.t_epoch = prog.t_plain = t1;
+        eout.fresh = false; /* the tables change */
         rc = r->ooc ? linkooc_epoch(&x, &t, ep, &loss, err, sizeof err)
                     : link_train_epoch(&t, ep, &loss, err, sizeof err);
         clear_live(&prog);
