@@ -192,7 +192,7 @@ EOF
         [[ $capped == 1 ]] && cg=$(lib_cg_summary)
         lib_cg_remove
         echo "run=$name exit=$rc wall_s=$wall cgroup=$cg"
-        grep -E '^(epoch [0-9]+/|test_mrr=)' "$log" | sed 's/^/  /'
+        grep -E '^(epoch [0-9]+/|test_mrr=)' "$log" | sed 's/^/  /' || true
         grep -E 'out of core|encoder: [0-9]+ nodes' "$log" | grep -v 'batches/s' | sed 's/^/  /' || true
         rm -rf "$ck"
     }
