@@ -30,6 +30,7 @@ static const char *const topology_modes[] = {"auto", "memory", "mmap", "cache", 
 static const char *const optimizers[] = {"adam", "adamw", NULL};
 static const char *const activations[] = {"relu", "elu", NULL};
 static const char *const gcn_norms[] = {"block", "graph", NULL};
+static const char *const encoders[] = {"none", "sage", NULL};
 static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
@@ -88,6 +89,11 @@ static const key keys[] = {
      "GCN's degrees: of the whole graph (the default; as PyG's GCNConv on the full graph, so a checkpoint "
      "reproduces it: the sampler sends each node's in-degree), or of the sampled block (as DGL's GraphConv on a "
      "block; evaluation then depends on the fanouts and the batch size)."},
+    {"model.encoder", K_ENUM, OFF(model.encoder), "\"none\"", 0, 0, encoders,
+     "distmult and complex only: the node encoder under the decoder. none scores the learnt embeddings themselves; "
+     "sage runs GraphSAGE (model.layers layers of model.hidden, model.fanouts neighbours sampled per hop, "
+     "model.aggr, model.activation between layers, no dropout) over the training graph with the learnt embeddings "
+     "as its input, and the decoder scores its output (MariusGNN; docs/link.md, \"The GNN encoder\")."},
     {"model.heads", K_INT, OFF(model.heads), "4", 1, 64, NULL,
      "Attention heads (GAT only); `hidden` must be a multiple of it."},
     {"model.out_heads", K_INT, OFF(model.out_heads), "0", 0, 64, NULL,
@@ -228,7 +234,9 @@ static const key keys[] = {
      "with a spare, fit half the memory limit."},
     {"pipeline.partition_order", K_ENUM, OFF(pipeline.partition_order), "\"comet\"", 0, 0, partition_orders,
      "pipeline.mode = \"partitions\": the order of the buffer states, comet (MariusGNN; one state per epoch "
-     "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline)."},
+     "when the training partitions fit the buffer) or beta (Marius's IO-greedy baseline). Link prediction: beta "
+     "for the embeddings alone (comet refused); with model.encoder = \"sage\" comet (edge buckets drawn among "
+     "the states that hold them) or beta."},
     {"pipeline.partition_fill", K_ENUM, OFF(pipeline.partition_fill), "\"auto\"", 0, 0, partition_fills,
      "pipeline.mode = \"partitions\", comet with the training partitions fitting the buffer (one state an "
      "epoch): the slots beside the training partitions hold random others, drawn again each epoch "
@@ -273,6 +281,9 @@ static const key keys[] = {
     {"link.eval_sampled", K_INT, OFF(link.eval_sampled), "0", 0, 1e7, NULL,
      "Rank each answer among this many uniformly drawn nodes instead of all nodes (for graphs too large to rank "
      "fully). 0: all nodes."},
+    {"link.encoder_lr", K_FLOAT, OFF(link.encoder_lr), "0.01", 1e-9, 10, NULL,
+     "model.encoder = \"sage\": the learning rate of Adam (torch's defaults otherwise) on the encoder's weights; "
+     "the node and relation embeddings keep Adagrad at train.lr."},
 };
 
 /* The keys that decide what a run computes: its identity (config_run_text). */
@@ -288,10 +299,12 @@ static const char *const run_keys[] = {
  * run text in that mode only: an online or packed run (the same samples
  * as online) keeps the identity it had before partitions existed. The
  * launcher resolves "auto" before the identity is taken, so the text
- * holds the p and c the run used. */
+ * holds the p and c the run used. Likewise the link encoder's keys, only
+ * with an encoder: a run without one keeps the identity it had before. */
 static const char *const run_keys_partitions[] = {"pipeline.mode",           "pipeline.partitions",
                                                   "pipeline.buffer_partitions", "pipeline.partition_order",
                                                   "pipeline.partition_fill", "pipeline.partition_eval"};
+static const char *const run_keys_encoder[] = {"model.encoder", "link.encoder_lr"};
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 _Static_assert(NKEYS <= CONFIG_KEYS_MAX, "raise CONFIG_KEYS_MAX: one given flag per key");
@@ -657,6 +670,10 @@ static int validate(struct config *c, const seen *s, const char *path, char *err
     if (c->model.kind == MODEL_COMPLEX && c->model.hidden % 2)
         return sl_errf(err, errlen, -EINVAL, "%s: model.hidden = %" PRId64 " is odd; complex embeddings hold real and "
                        "imaginary halves, so it must be even", src, c->model.hidden);
+    if (c->model.encoder != MODEL_ENCODER_NONE && !model_kind_is_link(c->model.kind))
+        return sl_errf(err, errlen, -EINVAL, "%s: model.encoder = \"sage\" puts a GNN under a link-prediction "
+                       "decoder, so it needs model.kind = \"distmult\" or \"complex\", not \"%s\" (a node-classification "
+                       "model is a GNN already: drop model.encoder)", src, model_kind_name(c->model.kind));
     if (c->pipeline.mode == PIPELINE_PACKED && !c->pipeline.pack[0])
         return sl_errf(err, errlen, -EINVAL, "%s: pipeline.mode = \"packed\" needs pipeline.pack, the directory "
                        "gnnprep pack wrote; add it or --set pipeline.pack=DIR", src);
@@ -876,10 +893,11 @@ size_t config_run_text(const struct config *c, char *buf, size_t len)
     size_t used = 0;
     if (len)
         buf[0] = '\0';
-    const bool parts = c->pipeline.mode == PIPELINE_PARTITIONS;
-    const size_t n0 = SL_ARRAY_LEN(run_keys), n = n0 + (parts ? SL_ARRAY_LEN(run_keys_partitions) : 0);
+    const bool parts = c->pipeline.mode == PIPELINE_PARTITIONS, enc = c->model.encoder != MODEL_ENCODER_NONE;
+    const size_t n0 = SL_ARRAY_LEN(run_keys), n1 = n0 + (enc ? SL_ARRAY_LEN(run_keys_encoder) : 0),
+                 n = n1 + (parts ? SL_ARRAY_LEN(run_keys_partitions) : 0);
     for (size_t i = 0; i < n; i++) {
-        const key *k = find_key(i < n0 ? run_keys[i] : run_keys_partitions[i - n0]);
+        const key *k = find_key(i < n0 ? run_keys[i] : i < n1 ? run_keys_encoder[i - n0] : run_keys_partitions[i - n1]);
         char v[256];
         value_text(c, k, v, sizeof v);
         int w = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, "%s = %s\n", k->name, v);

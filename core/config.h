@@ -37,6 +37,10 @@ enum link_eval_key { LINK_EVAL_FILTERED = 0, LINK_EVAL_RAW = 1 };
 enum model_activation { MODEL_ACT_RELU = 0, MODEL_ACT_ELU = 1 };
 /* model.aggr: GraphSAGE's neighbour aggregation. */
 enum model_aggr { MODEL_AGGR_MEAN = 0, MODEL_AGGR_SUM = 1, MODEL_AGGR_MAX = 2 };
+/* model.encoder: link prediction's node encoder (docs/link.md, "The GNN
+ * encoder"): the learnt embeddings as they are, or GraphSAGE over sampled
+ * neighbourhoods with the learnt embeddings as its input. */
+enum model_encoder { MODEL_ENCODER_NONE = 0, MODEL_ENCODER_SAGE = 1 };
 /* model.gcn_norm: whose degrees GCN's normalisation uses. */
 enum gcn_norm { GCN_NORM_BLOCK = 0, GCN_NORM_GRAPH = 1 };
 
@@ -106,6 +110,7 @@ struct config {
         enum model_aggr aggr;
         int64_t heads;
         int64_t out_heads;
+        enum model_encoder encoder; /* link prediction: none, or a GNN over sampled neighbourhoods */
     } model;
     struct {
         int64_t epochs;
@@ -172,6 +177,7 @@ struct config {
         enum link_eval_key eval;
         bool eval_heads;
         int64_t eval_sampled;
+        double encoder_lr; /* model.encoder = "sage": Adam's learning rate for its weights */
     } link;
     /* given[i]: schema key i was set by the file or a --set, whatever its
      * value (a default written out explicitly counts as given); read it

@@ -16,6 +16,7 @@
 #include "ops/ckpt.h"
 #include "ops/ops.h"
 #include "stages/link.h"
+#include "stages/linkenc.h"
 #include "stages/linkooc.h"
 #include "stages/predict.h"
 
@@ -145,26 +146,64 @@ static struct link_opts opts_of(const struct config *c)
 
 static void model_text(const struct config *c, const struct link_meta *m, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s dim=%" PRId64 " nodes=%" PRIu64 " relations=%" PRIu64, model_kind_name(c->model.kind),
-             c->model.hidden, m->nodes, m->relations);
+    int w = snprintf(buf, len, "%s dim=%" PRId64 " nodes=%" PRIu64 " relations=%" PRIu64,
+                     model_kind_name(c->model.kind), c->model.hidden, m->nodes, m->relations);
+    if (c->model.encoder == MODEL_ENCODER_SAGE && w > 0 && (size_t)w < len) {
+        char f[128];
+        snprintf(buf + w, len - (size_t)w, " encoder=sage layers=%" PRId64 " fanouts=%s", c->model.layers,
+                 config_fanouts_str(c->model.fanouts, c->model.n_fanouts, f, sizeof f));
+    }
+}
+
+static struct linkenc_opts enc_opts_of(const struct config *c)
+{
+    struct linkenc_opts o = {.layers = (uint32_t)c->model.layers, .aggr = c->model.aggr,
+                             .activation = c->model.activation, .dim = (uint32_t)c->model.hidden,
+                             .lr = (float)c->link.encoder_lr, .seed = (uint64_t)c->train.seed};
+    for (int64_t i = 0; i < c->model.layers; i++)
+        o.fanouts[i] = c->model.fanouts[i];
+    return o;
+}
+
+/* The encoder's tensors in a checkpoint: its weights as "encoder.<name>"
+ * and Adam's moments as "adam.m.encoder.<name>", "adam.v.encoder.<name>"
+ * (the GNN trainer's names with the prefix), into ts from index at;
+ * names into names (3 x MODEL_TENSORS_MAX x 64). Returns the count added. */
+static uint32_t enc_tensors(struct linkenc *e, struct ckpt_tensor *ts, char (*names)[64])
+{
+    uint32_t n = 0, k = model_ntensors(e->net);
+    float *base[3] = {model_params(e->net), e->adam.m, e->adam.v};
+    const char *pre[3] = {"encoder.", "adam.m.encoder.", "adam.v.encoder."};
+    for (int b = 0; b < 3; b++)
+        for (uint32_t i = 0; i < k; i++, n++) {
+            const struct model_tensor *t = model_tensor(e->net, i);
+            snprintf(names[n], 64, "%s%s", pre[b], t->name);
+            ts[n] = (struct ckpt_tensor){.name = names[n], .data = base[b] + t->offset, .dtype = "F32",
+                                         .ndim = t->ndim, .shape = {t->shape[0], t->shape[1]}};
+        }
+    return n;
 }
 
 /* epoch-NNNNNN.safetensors for `epochs` finished epochs, then latest and
  * keep_last. 0 or -errno with a message. */
-static int save(const struct launch_link *r, const struct link_model *m, struct linkooc *x, uint32_t epochs,
-                uint64_t steps, char *err, size_t errlen)
+static int save(const struct launch_link *r, const struct link_model *m, struct linkooc *x, struct linkenc *enc,
+                uint32_t epochs, uint64_t steps, char *err, size_t errlen)
 {
     const struct config *c = r->cfg;
     const char *dir = c->train.checkpoint_dir;
     char path[4200], msg[1024];
     if (ckpt_path(path, sizeof path, dir, epochs) != 0)
         return sl_errf(err, errlen, -ENAMETOOLONG, "train.checkpoint_dir %s: path too long", dir);
-    const struct ckpt_tensor ts[] = {
+    struct ckpt_tensor ts[4 + 3 * MODEL_TENSORS_MAX] = {
         {.name = "node_emb", .data = m->node, .dtype = "F32", .ndim = 2, .shape = {m->nodes, m->d}},
         {.name = "rel_emb", .data = m->rel, .dtype = "F32", .ndim = 2, .shape = {m->relations, m->d}},
         {.name = "adagrad.node_emb", .data = m->node_g2, .dtype = "F32", .ndim = 2, .shape = {m->nodes, m->d}},
         {.name = "adagrad.rel_emb", .data = m->rel_g2, .dtype = "F32", .ndim = 2, .shape = {m->relations, m->d}},
     };
+    char enc_names[3 * MODEL_TENSORS_MAX][64], adam_s[32] = "0";
+    uint32_t nts = 4 + (enc ? enc_tensors(enc, ts + 4, enc_names) : 0);
+    if (enc)
+        snprintf(adam_s, sizeof adam_s, "%" PRIu64, enc->adam.step);
     char epoch_s[32], step_s[32], seed_s[32], model_s[256], rng_s[128], dataset_s[24], run_s[24], run_text[2048];
     snprintf(epoch_s, sizeof epoch_s, "%" PRIu32, epochs);
     snprintf(step_s, sizeof step_s, "%" PRIu64, steps);
@@ -183,7 +222,7 @@ static int save(const struct launch_link *r, const struct link_model *m, struct 
     const char *base[] = {"format", "sluice-checkpoint", "version", "1", "epoch", epoch_s, "step", step_s,
                           "seed", seed_s, "rng", rng_s, "model", model_s, "config", cfg_text,
                           CKPT_META_DATASET, dataset_s, CKPT_META_DATASET_PATH, c->dataset.path,
-                          CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text};
+                          CKPT_META_RUN, run_s, CKPT_META_RUN_CONFIG, run_text, "encoder_adam_step", adam_s};
     size_t nkeys = config_key_count(), nbase = SL_ARRAY_LEN(base), m2 = nbase;
     const char **kv = calloc(nbase + 2 * nkeys, sizeof *kv);
     char *vals = calloc(nkeys, 256);
@@ -198,11 +237,11 @@ static int save(const struct launch_link *r, const struct link_model *m, struct 
         kv[m2++] = vals + i * 256;
     }
     /* out of core: the node table and its sums from the layout's file */
-    const struct ckpt_fill fills[] = {{x ? linkooc_table_bytes : NULL, x ? &x->view[0] : NULL},
-                                      {NULL, NULL},
-                                      {x ? linkooc_table_bytes : NULL, x ? linkooc_g2_arg(x) : NULL},
-                                      {NULL, NULL}};
-    rc = ckpt_write_from(path, ts, fills, SL_ARRAY_LEN(ts), kv, (uint32_t)(m2 / 2), msg, sizeof msg);
+    struct ckpt_fill fills[SL_ARRAY_LEN(ts)] = {{x ? linkooc_table_bytes : NULL, x ? &x->view[0] : NULL},
+                                               {NULL, NULL},
+                                               {x ? linkooc_table_bytes : NULL, x ? linkooc_g2_arg(x) : NULL},
+                                               {NULL, NULL}};
+    rc = ckpt_write_from(path, ts, fills, nts, kv, (uint32_t)(m2 / 2), msg, sizeof msg);
     free(kv), free(vals), free(cfg_text);
     if (rc)
         return sl_errf(err, errlen, rc, "epoch %" PRIu32 ": %s; %s", epochs, msg,
@@ -218,8 +257,8 @@ static int save(const struct launch_link *r, const struct link_model *m, struct 
 
 /* The tables and Adagrad sums of epoch `epochs`' checkpoint into m (the
  * node table out of core: into x's layout). */
-static int load(const struct launch_link *r, struct link_model *m, struct linkooc *x, uint32_t epochs, uint64_t *steps,
-                char *err, size_t errlen)
+static int load(const struct launch_link *r, struct link_model *m, struct linkooc *x, struct linkenc *enc,
+                uint32_t epochs, uint64_t *steps, char *err, size_t errlen)
 {
     const struct config *c = r->cfg;
     char path[4200], msg[1024], want[256];
@@ -254,12 +293,95 @@ static int load(const struct launch_link *r, struct link_model *m, struct linkoo
             memcpy(t[i].dst, p, t[i].rows * m->d * sizeof(float));
         found[i] = p;
     }
+    if (rc == 0 && enc) { /* the encoder's weights, Adam's moments and step */
+        struct ckpt_tensor ts[3 * MODEL_TENSORS_MAX];
+        char names[3 * MODEL_TENSORS_MAX][64];
+        uint32_t n = enc_tensors(enc, ts, names);
+        const char *as = ckpt_meta(&k, "encoder_adam_step");
+        for (uint32_t i = 0; rc == 0 && i < n; i++) {
+            uint32_t nd;
+            uint64_t shape[CKPT_MAX_NDIM];
+            const void *p = ckpt_find(&k, ts[i].name, "F32", &nd, shape);
+            if (!p || nd != ts[i].ndim || shape[0] != ts[i].shape[0] || (nd == 2 && shape[1] != ts[i].shape[1]))
+                rc = sl_errf(err, errlen, -EINVAL, "--resume: %s has no F32 tensor %s of the encoder's shape", path,
+                             ts[i].name);
+            else
+                memcpy((void *)ts[i].data, p, ts[i].shape[0] * (nd == 2 ? ts[i].shape[1] : 1) * sizeof(float));
+        }
+        if (rc == 0 && !as)
+            rc = sl_errf(err, errlen, -EINVAL, "--resume: %s has no encoder_adam_step", path);
+        if (rc == 0)
+            enc->adam.step = strtoull(as, NULL, 10);
+    }
     if (rc == 0 && x) /* the checkpoint is mapped: its pages come and go as the partitions are written */
         rc = linkooc_restore(x, found[0], found[2], err, errlen);
     if (rc == 0)
         *steps = strtoull(step, NULL, 10);
     ckpt_free(&k);
     return rc;
+}
+
+/* Where the encoded table goes: in memory (table), or out of core into
+ * the file path, read back through file (fd -1 until made). */
+struct enc_out {
+    bool fresh; /* it encodes the tables as they are now (no training since): evaluations reuse it */
+    float *table;
+    char path[4300];
+    struct linkenc_file file;
+};
+
+/* Every node encoded (full neighbourhoods): into o->table in memory; out
+ * of core (m->node NULL) streamed from the layout through e->rows into
+ * o->path, opened as o->file. */
+static int encode_table(const struct link_model *m, struct linkenc *enc, struct enc_out *o,
+                        const struct link_eval_opts *e, char *err, size_t errlen)
+{
+    if (o->fresh)
+        return 0;
+    if (m->node) {
+        int rc = linkenc_encode_all(enc, m->node, o->table, err, errlen);
+        o->fresh = rc == 0;
+        return rc;
+    }
+    if (o->file.fd >= 0) {
+        close(o->file.fd);
+        o->file.fd = -1;
+    }
+    int rc = linkenc_encode_file(enc, e->rows, e->rows_arg, o->path, err, errlen);
+    if (rc == 0 && (o->file.fd = open(o->path, O_RDONLY | O_CLOEXEC)) < 0)
+        rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", o->path, strerror(errno));
+    o->file.d = m->d;
+    o->fresh = rc == 0;
+    return rc;
+}
+
+/* ckpt_fill's shape over the encoded file (node_enc.npy out of core). */
+static int enc_bytes(void *arg, uint64_t off, void *dst, size_t len, char *err, size_t errlen)
+{
+    const struct enc_out *o = arg;
+    size_t got = 0;
+    int rc = sl_pread_full(o->file.fd, dst, len, (off_t)off, &got);
+    if (rc < 0 || got != len)
+        return sl_errf(err, errlen, rc < 0 ? rc : -EIO, "%s: %s", o->path, rc < 0 ? strerror(-rc) : "ends early");
+    return 0;
+}
+
+/* link_evaluate, through the encoder when there is one. */
+static int evaluate(const struct link_model *m, struct linkenc *enc, struct enc_out *eo, const struct link_opts *o,
+                    const uint64_t *triples, uint64_t n, const struct link_eval_opts *e, struct link_metrics *out,
+                    char *err, size_t errlen)
+{
+    if (!enc)
+        return link_evaluate(m, o, triples, n, e, out, err, errlen);
+    int rc = encode_table(m, enc, eo, e, err, errlen);
+    if (rc)
+        return rc;
+    struct link_model em = *m;
+    struct link_eval_opts ee = *e;
+    em.node = m->node ? eo->table : NULL;
+    ee.rows = m->node ? NULL : linkenc_file_rows;
+    ee.rows_arg = m->node ? NULL : &eo->file;
+    return link_evaluate(&em, o, triples, n, &ee, out, err, errlen);
 }
 
 int launch_link_run(const struct launch_link *r)
@@ -274,6 +396,10 @@ int launch_link_run(const struct launch_link *r)
     struct link_trainer t;
     struct link_known known;
     struct linkooc x;
+    struct linkenc enc;
+    const bool enc_on = c->model.encoder == MODEL_ENCODER_SAGE;
+    struct enc_out eout = {.file = {.fd = -1}}; /* the encoded table an evaluation ranks */
+    memset(&enc, 0, sizeof enc);
     memset(&x, 0, sizeof x);
     x.rfd = x.bfd = -1;
     bool ooc_open = false;
@@ -300,7 +426,7 @@ int launch_link_run(const struct launch_link *r)
     snprintf(ooc_dir, sizeof ooc_dir, "%s/link-partitions", c->train.checkpoint_dir);
     if (rc == 0 && r->ooc) {
         struct linkooc_params pp = {.parts = r->parts, .slots = r->slots,
-                                    .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED};
+                                    .buffered = c->pipeline.io == EXTRACT_IO_BUFFERED, .comet = r->comet};
         double tl = sl_now();
         char tp[4200];
         snprintf(tp, sizeof tp, "%s/%s", dir, meta->split[LINK_TRAIN].file);
@@ -313,20 +439,27 @@ int launch_link_run(const struct launch_link *r)
         else
             rc = linkooc_init(&x, ooc_dir, &pp, &o, meta->nodes, meta->relations, &src, meta->split[LINK_TRAIN].rows,
                               &m, err, sizeof err);
+        ooc_open = rc == 0;
+        if (rc == 0 && enc_on) { /* the encoder's graph from the same file */
+            struct linkenc_opts eo = enc_opts_of(c);
+            struct linkenc_triples es = {read_split, &ss};
+            rc = linkenc_init_read(&enc, meta->nodes, &es, meta->split[LINK_TRAIN].rows, link_batch_rows(&o), &eo, err,
+                                   sizeof err);
+        }
         if (ss.fd >= 0)
             close(ss.fd);
         free(ss.buf);
-        ooc_open = rc == 0;
         if (rc == 0) {
             char b1[32], b2[32];
             fprintf(stderr,
                     "gnnlaunch: link prediction out of core: %" PRIu32 " partitions of %s (%" PRIu64 " nodes with "
                     "their Adagrad sums), %" PRIu32 " in the buffer (%s with the spare frame); %" PRIu32
-                    " buffer states an epoch, %" PRIu64 " swaps an epoch (BETA; lower bound %" PRIu64
+                    " buffer states an epoch, %" PRIu64 " swaps an epoch (%s; lower bound %" PRIu64
                     "); layout written to %s in %.1f s\n",
                     x.parts, sl_fmt_bytes(x.part_bytes, b1, sizeof b1), x.part_nodes, x.slots,
                     sl_fmt_bytes((uint64_t)x.buf.frames * x.part_bytes, b2, sizeof b2), x.plan.states, x.plan.swaps,
-                    po_lower_bound_pairs(x.parts, x.slots), ooc_dir, sl_now() - tl);
+                    x.order == PO_ORDER_COMET ? "COMET" : "BETA", po_lower_bound_pairs(x.parts, x.slots), ooc_dir,
+                    sl_now() - tl);
         }
     } else if (rc == 0) {
         rc = link_model_init(&m, meta->nodes, meta->relations, &o, err, sizeof err);
@@ -338,6 +471,17 @@ int launch_link_run(const struct launch_link *r)
     const char *every = getenv("SLUICE_PROGRESS_EVERY");
     if (every && *every && (sl_parse_double(every, &prog.every) != 0 || !(prog.every >= 0)))
         prog.every = 10;
+    if (rc == 0 && enc_on) {
+        struct linkenc_opts eo = enc_opts_of(c);
+        if (!r->ooc)
+            rc = linkenc_init(&enc, meta->nodes, split[LINK_TRAIN], meta->split[LINK_TRAIN].rows, link_batch_rows(&o),
+                              &eo, err, sizeof err);
+        if (rc == 0 && !r->ooc && !(eout.table = malloc(meta->nodes * o.dim * sizeof *eout.table)))
+            rc = sl_errf(err, sizeof err, -ENOMEM, "model.encoder: out of memory for the encoded table");
+        snprintf(eout.path, sizeof eout.path, "%s/encoded.bin", ooc_dir);
+        if (rc == 0)
+            t.enc = &enc;
+    }
     if (rc == 0) {
         t.stop = &g_stop;
         t.on_batch = on_batch;
@@ -354,7 +498,7 @@ int launch_link_run(const struct launch_link *r)
     }
     uint64_t steps = 0;
     if (rc == 0 && r->start_epoch)
-        rc = load(r, &m, ooc_open ? &x : NULL, r->start_epoch, &steps, err, sizeof err);
+        rc = load(r, &m, ooc_open ? &x : NULL, enc_on ? &enc : NULL, r->start_epoch, &steps, err, sizeof err);
     if (rc) {
         fprintf(stderr, "gnnlaunch: %s\n", err);
         goto out;
@@ -367,11 +511,12 @@ int launch_link_run(const struct launch_link *r)
                                .rows = r->ooc ? linkooc_rows : NULL,
                                .rows_arg = r->ooc ? &x : NULL};
     /* a previous run's final tables must not stand beside this run's checkpoints */
-    char np[2][4200];
+    char np[3][4200];
     snprintf(np[0], sizeof np[0], "%s/node_emb.npy", c->train.checkpoint_dir);
     snprintf(np[1], sizeof np[1], "%s/rel_emb.npy", c->train.checkpoint_dir);
-    unlink(np[0]);
-    unlink(np[1]);
+    snprintf(np[2], sizeof np[2], "%s/node_enc.npy", c->train.checkpoint_dir);
+    for (int i = 0; i < 3; i++)
+        unlink(np[i]);
     fprintf(stderr,
             "gnnlaunch: link prediction %s: %s, dim %" PRId64 ", %" PRIu64 " nodes, %" PRIu64
             " relations, %" PRIu64 " training triples; %s loss, %s negatives, Adagrad lr %g; %d thread%s\n",
@@ -379,12 +524,25 @@ int launch_link_run(const struct launch_link *r)
             c->link.loss == LINK_LOSS_SOFTMAX ? "softmax" : c->link.loss == LINK_LOSS_LOGISTIC ? "logistic" : "margin",
             c->link.sides == LINK_SIDES_KEY_PYG ? "one per positive (pyg)" : "chunk-shared", c->train.lr, ops_threads(),
             ops_threads() == 1 ? "" : "s");
+    if (enc_on) {
+        char f[128];
+        fprintf(stderr,
+                "gnnlaunch: encoder: sage, %" PRId64 " layer%s of %" PRId64 " -> %" PRId64 ", fanouts %s, %s aggregation, "
+                "%zu weights (Adam lr %g); the training graph both ways: %" PRIu64 " edges, max degree %" PRIu64
+                "; evaluation encodes every node with its full neighbourhood\n",
+                c->model.layers, c->model.layers == 1 ? "" : "s", c->model.hidden, c->model.hidden,
+                config_fanouts_str(c->model.fanouts, c->model.n_fanouts, f, sizeof f),
+                c->model.aggr == MODEL_AGGR_MEAN ? "mean" : c->model.aggr == MODEL_AGGR_SUM ? "sum" : "max",
+                linkenc_nparams(&enc), c->link.encoder_lr, enc.topo.edges, enc.topo.max_in_degree);
+    }
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
     struct embbuf_stats before = {0}; /* the buffer's counters at the epoch's start */
+    uint64_t enc_before[3] = {0};     /* the encoder's: nodes, edges sampled, batches */
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
         prog.epoch = ep;
         prog.t_epoch = prog.t_plain = t1;
+        eout.fresh = false; /* the tables change */
         rc = r->ooc ? linkooc_epoch(&x, &t, ep, &loss, err, sizeof err)
                     : link_train_epoch(&t, ep, &loss, err, sizeof err);
         clear_live(&prog);
@@ -404,20 +562,30 @@ int launch_link_run(const struct launch_link *r)
             const struct embbuf_stats *a = &x.st.buf;
             char b1[32], b2[32];
             fprintf(stderr,
-                    "gnnlaunch: epoch %" PRIu32 " out of core: %" PRIu64 " partitions loaded (BETA %" PRIu64
+                    "gnnlaunch: epoch %" PRIu32 " out of core: %" PRIu64 " partitions loaded (%s %" PRIu64
                     " swaps an epoch, lower bound %" PRIu64 "), %" PRIu64 " written back; read %s, wrote %s; "
                     "waited %.2f s for the buffer, %.2f s reading buckets, %.2f s training\n",
-                    ep + 1, x.st.swaps, x.plan.swaps, po_lower_bound_pairs(x.parts, x.slots), a->writes - before.writes,
+                    ep + 1, x.st.swaps, x.order == PO_ORDER_COMET ? "COMET" : "BETA", x.plan.swaps, po_lower_bound_pairs(x.parts, x.slots), a->writes - before.writes,
                     sl_fmt_bytes(a->bytes_read - before.bytes_read, b1, sizeof b1),
                     sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
                     (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
             before = *a;
         }
+        if (enc_on) {
+            fprintf(stderr,
+                    "gnnlaunch: epoch %" PRIu32 " encoder: %.0f nodes and %.0f edges sampled a batch on average "
+                    "(%" PRIu64 " nodes)\n",
+                    ep + 1, (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
+                    (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
+                    meta->nodes);
+            enc_before[0] = enc.nodes_sampled, enc_before[1] = enc.edges_sampled, enc_before[2] = enc.batches;
+        }
         printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
         bool last = ep + 1 == (uint32_t)c->train.epochs;
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
             struct link_metrics v;
-            if ((rc = link_evaluate(&m, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err, sizeof err))) {
+            if ((rc = evaluate(&m, t.enc, &eout, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err,
+                               sizeof err))) {
                 stopped_or_failed(rc, ep, err, &code);
                 goto out;
             }
@@ -425,14 +593,15 @@ int launch_link_run(const struct launch_link *r)
         }
         printf(" seconds=%.3f edges_per_s=%.0f\n", sl_now() - t1, (double)meta->split[LINK_TRAIN].rows / train_s);
         fflush(stdout);
-        if ((rc = save(r, &m, ooc_open ? &x : NULL, ep + 1, steps, err, sizeof err))) {
+        if ((rc = save(r, &m, ooc_open ? &x : NULL, t.enc, ep + 1, steps, err, sizeof err))) {
             fprintf(stderr, "gnnlaunch: %s\n", err);
             goto out;
         }
     }
     struct link_metrics tm = {0};
     if (meta->split[LINK_TEST].rows &&
-        (rc = link_evaluate(&m, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err, sizeof err))) {
+        (rc = evaluate(&m, t.enc, &eout, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err,
+                       sizeof err))) {
         stopped_or_failed(rc, (uint32_t)c->train.epochs, err, &code);
         goto out;
     }
@@ -444,6 +613,13 @@ int launch_link_run(const struct launch_link *r)
         fprintf(stderr, "gnnlaunch: warning: %s; the tables are in the last checkpoint's node_emb and rel_emb\n", err);
     else
         fprintf(stderr, "gnnlaunch: embeddings written to %s and %s\n", np[0], np[1]);
+    /* with the encoder, also what the decoder scores: every node encoded */
+    if (enc_on && (encode_table(&m, &enc, &eout, &e, err, sizeof err) ||
+                   (r->ooc ? predict_write_npy_from(np[2], "<f4", m.nodes, m.d, 4, enc_bytes, &eout, err, sizeof err)
+                           : predict_write_npy(np[2], "<f4", m.nodes, m.d, 4, eout.table, err, sizeof err))))
+        fprintf(stderr, "gnnlaunch: warning: %s; the encoder's weights are in the last checkpoint\n", err);
+    else if (enc_on)
+        fprintf(stderr, "gnnlaunch: encoded embeddings written to %s\n", np[2]);
     printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
            tm.hits10, c->train.epochs, sl_now() - t0);
     fflush(stdout);
@@ -454,6 +630,10 @@ out:
         linkooc_free(&x, true);
     link_known_free(&known);
     link_trainer_free(&t);
+    linkenc_free(&enc);
+    free(eout.table);
+    if (eout.file.fd >= 0)
+        close(eout.file.fd);
     link_model_free(&m);
     for (int s = 0; s < LINK_SPLITS; s++)
         free(split[s]);

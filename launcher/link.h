@@ -36,6 +36,7 @@ struct launch_link {
      * the layout in train.checkpoint_dir/link-partitions */
     bool ooc;
     uint32_t parts, slots;
+    bool comet; /* COMET's states and bucket assignment (model.encoder = "sage"), else BETA's */
 };
 
 /* Runs the training; returns the exit status (0, 3 a failure, 130

@@ -780,7 +780,11 @@ static int check_link_ooc(struct launch *l, const struct opts *o, char *err, siz
     r->slots = (uint32_t)c;
     l->cfg.pipeline.partitions = p;
     l->cfg.pipeline.buffer_partitions = c;
-    l->cfg.pipeline.partition_order = PO_ORDER_BETA;
+    /* COMET for the GNN encoder (the config's default order; "beta" may be
+     * asked for), BETA for the embeddings alone */
+    if (l->cfg.model.encoder == MODEL_ENCODER_NONE)
+        l->cfg.pipeline.partition_order = PO_ORDER_BETA;
+    r->comet = l->cfg.pipeline.partition_order == PO_ORDER_COMET;
     return 0;
 }
 
@@ -799,10 +803,16 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.early_stop_patience";
     else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
         no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE &&
+             (l->cfg.model.dropout != 0 && config_given(&l->cfg, "model.dropout")))
+        no = "model.dropout with model.encoder = \"sage\" (the encoder trains without dropout; drop the key)";
+    else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE && l->cfg.model.input_dropout != 0)
+        no = "model.input_dropout with model.encoder = \"sage\" (the encoder's input is the learnt embeddings)";
     else if (l->cfg.pipeline.mode == PIPELINE_PARTITIONS && config_given(&l->cfg, "pipeline.partition_order") &&
-             l->cfg.pipeline.partition_order != PO_ORDER_BETA)
-        no = "pipeline.partition_order other than \"beta\" (COMET orders a GNN encoder's partitions; the embedding "
-             "partitions go in BETA's order)";
+             l->cfg.pipeline.partition_order != PO_ORDER_BETA && l->cfg.model.encoder == MODEL_ENCODER_NONE)
+        no = "pipeline.partition_order other than \"beta\" without a GNN encoder (COMET orders the partitions of "
+             "model.encoder = \"sage\", whose neighbourhoods stay in the buffer; the embeddings alone go in BETA's "
+             "order)";
     /* the GNN trainer's optimizer keys: a link run trains with Adagrad at
      * train.lr, and a key it would ignore must not change the run silently */
     else if (config_given(&l->cfg, "train.optimizer") || l->cfg.train.weight_decay != 0)

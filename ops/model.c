@@ -133,6 +133,8 @@ struct model {
     struct buf xmask;    /* its mask (not needed by backward: the input has no gradient) */
     struct model_rows rows; /* model_forward_rows: layer 0's sources where they lie */
     bool use_rows;
+    bool want_dx;        /* model_set_input_grad: backward also differentiates the input */
+    const float *dx0;    /* that gradient after the last backward (in g[]), or NULL */
     /* host time spent per layer since model_timing_reset (model_layer_ns) */
     uint64_t fwd_ns[MODEL_LAYERS_MAX], bwd_ns[MODEL_LAYERS_MAX];
 };
@@ -840,6 +842,17 @@ void model_timing_reset(struct model *m)
     memset(m->bwd_ns, 0, sizeof m->bwd_ns);
 }
 
+void model_set_input_grad(struct model *m, bool on)
+{
+    m->want_dx = on;
+    m->dx0 = NULL;
+}
+
+const float *model_input_grad(const struct model *m)
+{
+    return m->dx0;
+}
+
 size_t model_layer_offset(const struct model *m, uint32_t i)
 {
     return i < m->c.layers ? m->l[i].first : m->nparams;
@@ -859,6 +872,7 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
         return sl_errf(err, errlen, -EINVAL, "model_backward: no gradient of the logits");
     uint32_t L = m->c.layers;
     int cur = 0, rc;
+    m->dx0 = NULL;
     if ((rc = buf_need(&m->g[cur], FLOATS(m->b, m->c.classes))) != 0 ||
         (rc = OP(m, copy, F(m->g[cur]), dlogits, COUNT(m->b, m->c.classes))) != 0)
         goto fail;
@@ -878,7 +892,7 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
                 goto fail;
         }
         float *dx = NULL;
-        if (i > 0) {
+        if (i > 0 || m->want_dx) {
             if ((rc = buf_need(&m->g[!cur], FLOATS(l->blk.n_src, l->in))) != 0)
                 goto fail;
             dx = F(m->g[!cur]);
@@ -891,6 +905,7 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
             return sl_errf(err, errlen, rc, "backward pass: after layer %u: %s", i, strerror(-rc));
         cur = !cur;
     }
+    m->dx0 = m->want_dx ? F(m->g[cur]) : NULL; /* layer 0's dx: the buffer the last pass wrote */
     return 0;
 fail:
     return sl_errf(err, errlen, rc, "backward pass (%s operators): %s", m->ops->name, m->ops->error(m->ctx));

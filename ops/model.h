@@ -209,6 +209,15 @@ int model_backward(struct model *m, const float *dlogits, char *err, size_t errl
 int model_backward_progress(struct model *m, const float *dlogits, int (*done)(void *arg, size_t from), void *arg,
                             char *err, size_t errlen);
 
+/* Whether model_backward also computes the gradient of the input x
+ * (blocks[0].n_src x in_dim rows) - off by default, features have none;
+ * link prediction's GNN encoder (stages/linkenc.h) learns its input. With
+ * input dropout it is the gradient of the input after dropout. */
+void model_set_input_grad(struct model *m, bool on);
+/* That gradient after the last model_backward (in the model's space), or
+ * NULL when off or before a backward; valid until the next backward. */
+const float *model_input_grad(const struct model *m);
+
 /* Where layer i's parameters start in the flat arrays: layers are laid
  * out in order, so layer i owns [model_layer_offset(m, i),
  * model_layer_offset(m, i + 1)), and i = layers gives nparams. */

@@ -9,6 +9,7 @@
 
 #include "core/util.h"
 #include "ops/ops.h"
+#include "stages/linkenc.h"
 
 #define EVAL_BLOCK 256u      /* queries scored together */
 #define EVAL_CAND 16384u     /* candidates per GEMM of the full ranking */
@@ -109,6 +110,13 @@ static void batch_shape(const struct link_opts *o, uint32_t *chunk, uint32_t *ne
 {
     *chunk = o->sides == LINK_SIDES_PYG ? 1 : o->chunk;
     *negs = o->sides == LINK_SIDES_PYG ? 1 : o->negs;
+}
+
+uint32_t link_batch_rows(const struct link_opts *o)
+{
+    uint32_t chunk, negs;
+    batch_shape(o, &chunk, &negs);
+    return 2 * o->batch + (o->batch + chunk - 1) / chunk * negs;
 }
 
 int link_trainer_init(struct link_trainer *t, struct link_model *m, const struct link_opts *o, const uint64_t *triples,
@@ -217,6 +225,48 @@ void link_shuffle(uint64_t *perm, uint64_t n, uint64_t seed, uint32_t epoch, uin
     }
 }
 
+/* The encoder's forward for a batch whose ids (2 nb + K: heads, tails,
+ * negatives) are at ids: samples their neighbourhood, copies the input
+ * row of every sampled node and leaves the encoded rows in t->gsum. */
+static int encode(struct link_trainer *t, const struct link_rows *rw, const uint64_t *ids, uint32_t nb, size_t K,
+                  uint32_t epoch, uint64_t batch, char *err, size_t errlen)
+{
+    struct linkenc *e = t->enc;
+    const uint32_t d = t->m->d;
+    int rc = linkenc_sample(e, ids, 2 * nb + (uint32_t)K, epoch, batch, err, errlen);
+    if (rc) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        return sl_errf(err, errlen, rc, "epoch %u, batch %" PRIu64 ": sampling the encoder's neighbourhood: %s",
+                       epoch + 1, batch, why);
+    }
+    const uint64_t *nodes = linkenc_nodes(e);
+    float *x = linkenc_input(e);
+    for (uint32_t i = 0; i < linkenc_count(e); i++)
+        memcpy(x + (size_t)i * d, node_row(rw, nodes[i], d), d * sizeof *x);
+    return linkenc_forward(e, t->gsum, err, errlen);
+}
+
+/* The encoder's backward from the gradients of the encoded rows (dh, dt,
+ * dneg in a row), then one Adagrad step on every sampled node's input row
+ * (each node once: the sampled nodes are distinct). */
+static int encoder_update(struct link_trainer *t, const struct link_rows *rw, const float *grad, char *err,
+                          size_t errlen)
+{
+    struct linkenc *e = t->enc;
+    const uint32_t d = t->m->d;
+    int rc = linkenc_backward(e, grad, err, errlen);
+    if (rc)
+        return rc;
+    const uint64_t *nodes = linkenc_nodes(e);
+    const float *dx = linkenc_input_grad(e);
+    for (uint32_t i = 0; i < linkenc_count(e); i++) {
+        float *row = node_row(rw, nodes[i], d);
+        kge_adagrad(row, row + rw->g2_off, dx + (size_t)i * d, d, t->o.lr, t->o.eps);
+    }
+    return 0;
+}
+
 int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *err, size_t errlen)
 {
     const struct link_opts *o = &t->o;
@@ -254,6 +304,15 @@ int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *
             nid[j] = v;
             memcpy(NG + j * d, node_row(rw, v, d), d * sizeof(float));
         }
+        if (t->enc) { /* the decoder scores the encoded rows (ids: heads, tails, negatives in a row) */
+            int rc = encode(t, rw, hid, nb, K, sl->epoch, batch, err, errlen);
+            if (rc)
+                return rc;
+            const float *E = t->gsum;
+            memcpy(H, E, (size_t)nb * d * sizeof *H);
+            memcpy(T, E + (size_t)nb * d, (size_t)nb * d * sizeof *T);
+            memcpy(NG, E + 2 * (size_t)nb * d, K * d * sizeof *NG);
+        }
         for (uint32_t c = 0; c < C; c++)
             t->side[c] = o->sides == LINK_SIDES_BOTH   ? KGE_TAIL | KGE_HEAD
                          : o->sides == LINK_SIDES_TAIL ? KGE_TAIL
@@ -268,7 +327,13 @@ int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *
                            "epoch %u, batch %" PRIu64 ": the loss is not finite (lower train.lr, or check the data)",
                            sl->epoch + 1, batch);
         /* nodes: heads, tails and negatives are contiguous in ids and grads */
-        update_nodes(rw, d, hid, dh, 2 * nb + (uint32_t)K, t->uid, t->gsum, t->order, o->lr, o->eps);
+        if (t->enc) {
+            int rc = encoder_update(t, rw, dh, err, errlen);
+            if (rc)
+                return rc;
+        } else {
+            update_nodes(rw, d, hid, dh, 2 * nb + (uint32_t)K, t->uid, t->gsum, t->order, o->lr, o->eps);
+        }
         update(m->rel, m->rel_g2, d, rid, dr, nb, t->uid, t->gsum, t->order, o->lr, o->eps);
         t->slice_loss += l;
         t->slice_batches++;

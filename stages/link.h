@@ -77,9 +77,15 @@ void link_init_stream(const struct link_opts *o, uint64_t nodes, uint64_t relati
 int link_model_init_with(struct link_model *m, uint64_t nodes, uint64_t relations, const struct link_opts *o,
                          int (*emit)(void *arg, uint64_t *st, double bound), void *arg, char *err, size_t errlen);
 
+struct linkenc;
+
 struct link_trainer {
     struct link_opts o;
     struct link_model *m;
+    /* (may be NULL) the GNN encoder (stages/linkenc.h), borrowed: the
+     * decoder then scores the encoded rows of heads, tails and negatives,
+     * and the Adagrad steps go to the input rows of every sampled node */
+    struct linkenc *enc;
     const uint64_t *triples; /* (n, 3) training triples, borrowed */
     uint64_t n;
     uint64_t *perm;          /* (n) this epoch's order */
@@ -142,6 +148,10 @@ void link_shuffle(uint64_t *perm, uint64_t n, uint64_t seed, uint32_t epoch, uin
  * buffer state. t->triples and t->perm are not used: the trainer of an
  * out-of-core run is made with triples NULL and n 1. */
 int link_train_slice(struct link_trainer *t, const struct link_slice *sl, char *err, size_t errlen);
+
+/* The node rows a batch of o gathers: heads and tails (2 x batch) and
+ * the chunks' negatives; what an encoder's max_ids must hold. */
+uint32_t link_batch_rows(const struct link_opts *o);
 
 /* A trainer of m over triples (borrowed: n rows of head, relation, tail,
  * all in range). 0, -EINVAL (bad opts), -ENOMEM. */

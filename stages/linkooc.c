@@ -15,6 +15,7 @@
 
 #include "core/util.h"
 #include "ops/ops.h"
+#include "stages/linkenc.h"
 
 #define REC 4 /* u64 a bucket record: split index, head, relation, tail */
 #define UNSET UINT32_MAX
@@ -23,6 +24,115 @@ uint64_t linkooc_expected_swaps(uint32_t p, uint32_t c)
 {
     struct po_params pp = {.parts = p, .slots = c, .order = PO_ORDER_BETA, .cover = PO_COVER_PAIRS};
     return po_expected_swaps(&pp);
+}
+
+/* ---- which state trains each bucket ---- */
+
+/* Calls fn(arg, s, bucket) for every bucket state s holds (both
+ * partitions in s), each bucket once per state, states in order. */
+static void each_held(const struct linkooc *x, void (*fn)(void *arg, uint32_t s, uint64_t b), void *arg)
+{
+    const uint32_t p = x->parts, c = x->slots;
+    for (uint32_t s = 0; s < x->plan.states; s++)
+        for (uint32_t a = 0; a < c; a++)
+            for (uint32_t b = 0; b < c; b++) {
+                uint32_t i = po_slot(&x->plan, s, a), j = po_slot(&x->plan, s, b);
+                if (i != PO_EMPTY && j != PO_EMPTY)
+                    fn(arg, s, (uint64_t)i * p + j);
+            }
+}
+
+static void first_holder(void *arg, uint32_t s, uint64_t b)
+{
+    struct linkooc *x = arg;
+    if (x->bucket_state[b] == UNSET)
+        x->bucket_state[b] = s;
+}
+
+struct draw_ctx {
+    struct linkooc *x;
+    uint32_t *seen; /* (p * p) holders met so far */
+    uint32_t *pick; /* (p * p) which holder trains it */
+};
+
+static void count_holder(void *arg, uint32_t s, uint64_t b)
+{
+    (void)s;
+    struct draw_ctx *d = arg;
+    d->pick[b]++;
+}
+
+static void take_holder(void *arg, uint32_t s, uint64_t b)
+{
+    struct draw_ctx *d = arg;
+    if (d->seen[b]++ == d->pick[b])
+        d->x->bucket_state[b] = s;
+}
+
+int linkooc_assign(struct linkooc *x, uint32_t epoch, char *err, size_t errlen)
+{
+    const uint64_t nb = (uint64_t)x->parts * x->parts;
+    if (x->order == PO_ORDER_COMET) { /* a new grouping into logical partitions every epoch (MariusGNN §3) */
+        struct po_params pl = {.parts = x->parts, .slots = x->slots, .order = PO_ORDER_COMET, .cover = PO_COVER_PAIRS,
+                               .seed = sl_mix64(x->o.seed ^ ((uint64_t)epoch + 1) * 0x9e3779b97f4a7c15ull)};
+        po_plan_free(&x->plan);
+        int rc = po_plan_build(&x->plan, &pl, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    for (uint64_t b = 0; b < nb; b++)
+        x->bucket_state[b] = UNSET;
+    if (x->order == PO_ORDER_BETA) {
+        each_held(x, first_holder, x);
+    } else { /* uniform among the states that hold the bucket, drawn from (seed, epoch, bucket) */
+        struct draw_ctx d = {x, calloc(nb, sizeof *d.seen), calloc(nb, sizeof *d.pick)};
+        if (!d.seen || !d.pick) {
+            free(d.seen), free(d.pick);
+            return sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu64 " edge buckets", nb);
+        }
+        each_held(x, count_holder, &d);
+        for (uint64_t b = 0; b < nb; b++) {
+            uint64_t h = sl_mix64(x->o.seed ^ sl_mix64(0x636f6d6574ull + epoch * 0x9e3779b97f4a7c15ull + b));
+            d.pick[b] = d.pick[b] ? (uint32_t)(((unsigned __int128)h * d.pick[b]) >> 64) : 0;
+        }
+        each_held(x, take_holder, &d);
+        free(d.seen), free(d.pick);
+    }
+    for (uint64_t b = 0; b < nb; b++)
+        if (x->bucket_state[b] == UNSET)
+            return sl_errf(err, errlen, -EINVAL, "the %s plan of %" PRIu32 " partitions and %" PRIu32 " slots never "
+                           "holds partitions %" PRIu64 " and %" PRIu64 " together", po_order_name(x->order), x->parts,
+                           x->slots, b / x->parts, b % x->parts);
+    /* room for a state's triples */
+    uint64_t *n = calloc(x->plan.states, sizeof *n), cap = 0;
+    if (!n)
+        return sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu32 " states", x->plan.states);
+    for (uint64_t b = 0; b < nb; b++)
+        n[x->bucket_state[b]] += x->bucket_off[b + 1] - x->bucket_off[b];
+    for (uint32_t s = 0; s < x->plan.states; s++)
+        cap = SL_MAX(cap, n[s]);
+    free(n);
+    if (cap > x->cap || !x->rec) {
+        cap = SL_MAX(cap, 1);
+        uint64_t *rec = realloc(x->rec, cap * REC * sizeof *x->rec);
+        if (rec)
+            x->rec = rec;
+        uint64_t *tri = realloc(x->tri, cap * 3 * sizeof *x->tri);
+        if (tri)
+            x->tri = tri;
+        uint64_t *perm = realloc(x->perm, cap * sizeof *x->perm);
+        if (perm)
+            x->perm = perm;
+        if (!rec || !tri || !perm) {
+            char h[32];
+            return sl_errf(err, errlen, -ENOMEM,
+                           "out of memory for the triples of one buffer state (%" PRIu64 " triples, %s)", cap,
+                           sl_fmt_bytes(cap * 8 * (REC + 4), h, sizeof h));
+        }
+        x->cap = cap;
+    }
+    x->assigned = epoch;
+    return 0;
 }
 
 /* ---- writing the layout ---- */
@@ -155,6 +265,12 @@ static void remove_layout(const char *dir)
     unlink(f);
     snprintf(f, sizeof f, "%s/buckets.bin", dir);
     unlink(f);
+    /* the GNN encoder's table for evaluation (launcher/link.c: linkenc_encode_file) */
+    static const char *const enc[] = {"encoded.bin", "encoded.bin.layer0", "encoded.bin.layer1"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(enc); i++) {
+        snprintf(f, sizeof f, "%s/%s", dir, enc[i]);
+        unlink(f);
+    }
     rmdir(dir);
 }
 
@@ -234,25 +350,11 @@ int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params
         rc = sl_errf(err, errlen, -ENOMEM, "out of memory for %" PRIu32 " x %" PRIu32 " edge buckets", p, p);
         goto fail;
     }
-    /* the plan, and which state trains each bucket */
-    struct po_params pl = {.parts = p, .slots = c, .order = PO_ORDER_BETA, .cover = PO_COVER_PAIRS, .seed = o->seed};
+    /* the plan (the buckets are given to its states per epoch: linkooc_assign) */
+    x->order = pp->comet ? PO_ORDER_COMET : PO_ORDER_BETA;
+    struct po_params pl = {.parts = p, .slots = c, .order = x->order, .cover = PO_COVER_PAIRS, .seed = o->seed};
     if ((rc = po_plan_build(&x->plan, &pl, err, errlen)) < 0)
         goto fail;
-    for (uint64_t b = 0; b < (uint64_t)p * p; b++)
-        x->bucket_state[b] = UNSET;
-    for (uint32_t s = 0; s < x->plan.states; s++)
-        for (uint32_t a = 0; a < c; a++)
-            for (uint32_t b = 0; b < c; b++) {
-                uint32_t i = po_slot(&x->plan, s, a), j = po_slot(&x->plan, s, b);
-                if (i != PO_EMPTY && j != PO_EMPTY && x->bucket_state[(uint64_t)i * p + j] == UNSET)
-                    x->bucket_state[(uint64_t)i * p + j] = s;
-            }
-    for (uint64_t b = 0; b < (uint64_t)p * p; b++)
-        if (x->bucket_state[b] == UNSET) {
-            rc = sl_errf(err, errlen, -EINVAL, "BETA's plan of %" PRIu32 " partitions and %" PRIu32 " slots never "
-                         "holds partitions %" PRIu64 " and %" PRIu64 " together", p, c, b / p, b % p);
-            goto fail;
-        }
     /* the layout, staged */
     reap_stale_stages(dir);
     remove_layout(stage);
@@ -294,23 +396,9 @@ int linkooc_init(struct linkooc *x, const char *dir, const struct linkooc_params
         rc = sl_errf(err, errlen, -errno, "cannot rename %s to %s: %s", stage, dir, strerror(errno));
         goto fail_stage;
     }
-    /* a state's triples at most */
-    for (uint32_t s = 0; s < x->plan.states; s++) {
-        uint64_t n = 0;
-        for (uint64_t b = 0; b < (uint64_t)p * p; b++)
-            if (x->bucket_state[b] == s)
-                n += x->bucket_off[b + 1] - x->bucket_off[b];
-        x->cap = SL_MAX(x->cap, n);
-    }
-    x->rec = malloc((x->cap ? x->cap : 1) * REC * sizeof *x->rec);
-    x->tri = malloc((x->cap ? x->cap : 1) * 3 * sizeof *x->tri);
-    x->perm = malloc((x->cap ? x->cap : 1) * sizeof *x->perm);
-    if (!x->rec || !x->tri || !x->perm) {
-        char h[32];
-        rc = sl_errf(err, errlen, -ENOMEM, "out of memory for the triples of one buffer state (%" PRIu64 " triples, %s)",
-                     x->cap, sl_fmt_bytes(x->cap * 8 * (REC + 4), h, sizeof h));
+    /* epoch 0's buckets, and room for a state's triples */
+    if ((rc = linkooc_assign(x, 0, err, errlen)) < 0)
         goto fail;
-    }
     x->rfd = open(x->emb_path, O_RDWR | O_CLOEXEC);
     x->bfd = open(x->bkt_path, O_RDONLY | O_CLOEXEC);
     if (x->rfd < 0 || x->bfd < 0) {
@@ -462,6 +550,9 @@ static int cmp_u32(const void *a, const void *b)
 int linkooc_epoch(struct linkooc *x, struct link_trainer *t, uint32_t epoch, double *loss, char *err, size_t errlen)
 {
     const struct po_plan *pl = &x->plan;
+    int rc = 0;
+    if (x->order != PO_ORDER_BETA && x->assigned != epoch && (rc = linkooc_assign(x, epoch, err, errlen)) < 0)
+        return rc;
     struct embbuf_stats bs;
     embbuf_stats(&x->buf, &bs);
     x->loads_before = bs.loads;
@@ -476,17 +567,18 @@ int linkooc_epoch(struct linkooc *x, struct link_trainer *t, uint32_t epoch, dou
                 n += x->bucket_off[b + 1] - x->bucket_off[b];
         total += (n + x->o.batch - 1) / x->o.batch;
     }
-    int rc = 0;
     for (uint32_t i = 0; i < pl->states && rc == 0; i++) {
-        /* odd epochs walk the states backwards: an epoch then starts in
-         * the state the one before ended in, and loads nothing to begin */
-        const uint32_t s = epoch % 2 ? pl->states - 1 - i : i;
+        /* BETA: odd epochs walk the states backwards: an epoch then starts
+         * in the state the one before ended in, and loads nothing to begin
+         * (COMET's plan is new every epoch: forwards) */
+        const bool back = epoch % 2 && x->order == PO_ORDER_BETA;
+        const uint32_t s = back ? pl->states - 1 - i : i;
         if ((rc = embbuf_switch(&x->buf, pl, s, err, errlen)) < 0)
             break;
         if (i == 0)
             buckets_ahead(x, s);
         if (i + 1 < pl->states) {
-            const uint32_t next = epoch % 2 ? s - 1 : s + 1;
+            const uint32_t next = back ? s - 1 : s + 1;
             if ((rc = embbuf_prefetch(&x->buf, pl, next, err, errlen)) < 0)
                 break;
             buckets_ahead(x, next);
@@ -508,6 +600,9 @@ int linkooc_epoch(struct linkooc *x, struct link_trainer *t, uint32_t epoch, dou
             count += lo >= x->nodes ? 0 : SL_MIN(x->part_nodes, x->nodes - lo);
             x->part[q] = (float *)embbuf_frame(&x->buf, q);
         }
+        /* the encoder samples among the buffer's nodes only (MariusGNN) */
+        if (t->enc && (rc = linkenc_set_buffer(t->enc, x->part_nodes, x->parts, x->inbuf, k, err, errlen)) < 0)
+            break;
         double t1 = sl_now();
         x->st.read_buckets_s += t1 - t0;
         struct link_rows rows = {.part = x->part, .part_nodes = x->part_nodes,

@@ -33,7 +33,13 @@
  * both i and j, so every bucket trains exactly once an epoch. Even epochs
  * walk the states forwards, odd ones backwards: each epoch then starts in
  * the state the one before ended in, and the partitions loaded an epoch
- * are BETA's swaps, no more (after the first epoch's c). In state s the
+ * are BETA's swaps, no more (after the first epoch's c). With
+ * linkooc_params.comet (the GNN encoder's order) the plan is COMET's,
+ * made anew every epoch, each bucket trains in a state drawn among those
+ * holding both its partitions (linkooc_assign), and every epoch walks
+ * forwards; with a trainer that has an encoder (link_trainer.enc) each
+ * state restricts the encoder's neighbourhoods to the buffer's nodes
+ * (linkenc_set_buffer). In state s the
  * run switches the buffer to s (evicted partitions are written back
  * asynchronously), queues the prefetch of the next state, reads s's
  * buckets, orders their triples
@@ -71,6 +77,7 @@ struct linkooc_params {
     unsigned depth;        /* requests in flight (embbuf.h); 0: default */
     size_t io_bytes;       /* bytes a request; 0: default */
     bool buffered;         /* page cache instead of O_DIRECT */
+    bool comet;            /* COMET's plan and bucket assignment (the GNN encoder's) instead of BETA's */
 };
 
 struct linkooc_stats {
@@ -92,7 +99,9 @@ struct linkooc {
     uint64_t part_nodes;
     size_t part_bytes;
     uint64_t *bucket_off;   /* (p * p + 1) records */
-    uint32_t *bucket_state; /* (p * p) the state that trains the bucket */
+    uint32_t *bucket_state; /* (p * p) the state that trains the bucket (this epoch's: linkooc_assign) */
+    enum po_order order;
+    uint32_t assigned;      /* the epoch bucket_state is for */
     struct po_plan plan;
     struct embbuf buf;
     int rfd, bfd; /* embeddings.bin (buffered, for checkpoints and evaluation), buckets.bin */
@@ -132,6 +141,18 @@ void linkooc_free(struct linkooc *x, bool remove);
 /* Replaces the table (embeddings and Adagrad sums, nodes x d each) with
  * these, e.g. a checkpoint's. Only between epochs (after the flush). */
 int linkooc_restore(struct linkooc *x, const float *emb, const float *g2, char *err, size_t errlen);
+
+/* Gives every bucket to the state that trains it in epoch `epoch`: BETA
+ * the first state holding both its partitions (every epoch the same
+ * plan and states); COMET first builds the epoch's plan (a new random
+ * grouping of the partitions into logical ones, from (seed, epoch)), then
+ * gives each bucket a state drawn uniformly among those holding both its
+ * partitions (MariusGNN's randomised deferred assignment), from (seed,
+ * epoch, bucket), so that the states train uncorrelated, balanced sets of
+ * edges. Every bucket then trains in
+ * exactly one state an epoch. linkooc_epoch calls it; 0, -EINVAL (a pair
+ * in no state), -ENOMEM. */
+int linkooc_assign(struct linkooc *x, uint32_t epoch, char *err, size_t errlen);
 
 /* Epoch e as above, with trainer t (made with link_trainer_init(t, m, o,
  * NULL, 1)); *loss the mean batch loss. Ends flushed. */

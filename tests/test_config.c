@@ -145,6 +145,12 @@ static const struct {
     {"[dataset]\npath = \"d\"\n", "pipeline.lookahead=0", "pipeline.lookahead = 0 is outside its range [1, 4096]"},
     {"[dataset]\npath = \"d\"\n", "pipeline.lookahead=5000", "pipeline.lookahead = 5000 is outside its range [1, 4096]"},
     {"[dataset]\npath = \"d\"\n", "pipeline.hot_fraction=1", "pipeline.hot_fraction = 1 is outside its range [0, 0.95]"},
+    {"[dataset]\npath = \"d\"\n[model]\nencoder = \"sage\"\n", NULL,
+     "model.encoder = \"sage\" puts a GNN under a link-prediction decoder, so it needs model.kind = \"distmult\" or "
+     "\"complex\", not \"sage\""},
+    {"[dataset]\npath = \"d\"\n[model]\nkind = \"gcn\"\n", "model.encoder=sage", "not \"gcn\""},
+    {"[dataset]\npath = \"d\"\n[model]\nkind = \"distmult\"\nencoder = \"gat\"\n", NULL,
+     "model.encoder = \"gat\" is not one of \"none\", \"sage\""},
 };
 
 static void test_errors(void **state)

@@ -306,6 +306,107 @@ static void test_out_of_core(void **state)
     t_rmrf(ck);
 }
 
+/* The GNN encoder (model.encoder = "sage"): far above chance, the
+ * encoder's weights and Adam's moments in every checkpoint, node_enc.npy
+ * beside node_emb.npy, and a run of 2 epochs resumed to 4 ends bit for
+ * bit as the run never stopped. */
+static void test_encoder(void **state)
+{
+    (void)state;
+    FILE *f = fopen(g_cfg, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "[dataset]\npath = \"%s\"\n\n[model]\nkind = \"distmult\"\nhidden = 32\nencoder = \"sage\"\n"
+            "fanouts = [5, 3]\n\n[train]\nepochs = 4\nbatch_size = 500\nlr = 0.1\nseed = 3\n\n[link]\nnegatives = 64\n"
+            "chunk = 50\n",
+            g_kg);
+    fclose(f);
+    char ref[1400], ck[1400], line[512], want[512], a[1500], b[1500], err[1024];
+    snprintf(ref, sizeof ref, "%s/ck-enc-ref", t_ldir);
+    snprintf(ck, sizeof ck, "%s/ck-enc", t_ldir);
+    struct t_proc r;
+    run(&r, g_cfg, ref, NULL, 0);
+    t_expect_log(&r, "encoder: sage, 2 layers of 32 -> 32, fanouts [5, 3]");
+    final_line(&r, want, sizeof want);
+    double mrr;
+    if (sscanf(want, "test_mrr=%lf", &mrr) != 1)
+        fail_msg("final line '%s'", want);
+    assert_true(mrr > 0.1); /* chance is about 0.0075 */
+    snprintf(a, sizeof a, "%s/node_enc.npy", ref);
+    assert_true(t_exists(a));
+    assert_int_equal(ckpt_path(a, sizeof a, ref, 4), 0);
+    struct ckpt k;
+    assert_int_equal(ckpt_read(&k, a, err, sizeof err), 0);
+    uint32_t nd;
+    uint64_t shape[CKPT_MAX_NDIM];
+    assert_non_null(ckpt_find(&k, "encoder.layers.1.w_neigh", "F32", &nd, shape));
+    assert_true(nd == 2 && shape[0] == 32 && shape[1] == 32);
+    assert_non_null(ckpt_find(&k, "adam.v.encoder.layers.0.bias", "F32", &nd, shape));
+    assert_non_null(ckpt_meta(&k, "encoder_adam_step"));
+    assert_string_equal(ckpt_meta(&k, "encoder_adam_step"), ckpt_meta(&k, "step"));
+    ckpt_free(&k);
+    const char *two[] = {"--epochs", "2", NULL}, *resume[] = {"--resume", NULL};
+    run(&r, g_cfg, ck, two, 0);
+    run(&r, g_cfg, ck, resume, 0);
+    t_expect_log(&r, "resuming from");
+    final_line(&r, line, sizeof line);
+    assert_string_equal(line, want);
+    assert_int_equal(ckpt_path(a, sizeof a, ref, 4), 0);
+    assert_int_equal(ckpt_path(b, sizeof b, ck, 4), 0);
+    same_tensors(a, b);
+    struct ckpt x, y;
+    assert_int_equal(ckpt_read(&x, a, err, sizeof err), 0);
+    assert_int_equal(ckpt_read(&y, b, err, sizeof err), 0);
+    static const char *const names[] = {"encoder.layers.0.w_self", "encoder.layers.1.bias", "adam.m.encoder.layers.0.w_neigh"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
+        uint64_t sa[CKPT_MAX_NDIM], sb[CKPT_MAX_NDIM];
+        uint32_t na, nb;
+        const void *pa = ckpt_find(&x, names[i], "F32", &na, sa), *pb = ckpt_find(&y, names[i], "F32", &nb, sb);
+        assert_true(pa && pb && na == nb && sa[0] == sb[0]);
+        assert_memory_equal(pa, pb, sa[0] * (na == 2 ? sa[1] : 1) * 4);
+    }
+    ckpt_free(&x);
+    ckpt_free(&y);
+    /* out of core (COMET): with c = p the in-memory run's line; with c < p
+     * a run of 2 epochs resumed to 4 ends as one never stopped */
+    const char *full[] = {"--set", "pipeline.mode=\"partitions\"", "--set", "pipeline.partitions=4", "--set",
+                          "pipeline.buffer_partitions=4", NULL};
+    char ooc[1400];
+    snprintf(ooc, sizeof ooc, "%s/ck-enc-ooc", t_ldir);
+    run(&r, g_cfg, ooc, full, 0);
+    t_expect_log(&r, "(COMET; lower bound");
+    final_line(&r, line, sizeof line);
+    assert_string_equal(line, want);
+    t_rmrf(ooc);
+    const char *part4[] = {"--set", "pipeline.mode=\"partitions\"", "--set", "pipeline.partitions=6", "--set",
+                           "pipeline.buffer_partitions=2", NULL};
+    const char *part2[] = {"--set", "pipeline.mode=\"partitions\"", "--set", "pipeline.partitions=6", "--set",
+                           "pipeline.buffer_partitions=2", "--epochs", "2", NULL};
+    const char *partr[] = {"--set", "pipeline.mode=\"partitions\"", "--set", "pipeline.partitions=6", "--set",
+                           "pipeline.buffer_partitions=2", "--resume", NULL};
+    char ooc2[1400], oline[512];
+    snprintf(ooc2, sizeof ooc2, "%s/ck-enc-ooc2", t_ldir);
+    run(&r, g_cfg, ooc, part4, 0);
+    final_line(&r, want, sizeof want);
+    if (sscanf(want, "test_mrr=%lf", &mrr) != 1 || !(mrr > 0.1))
+        fail_msg("out of core with the encoder: '%s'", want);
+    run(&r, g_cfg, ooc2, part2, 0);
+    run(&r, g_cfg, ooc2, partr, 0);
+    final_line(&r, oline, sizeof oline);
+    assert_string_equal(oline, want);
+    assert_int_equal(ckpt_path(a, sizeof a, ooc, 4), 0);
+    assert_int_equal(ckpt_path(b, sizeof b, ooc2, 4), 0);
+    same_tensors(a, b);
+    t_rmrf(ooc);
+    t_rmrf(ooc2);
+    /* resuming with another encoder is refused: another run */
+    const char *other[] = {"--resume", "--epochs", "6", "--set", "model.fanouts=[4, 3]", NULL};
+    run(&r, g_cfg, ck, other, 2);
+    t_expect_log(&r, "model.fanouts: [5, 3] -> [4, 3]");
+    t_rmrf(ref);
+    t_rmrf(ck);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -332,6 +433,8 @@ static void test_refusals(void **state)
         {"distmult", 16, "[train]\nbatch_size = 10000000\n\n[link]\nchunk = 1\nnegatives = 1000\n", NULL,
          "gathers more than 2^32 rows a batch", 0},
         {"distmult", 64, "", NULL, "need", 2}, /* a trillion nodes: more than memory */
+        {"sage", 16, "encoder = \"sage\"\n", NULL, "needs model.kind = \"distmult\" or \"complex\", not \"sage\"", 0},
+        {"distmult", 16, "encoder = \"sage\"\ndropout = 0.2\n", NULL, "does not take model.dropout with model.encoder", 0},
     };
     for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
         FILE *f = fopen(cfg, "w");
@@ -405,6 +508,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_train_and_resume, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_encoder, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_out_of_core, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);

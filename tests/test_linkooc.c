@@ -22,6 +22,7 @@
 #include "ops/ops.h"
 #include "stages/embbuf.h"
 #include "stages/link.h"
+#include "stages/linkenc.h"
 #include "stages/linkooc.h"
 
 static char g_dir[4096], g_kg[4200];
@@ -35,15 +36,21 @@ static struct link_opts opts(enum kge_model model)
                               .sides = LINK_SIDES_BOTH, .init = LINK_INIT_XAVIER, .seed = 7};
 }
 
-static void ooc_init(struct linkooc *x, struct link_model *m, const struct link_opts *o, uint32_t p, uint32_t c,
-                     const char *name)
+static void ooc_init_order(struct linkooc *x, struct link_model *m, const struct link_opts *o, uint32_t p, uint32_t c,
+                           const char *name, bool comet)
 {
     char dir[4400], err[1024];
     snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
-    struct linkooc_params pp = {.parts = p, .slots = c, .io_bytes = 8192, .depth = 3};
+    struct linkooc_params pp = {.parts = p, .slots = c, .io_bytes = 8192, .depth = 3, .comet = comet};
     struct linkooc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
     if (linkooc_init(x, dir, &pp, o, g_m.nodes, g_m.relations, &src, g_m.split[LINK_TRAIN].rows, m, err, sizeof err))
         fail_msg("linkooc_init p=%u c=%u: %s", p, c, err);
+}
+
+static void ooc_init(struct linkooc *x, struct link_model *m, const struct link_opts *o, uint32_t p, uint32_t c,
+                     const char *name)
+{
+    ooc_init_order(x, m, o, p, c, name, false);
 }
 
 static float *table(struct linkooc *x, bool g2)
@@ -106,6 +113,64 @@ static void test_beta_covers_buckets(void **state)
             assert_true(x.plan.swaps >= po_lower_bound_pairs(p, c));
             free(rec);
             free(seen);
+            link_model_free(&m);
+            linkooc_free(&x, true);
+        }
+}
+
+/* COMET (the GNN encoder's order): every epoch every bucket trains in
+ * exactly one state, one that holds both its partitions, drawn anew each
+ * epoch from (seed, epoch) - the same draw twice, another the next epoch -
+ * and the states' triples add up to the training split. */
+static void test_comet_covers_buckets(void **state)
+{
+    (void)state;
+    const uint32_t ps[] = {4, 8, 13}, cs[] = {2, 4, 6};
+    struct link_opts o = opts(KGE_DISTMULT);
+    char err[1024];
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++) {
+            uint32_t p = ps[a], c = cs[b];
+            if (c > p)
+                continue;
+            struct linkooc x;
+            struct link_model m;
+            ooc_init_order(&x, &m, &o, p, c, "comet", true);
+            assert_int_equal(x.order, PO_ORDER_COMET);
+            uint32_t *prev = malloc((size_t)p * p * sizeof *prev);
+            bool moved = false, multi = false;
+            for (uint32_t e = 0; e < 4; e++) {
+                assert_int_equal(linkooc_assign(&x, e, err, sizeof err), 0);
+                uint64_t *seen = calloc((size_t)p * p, sizeof *seen), total = 0;
+                for (uint32_t s = 0; s < x.plan.states; s++) {
+                    bool in[64] = {false};
+                    for (uint32_t j = 0; j < c; j++)
+                        if (po_slot(&x.plan, s, j) != PO_EMPTY)
+                            in[po_slot(&x.plan, s, j)] = true;
+                    for (uint32_t i = 0; i < p; i++)
+                        for (uint32_t k = 0; k < p; k++) {
+                            multi |= in[i] && in[k] && x.bucket_state[i * p + k] != s;
+                            if (x.bucket_state[i * p + k] == s) {
+                                assert_true(in[i] && in[k]);
+                                seen[i * p + k]++;
+                                total += x.bucket_off[i * p + k + 1] - x.bucket_off[i * p + k];
+                            }
+                        }
+                }
+                for (uint32_t i = 0; i < p * p; i++)
+                    assert_int_equal(seen[i], 1);
+                assert_int_equal(total, g_m.split[LINK_TRAIN].rows);
+                if (e)
+                    moved |= memcmp(prev, x.bucket_state, (size_t)p * p * sizeof *prev) != 0;
+                memcpy(prev, x.bucket_state, (size_t)p * p * sizeof *prev);
+                free(seen);
+            }
+            /* the same epoch draws the same states */
+            assert_int_equal(linkooc_assign(&x, 3, err, sizeof err), 0);
+            assert_memory_equal(prev, x.bucket_state, (size_t)p * p * sizeof *prev);
+            if (multi) /* some bucket had a choice of states: the draws differ between epochs */
+                assert_true(moved);
+            free(prev);
             link_model_free(&m);
             linkooc_free(&x, true);
         }
@@ -355,6 +420,111 @@ static void test_partial_buffer_learns(void **state)
     linkooc_free(&y, true);
 }
 
+/* The GNN encoder out of core: with c = p (one state) COMET's epoch is
+ * the in-memory one bit for bit, the encoder's weights included; with c <
+ * p every node a batch samples lies in a partition of the buffer, and the
+ * encoded table learns the planted structure as the in-memory encoder. */
+struct in_buffer {
+    struct linkooc *x;
+    struct linkenc *e;
+    uint64_t batches, outside;
+};
+
+static void check_in_buffer(void *arg, uint64_t done, uint64_t total, double loss)
+{
+    (void)done, (void)total, (void)loss;
+    struct in_buffer *b = arg;
+    b->batches++;
+    for (uint32_t i = 0; i < linkenc_count(b->e); i++)
+        b->outside += b->x->part[linkenc_nodes(b->e)[i] / b->x->part_nodes] == NULL;
+}
+
+static double encoded_mrr(struct link_model *m, struct linkenc *e, struct linkooc *x, const struct link_opts *o)
+{
+    char err[1024];
+    const size_t nd = g_m.nodes * o->dim;
+    float *in = x ? table(x, false) : m->node, *enc = malloc(nd * sizeof *enc);
+    assert_int_equal(linkenc_encode_all(e, in, enc, err, sizeof err), 0);
+    struct link_model em = *m;
+    em.node = enc;
+    struct link_known k;
+    const uint64_t *arr[3] = {g_split[0], g_split[1], g_split[2]};
+    uint64_t ns[3] = {g_m.split[0].rows, g_m.split[1].rows, g_m.split[2].rows};
+    assert_int_equal(link_known_init(&k, arr, ns, 3, err, sizeof err), 0);
+    struct link_eval_opts eo = {.filter = &k};
+    struct link_metrics r;
+    assert_int_equal(link_evaluate(&em, o, g_split[LINK_TEST], g_m.split[LINK_TEST].rows, &eo, &r, err, sizeof err),
+                     0);
+    link_known_free(&k);
+    if (x)
+        free(in);
+    free(enc);
+    return r.mrr;
+}
+
+static void test_encoder(void **state)
+{
+    (void)state;
+    char err[1024];
+    struct link_opts o = opts(KGE_DISTMULT);
+    struct linkenc_opts eo = {.layers = 2, .fanouts = {8, 4}, .aggr = MODEL_AGGR_MEAN, .activation = MODEL_ACT_RELU,
+                              .dim = o.dim, .lr = 0.01f, .seed = 7};
+    const uint32_t cases[][3] = {{6, 6, 2}, {8, 4, 12}}; /* p, c, epochs */
+    for (int cs = 0; cs < 2; cs++) {
+        const uint32_t p = cases[cs][0], c = cases[cs][1], epochs = cases[cs][2];
+        struct link_model a, b;
+        struct linkooc x;
+        struct linkenc ea, eb;
+        assert_int_equal(link_model_init(&a, g_m.nodes, g_m.relations, &o, err, sizeof err), 0);
+        ooc_init_order(&x, &b, &o, p, c, "enc", true);
+        if (c == p)
+            assert_int_equal(x.plan.states, 1);
+        assert_int_equal(linkenc_init(&ea, g_m.nodes, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows,
+                                      link_batch_rows(&o), &eo, err, sizeof err), 0);
+        struct linkenc_triples src = {linkooc_read_array, g_split[LINK_TRAIN]};
+        assert_int_equal(linkenc_init_read(&eb, g_m.nodes, &src, g_m.split[LINK_TRAIN].rows, link_batch_rows(&o), &eo,
+                                           err, sizeof err), 0);
+        struct link_trainer ta, tb;
+        assert_int_equal(link_trainer_init(&ta, &a, &o, g_split[LINK_TRAIN], g_m.split[LINK_TRAIN].rows, err,
+                                           sizeof err), 0);
+        assert_int_equal(link_trainer_init(&tb, &b, &o, NULL, 1, err, sizeof err), 0);
+        ta.enc = &ea;
+        tb.enc = &eb;
+        struct in_buffer ib = {.x = &x, .e = &eb};
+        tb.on_batch = check_in_buffer;
+        tb.on_batch_arg = &ib;
+        for (uint32_t e = 0; e < epochs; e++) {
+            double la, lb;
+            assert_int_equal(link_train_epoch(&ta, e, &la, err, sizeof err), 0);
+            if (linkooc_epoch(&x, &tb, e, &lb, err, sizeof err))
+                fail_msg("%s", err);
+            if (c == p)
+                assert_true(la == lb);
+        }
+        assert_true(ib.batches > 0);
+        assert_int_equal(ib.outside, 0);
+        if (c == p) {
+            float *tn = table(&x, false);
+            assert_memory_equal(tn, a.node, g_m.nodes * o.dim * sizeof(float));
+            assert_memory_equal(linkenc_params(&ea), linkenc_params(&eb), linkenc_nparams(&ea) * sizeof(float));
+            free(tn);
+        } else {
+            double ma = encoded_mrr(&a, &ea, NULL, &o), mb = encoded_mrr(&b, &eb, &x, &o);
+            print_message("encoder, filtered test MRR: in memory %.4f, out of core COMET (p %u, c %u) %.4f, "
+                          "planted %.4f\n", ma, p, c, mb, g_m.planted_mrr);
+            assert_true(mb > 0.8 * g_m.planted_mrr);
+            assert_true(fabs(mb - ma) < 0.05);
+        }
+        link_trainer_free(&ta);
+        link_trainer_free(&tb);
+        linkenc_free(&ea);
+        linkenc_free(&eb);
+        link_model_free(&a);
+        link_model_free(&b);
+        linkooc_free(&x, true);
+    }
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -397,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_beta_covers_buckets),     cmocka_unit_test(test_writeback_survives_swaps),
         cmocka_unit_test(test_full_buffer_is_in_memory), cmocka_unit_test(test_partial_buffer_learns),
         cmocka_unit_test(test_refusals),                cmocka_unit_test(test_stale_stage_reaped),
+        cmocka_unit_test(test_comet_covers_buckets),    cmocka_unit_test(test_encoder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
