@@ -137,6 +137,10 @@ int netreduce_init(struct netreduce *nr, const struct netreduce_params *p, char 
         goto err;
     }
     nr->pull = open_socket(nr->ctx, ZMQ_PULL, 0);
+    if (nr->pull && p->max_floats) {
+        int64_t max = (int64_t)(sizeof(struct nr_hdr) + 4 * p->max_floats);
+        zmq_setsockopt(nr->pull, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    }
     if (!nr->pull || zmq_bind(nr->pull, p->endpoints[p->node]) != 0) {
         rc = zerr();
         sl_errf(err, errlen, rc,
@@ -282,14 +286,20 @@ static int recv_sum(struct netreduce *nr, uint32_t kind, float *out, size_t n)
         }
         struct nr_hdr h;
         size_t len = zmq_msg_size(&m);
-        if (len < sizeof h) {
+        if (len < sizeof h) { /* not a message of ours (a stray peer on the port): dropped */
             zmq_msg_close(&m);
-            return -EPROTO;
+            nr->strays++;
+            continue;
         }
         memcpy(&h, zmq_msg_data(&m), sizeof h);
         const char *data = (const char *)zmq_msg_data(&m) + sizeof h;
         bool sane = h.magic == NETREDUCE_MAGIC && h.n <= (len - sizeof h) / sizeof(float) &&
                     len == sizeof h + h.n * sizeof(float);
+        if (!sane) { /* likewise: only a well-formed message of this run can be out of step */
+            zmq_msg_close(&m);
+            nr->strays++;
+            continue;
+        }
         if (sane && h.kind == kind && h.from == want_from && h.step == nr->step && h.n == n) {
             if (n) /* a barrier's message carries nothing (out may be NULL) */
                 memcpy(out, data, n * sizeof *out);

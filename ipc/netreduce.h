@@ -70,6 +70,8 @@ struct netreduce_params {
     int (*tick)(void *arg);   /* may be NULL; non-zero cancels the call */
     void *tick_arg;
     int timeout_ms;           /* the longest one wait (network or node) lasts; 0: none */
+    size_t max_floats;        /* the most floats one call sums: a received frame larger than that is refused
+                               * before it is read into memory (a stray peer announcing gigabytes); 0: no limit */
 };
 
 struct netreduce {
@@ -84,6 +86,7 @@ struct netreduce {
      * for the total of the current one (middle nodes; see netreduce.c). */
     float *stash;
     size_t stash_cap, stash_n; /* floats */
+    uint64_t strays;           /* received frames that were no message of ours (short, bad magic or length): dropped */
     bool stashed;
     float *scratch; /* a received partial sum, before it is added */
     size_t scratch_cap;
@@ -103,8 +106,12 @@ int netreduce_init(struct netreduce *nr, const struct netreduce_params *p, char 
 /* Replaces buf[0..n) with the global sum (see Determinism). Blocks. 0;
  * -EINVAL (n differs between the ranks of a node), -EPIPE (local
  * collective closed), -ECANCELED (tick), -ETIMEDOUT (timeout_ms),
- * -EPROTO (a message out of protocol: another build, a stray sender), or
- * another -errno from ZeroMQ. */
+ * -EPROTO (a well-formed message out of step: another kind, sender, step
+ * or count than expected), or another -errno from ZeroMQ. Frames that are
+ * no message of ours at all (too short, another magic, a length that does
+ * not match: a port scanner, another program) are dropped and counted in
+ * strays; ZeroMQ refuses frames above params.max_floats before reading
+ * them. */
 int netreduce_sum(struct netreduce *nr, float *buf, size_t n);
 
 /* Closes the sockets (a message still queued gets up to 2 s to reach its

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1180,14 +1181,36 @@ static void teardown(void)
 /* Blocks the signals the supervisor reads through a signalfd. Must run
  * before any thread exists (libzmq starts some), so no thread can take a
  * process-directed SIGINT with its default action. */
+/* The main thread's id: the signals the signalfd reads are blocked there,
+ * but threads that libraries started before main (OpenBLAS starts one as
+ * it loads) do not block them, and the kernel delivers a process-directed
+ * signal to such a thread: with the default action SIGINT or SIGTERM then
+ * killed the launcher silently (no message, no LEAVE for the other nodes,
+ * no teardown) and a SIGCHLD was lost. This handler, run by whichever
+ * thread gets one, hands it to the main thread, where it stays pending
+ * (blocked) for the signalfd. */
+static pid_t g_main_tid;
+
+static void forward_to_main(int sig)
+{
+    int e = errno;
+    syscall(SYS_tgkill, getpid(), g_main_tid, sig);
+    errno = e;
+}
+
 static int setup_signals(struct launch *l, char *err, size_t errlen)
 {
     struct sigaction old;
     sigaction(SIGHUP, NULL, &old);
     l->watch_hup = old.sa_handler != SIG_IGN; /* under nohup, hang-ups stay ignored */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
+    g_main_tid = (pid_t)syscall(SYS_gettid);
+    struct sigaction fwd = {.sa_handler = forward_to_main, .sa_flags = SA_RESTART};
+    sigfillset(&fwd.sa_mask);
+    sigaction(SIGINT, &fwd, NULL);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGCHLD, &fwd, NULL);
+    if (l->watch_hup)
+        sigaction(SIGHUP, &fwd, NULL);
     signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the supervisor; stages get SIG_DFL back */
     sigset_t set;
     sigemptyset(&set);

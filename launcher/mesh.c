@@ -43,6 +43,7 @@
 #define MESH_MAGIC 0x4e4d4c53u /* "SLMN" little endian */
 #define MESH_VERSION 1u
 #define MESH_LINGER_MS 1000
+#define MESH_MSG_MAX ((int64_t)4 << 20) /* bytes of one frame at most: facts are kilobytes, EPOCH ranks x a record */
 #define MESH_GRACE_S 10.0 /* a node waits this much longer than node 0 */
 
 enum { REFUSE_MISMATCH = 1, REFUSE_TIMEOUT = 2, REFUSE_ABORT = 3 };
@@ -295,8 +296,15 @@ static void *mesh_socket(struct mesh *m, int type)
     void *s = zmq_socket(m->ctx, type);
     if (!s)
         return NULL;
-    int linger = MESH_LINGER_MS, one = 1;
+    int linger = MESH_LINGER_MS, one = 1, unlimited = 0;
+    int64_t maxmsg = MESH_MSG_MAX;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    /* a frame larger than any mesh message is refused before libzmq
+     * allocates it (a stray peer announcing gigabytes cost as much memory) */
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    /* never drop a message for a full queue (an END lost in a network stall
+     * left every node waiting): the backlog is bounded by the peer timeout */
+    zmq_setsockopt(s, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     if (type == ZMQ_ROUTER)
         zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     return s;
@@ -340,6 +348,44 @@ static void refuse_joined(struct mesh *m, const bool *joined, uint64_t why, cons
             wire_text(m->net, m->rid[k], m->rid_len[k], MESH_REFUSE, 0, why, text);
 }
 
+/* An endpoint as the nodes announce them: tcp://HOST:PORT, HOST of
+ * letters, digits, '.', '-', '_', ':' and brackets (IPv6), PORT digits. Peers'
+ * endpoints go into every node's cluster.toml and to ZeroMQ: nothing else
+ * is taken from the network. */
+static bool endpoint_ok(const char *e, size_t len)
+{
+    if (len < 9 || strncmp(e, "tcp://", 6) != 0)
+        return false;
+    size_t colon = 0;
+    for (size_t i = 6; i < len; i++) {
+        char c = e[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+              c == '_' || c == ':' || c == '[' || c == ']'))
+            return false;
+        if (c == ':')
+            colon = i;
+    }
+    if (colon < 7 || colon + 1 >= len)
+        return false;
+    for (size_t i = colon + 1; i < len; i++)
+        if (e[i] < '0' || e[i] > '9')
+            return false;
+    return true;
+}
+
+/* The run name node 0 sends: it becomes the run directory's name on every
+ * node, so it must be a plain name (letters, digits, '-', '_', as
+ * --run-name), never a path. */
+static bool run_name_ok(const char *name)
+{
+    if (!*name)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
+            return false;
+    return true;
+}
+
 static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, char *err, size_t errlen)
 {
     m->net = mesh_socket(m, ZMQ_ROUTER);
@@ -357,7 +403,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
     note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes (--rendezvous-timeout %.0f s)", p->nodes,
          p->master, p->timeout_s);
     double deadline = sl_now() + p->timeout_s, next_wait = sl_now();
-    char missing[1024], text[2048];
+    char missing[1024], text[2048], probe[1100];
     for (;;) {
         uint32_t n = 0;
         for (uint32_t k = 0; k < m->nodes; k++)
@@ -378,8 +424,10 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
         if (sl_now() >= next_wait) {
             snprintf(text, sizeof text, "missing = %s", missing);
             for (uint32_t k = 1; k < m->nodes; k++)
-                if (joined[k])
-                    wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text);
+                if (joined[k] && wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text) == -EHOSTUNREACH) {
+                    joined[k] = false; /* its connection closed: it died after joining */
+                    note(p, "node %" PRIu32 " (%s) left the rendezvous (its connection closed)", k, m->hosts[k]);
+                }
             next_wait = sl_now() + m->hb_interval_s;
         }
         int w = wait_in(m->net, p->cancel_fd, SL_MIN(ms_until(deadline), ms_until(next_wait)));
@@ -417,12 +465,21 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                              "a node on %s (pid %s) says it is node %" PRIu32 ", but the nodes beside node 0 are 1..%" PRIu32
                              "; give each launcher its own --node-rank",
                              host, pid, k, m->nodes - 1);
-                } else if (joined[k]) {
+                } else if (joined[k] && (snprintf(probe, sizeof probe, "missing = %s", missing),
+                                          wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, probe)) !=
+                                             -EHOSTUNREACH) {
+                    /* (a claimant whose connection closed died after joining: the newcomer takes its place) */
                     snprintf(text, sizeof text,
                              "node rank %" PRIu32 " was claimed twice, by %s and by %s (pid %s); give each launcher "
                              "its own --node-rank 0..%" PRIu32,
                              k, m->hosts[k], host, pid, m->nodes - 1);
+                } else if (self_fact(in.data, "endpoint", probe, sizeof probe), !endpoint_ok(probe, strlen(probe))) {
+                    snprintf(text, sizeof text,
+                             "node %" PRIu32 " (%s, pid %s) announced the endpoint \"%.200s\", not tcp://HOST:PORT",
+                             k, host, pid, probe);
                 } else {
+                    if (joined[k])
+                        note(p, "node %" PRIu32 " (%s) left the rendezvous (its connection closed)", k, m->hosts[k]);
                     joined[k] = true;
                     memcpy(m->rid[k], in.rid, in.rid_len);
                     m->rid_len[k] = in.rid_len;
@@ -467,7 +524,8 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* Reads node 0's WELCOME into m. */
+/* Reads node 0's WELCOME into m. The run name becomes a directory name
+ * here, the endpoints text in cluster.toml: both are checked. */
 static int parse_welcome(struct mesh *m, const char *text)
 {
     const char *v;
@@ -475,6 +533,8 @@ static int parse_welcome(struct mesh *m, const char *text)
     if (!find_fact(text, "name", 4, &v, &vl) || vl >= sizeof m->name)
         return -EPROTO;
     snprintf(m->name, sizeof m->name, "%.*s", (int)vl, v);
+    if (!run_name_ok(m->name))
+        return -EPROTO;
     if (!find_fact(text, "blob", 4, &v, &vl) || vl != 2 * MESH_BLOB_BYTES)
         return -EPROTO;
     for (int i = 0; i < MESH_BLOB_BYTES; i++) {
@@ -486,7 +546,7 @@ static int parse_welcome(struct mesh *m, const char *text)
     for (uint32_t k = 0; k < m->nodes; k++) {
         char key[32];
         int kl = snprintf(key, sizeof key, "endpoint.%" PRIu32, k);
-        if (!find_fact(text, key, (size_t)kl, &v, &vl) || vl == 0 || vl >= MESH_ENDPOINT_MAX)
+        if (!find_fact(text, key, (size_t)kl, &v, &vl) || vl == 0 || vl >= MESH_ENDPOINT_MAX || !endpoint_ok(v, vl))
             return -EPROTO;
         snprintf(m->endpoints[k], MESH_ENDPOINT_MAX, "%.*s", (int)vl, v);
         kl = snprintf(key, sizeof key, "host.%" PRIu32, k);

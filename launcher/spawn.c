@@ -77,6 +77,14 @@ static void child_exec(const char *path, char *const argv[], char *const envp[],
         setpgid(0, 0);
         struct sigaction dfl = {.sa_handler = SIG_DFL};
         sigaction(SIGPIPE, &dfl, NULL); /* the launcher ignores it; exec would keep that */
+        /* the launcher's forwarding handlers (to its main thread), before
+         * the mask opens: a signal before exec takes its default action */
+        static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+        for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++) {
+            struct sigaction cur;
+            if (sigaction(fwd[i], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN && cur.sa_handler != SIG_DFL)
+                sigaction(fwd[i], &dfl, NULL); /* ignored ones (SIGHUP under nohup) stay ignored */
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

@@ -85,8 +85,10 @@ int featbuf_cuda_export(struct featbuf_cuda *c, struct featbuf *fb, int device, 
         rc = cuda_fail(err, errlen, e, "cudaIpcGetMemHandle (exporting the feature rows to the extractor)");
         goto err;
     }
-    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, device) != cudaSuccess)
-        bus[0] = '\0'; /* importers fall back to the ordinal */
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, device) != cudaSuccess) {
+        bus[0] = '\0';          /* importers fall back to the ordinal */
+        (void)cudaGetLastError(); /* else the trainer's first checked kernel launch would report it */
+    }
     rc = featbuf_device_publish(fb, &h, sizeof h, device, bus, bytes);
     if (rc) {
         sl_errf(err, errlen, rc, "publishing the feature rows' handle: %s",

@@ -72,7 +72,8 @@ int reducer_net_open(struct reducer **out, const struct reducer_params *p, char 
                                   .endpoints = p->endpoints,
                                   .tick_ms = REDUCER_TICK_MS,
                                   .tick = p->tick,
-                                  .tick_arg = p->tick_arg};
+                                  .tick_arg = p->tick_arg,
+                                  .max_floats = SL_MAX(p->floats, (size_t)REDUCER_HOST_FLOATS)};
     if ((rc = netreduce_init(&s->nr, &np, err, errlen)) != 0) {
         net_free(&s->r);
         return rc;
