@@ -577,24 +577,61 @@ void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
 
 /* The keep bits of whole pairs j0 .. j1-1 (items 2j and 2j + 1 from draw
  * j): integer arithmetic only, so it may be compiled for the wider vector
- * units the host has (GCC on x86-64: a clone per instruction set, picked
- * at load time) with the same bits; its two bytes per draw are stored as
- * one little-endian 16-bit word, which lets the loop vectorise. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define INT_CLONES                                                                                                     \
-    __attribute__((optimize("vect-cost-model=dynamic"),                                                                \
-                   target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define INT_CLONES
-#endif
-
-INT_CLONES static void dropout_mask_pairs(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+ * units the host has with the same bits. Its two bytes per draw are
+ * stored as one little-endian 16-bit word, which lets the loop vectorise.
+ * GCC on x86-64: an AVX2 and an AVX-512 build of it beside the baseline
+ * one, picked once by __builtin_cpu_supports (not an ifunc: a resolver
+ * runs before a sanitizer's runtime is up). */
+static inline __attribute__((always_inline)) void mask_pairs_body(uint8_t *restrict mask, size_t j0, size_t j1,
+                                                                   uint64_t seed, uint64_t thr)
 {
     for (size_t j = j0; j < j1; j++) {
         uint64_t r = elem_splitmix_at(seed, j);
         uint16_t v = (uint16_t)((unsigned)elem_dropout_keep(r, 0, thr) | (unsigned)elem_dropout_keep(r, 1, thr) << 8);
         memcpy(mask + 2 * j, &v, sizeof v);
     }
+}
+
+typedef void mask_pairs_fn(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr);
+
+static void mask_pairs_base(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx2"), optimize("vect-cost-model=dynamic"))) static void
+mask_pairs_avx2(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), optimize("vect-cost-model=dynamic"))) static void
+mask_pairs_avx512(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+#endif
+
+static mask_pairs_fn *g_mask_pairs = mask_pairs_base;
+static pthread_once_t g_mask_pairs_once = PTHREAD_ONCE_INIT;
+
+static void mask_pairs_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        g_mask_pairs = mask_pairs_avx512;
+    else if (__builtin_cpu_supports("avx2"))
+        g_mask_pairs = mask_pairs_avx2;
+#endif
+}
+
+static void dropout_mask_pairs(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    pthread_once(&g_mask_pairs_once, mask_pairs_pick);
+    g_mask_pairs(mask, j0, j1, seed, thr);
 }
 
 /* Draw i / 2 gives items i and i + 1, as in one pass, wherever a piece
