@@ -558,6 +558,44 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
     return OP(m, bias_fwd, out, P + l->b, nd, l->out);
 }
 
+/* Whether layer l's forward runs as one fused operator (ops_sage_fwd):
+ * GraphSAGE with mean or sum on a table that has it, and the activation
+ * after it (if any) ReLU. */
+static bool sage_fused(const struct model *m, const struct layer *l)
+{
+    return m->c.kind == MODEL_SAGE && m->c.aggr != MODEL_AGGR_MAX && m->ops->ops_blocks && m->ops->sage_fwd &&
+           l->blk.impl && (l->last || m->c.activation == MODEL_ACT_RELU);
+}
+
+/* Layer l's forward, its ReLU (unless last) and, with mask, its dropout
+ * (seed) in one call: the bits of layer_forward and the steps after it. */
+static int layer_sage_fused(struct model *m, struct layer *l, float *out, uint8_t *mask, uint64_t seed)
+{
+    const float *P = m->params;
+    struct ops_sage_args s = {.b = l->blk.impl,
+                             .x = l->hin,
+                             .w_self = P + l->w,
+                             .w_neigh = P + l->w2,
+                             .bias = P + l->b,
+                             .in = l->in,
+                             .out = l->out,
+                             .mean = m->c.aggr == MODEL_AGGR_MEAN,
+                             .relu = !l->last,
+                             .mask = mask,
+                             .p = m->c.dropout,
+                             .seed = seed,
+                             .agg = F(l->agg),
+                             .y = out};
+    if (m->use_rows && l == &m->l[0]) { /* model_forward_rows: from the feature rows, not hin */
+        s.rows = m->rows.rows;
+        s.stride = m->rows.stride;
+        s.alias = m->rows.alias;
+    } else {
+        s.h = l->hin;
+    }
+    return OP(m, sage_fwd, &s);
+}
+
 /* The forward pass once each layer's block is in l[i].blk. */
 static int forward_layers(struct model *m, uint32_t targets, const float *x, bool train, uint64_t dropout_seed,
                           float *logits, char *err, size_t errlen)
@@ -590,12 +628,18 @@ static int forward_layers(struct model *m, uint32_t targets, const float *x, boo
                            i, l->blk.n_src, l->in, m->ops->name, m->ops->error(m->ctx));
         float *out = l->last ? logits : F(l->act);
         uint64_t t0 = sl_now_ns();
-        if ((rc = layer_forward(m, l, out)) != 0)
-            return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name,
-                           m->ops->error(m->ctx));
         uint64_t seed = sl_splitmix64(&st);
         l->dropped = false;
-        if (!l->last) {
+        if (sage_fused(m, l)) {
+            bool drop = !l->last && train && m->c.dropout > 0.0f;
+            if ((rc = layer_sage_fused(m, l, out, drop ? l->mask.p : NULL, seed)) != 0)
+                return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name,
+                               m->ops->error(m->ctx));
+            l->dropped = drop;
+        } else if ((rc = layer_forward(m, l, out)) != 0) {
+            return sl_errf(err, errlen, rc, "layer %u forward (%s operators): %s", i, m->ops->name,
+                           m->ops->error(m->ctx));
+        } else if (!l->last) {
             size_t n = (size_t)l->blk.n_dst * l->out;
             bool elu = m->c.activation == MODEL_ACT_ELU;
             rc = elu ? OP(m, elu_fwd, out, n) : OP(m, relu_fwd, out, n);
@@ -753,14 +797,22 @@ static int layer_backward(struct model *m, struct layer *l, float *dout, float *
     uint32_t nd = b->n_dst, ns = b->n_src;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        TRY(OP(m, linear_bwd_w, G + l->w, dout, l->hin, nd, l->in, l->out, false));
-        TRY(OP(m, linear_bwd_w, G + l->w2, dout, F(l->agg), nd, l->in, l->out, false));
+        if (m->ops->linear_bwd_w2) { /* both on the pool at once */
+            TRY(OP(m, linear_bwd_w2, G + l->w, G + l->w2, dout, l->hin, F(l->agg), nd, l->in, l->out));
+        } else {
+            TRY(OP(m, linear_bwd_w, G + l->w, dout, l->hin, nd, l->in, l->out, false));
+            TRY(OP(m, linear_bwd_w, G + l->w2, dout, F(l->agg), nd, l->in, l->out, false));
+        }
         TRY(OP(m, bias_bwd, G + l->b, dout, nd, l->out));
         if (dx) {
             TRY(buf_need(&m->tmp, FLOATS(nd, l->in)));
-            TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
+            if (m->ops->linear_bwd_x2) {
+                TRY(OP(m, linear_bwd_x2, dx, F(m->tmp), dout, P + l->w, P + l->w2, nd, l->in, l->out));
+            } else {
+                TRY(OP(m, linear_bwd_x, dx, dout, P + l->w, nd, l->in, l->out, false));
+                TRY(OP(m, linear_bwd_x, F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false));
+            }
             TRY(OP(m, zero, dx + (size_t)nd * l->in, COUNT(ns - nd, l->in)));
-            TRY(OP(m, linear_bwd_x, F(m->tmp), dout, P + l->w2, nd, l->in, l->out, false));
             if (m->c.aggr == MODEL_AGGR_MAX)
                 TRY(OP(m, agg_max_bwd, dx, b, l->hin, F(l->agg), F(l->ties), F(m->tmp), l->in));
             else if (m->c.aggr == MODEL_AGGR_SUM)
@@ -881,7 +933,10 @@ int model_backward_progress(struct model *m, const float *dlogits, int (*done)(v
         float *dout = F(m->g[cur]);
         size_t n = (size_t)l->blk.n_dst * l->out;
         uint64_t t0 = sl_now_ns();
-        if (!l->last) {
+        if (!l->last && m->c.activation == MODEL_ACT_RELU && m->ops->dropout_relu_bwd) { /* one pass */
+            if ((rc = OP(m, dropout_relu_bwd, dout, l->dropped ? l->mask.p : NULL, F(l->act), n, m->c.dropout)) != 0)
+                goto fail;
+        } else if (!l->last) {
             if (l->dropped && (rc = OP(m, dropout_bwd, dout, l->mask.p, n, m->c.dropout)) != 0)
                 goto fail;
             if (m->c.activation == MODEL_ACT_ELU)

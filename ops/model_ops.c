@@ -91,6 +91,36 @@ static int cpu_linear_bwd_x(void *ctx, float *dx, const float *dy, const float *
     return 0;
 }
 
+static int cpu_linear_bwd_w2(void *ctx, float *dw1, float *dw2, const float *dy, const float *x1, const float *x2,
+                             uint32_t n, uint32_t in, uint32_t out)
+{
+    (void)ctx;
+    ops_linear_bwd_w2(dw1, dw2, dy, x1, x2, n, in, out);
+    return 0;
+}
+
+static int cpu_linear_bwd_x2(void *ctx, float *dx1, float *dx2, const float *dy, const float *w1, const float *w2,
+                             uint32_t n, uint32_t in, uint32_t out)
+{
+    (void)ctx;
+    ops_linear_bwd_x2(dx1, dx2, dy, w1, w2, n, in, out);
+    return 0;
+}
+
+static int cpu_sage_fwd(void *ctx, const struct ops_sage_args *s)
+{
+    (void)ctx;
+    ops_sage_fwd(s);
+    return 0;
+}
+
+static int cpu_dropout_relu_bwd(void *ctx, float *dx, const uint8_t *mask, const float *y, size_t n, float p)
+{
+    (void)ctx;
+    ops_dropout_relu_bwd(dx, mask, y, n, p);
+    return 0;
+}
+
 static int cpu_bias_fwd(void *ctx, float *y, const float *b, uint32_t n, uint32_t dim)
 {
     (void)ctx;
@@ -355,6 +385,10 @@ const struct model_ops model_ops_cpu = {
     .agg_max_fwd = cpu_agg_max_fwd,
     .agg_max_bwd = cpu_agg_max_bwd,
     .gcn_norm = cpu_gcn_norm,
+    .sage_fwd = cpu_sage_fwd,
+    .linear_bwd_w2 = cpu_linear_bwd_w2,
+    .linear_bwd_x2 = cpu_linear_bwd_x2,
+    .dropout_relu_bwd = cpu_dropout_relu_bwd,
     .agg_gcn_fwd = cpu_agg_gcn_fwd,
     .agg_gcn_bwd = cpu_agg_gcn_bwd,
     .gat_score_fwd = cpu_gat_score_fwd,

@@ -41,6 +41,8 @@
  * the source list. impl is the table's own block (the table's
  * ops_blocks says when that is a struct ops_block); NULL for the mlp's
  * edgeless stand-in. */
+struct ops_sage_args; /* ops/ops.h */
+
 struct model_block {
     uint32_t n_dst, n_src; /* n_dst <= n_src */
     uint32_t n_edges;
@@ -94,6 +96,17 @@ struct model_ops {
      * where they lie (model_forward_rows). */
     int (*agg_rows_fwd)(void *ctx, float *out, const struct model_block *b, const unsigned char *rows, size_t stride,
                         const uint32_t *alias, uint32_t dim, bool mean);
+    /* Optional fused steps (NULL: the model calls the steps one by one;
+     * tables with ops_blocks only, as they take struct ops_block):
+     * ops_sage_fwd (s->b is the layer's ops_block), ops_linear_bwd_w2,
+     * ops_linear_bwd_x2 and ops_dropout_relu_bwd, with the bits of the
+     * steps they stand for. */
+    int (*sage_fwd)(void *ctx, const struct ops_sage_args *s);
+    int (*linear_bwd_w2)(void *ctx, float *dw1, float *dw2, const float *dy, const float *x1, const float *x2,
+                         uint32_t n, uint32_t in, uint32_t out);
+    int (*linear_bwd_x2)(void *ctx, float *dx1, float *dx2, const float *dy, const float *w1, const float *w2,
+                         uint32_t n, uint32_t in, uint32_t out);
+    int (*dropout_relu_bwd)(void *ctx, float *dx, const uint8_t *mask, const float *y, size_t n, float p);
     int (*agg_gcn_fwd)(void *ctx, float *out, const struct model_block *b, const float *norm_src, const float *norm_dst,
                        const float *h, uint32_t dim);
     int (*agg_gcn_bwd)(void *ctx, float *dh, const struct model_block *b, const float *norm_src, const float *norm_dst,

@@ -270,14 +270,19 @@ static size_t row_grain(uint32_t dim)
 
 /* A product with few tiles and a long reduction (the weight gradients:
  * out x in, summed over thousands of rows) would run on one thread: its
- * reduction is then cut into pieces of GEMM_KSPLIT (a function of the
- * shape only: when the tiles are fewer than GEMM_KSPLIT_TILES and k is at
- * least 2 x GEMM_KSPLIT), piece 0 computed into C with beta, piece p > 0
- * into scratch, and the scratch added to C in piece order afterwards. */
+ * reduction is then cut into P pieces (a function of the shape only: when
+ * the tiles are fewer than GEMM_KSPLIT_TILES and k is at least 2 x
+ * GEMM_KSPLIT): P = k / GEMM_KSPLIT rounded up to a multiple of
+ * GEMM_KSPLIT_ALIGN, piece p the rows [p k / P, (p + 1) k / P), so that
+ * the pieces are of one length and their count divides among 1, 2 or 4
+ * threads. Piece 0 is computed into C with beta, piece p > 0 into scratch,
+ * and the scratch added to C in piece order afterwards (each row of C on
+ * its own, on the pool). */
 #define GEMM_KSPLIT ((size_t)2048)
 #define GEMM_KSPLIT_TILES 4
+#define GEMM_KSPLIT_ALIGN ((size_t)4)
 
-struct gemm_job {
+struct gemm_job { /* one product */
     bool ta, tb;
     size_t m, n, k;
     float alpha, beta;
@@ -290,25 +295,11 @@ struct gemm_job {
     float *part;    /* (ksplit - 1, m, n) partial products of pieces 1.. */
 };
 
-static void gemm_tile(void *arg, size_t task)
+/* One sgemm call per GEMM_KPIECE of C's tile at (i0, j0), rows [k0, k1) of
+ * the reduction, beta for the first, into c (ldc). */
+static void gemm_call(const struct gemm_job *j, size_t i0, size_t j0, size_t mi, size_t nj, size_t k0, size_t k1,
+                      float beta, float *c, size_t ldc)
 {
-    const struct gemm_job *j = arg;
-    size_t t = task % j->tiles, piece = task / j->tiles;
-    size_t i0 = t / j->tiles_n * GEMM_TILE, j0 = t % j->tiles_n * GEMM_TILE;
-    size_t mi = j->m - i0 < GEMM_TILE ? j->m - i0 : GEMM_TILE;
-    size_t nj = j->n - j0 < GEMM_TILE ? j->n - j0 : GEMM_TILE;
-    size_t k0 = 0, k1 = j->k;
-    float beta = j->beta, *c = j->c + i0 * j->ldc + j0;
-    size_t ldc = j->ldc;
-    if (j->ksplit > 1) {
-        k0 = piece * GEMM_KSPLIT;
-        k1 = piece + 1 == j->ksplit ? j->k : k0 + GEMM_KSPLIT;
-        if (piece > 0) {
-            beta = 0.0f;
-            c = j->part + (piece - 1) * j->m * j->n + i0 * j->n + j0;
-            ldc = j->n;
-        }
-    }
     for (size_t p0 = k0; p0 < k1; p0 += GEMM_KPIECE) {
         size_t kp = k1 - p0 < GEMM_KPIECE ? k1 - p0 : GEMM_KPIECE;
         const float *ap = j->ta ? j->a + p0 * j->lda + i0 : j->a + i0 * j->lda + p0;
@@ -318,47 +309,138 @@ static void gemm_tile(void *arg, size_t task)
     }
 }
 
+static void gemm_tile(const struct gemm_job *j, size_t task)
+{
+    size_t t = task % j->tiles, piece = task / j->tiles;
+    size_t i0 = t / j->tiles_n * GEMM_TILE, j0 = t % j->tiles_n * GEMM_TILE;
+    size_t mi = j->m - i0 < GEMM_TILE ? j->m - i0 : GEMM_TILE;
+    size_t nj = j->n - j0 < GEMM_TILE ? j->n - j0 : GEMM_TILE;
+    size_t k0 = 0, k1 = j->k;
+    float beta = j->beta, *c = j->c + i0 * j->ldc + j0;
+    size_t ldc = j->ldc;
+    if (j->ksplit > 1) {
+        k0 = piece * j->k / j->ksplit;
+        k1 = (piece + 1) * j->k / j->ksplit;
+        if (piece > 0) {
+            beta = 0.0f;
+            c = j->part + (piece - 1) * j->m * j->n + i0 * j->n + j0;
+            ldc = j->n;
+        }
+    }
+    gemm_call(j, i0, j0, mi, nj, k0, k1, beta, c, ldc);
+}
+
+/* Tiles and reduction pieces of j (its sizes set); returns the scratch
+ * floats its pieces need. */
+static size_t gemm_plan(struct gemm_job *j)
+{
+    j->tiles_n = (j->n + GEMM_TILE - 1) / GEMM_TILE;
+    j->tiles = (j->m + GEMM_TILE - 1) / GEMM_TILE * j->tiles_n;
+    j->ksplit = 1;
+    j->part = NULL;
+    if (j->tiles < GEMM_KSPLIT_TILES && j->k >= 2 * GEMM_KSPLIT)
+        j->ksplit = (j->k / GEMM_KSPLIT + GEMM_KSPLIT_ALIGN - 1) / GEMM_KSPLIT_ALIGN * GEMM_KSPLIT_ALIGN;
+    return (j->ksplit - 1) * j->m * j->n;
+}
+
+/* C = beta C where k = 0 */
+static void gemm_k0(const struct gemm_job *j)
+{
+    for (size_t i = 0; i < j->m; i++) {
+        float *restrict row = j->c + i * j->ldc;
+        if (j->beta == 0.0f)
+            memset(row, 0, j->n * sizeof *row);
+        else
+            vscale(row, j->beta, (uint32_t)j->n);
+    }
+}
+
+#define GEMM_SET_MAX 4
+
+/* Several independent products run as one job on the pool: their tasks
+ * back to back (first[i] = product i's first task). */
+struct gemm_set {
+    struct gemm_job *j;
+    size_t n;
+    size_t first[GEMM_SET_MAX + 1];
+};
+
+static void gemm_set_task(void *arg, size_t task)
+{
+    const struct gemm_set *s = arg;
+    size_t i = 0;
+    while (task >= s->first[i + 1])
+        i++;
+    gemm_tile(&s->j[i], task - s->first[i]);
+}
+
+static void gemm_reduce_rows(void *arg, size_t lo, size_t hi)
+{
+    const struct gemm_job *j = arg;
+    for (size_t p = 1; p < j->ksplit; p++) /* in piece order */
+        for (size_t i = lo; i < hi; i++)
+            vadd(j->c + i * j->ldc, j->part + (p - 1) * j->m * j->n + i * j->n, (uint32_t)j->n);
+}
+
 static float *g_gemm_part; /* scratch of split reductions (ops_* are not reentrant) */
 static size_t g_gemm_part_cap;
+
+/* Runs products jobs[0 .. n) (n <= GEMM_SET_MAX, no two writing the same
+ * C) as one job on the pool; each gets the bits ops_gemm gives it alone. */
+static void gemm_run(struct gemm_job *jobs, size_t n)
+{
+    pthread_once(&g_blas_once, blas_single);
+    struct gemm_set s = {.j = jobs, .n = n};
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct gemm_job *j = &jobs[i];
+        if (j->m == 0 || j->n == 0) {
+            j->tiles = j->ksplit = 0;
+            j->tiles_n = 1;
+            continue;
+        }
+        if (j->k == 0) {
+            gemm_k0(j);
+            j->tiles = j->ksplit = 0;
+            j->tiles_n = 1;
+            continue;
+        }
+        need += gemm_plan(j);
+    }
+    if (need > g_gemm_part_cap) {
+        float *p = realloc(g_gemm_part, need * sizeof *p);
+        if (p) {
+            g_gemm_part = p;
+            g_gemm_part_cap = need;
+        }
+    }
+    size_t off = 0, tasks = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct gemm_job *j = &jobs[i];
+        if (j->ksplit > 1) {
+            if (need <= g_gemm_part_cap) {
+                j->part = g_gemm_part + off;
+                off += (j->ksplit - 1) * j->m * j->n;
+            } else {
+                j->ksplit = 1; /* no memory: one piece, slower and different bits, never wrong */
+            }
+        }
+        s.first[i] = tasks;
+        tasks += j->tiles * j->ksplit;
+    }
+    s.first[n] = tasks;
+    pool_run(gemm_set_task, &s, tasks);
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].ksplit > 1)
+            par_for(jobs[i].m, row_grain((uint32_t)jobs[i].n), gemm_reduce_rows, &jobs[i]);
+}
 
 void ops_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
               size_t ldb, float beta, float *c, size_t ldc)
 {
-    if (m == 0 || n == 0)
-        return;
-    if (k == 0) {
-        for (size_t i = 0; i < m; i++) {
-            float *restrict row = c + i * ldc;
-            if (beta == 0.0f)
-                memset(row, 0, n * sizeof *row);
-            else
-                vscale(row, beta, (uint32_t)n);
-        }
-        return;
-    }
-    pthread_once(&g_blas_once, blas_single);
     struct gemm_job j = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = a, .b = b,
-                         .c = c, .lda = lda, .ldb = ldb, .ldc = ldc, .tiles_n = (n + GEMM_TILE - 1) / GEMM_TILE};
-    j.tiles = (m + GEMM_TILE - 1) / GEMM_TILE * j.tiles_n;
-    j.ksplit = 1;
-    if (j.tiles < GEMM_KSPLIT_TILES && k >= 2 * GEMM_KSPLIT) {
-        size_t pieces = k / GEMM_KSPLIT, need = (pieces - 1) * m * n; /* the last piece takes the remainder */
-        if (need > g_gemm_part_cap) {
-            float *p = realloc(g_gemm_part, need * sizeof *p);
-            if (p) {
-                g_gemm_part = p;
-                g_gemm_part_cap = need;
-            }
-        }
-        if (need <= g_gemm_part_cap) { /* else (no memory): one piece, slower and different bits, never wrong */
-            j.ksplit = pieces;
-            j.part = g_gemm_part;
-        }
-    }
-    pool_run(gemm_tile, &j, j.tiles * j.ksplit);
-    for (size_t p = 1; p < j.ksplit; p++) /* in piece order */
-        for (size_t i = 0; i < m; i++)
-            vadd(c + i * ldc, j.part + (p - 1) * m * n + i * n, (uint32_t)n);
+                         .c = c, .lda = lda, .ldb = ldb, .ldc = ldc};
+    gemm_run(&j, 1);
 }
 
 /* ---- dense layers ------------------------------------------------------------------------------ */
@@ -376,6 +458,26 @@ void ops_linear_bwd_w(float *dw, const float *dy, const float *x, uint32_t n, ui
 void ops_linear_bwd_x(float *dx, const float *dy, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc)
 {
     ops_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, acc ? 1.0f : 0.0f, dx, in);
+}
+
+void ops_linear_bwd_w2(float *dw1, float *dw2, const float *dy, const float *x1, const float *x2, uint32_t n,
+                       uint32_t in, uint32_t out)
+{
+    struct gemm_job j[2] = {
+        {.ta = true, .m = out, .n = in, .k = n, .alpha = 1.0f, .a = dy, .lda = out, .b = x1, .ldb = in, .c = dw1,
+         .ldc = in},
+        {.ta = true, .m = out, .n = in, .k = n, .alpha = 1.0f, .a = dy, .lda = out, .b = x2, .ldb = in, .c = dw2,
+         .ldc = in}};
+    gemm_run(j, 2);
+}
+
+void ops_linear_bwd_x2(float *dx1, float *dx2, const float *dy, const float *w1, const float *w2, uint32_t n,
+                       uint32_t in, uint32_t out)
+{
+    struct gemm_job j[2] = {
+        {.m = n, .n = in, .k = out, .alpha = 1.0f, .a = dy, .lda = out, .b = w1, .ldb = in, .c = dx1, .ldc = in},
+        {.m = n, .n = in, .k = out, .alpha = 1.0f, .a = dy, .lda = out, .b = w2, .ldb = in, .c = dx2, .ldc = in}};
+    gemm_run(j, 2);
 }
 
 struct rows_arg { /* a loop over rows: most operators below */
@@ -473,19 +575,81 @@ void ops_relu_bwd(float *restrict dx, const float *restrict y, size_t n)
     par_for(n, ELEM_GRAIN, relu_bwd_piece, &e);
 }
 
-/* Pieces start at even items (ELEM_GRAIN is even): draw i / 2 gives items
- * i and i + 1, as in one pass. */
+/* The keep bits of whole pairs j0 .. j1-1 (items 2j and 2j + 1 from draw
+ * j): integer arithmetic only, so it may be compiled for the wider vector
+ * units the host has with the same bits. Its two bytes per draw are
+ * stored as one little-endian 16-bit word, which lets the loop vectorise.
+ * GCC on x86-64: an AVX2 and an AVX-512 build of it beside the baseline
+ * one, picked once by __builtin_cpu_supports (not an ifunc: a resolver
+ * runs before a sanitizer's runtime is up). */
+static inline __attribute__((always_inline)) void mask_pairs_body(uint8_t *restrict mask, size_t j0, size_t j1,
+                                                                   uint64_t seed, uint64_t thr)
+{
+    for (size_t j = j0; j < j1; j++) {
+        uint64_t r = elem_splitmix_at(seed, j);
+        uint16_t v = (uint16_t)((unsigned)elem_dropout_keep(r, 0, thr) | (unsigned)elem_dropout_keep(r, 1, thr) << 8);
+        memcpy(mask + 2 * j, &v, sizeof v);
+    }
+}
+
+typedef void mask_pairs_fn(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr);
+
+static void mask_pairs_base(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx2"), optimize("vect-cost-model=dynamic"))) static void
+mask_pairs_avx2(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), optimize("vect-cost-model=dynamic"))) static void
+mask_pairs_avx512(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    mask_pairs_body(mask, j0, j1, seed, thr);
+}
+#endif
+
+static mask_pairs_fn *g_mask_pairs = mask_pairs_base;
+static pthread_once_t g_mask_pairs_once = PTHREAD_ONCE_INIT;
+
+static void mask_pairs_pick(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        g_mask_pairs = mask_pairs_avx512;
+    else if (__builtin_cpu_supports("avx2"))
+        g_mask_pairs = mask_pairs_avx2;
+#endif
+}
+
+static void dropout_mask_pairs(uint8_t *restrict mask, size_t j0, size_t j1, uint64_t seed, uint64_t thr)
+{
+    pthread_once(&g_mask_pairs_once, mask_pairs_pick);
+    g_mask_pairs(mask, j0, j1, seed, thr);
+}
+
+/* Draw i / 2 gives items i and i + 1, as in one pass, wherever a piece
+ * starts. */
 static void dropout_fwd_piece(void *a, size_t lo, size_t hi)
 {
     const struct elem_arg *e = a;
     float *restrict x = e->x;
     uint8_t *restrict mask = e->mask;
-    for (size_t i = lo; i < hi; i += 2) {
-        uint64_t r = elem_splitmix_at(e->seed, i / 2);
-        mask[i] = elem_dropout_keep(r, 0, e->thr);
-        if (i + 1 < hi)
-            mask[i + 1] = elem_dropout_keep(r, 1, e->thr);
+    size_t i0 = lo;
+    if (i0 & 1) { /* an odd start (none here start odd, but nothing relies on it): the high half of its draw */
+        mask[i0] = elem_dropout_keep(elem_splitmix_at(e->seed, i0 / 2), 1, e->thr);
+        i0++;
     }
+    if (i0 < hi)
+        dropout_mask_pairs(mask, i0 / 2, hi / 2, e->seed, e->thr);
+    if (hi & 1 && hi - 1 >= i0) /* an odd end: the low half of its pair's draw */
+        mask[hi - 1] = elem_dropout_keep(elem_splitmix_at(e->seed, (hi - 1) / 2), 0, e->thr);
     for (size_t i = lo; i < hi; i++)
         x[i] = elem_dropout_apply(x[i], mask[i], e->scale);
 }
@@ -509,6 +673,32 @@ void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n,
 {
     struct elem_arg e = {.x = dx, .mask = (uint8_t *)mask, .scale = 1.0f / (1.0f - p)};
     par_for(n, ELEM_GRAIN, dropout_bwd_piece, &e);
+}
+
+#define DROPOUT_RELU_RUN ((size_t)1024)
+
+static void dropout_relu_bwd_piece(void *a, size_t lo, size_t hi)
+{
+    const struct elem_arg *e = a;
+    float *restrict dx = e->x;
+    const float *restrict y = e->y;
+    const uint8_t *restrict mask = e->mask;
+    /* two loops over short runs, each of which vectorises (one loop of
+     * both would branch on y for every element), the run in L1 between */
+    for (size_t r = lo; r < hi; r += DROPOUT_RELU_RUN) {
+        size_t end = hi - r < DROPOUT_RELU_RUN ? hi : r + DROPOUT_RELU_RUN;
+        if (mask)
+            for (size_t i = r; i < end; i++)
+                dx[i] = elem_dropout_apply(dx[i], mask[i], e->scale);
+        for (size_t i = r; i < end; i++)
+            dx[i] = elem_relu_bwd(dx[i], y[i]);
+    }
+}
+
+void ops_dropout_relu_bwd(float *restrict dx, const uint8_t *restrict mask, const float *restrict y, size_t n, float p)
+{
+    struct elem_arg e = {.x = dx, .y = y, .mask = (uint8_t *)mask, .scale = mask ? 1.0f / (1.0f - p) : 1.0f};
+    par_for(n, ELEM_GRAIN, dropout_relu_bwd_piece, &e);
 }
 
 /* ---- feature rows ------------------------------------------------------------------------------ */
@@ -655,6 +845,84 @@ void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const floa
 {
     struct rows_arg r = {.y = out, .x = h, .p = b, .dim = dim, .flag = true};
     par_for(b->n_dst, row_grain(dim), agg_sum_piece, &r);
+}
+
+/* ---- GraphSAGE's layer forward, fused --------------------------------------------------------------- */
+
+/* Row tile t of ops_sage_fwd: GEMM_TILE destinations (ops_gemm's row
+ * tiles of y), from their aggregation to their dropout, on one thread
+ * while they are in its cache. Each step gives its elements the
+ * arithmetic of the unfused operator: the aggregation and the element-wise
+ * steps work row by row or element by element, and the products are the
+ * sgemm calls ops_gemm makes for these tiles of y (self with beta 0, then
+ * neighbours with beta 1, column tile by column tile). */
+struct sage_job {
+    const struct ops_sage_args *s;
+    struct gemm_job self, neigh;
+    struct elem_arg drop;
+};
+
+static void sage_tile(void *arg, size_t t)
+{
+    const struct sage_job *j = arg;
+    const struct ops_sage_args *s = j->s;
+    size_t i0 = t * GEMM_TILE, mi = s->b->n_dst - i0 < GEMM_TILE ? s->b->n_dst - i0 : GEMM_TILE;
+    struct rows_arg r = {.y = s->agg, .x = s->h, .bytes = s->rows, .stride = s->stride, .idx = s->alias, .p = s->b,
+                         .dim = s->in, .flag = s->mean};
+    if (s->h)
+        agg_sum_piece(&r, i0, i0 + mi);
+    else
+        agg_rows_piece(&r, i0, i0 + mi);
+    for (size_t j0 = 0; j0 < s->out; j0 += GEMM_TILE) {
+        size_t nj = s->out - j0 < GEMM_TILE ? s->out - j0 : GEMM_TILE;
+        float *c = s->y + i0 * s->out + j0;
+        gemm_call(&j->self, i0, j0, mi, nj, 0, s->in, 0.0f, c, s->out);
+        gemm_call(&j->neigh, i0, j0, mi, nj, 0, s->in, 1.0f, c, s->out);
+    }
+    struct rows_arg rb = {.y = s->y, .x = s->bias, .dim = s->out};
+    bias_rows(&rb, i0, i0 + mi);
+    size_t e0 = i0 * s->out, e1 = (i0 + mi) * s->out;
+    if (s->relu) {
+        struct elem_arg e = {.x = s->y};
+        relu_fwd_piece(&e, e0, e1);
+    }
+    if (s->mask)
+        dropout_fwd_piece((void *)&j->drop, e0, e1);
+}
+
+void ops_sage_fwd(const struct ops_sage_args *s)
+{
+    const struct ops_block *b = s->b;
+    uint32_t nd = b->n_dst, in = s->in, out = s->out;
+    struct sage_job j = {.s = s,
+                         .self = {.tb = true, .m = nd, .n = out, .k = in, .alpha = 1.0f, .a = s->x, .lda = in,
+                                  .b = s->w_self, .ldb = in, .c = s->y, .ldc = out},
+                         .neigh = {.tb = true, .m = nd, .n = out, .k = in, .alpha = 1.0f, .beta = 1.0f, .a = s->agg,
+                                   .lda = in, .b = s->w_neigh, .ldb = in, .c = s->y, .ldc = out}};
+    if (nd == 0)
+        return;
+    /* where ops_gemm would not make one call per tile: the steps one by one */
+    if (in == 0 || out == 0 || gemm_plan(&j.self) > 0) {
+        if (s->h && s->mean)
+            ops_agg_mean_fwd(s->agg, b, s->h, in);
+        else if (s->h)
+            ops_agg_sum_fwd(s->agg, b, s->h, in);
+        else
+            ops_agg_rows_fwd(s->agg, b, s->rows, s->stride, s->alias, in, s->mean);
+        ops_linear_fwd(s->y, s->x, s->w_self, nd, in, out, false);
+        ops_linear_fwd(s->y, s->agg, s->w_neigh, nd, in, out, true);
+        ops_bias_fwd(s->y, s->bias, nd, out);
+        if (s->relu)
+            ops_relu_fwd(s->y, (size_t)nd * out);
+        if (s->mask)
+            ops_dropout_fwd(s->y, s->mask, (size_t)nd * out, s->p, s->seed);
+        return;
+    }
+    pthread_once(&g_blas_once, blas_single);
+    if (s->mask)
+        j.drop = (struct elem_arg){.x = s->y, .mask = s->mask, .seed = s->seed, .thr = elem_dropout_thr(s->p),
+                                   .scale = 1.0f / (1.0f - s->p)};
+    pool_run(sage_tile, &j, (nd + GEMM_TILE - 1) / GEMM_TILE);
 }
 
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)

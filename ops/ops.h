@@ -122,6 +122,17 @@ void ops_linear_fwd(float *y, const float *x, const float *w, uint32_t n, uint32
 void ops_linear_bwd_w(float *dw, const float *dy, const float *x, uint32_t n, uint32_t in, uint32_t out, bool acc);
 /* dx (n, in) = dy (n, out) w (overwrites, or adds with acc). */
 void ops_linear_bwd_x(float *dx, const float *dy, const float *w, uint32_t n, uint32_t in, uint32_t out, bool acc);
+/* Two products of one shape as one job on the pool (GraphSAGE's self and
+ * neighbour weights), each with exactly the bits of its call alone:
+ * ops_linear_bwd_w2 is ops_linear_bwd_w(dw1, dy, x1, ...) and
+ * ops_linear_bwd_w(dw2, dy, x2, ...), ops_linear_bwd_x2 is
+ * ops_linear_bwd_x(dx1, dy, w1, ...) and ops_linear_bwd_x(dx2, dy, w2,
+ * ...), all overwriting. Outputs must not overlap each other or the
+ * inputs. */
+void ops_linear_bwd_w2(float *dw1, float *dw2, const float *dy, const float *x1, const float *x2, uint32_t n,
+                       uint32_t in, uint32_t out);
+void ops_linear_bwd_x2(float *dx1, float *dx2, const float *dy, const float *w1, const float *w2, uint32_t n,
+                       uint32_t in, uint32_t out);
 
 /* y (n, dim) += b (dim) on every row. */
 void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32_t dim);
@@ -145,6 +156,9 @@ void ops_elu_bwd(float *restrict dx, const float *restrict y, size_t n);
 void ops_dropout_fwd(float *restrict x, uint8_t *restrict mask, size_t n, float p, uint64_t seed);
 /* dx = mask ? dx / (1 - p) : 0, in place. */
 void ops_dropout_bwd(float *restrict dx, const uint8_t *restrict mask, size_t n, float p);
+/* ops_dropout_bwd (skipped when mask is NULL) then ops_relu_bwd with the
+ * forward's output y, in one pass: the same bits. */
+void ops_dropout_relu_bwd(float *restrict dx, const uint8_t *restrict mask, const float *restrict y, size_t n, float p);
 
 /* ---- feature rows ----------------------------------------------------------------------- */
 
@@ -190,6 +204,36 @@ void ops_agg_mean_fwd(float *restrict out, const struct ops_block *b, const floa
 void ops_agg_rows_fwd(float *restrict out, const struct ops_block *b, const unsigned char *rows, size_t stride,
                       const uint32_t *alias, uint32_t dim, bool mean);
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
+
+/* GraphSAGE's layer forward (mean or sum) in one pass: agg = the
+ * aggregation of d's sources (ops_agg_mean_fwd or ops_agg_sum_fwd over h,
+ * or ops_agg_rows_fwd from the feature rows when h is NULL), y = x w_self^T
+ * + agg w_neigh^T + bias (two ops_linear_fwd, the second accumulating,
+ * then ops_bias_fwd), then with relu ops_relu_fwd, then with a mask
+ * ops_dropout_fwd(y, mask, n_dst * out, p, seed). Exactly the bits of
+ * those calls in that order, for any thread count; but each tile of
+ * destinations goes from its aggregation to its dropout on one thread
+ * while it is in that thread's cache, and the pool meets once instead of
+ * six times. */
+struct ops_sage_args {
+    const struct ops_block *b;
+    const float *h;              /* (n_src, in) the sources, or NULL: */
+    const unsigned char *rows;   /* source s is the f32 row at rows + alias[s] * stride (ops_agg_rows_fwd) */
+    size_t stride;
+    const uint32_t *alias;
+    const float *x;              /* (n_dst, in) the destinations' own rows (h itself when h is set) */
+    const float *w_self, *w_neigh; /* (out, in) */
+    const float *bias;           /* (out) */
+    uint32_t in, out;
+    bool mean;                   /* mean, else sum */
+    bool relu;
+    uint8_t *mask;               /* (n_dst * out) dropout's mask, or NULL: no dropout */
+    float p;                     /* dropout's probability, in [0, 1) */
+    uint64_t seed;
+    float *agg;                  /* (n_dst, in) out: the aggregation */
+    float *y;                    /* (n_dst, out) out */
+};
+void ops_sage_fwd(const struct ops_sage_args *s);
 
 /* GCN's symmetric normalisation with self loops: norm_dst (n_dst)[v] =
  * 1 / sqrt(1 + in-degree of v), norm_src (n_src)[u] = 1 / sqrt(1 +

@@ -346,6 +346,130 @@ static void test_elementwise_threads_bitwise(void **state)
     free(base), free(y), free(indptr), free(src), free(alias), free(h), free(bias), free(rowsbuf);
 }
 
+/* The fused GraphSAGE forward (ops_sage_fwd) against the steps it stands
+ * for, and the paired products and the fused dropout + ReLU backward
+ * against their single calls: the same bits, for 1, 2 and 3 threads; on
+ * sizes with a partial last tile of rows, more than one tile of columns,
+ * odd widths, and (the weight products) a split reduction. */
+static void test_fused_vs_steps_bitwise(void **state)
+{
+    (void)state;
+    const uint32_t nd = 700, ns = 1500, in = 37;
+    struct tblock tb;
+    tblock_make(&tb, nd, ns, 12);
+    const size_t stride = 48 * sizeof(float);
+    float *h = frand((size_t)ns * in, -1, 1);
+    uint32_t *alias = calloc(ns, sizeof *alias);
+    unsigned char *rows = calloc(ns, stride);
+    assert_non_null(alias);
+    assert_non_null(rows);
+    for (uint32_t i = 0; i < ns; i++) {
+        alias[i] = (i * 7u + 3u) % ns; /* a permutation: 7 and 1500 are coprime */
+        memcpy(rows + (size_t)alias[i] * stride, h + (size_t)i * in, in * sizeof(float));
+    }
+    int before = ops_threads();
+    const uint32_t outs[2] = {33, 300};
+    for (int oi = 0; oi < 2; oi++) {
+        uint32_t out = outs[oi];
+        float *ws = frand((size_t)out * in, -0.5f, 0.5f), *wn = frand((size_t)out * in, -0.5f, 0.5f);
+        float *bias = frand(out, -0.5f, 0.5f);
+        size_t ny = (size_t)nd * out, na = (size_t)nd * in;
+        for (int v = 0; v < 8; v++) { /* bit 0: mean (else sum), bit 1: from the rows (else h), bit 2: ReLU + dropout */
+            bool mean = v & 1, from_rows = v & 2, act = v & 4;
+            float *ry = fvec(ny), *ra = fvec(na);
+            uint8_t *rm = calloc(ny, 1);
+            assert_int_equal(ops_set_threads(1), 0);
+            if (from_rows)
+                ops_agg_rows_fwd(ra, &tb.b, rows, stride, alias, in, mean);
+            else if (mean)
+                ops_agg_mean_fwd(ra, &tb.b, h, in);
+            else
+                ops_agg_sum_fwd(ra, &tb.b, h, in);
+            ops_linear_fwd(ry, h, ws, nd, in, out, false);
+            ops_linear_fwd(ry, ra, wn, nd, in, out, true);
+            ops_bias_fwd(ry, bias, nd, out);
+            if (act) {
+                ops_relu_fwd(ry, ny);
+                ops_dropout_fwd(ry, rm, ny, 0.3f, 99 + (uint64_t)v);
+            }
+            for (int t = 1; t <= 3; t++) {
+                assert_int_equal(ops_set_threads(t), 0);
+                float *y = fvec(ny), *a = fvec(na);
+                uint8_t *mk = calloc(ny, 1);
+                struct ops_sage_args sa = {.b = &tb.b, .x = h, .w_self = ws, .w_neigh = wn, .bias = bias, .in = in,
+                                           .out = out, .mean = mean, .relu = act, .mask = act ? mk : NULL,
+                                           .p = 0.3f, .seed = 99 + (uint64_t)v, .agg = a, .y = y};
+                if (from_rows) {
+                    sa.rows = rows;
+                    sa.stride = stride;
+                    sa.alias = alias;
+                } else {
+                    sa.h = h;
+                }
+                ops_sage_fwd(&sa);
+                if (memcmp(a, ra, na * sizeof *a) || memcmp(y, ry, ny * sizeof *y) || memcmp(mk, rm, ny))
+                    fail_msg("ops_sage_fwd (out %u, variant %d) differs from its steps with %d threads", out, v, t);
+                free(y), free(a), free(mk);
+            }
+            free(ry), free(ra), free(rm);
+        }
+        free(ws), free(wn), free(bias);
+    }
+    tblock_free(&tb);
+    free(h), free(alias), free(rows);
+
+    /* the paired products: k = 9001 rows split for the weight gradients */
+    const uint32_t n = 9001, pin = 70, pout = 100;
+    float *dy = frand((size_t)n * pout, -1, 1), *x1 = frand((size_t)n * pin, -1, 1);
+    float *x2 = frand((size_t)n * pin, -1, 1);
+    float *w1 = frand((size_t)pout * pin, -1, 1), *w2 = frand((size_t)pout * pin, -1, 1);
+    size_t nw = (size_t)pout * pin, nx = (size_t)n * pin;
+    float *rw1 = fvec(nw), *rw2 = fvec(nw), *rx1 = fvec(nx), *rx2 = fvec(nx);
+    assert_int_equal(ops_set_threads(1), 0);
+    ops_linear_bwd_w(rw1, dy, x1, n, pin, pout, false);
+    ops_linear_bwd_w(rw2, dy, x2, n, pin, pout, false);
+    ops_linear_bwd_x(rx1, dy, w1, n, pin, pout, false);
+    ops_linear_bwd_x(rx2, dy, w2, n, pin, pout, false);
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(ops_set_threads(t), 0);
+        float *a1 = fvec(nw), *a2 = fvec(nw), *b1 = fvec(nx), *b2 = fvec(nx);
+        ops_linear_bwd_w2(a1, a2, dy, x1, x2, n, pin, pout);
+        ops_linear_bwd_x2(b1, b2, dy, w1, w2, n, pin, pout);
+        assert_memory_equal(a1, rw1, nw * sizeof *a1);
+        assert_memory_equal(a2, rw2, nw * sizeof *a2);
+        assert_memory_equal(b1, rx1, nx * sizeof *b1);
+        assert_memory_equal(b2, rx2, nx * sizeof *b2);
+        free(a1), free(a2), free(b1), free(b2);
+    }
+    free(dy), free(x1), free(x2), free(w1), free(w2), free(rw1), free(rw2), free(rx1), free(rx2);
+
+    /* dropout's and ReLU's backward in one pass, with and without a mask */
+    const size_t ne = 3 * 32768 + 1001;
+    float *g0 = frand(ne, -2, 2), *yv = frand(ne, -1, 1), *mx = frand(ne, -1, 1);
+    uint8_t *mask = calloc(ne, 1);
+    assert_int_equal(ops_set_threads(1), 0);
+    ops_dropout_fwd(mx, mask, ne, 0.5f, 5);
+    for (int with = 0; with < 2; with++) {
+        float *r = fvec(ne);
+        memcpy(r, g0, ne * sizeof *r);
+        assert_int_equal(ops_set_threads(1), 0);
+        if (with)
+            ops_dropout_bwd(r, mask, ne, 0.5f);
+        ops_relu_bwd(r, yv, ne);
+        for (int t = 1; t <= 3; t++) {
+            assert_int_equal(ops_set_threads(t), 0);
+            float *g = fvec(ne);
+            memcpy(g, g0, ne * sizeof *g);
+            ops_dropout_relu_bwd(g, with ? mask : NULL, yv, ne, 0.5f);
+            assert_memory_equal(g, r, ne * sizeof *g);
+            free(g);
+        }
+        free(r);
+    }
+    free(g0), free(yv), free(mx), free(mask);
+    assert_int_equal(ops_set_threads(before), 0);
+}
+
 /* OpenBLAS splits the output between threads, never a dot product: the
  * same bits with 1 and 2 threads, on products big enough to be split. */
 static void test_gemm_threads_bitwise(void **state)
@@ -1033,6 +1157,7 @@ int main(void)
         cmocka_unit_test(test_gemm_threads_bitwise),
         cmocka_unit_test(test_gemm_ksplit_threads_bitwise),
         cmocka_unit_test(test_elementwise_threads_bitwise),
+        cmocka_unit_test(test_fused_vs_steps_bitwise),
         cmocka_unit_test(test_linear_bias_grad),
         cmocka_unit_test(test_relu_dropout_grad),
         cmocka_unit_test(test_dropout_mask),
