@@ -37,7 +37,9 @@
 # ("128:f32:4"), VARIANTS ("none disk:0.8 cache:1G"), EPOCHS (3),
 # TRAIN_BATCHES (32), BATCH (1000), FANOUTS ([10,10]), DEGREE (10),
 # EXTRACTORS (2), SAMPLERS (2), PACK_MEM (512M), FIO_SECS (10),
-# KEEP_DATA (1: 0 deletes each dataset after its runs), BASE_BUILD (none).
+# KEEP_DATA (1: 0 deletes each dataset after its runs), BASE_BUILD (none),
+# REPEAT (1: each packed run, of each build in turn, made this many times;
+# fio measured at the first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIB_PROG=bench/packed_tier.sh
@@ -46,7 +48,7 @@ source bench/lib.sh
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
 for v in BUILD WORK RESULTS NAME CAP FB_FRAC SETS VARIANTS EPOCHS TRAIN_BATCHES BATCH FANOUTS DEGREE EXTRACTORS \
-    SAMPLERS PACK_MEM FIO_SECS KEEP_DATA BASE_BUILD; do
+    SAMPLERS PACK_MEM FIO_SECS KEEP_DATA BASE_BUILD REPEAT; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
 [[ $# -eq 0 ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -69,6 +71,7 @@ PACK_MEM=${PACK_MEM:-512M}
 FIO_SECS=${FIO_SECS:-10}
 KEEP_DATA=${KEEP_DATA:-1}
 BASE_BUILD=${BASE_BUILD:-}
+REPEAT=${REPEAT:-1}
 CAP_BYTES=$(lib_bytes "$CAP")
 FB_MB=$(python3 -c "print(int($FB_FRAC * ($CAP_BYTES >> 20)))")
 
@@ -138,11 +141,11 @@ print("yes" if tensors(sys.argv[1]) == tensors(sys.argv[2]) else "no")
 PY
 }
 
-fio_mbs() { # FILE BS IODEPTH OUT.json [RW (read)]
+fio_mbs() { # FILE BS IODEPTH OUT.json [RW (read)] (fio splits file names at ':': escaped)
     local ioe=psync
     [[ $3 -gt 1 ]] && ioe=io_uring
     lib_drop_caches
-    fio --name=seq --filename="$1" --rw="${5:-read}" --direct=1 --ioengine="$ioe" --iodepth="$3" --bs="$2" \
+    fio --name=seq --filename="${1//:/\\:}" --rw="${5:-read}" --direct=1 --ioengine="$ioe" --iodepth="$3" --bs="$2" \
         --numjobs=1 --time_based --runtime="$FIO_SECS" --output-format=json >"$4"
     jq '.jobs[0].read.bw_bytes / 1048576' "$4"
 }
@@ -244,12 +247,17 @@ PY
     echo "| $label | $feat | online direct | $o1 | $os | $omb | $ord | | | | | | | $acc_o |" >>"$TAB"
     builds=("this:$BUILD")
     [[ -z $BASE_BUILD ]] || builds+=("base:$BASE_BUILD")
+    declare -A FIO_C=() FIO_S=() FIO_R=()
     for var in $VARIANTS; do
+     for rep in $(seq "$REPEAT"); do
       for bb in "${builds[@]}"; do
         who=${bb%%:*}
         gl=${bb#*:}/bin/gnnlaunch
         tag=$var
         [[ $who == this ]] || tag=$var.$who
+        [[ $rep == 1 ]] || tag=$tag.run$rep
+        label_who=$who
+        [[ $REPEAT == 1 ]] || label_who="$who, run $rep"
         pack=$RUN/$label.$var.pack
         lib_log "$label: packed ($var, $who build)"
         run_capped "$RUN/$label.$tag.log" "$gl" --cpu "$cfg" --run-name "ptier-$$-${label//./_}-${tag//[:.]/_}" \
@@ -277,18 +285,23 @@ PY
         chunk_req=$(python3 -c "print(max(4096, int(($mib - $cmib) * 1048576 / max($n - $cn, 1)) // 4096 * 4096))")
         chunk_rate=$(python3 -c "print('%.0f' % (($mib - $cmib) / max($s - $cs, 1e-9)))")
         [[ $who == this && $cn != 0 ]] && chunk_rate="" # overlapped: no time of the chunk reads alone
-        fio_chunk=$(fio_mbs "$ds/features.bin" "$chunk_req" 1 "$RUN/$label.$tag.fio-chunk.json")
+        [[ -n ${FIO_C[$who.$var]:-} ]] ||
+            FIO_C[$who.$var]=$(fio_mbs "$ds/features.bin" "$chunk_req" 1 "$RUN/$label.$tag.fio-chunk.json")
+        fio_chunk=${FIO_C[$who.$var]}
         cache_col="" fio_cache_col=""
         if python3 -c "import sys; sys.exit(0 if $cn > 0 else 1)"; then
             ext_req=$(python3 -c "print(max(4096, int($cmib * 1048576 / $cn) // 4096 * 4096))")
             cache_rate=$(python3 -c "print('%.0f' % ($cmib / max($cs, 1e-9)))")
-            fio_cache=$(fio_mbs "$ds/features.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache.json")
-            fio_rand=$(fio_mbs "$pack/cache.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache-rand.json" randread)
+            if [[ -z ${FIO_S[$who.$var]:-} ]]; then
+                FIO_S[$who.$var]=$(fio_mbs "$ds/features.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache.json")
+                FIO_R[$who.$var]=$(fio_mbs "$pack/cache.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache-rand.json" randread)
+            fi
+            fio_cache=${FIO_S[$who.$var]} fio_rand=${FIO_R[$who.$var]}
             cache_col="$(python3 -c "print('%.0f reads, %.0f MiB at %s MiB/s' % ($cn / $EPOCHS, $cmib / $EPOCHS, $cache_rate))")"
             fio_cache_col="$(python3 -c "print('%.0f seq / %.0f random in cache.bin (%d KiB, 16 in flight)' % ($fio_cache, $fio_rand, $ext_req >> 10))")"
         fi
         acc_p=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.$tag.log")
-        python3 - "$label" "$feat" "$var ($who)" "$p1" "$ps" "$pmb" "$prd" "$chunk_rate" "$fio_chunk" "$chunk_req" \
+        python3 - "$label" "$feat" "$var ($label_who)" "$p1" "$ps" "$pmb" "$prd" "$chunk_rate" "$fio_chunk" "$chunk_req" \
             "$cache_col" "$fio_cache_col" "$os" "$acc_p" "$rank_rate" >>"$TAB" <<'PY'
 import sys
 (label, feat, var, p1, ps, pmb, prd, crate, fio, req, cache_col, fio_cache_col, os_, acc, rrate) = sys.argv[1:]
@@ -297,6 +310,7 @@ print(f"| {label} | {feat} | packed, {var} | {float(p1):.2f} | {float(ps):.2f} |
 PY
         lib_log "$label $tag: packed ${ps}s an epoch (online ${os}s); tensors identical: $same"
       done
+     done
     done
     echo "$label: $(cut -d' ' -f1-3 /proc/loadavg) at the end" >>"$RUN/load.txt"
     flock -u 9
