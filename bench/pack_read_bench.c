@@ -105,8 +105,10 @@ int main(int argc, char **argv)
     }
     const struct pack_manifest *m = &pr.pack.m;
     printf("pack=%s batches=%" PRIu64 " row_bytes=%" PRIu64 " cache_rows=%" PRIu64 " direct=%d threads=%" PRIu64
-           " depth=%u\n",
-           argv[1], m->batches, m->row_bytes, m->cache_rows, pr.pack.direct, threads, PACK_ROWS_DEPTH);
+           " depth=%u rows_max=%" PRIu64 " cache_max=%" PRIu64 " ext_max=%" PRIu32 " memory=%" PRIu64 "\n",
+           argv[1], m->batches, m->row_bytes, m->cache_rows, pr.pack.direct, threads, PACK_ROWS_DEPTH, pr.rows_max,
+           pr.cache_max, pr.ext_max, pack_rows_memory(&pr.pack, (uint32_t)threads));
+    fflush(stdout);
     struct worker w[THREADS_MAX];
     pthread_t tid[THREADS_MAX];
     int rc = 0;
