@@ -5,9 +5,9 @@
  * nothing else running: no sampler, no feature buffer, no trainer. Each
  * round reads the whole pack once per mode, the modes taking turns:
  *   serial    the rows and tail in one read, then the extents (up to
- *             PACK_ROWS_DEPTH in flight): the order before the overlap;
+ *             PACK_ROWS_DEPTH in flight): what a packed run does;
  *   overlap   the tail's blocks first, then the rows and the extents
- *             together (what a packed run does now).
+ *             together (a packed run with SLUICE_PACK_OVERLAP=1).
  * Prints a key=value line per (round, mode): batches, reads and MiB (all,
  * and of them the cache extents, with the mean request of each kind), the
  * wall time, the time some thread was reading ("busy"), the rate over
@@ -46,7 +46,7 @@ struct worker {
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    w->b.serial = w->serial;
+    w->b.overlap = !w->serial;
     const struct pack *p = &w->pr->pack;
     for (uint64_t i = w->index; i < p->m.batches && w->rc == 0; i += w->threads)
         w->rc = pack_rows_read(w->pr, &w->b, &p->ent[i], w->err, sizeof w->err);

@@ -305,11 +305,12 @@ uint64_t pack_rows_busy(struct pack_rows *pr)
 }
 
 /* Reads e's rows and tail into b->buf and its cache extents into b->cbuf
- * (buffers large enough), with the statistics. Overlapped (the default):
- * the tail's blocks first (one small read), then the rows before them and
- * every extent with up to PACK_ROWS_DEPTH + 1 in flight. b->serial: the
- * rows and tail in one read, then the extents (the order before the
- * overlap, kept for measuring it). */
+ * (buffers large enough), with the statistics. Serial (the default): the
+ * rows and tail in one read, then the extents, up to PACK_ROWS_DEPTH in
+ * flight. b->overlap: the tail's blocks first (one small read), then the
+ * rows before them and every extent with up to PACK_ROWS_DEPTH + 1 in
+ * flight (no faster on the disk measured, bench/results/packed-read-
+ * 2026-11-27.md; kept for other disks). */
 static int read_entry(struct pack_rows *pr, struct pack_rows_buf *b, const struct pack_entry *e, char *err,
                       size_t errlen)
 {
@@ -317,7 +318,7 @@ static int read_entry(struct pack_rows *pr, struct pack_rows_buf *b, const struc
     uint64_t rb = p->m.row_bytes, t0 = sl_now_ns();
     int rc = 0;
     busy_enter(pr);
-    if (e->cached == 0 || b->serial) {
+    if (e->cached == 0 || !b->overlap) {
         uint64_t t1 = 0;
         if ((rc = pack_read_rows(p, e, b->buf, err, errlen)) == 0 && e->cached) {
             t1 = sl_now_ns();
@@ -353,7 +354,7 @@ static int read_entry(struct pack_rows *pr, struct pack_rows_buf *b, const struc
     if (rc)
         return rc;
     b->read_ns += sl_now_ns() - t0;
-    if (e->cached == 0 || b->serial) {
+    if (e->cached == 0 || !b->overlap) {
         if (e->rows || e->cached) {
             b->reads++;
             b->bytes += pack_round(pack_rows_tail_bytes(e, rb));

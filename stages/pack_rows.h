@@ -17,14 +17,15 @@
  *   3. pack_rows_batch (each extractor thread, per batch): the batch's
  *      packed rows and the chunk's tail (O_DIRECT unless pipeline.io is
  *      buffered) into the thread's buffer, and the tail's extents of
- *      cache.bin back to back into the thread's cache buffer. A batch
- *      without cache rows: one large read. With cache rows: first the
- *      one or two blocks holding the tail (pack_read_tail: the extents
- *      are known), then the rows before them and every extent together,
- *      up to PACK_ROWS_DEPTH extents and the rows' read in flight on the
- *      thread's io_uring, so that the chunk's read and the extents'
- *      overlap (pread one after another without liburing, with
- *      SLUICE_NO_IO_URING set, or where a ring cannot be set up).
+ *      cache.bin back to back into the thread's cache buffer: the rows
+ *      and tail in one large read, then the extents, up to
+ *      PACK_ROWS_DEPTH in flight on the thread's io_uring. With
+ *      b->overlap, a batch with cache rows first reads the one or two
+ *      blocks holding the tail (pack_read_tail: the extents are known),
+ *      then the rows before them and every extent together, the rows'
+ *      read beside up to PACK_ROWS_DEPTH extents (pread one after another
+ *      without liburing, with SLUICE_NO_IO_URING set, or where a ring
+ *      cannot be set up).
  *      rows[i] points at node i's row in either - NULL for hot nodes,
  *      which the buffer holds - for extractor_run_rows. The chunk must be
  *      the batch's: its node, row and cache row counts are checked
@@ -81,8 +82,9 @@ struct pack_rows_buf {
     uint32_t rdcap;
     void *ring;          /* struct io_uring, set up at the first cache read; NULL without one */
     bool ring_tried;
-    bool serial;         /* read the rows and tail, then the extents, one after the other (the order before
-                            the overlap; for measuring it: bench/pack_read_bench) */
+    bool overlap;        /* read the tail's blocks, then the rows and the extents together (see step 3),
+                            instead of the rows and tail, then the extents; gnn-extractor with
+                            SLUICE_PACK_OVERLAP=1, bench/pack_read_bench */
     uint64_t reads, bytes; /* what this thread read (chunks and cache extents) */
     uint64_t read_ns;      /* ... and the time its reads took */
     uint64_t cache_reads, cache_bytes; /* of them, the cache extents */
@@ -112,7 +114,7 @@ void pack_rows_buf_free(struct pack_rows_buf *b);
 
 /* Step 3's reads alone for the chunk of entry e (no batch: for measuring
  * and testing): its rows and tail into b->buf, its cache extents into
- * b->cbuf, as pack_rows_batch reads them (b->serial as set). */
+ * b->cbuf, as pack_rows_batch reads them (b->overlap as set). */
 int pack_rows_read(struct pack_rows *pr, struct pack_rows_buf *b, const struct pack_entry *e, char *err,
                    size_t errlen);
 

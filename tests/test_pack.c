@@ -347,7 +347,7 @@ static void compare_reads(const char *dir)
             setenv("SLUICE_NO_IO_URING", "1", 1);
         else
             unsetenv("SLUICE_NO_IO_URING");
-        struct pack_rows_buf b = {.serial = mode & 1};
+        struct pack_rows_buf b = {.overlap = mode & 1};
         for (uint64_t i = 0; i < m->batches; i++) {
             const struct pack_entry *e = &pr.pack.ent[i];
             if (pack_rows_read(&pr, &b, e, err, sizeof err) || pack_read_rows(&pr.pack, e, rows, err, sizeof err))
@@ -832,8 +832,23 @@ static void test_launch(void **state)
         fail_msg("packed run with a cache tier failed:\n%s", log2);
     if (!strstr(log2, "of the cache tier") || !strstr(log2, "reads of cache extents"))
         fail_msg("the packed run did not say it read the cache tier:\n%s", log2);
-    if (!strstr(log2, "(some thread reading)") || !strstr(log2, ", packed reads "))
+    if (!strstr(log2, "(some thread reading)") || !strstr(log2, ", packed reads ") ||
+        !strstr(log2, "chunks read before the extents"))
         fail_msg("the packed run did not give its reading time, or its plan lacks the packed reads:\n%s", log2);
+    b = last_line(log2);
+    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
+    for (int e = 1; e <= 2; e++) {
+        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
+        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck3, e);
+        assert_same_ckpt(p1, p2);
+    }
+    /* ... and with the chunk read beside the cache extents (SLUICE_PACK_OVERLAP): the same again */
+    t_rmrf(ck3);
+    if (t_run(log2, sizeof log2, "SLUICE_PACK_OVERLAP=1 '%s' --cpu '%s' --set train.checkpoint_dir='%s' "
+              "--set pipeline.mode=packed --set pipeline.pack='%s'", gnnlaunch, cfg, ck3, outc) != 0)
+        fail_msg("packed run with a cache tier, overlapped, failed:\n%s", log2);
+    if (!strstr(log2, "chunks read beside the extents"))
+        fail_msg("the packed run did not read its chunks beside the extents:\n%s", log2);
     b = last_line(log2);
     assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
     for (int e = 1; e <= 2; e++) {
