@@ -22,7 +22,13 @@
 #   4. fio, sequential direct reads of features.bin: one job of the mean
 #      chunk request, one at a time (an extractor thread's chunk read), and
 #      one of the mean cache extent with 16 in flight on io_uring (an
-#      extractor thread's cache reads).
+#      extractor thread's cache reads); and random direct reads of the
+#      pack's cache.bin of the mean extent, 16 in flight (where the extents
+#      really are).
+# With BASE_BUILD (another build tree, e.g. of main), each packed run is
+# made again with its gnnlaunch on the same pack, right after this
+# build's: base and this build side by side (the pack is this build's
+# gnnprep's; the format must be one both read).
 # Each run drops the page cache first and runs in a cgroup of CAP. Epoch 1
 # is the cold start; epochs 2..EPOCHS are the measured ones.
 #
@@ -31,7 +37,9 @@
 # ("128:f32:4"), VARIANTS ("none disk:0.8 cache:1G"), EPOCHS (3),
 # TRAIN_BATCHES (32), BATCH (1000), FANOUTS ([10,10]), DEGREE (10),
 # EXTRACTORS (2), SAMPLERS (2), PACK_MEM (512M), FIO_SECS (10),
-# KEEP_DATA (1: 0 deletes each dataset after its runs).
+# KEEP_DATA (1: 0 deletes each dataset after its runs), BASE_BUILD (none),
+# REPEAT (1: each packed run, of each build in turn, made this many times;
+# fio measured at the first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIB_PROG=bench/packed_tier.sh
@@ -40,7 +48,7 @@ source bench/lib.sh
 CMDLINE="$0${*:+ $*}"
 ENV_SET=""
 for v in BUILD WORK RESULTS NAME CAP FB_FRAC SETS VARIANTS EPOCHS TRAIN_BATCHES BATCH FANOUTS DEGREE EXTRACTORS \
-    SAMPLERS PACK_MEM FIO_SECS KEEP_DATA; do
+    SAMPLERS PACK_MEM FIO_SECS KEEP_DATA BASE_BUILD REPEAT; do
     [[ -n ${!v+x} ]] && ENV_SET+="$v=${!v} "
 done
 [[ $# -eq 0 ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
@@ -62,11 +70,14 @@ SAMPLERS=${SAMPLERS:-2}
 PACK_MEM=${PACK_MEM:-512M}
 FIO_SECS=${FIO_SECS:-10}
 KEEP_DATA=${KEEP_DATA:-1}
+BASE_BUILD=${BASE_BUILD:-}
+REPEAT=${REPEAT:-1}
 CAP_BYTES=$(lib_bytes "$CAP")
 FB_MB=$(python3 -c "print(int($FB_FRAC * ($CAP_BYTES >> 20)))")
 
 lib_need_tools fio jq python3 flock
 lib_need_bins "$BUILD" gnnlaunch gnnprep gnn-extractor gnn-sampler gnn-trainer gnn-releaser
+[[ -z $BASE_BUILD ]] || lib_need_bins "$BASE_BUILD" gnnlaunch gnn-extractor gnn-sampler gnn-trainer gnn-releaser
 GL=$BUILD/bin/gnnlaunch
 PREP=$BUILD/bin/gnnprep
 lib_cg_detect
@@ -130,12 +141,12 @@ print("yes" if tensors(sys.argv[1]) == tensors(sys.argv[2]) else "no")
 PY
 }
 
-fio_mbs() { # FILE BS IODEPTH OUT.json
+fio_mbs() { # FILE BS IODEPTH OUT.json [RW (read)] (fio splits file names at ':': escaped)
     local ioe=psync
     [[ $3 -gt 1 ]] && ioe=io_uring
     lib_drop_caches
-    fio --name=seq --filename="$1" --rw=read --direct=1 --ioengine="$ioe" --iodepth="$3" --bs="$2" --numjobs=1 \
-        --time_based --runtime="$FIO_SECS" --output-format=json >"$4"
+    fio --name=seq --filename="${1//:/\\:}" --rw="${5:-read}" --direct=1 --ioengine="$ioe" --iodepth="$3" --bs="$2" \
+        --numjobs=1 --time_based --runtime="$FIO_SECS" --output-format=json >"$4"
     jq '.jobs[0].read.bw_bytes / 1048576' "$4"
 }
 
@@ -145,6 +156,8 @@ PACKTAB=$RUN/packs.md
 : >"$TAB"
 : >"$PACKTAB"
 : >"$RUN/identity.txt"
+: >"$RUN/load.txt"
+: >"$RUN/readbench.md"
 for set in $SETS; do
     IFS=: read -r dim dtype scale <<<"$set"
     stride=$(lib_row_stride "$dim" "$dtype")
@@ -175,6 +188,7 @@ EOF
     lib_log "$label: waiting for $LOCK"
     exec 9>"$LOCK"
     flock 9
+    echo "$label: $(cut -d' ' -f1-3 /proc/loadavg) at the start" >>"$RUN/load.txt"
     full=0
     for var in $VARIANTS; do
         pack=$RUN/$label.$var.pack
@@ -192,6 +206,12 @@ EOF
         run_capped "$RUN/$label.$var.pack.log" "$PREP" pack "$ds" "$cfg" "$pack" "${opts[@]}" ||
             { tail -3 "$RUN/$label.$var.pack.log" >&2; lib_die "gnnprep pack ($var) failed"; }
         "$PREP" info "$pack" >"$RUN/$label.$var.pack.info"
+        if [[ -x $BUILD/bin/pack-read-bench ]] && grep -q '^cache_rows=[1-9]' "$RUN/$label.$var.pack.log"; then
+            "$BUILD/bin/pack-read-bench" "$pack" --threads "$EXTRACTORS" --rounds 2 >"$RUN/$label.$var.readbench" ||
+                lib_die "pack-read-bench ($var) failed"
+            sed -n 's/^round=2 mode=\([a-z]*\) .*cache_reads=\([0-9]*\) cache_MiB=\([0-9.]*\) cache_req_KiB=\([0-9.]*\) .*wall_s=\([0-9.]*\) .*MiB_per_s=\([0-9]*\) .*/| '"$label"' | '"$var"' | \1 | \2 | \4 | \5 | \6 |/p' \
+                "$RUN/$label.$var.readbench" >>"$RUN/readbench.md"
+        fi
         disk=$(du -sb "$pack" | cut -f1)
         [[ $var != none ]] || full=$disk
         python3 - "$label" "$var" "$RUN/$label.$var.pack.log" "$RUN/$label.$var.pack.info" "$disk" >>"$PACKTAB" <<'PY'
@@ -224,50 +244,75 @@ PY
         --set "train.checkpoint_dir=\"$RUN/ck-$label-online\"" || { tail -3 "$RUN/$label.online.log" >&2; lib_die "online run failed"; }
     read -r o1 os omb ord < <(epoch_stats "$RUN/$label.online.log")
     acc_o=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.online.log")
-    echo "| $label | $feat | online direct | $o1 | $os | $omb | $ord | | | | | | $acc_o |" >>"$TAB"
+    echo "| $label | $feat | online direct | $o1 | $os | $omb | $ord | | | | | | | $acc_o |" >>"$TAB"
+    builds=("this:$BUILD")
+    [[ -z $BASE_BUILD ]] || builds+=("base:$BASE_BUILD")
+    declare -A FIO_C=() FIO_S=() FIO_R=()
     for var in $VARIANTS; do
+     for rep in $(seq "$REPEAT"); do
+      for bb in "${builds[@]}"; do
+        who=${bb%%:*}
+        gl=${bb#*:}/bin/gnnlaunch
+        tag=$var
+        [[ $who == this ]] || tag=$var.$who
+        [[ $rep == 1 ]] || tag=$tag.run$rep
+        label_who=$who
+        [[ $REPEAT == 1 ]] || label_who="$who, run $rep"
         pack=$RUN/$label.$var.pack
-        lib_log "$label: packed ($var)"
-        run_capped "$RUN/$label.$var.log" "$GL" --cpu "$cfg" --run-name "ptier-$$-${label//./_}-${var//[:.]/_}" \
+        lib_log "$label: packed ($var, $who build)"
+        run_capped "$RUN/$label.$tag.log" "$gl" --cpu "$cfg" --run-name "ptier-$$-${label//./_}-${tag//[:.]/_}" \
             --set pipeline.mode=packed --set "pipeline.pack=\"$pack\"" \
-            --set "train.checkpoint_dir=\"$RUN/ck-$label-$var\"" || { tail -3 "$RUN/$label.$var.log" >&2; lib_die "packed run ($var) failed"; }
-        same=$(tensors_same "$RUN/ck-$label-online/latest.safetensors" "$RUN/ck-$label-$var/latest.safetensors")
-        echo "$label $var same_tensors=$same" >>"$RUN/identity.txt"
-        rm -rf "$RUN/ck-$label-$var"
-        read -r p1 ps pmb prd < <(epoch_stats "$RUN/$label.$var.log")
-        # the extractors' reads: all, MiB, seconds; of them the cache extents: reads, MiB, seconds (summed over ranks)
-        read -r n mib s cn cmib cs < <(python3 - "$RUN/$label.$var.log" <<'PY'
+            --set "train.checkpoint_dir=\"$RUN/ck-$label-$tag\"" || { tail -3 "$RUN/$label.$tag.log" >&2; lib_die "packed run ($tag) failed"; }
+        same=$(tensors_same "$RUN/ck-$label-online/latest.safetensors" "$RUN/ck-$label-$tag/latest.safetensors")
+        echo "$label $tag same_tensors=$same" >>"$RUN/identity.txt"
+        rm -rf "$RUN/ck-$label-$tag"
+        read -r p1 ps pmb prd < <(epoch_stats "$RUN/$label.$tag.log")
+        # the extractors' reads: all, MiB, seconds; of them the cache extents: reads, MiB, seconds; the time some
+        # thread of the rank was reading (0 where the build does not say) (summed over ranks)
+        read -r n mib s cn cmib cs busy < <(python3 - "$RUN/$label.$tag.log" <<'PY'
 import re, sys
-t = [0.0] * 6
+t = [0.0] * 7
 for l in open(sys.argv[1]):
     m = re.search(r"packed: (\d+) reads, ([0-9.]+) MiB, ([0-9.]+) s reading .* of them (\d+) reads of cache extents, "
                   r"([0-9.]+) MiB in ([0-9.]+) s", l)
     if m:
-        t = [a + float(b) for a, b in zip(t, m.groups())]
+        b = re.search(r"reading ([0-9.]+) s \(some thread reading\)", l)
+        t = [a + float(x) for a, x in zip(t, list(m.groups()) + [b[1] if b else 0])]
 print(" ".join("%g" % x for x in t))
 PY
 )
+        rank_rate=$(python3 -c "print('%.0f' % ($mib / $busy) if $busy > 0 else '')")
         chunk_req=$(python3 -c "print(max(4096, int(($mib - $cmib) * 1048576 / max($n - $cn, 1)) // 4096 * 4096))")
         chunk_rate=$(python3 -c "print('%.0f' % (($mib - $cmib) / max($s - $cs, 1e-9)))")
-        fio_chunk=$(fio_mbs "$ds/features.bin" "$chunk_req" 1 "$RUN/$label.$var.fio-chunk.json")
+        [[ $who == this && $cn != 0 ]] && chunk_rate="" # overlapped: no time of the chunk reads alone
+        [[ -n ${FIO_C[$who.$var]:-} ]] ||
+            FIO_C[$who.$var]=$(fio_mbs "$ds/features.bin" "$chunk_req" 1 "$RUN/$label.$tag.fio-chunk.json")
+        fio_chunk=${FIO_C[$who.$var]}
         cache_col="" fio_cache_col=""
         if python3 -c "import sys; sys.exit(0 if $cn > 0 else 1)"; then
             ext_req=$(python3 -c "print(max(4096, int($cmib * 1048576 / $cn) // 4096 * 4096))")
             cache_rate=$(python3 -c "print('%.0f' % ($cmib / max($cs, 1e-9)))")
-            fio_cache=$(fio_mbs "$ds/features.bin" "$ext_req" 16 "$RUN/$label.$var.fio-cache.json")
+            if [[ -z ${FIO_S[$who.$var]:-} ]]; then
+                FIO_S[$who.$var]=$(fio_mbs "$ds/features.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache.json")
+                FIO_R[$who.$var]=$(fio_mbs "$pack/cache.bin" "$ext_req" 16 "$RUN/$label.$tag.fio-cache-rand.json" randread)
+            fi
+            fio_cache=${FIO_S[$who.$var]} fio_rand=${FIO_R[$who.$var]}
             cache_col="$(python3 -c "print('%.0f reads, %.0f MiB at %s MiB/s' % ($cn / $EPOCHS, $cmib / $EPOCHS, $cache_rate))")"
-            fio_cache_col="$(python3 -c "print('%.0f (%d KiB, 16 in flight)' % ($fio_cache, $ext_req >> 10))")"
+            fio_cache_col="$(python3 -c "print('%.0f seq / %.0f random in cache.bin (%d KiB, 16 in flight)' % ($fio_cache, $fio_rand, $ext_req >> 10))")"
         fi
-        acc_p=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.$var.log")
-        python3 - "$label" "$feat" "$var" "$p1" "$ps" "$pmb" "$prd" "$chunk_rate" "$fio_chunk" "$chunk_req" \
-            "$cache_col" "$fio_cache_col" "$os" "$acc_p" >>"$TAB" <<'PY'
+        acc_p=$(sed -n 's/^test_acc=\([0-9.]*\).*/\1/p' "$RUN/$label.$tag.log")
+        python3 - "$label" "$feat" "$var ($label_who)" "$p1" "$ps" "$pmb" "$prd" "$chunk_rate" "$fio_chunk" "$chunk_req" \
+            "$cache_col" "$fio_cache_col" "$os" "$acc_p" "$rank_rate" >>"$TAB" <<'PY'
 import sys
-(label, feat, var, p1, ps, pmb, prd, crate, fio, req, cache_col, fio_cache_col, os_, acc) = sys.argv[1:]
+(label, feat, var, p1, ps, pmb, prd, crate, fio, req, cache_col, fio_cache_col, os_, acc, rrate) = sys.argv[1:]
 print(f"| {label} | {feat} | packed, {var} | {float(p1):.2f} | {float(ps):.2f} | {float(pmb):.0f} | {float(prd):.0f} | "
-      f"{crate} | {float(fio):.0f} ({int(req) >> 10} KiB) | {cache_col} | {fio_cache_col} | {float(os_) / float(ps):.1f}x | {acc} |")
+      f"{rrate} | {crate} | {float(fio):.0f} ({int(req) >> 10} KiB) | {cache_col} | {fio_cache_col} | {float(os_) / float(ps):.1f}x | {acc} |")
 PY
-        lib_log "$label $var: packed ${ps}s an epoch (online ${os}s); tensors identical: $same"
+        lib_log "$label $tag: packed ${ps}s an epoch (online ${os}s); tensors identical: $same"
+      done
+     done
     done
+    echo "$label: $(cut -d' ' -f1-3 /proc/loadavg) at the end" >>"$RUN/load.txt"
     flock -u 9
     exec 9>&-
     rm -rf "$RUN/ck-$label-online" "$RUN"/$label.*.pack
@@ -299,15 +344,35 @@ done
     echo
     echo "Epoch 1 is the cold start; \"epoch s\" is the mean of epochs 2..$EPOCHS. MB and reads per epoch: the extractor's,"
     echo "the run's total over its epochs (the packed sampler's batch image reads come on top, one per batch)."
-    echo "\"chunk MiB/s\": the packed extractors' chunk reads, bytes over the time spent in them summed over the threads"
-    echo "(one read stream's rate); fio: one job of sequential direct reads of features.bin of the mean chunk read's"
+    echo "\"rank MiB/s\": all the extractor's bytes over the time during which some thread of it was reading (what the"
+    echo "disk gave the rank; builds before it do not say). \"chunk MiB/s\": the packed extractors' chunk reads, bytes over"
+    echo "the time spent in them summed over the threads (one read stream's rate; empty where the chunk's rows are read"
+    echo "beside the cache extents); fio: one job of sequential direct reads of features.bin of the mean chunk read's"
     echo "size, one at a time. \"cache reads / epoch\": the cache extents' reads, bytes and rate (bytes over the"
-    echo "time the threads spent in them); fio beside it: sequential direct reads of the mean extent's size, 16 in flight"
-    echo "on io_uring (what one extractor thread issues). Speedup: online epoch s over packed epoch s."
+    echo "time the threads spent in reads with extents in flight, summed over the threads: with the overlap that time"
+    echo "also reads the chunk's rows); fio beside it: direct reads of the mean extent's size, 16 in flight on io_uring"
+    echo "(what one extractor thread issues), sequential in features.bin and random in the pack's cache.bin."
+    echo "Speedup: online epoch s over packed epoch s. (this): the build measured; (base): BASE_BUILD on the same pack."
     echo
-    echo "| dataset | features | mode | epoch 1 s | epoch s | MB read / epoch | reads / epoch | chunk MiB/s | fio seq MiB/s (request) | cache reads / epoch | fio seq MiB/s (request) | speedup | test_acc |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| dataset | features | mode | epoch 1 s | epoch s | MB read / epoch | reads / epoch | rank MiB/s | chunk MiB/s | fio seq MiB/s (request) | cache reads / epoch | fio MiB/s (request) | speedup | test_acc |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     cat "$TAB"
+    echo
+    if [[ -s $RUN/readbench.md ]]; then
+        echo "## The reads alone"
+        echo
+        echo "\`pack-read-bench PACK --threads $EXTRACTORS --rounds 2\` (bench/pack_read_bench.c) after packing: every chunk and"
+        echo "cache extent of the pack (all its epochs) read as the extractor threads read them, nothing else running;"
+        echo "serial: rows and tail, then the extents (the order before the overlap); overlap: the tail's blocks, then the"
+        echo "rows and the extents together. Round 2 of 2 (the modes take turns)."
+        echo
+        echo "| dataset | variant | mode | cache extents | mean extent KiB | wall s | MiB/s (all reads) |"
+        echo "|---|---|---|---|---|---|---|"
+        cat "$RUN/readbench.md"
+        echo
+    fi
+    echo "Load average (1, 5, 15 min) while the lock was held:"
+    sed 's/^/- /' "$RUN/load.txt"
     echo
     echo "Checkpoint tensors of the online and packed runs identical, byte for byte (pipeline.ordered = true):"
     sed 's/^/- /' "$RUN/identity.txt"

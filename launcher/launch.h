@@ -62,6 +62,7 @@ struct launch {
     struct run_arena_plan arena; /* each rank's batch arena */
     struct layout_featbuf_plan featbuf; /* each rank's feature buffer */
     struct memfit_plan mem;             /* the memory limit and what the run takes of it (memfit.h) */
+    uint64_t pack_mem;                  /* pipeline.mode = "packed": a rank's buffers for the pack (check_pack) */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
     int gpus;                           /* --gpus N (0: the CPU) */
     int ranks_per_gpu;                  /* --ranks-per-gpu K (1: one rank per GPU) */

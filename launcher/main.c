@@ -38,6 +38,7 @@
 #include "launcher/cgroup.h"
 #include "launcher/clusterenv.h"
 #include "stages/pack.h"
+#include "stages/pack_rows.h"
 #include "stages/schedule_partitions.h"
 #include "stages/predict.h"
 #include "ops/ckpt.h"
@@ -602,6 +603,9 @@ static int check_pack(struct launch *l, const struct opts *o, const struct datas
         rc = pack_check_run(&p, &l->cfg, (uint32_t)l->ranks, meta, msg, sizeof msg);
         if (rc == 0)
             rc = pack_verify(&p, PACK_FILE_INDEX | PACK_FILE_HOT | PACK_FILE_CACHE, msg, sizeof msg);
+        /* the memory plan's packed reads: the extractor's buffers, and the sampler's copy of the index (its
+         * threads' image buffers are added with the arena's slot size) */
+        l->pack_mem = pack_rows_memory(&p, (uint32_t)l->cfg.pipeline.extractors) + p.m.batches * sizeof(struct pack_entry);
         pack_free(&p);
     }
     if (rc)
@@ -964,8 +968,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
     struct cgroup_mem cg; /* the limit: sizes what the configuration leaves unset, refuses what it sets too large */
     if (cgroup_mem_read(&cg, msg, sizeof msg) != 0)
         fprintf(stderr, "gnnlaunch: warning: %s; the memory limit is MemAvailable alone\n", msg);
+    uint64_t pack_mem = 0; /* per rank */
+    if (l->cfg.pipeline.mode == PIPELINE_PACKED)
+        pack_mem = l->pack_mem + (uint64_t)l->cfg.pipeline.samplers * pack_round(l->arena.params.slot_size);
     if ((rc = memfit_plan_make(&l->mem, &l->cfg, &meta, &l->arena, &l->featbuf,
-                               l->cfg.pipeline.mode == PIPELINE_PARTITIONS ? &l->parts : NULL, &cg, l->ranks,
+                               l->cfg.pipeline.mode == PIPELINE_PARTITIONS ? &l->parts : NULL, pack_mem, &cg, l->ranks,
                                l->gpus > 0, mem, shm_free, msg, sizeof msg)) != 0) {
         /* keys beyond half of MemAvailable or /dev/shm: the older rule's message, which names that */
         if (rc == -ENOMEM)

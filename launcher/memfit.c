@@ -121,7 +121,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
 static uint64_t plan_total(const struct memfit_plan *p)
 {
     return add_sat(add_sat(add_sat(add_sat(p->featbuf, p->staging), add_sat(p->arenas, p->topology)), p->margin),
-                   p->partbuf);
+                   add_sat(p->partbuf, p->pack));
 }
 
 /* The partition buffer of a partitions run (rules in memfit.h) within
@@ -214,7 +214,7 @@ static void given_keys(const struct config *c, const struct memfit_plan *p, int 
 
 int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
                      const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct parts_meta *parts,
-                     const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
+                     uint64_t pack_bytes, const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
                      char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
@@ -232,13 +232,14 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     p->processes = mul_sat(MEMFIT_PROCESS_BYTES, mul_sat(RUN_STAGES, nr));
     p->cache = p->limit == CGROUP_NONE ? MEMFIT_CACHE_MIN : SL_MAX(MEMFIT_CACHE_MIN, p->limit / MEMFIT_CACHE_DIV);
     p->margin = add_sat(add_sat(p->workspace, p->processes), p->cache);
+    p->pack = mul_sat(pack_bytes, nr);
     int rc;
     if ((rc = plan_topology(p, c, m, f, nr, err, errlen)) != 0)
         return rc;
 
     /* what the limit leaves for the feature buffers and staging, also
      * within layout.h's rules: half of MemAvailable, /dev/shm's space */
-    uint64_t fixed = add_sat(add_sat(p->topology, p->arenas), p->margin), room = UINT64_MAX;
+    uint64_t fixed = add_sat(add_sat(add_sat(p->topology, p->arenas), p->margin), p->pack), room = UINT64_MAX;
     if (p->limit != CGROUP_NONE)
         room = p->limit > fixed ? p->limit - fixed : 0;
     if (mem_available != UINT64_MAX)
@@ -307,17 +308,20 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
     sl_fmt_bytes(p->topology, top, sizeof top);
     sl_fmt_bytes(p->margin, mar, sizeof mar);
     sl_fmt_bytes(p->staging, st, sizeof st);
-    char pbuf[96] = "", pb[32];
+    char pbuf[192] = "", pb[32];
     if (p->partbuf) /* the partitions mode */
         snprintf(pbuf, sizeof pbuf, "partition buffer %s (pipeline.buffer_partitions = %" PRId64 "), ",
                  sl_fmt_bytes(p->partbuf, pb, sizeof pb), c->pipeline.buffer_partitions);
+    if (p->pack) /* the packed mode */
+        snprintf(pbuf, sizeof pbuf, "packed reads %s (the extractor threads' chunk and cache extent buffers, the "
+                 "pack's index), ", sl_fmt_bytes(p->pack, pb, sizeof pb));
     if (keys[0])
         return sl_errf(err, errlen, -ENOMEM,
                        "the configuration asks for more memory than the run is given: %s, with batch arenas %s, "
-                       "topology %s (indptr.bin, and indices.bin or the neighbour cache) and a margin of %s "
+                       "topology %s (indptr.bin, and indices.bin or the neighbour cache), %sa margin of %s "
                        "(trainer, processes, page cache) make %s, more than the limit of %s (%s); lower those keys, or leave them unset "
                        "so that gnnlaunch sizes them to the limit",
-                       keys, ar, top, mar, tot, lim, p->limit_what);
+                       keys, ar, top, pbuf, mar, tot, lim, p->limit_what);
     return sl_errf(err, errlen, -ENOMEM,
                    "the run needs at least %s (feature buffer %s at its extraction reserve or below the default, "
                    "staging %s, batch arenas %s, topology %s, %smargin %s for the trainer, processes and page cache), "
@@ -325,6 +329,17 @@ int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct datas
                    "pipeline.ranks, or give the run more memory",
                    tot, fb, st, ar, top, pbuf, mar, lim, p->limit_what,
                    p->partbuf ? ", pipeline.buffer_partitions" : "");
+}
+
+/* "packed reads 12.0 MiB (...), " for a packed run's plan, else "". */
+static void pack_part(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
+{
+    char b[32];
+    buf[0] = '\0';
+    if (p->pack)
+        snprintf(buf, len, "packed reads %s (pipeline.extractors = %" PRId64 " threads' chunk and cache extent "
+                 "buffers, the pack's index and bitmaps), ",
+                 sl_fmt_bytes(p->pack, b, sizeof b), (int64_t)c->pipeline.extractors);
 }
 
 void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, char *buf, size_t len)
@@ -335,12 +350,14 @@ void memfit_plan_describe(const struct memfit_plan *p, const struct config *c, c
         snprintf(limit, sizeof limit, "no limit found (no memory cgroup limit, MemAvailable unreadable)");
     else
         snprintf(limit, sizeof limit, "limit %s (%s)", sl_fmt_bytes(p->limit, lim, sizeof lim), p->limit_what);
-    char pbuf[160] = "", pb[32];
+    char pbuf[320] = "", pb[32];
     if (p->partbuf)
         snprintf(pbuf, sizeof pbuf, "partition buffer %s (pipeline.buffer_partitions = %" PRId64 "%s, + %" PRIu32
                  " spare), ",
                  sl_fmt_bytes(p->partbuf, pb, sizeof pb), c->pipeline.buffer_partitions,
                  p->partbuf_sized ? ", auto-tuned" : ", as given", p->partbuf_spare);
+    else
+        pack_part(p, c, pbuf, sizeof pbuf);
     int w = snprintf(topo, sizeof topo, "pipeline.topology = \"%s\"%s", topology_mode_name(c->pipeline.topology),
                      p->topology_auto ? ", chosen" : "");
     if (c->pipeline.topology == TOPOLOGY_CACHE && w > 0 && (size_t)w < sizeof topo)

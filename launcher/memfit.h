@@ -46,7 +46,13 @@
  * feature buffers are sized; an unset pipeline.buffer_partitions (0) is
  * auto-tuned (po_tune with the layout's p, as gnnprep partition-plan) to
  * the largest c whose buffer, spare frames included, fits half of the
- * room, and written back into the configuration. */
+ * room, and written back into the configuration.
+ * pipeline.mode = "packed" adds, per rank, what reading the pack holds
+ * (pack_bytes: the extractor threads' chunk and cache extent buffers, the
+ * tiers' bitmaps, the index in the extractor and the sampler, the
+ * sampler threads' image buffers; stages/pack_rows.h, "Memory"), fixed
+ * like the topology before the feature buffers are sized; its hot tier
+ * is pinned inside the feature buffer, counted there. */
 #ifndef SLUICE_LAUNCHER_MEMFIT_H
 #define SLUICE_LAUNCHER_MEMFIT_H
 
@@ -81,6 +87,7 @@ struct memfit_plan {
     uint64_t topology;             /* the samplers' topology, all ranks (see above) */
     uint64_t topology_shm;         /* of which in /dev/shm (memory with several ranks) */
     uint64_t partbuf;              /* the partition buffer (pipeline.mode = "partitions"), else 0 */
+    uint64_t pack;                 /* the packed reads' buffers, all ranks (pipeline.mode = "packed"), else 0 */
     uint32_t partbuf_spare;        /* ... its spare frames beside pipeline.buffer_partitions */
     bool partbuf_sized;            /* pipeline.buffer_partitions was auto and chosen here */
     bool topology_auto;            /* pipeline.topology was "auto" and chosen here */
@@ -102,7 +109,8 @@ struct memfit_plan {
 uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, const struct run_arena_plan *a);
 
 /* Makes the plan: reads nothing but c, m, a, f, parts (the layout of a
- * partitions run, else NULL) and cg; sets the unset
+ * partitions run, else NULL), pack_bytes (a packed run's reading
+ * buffers per rank, else 0) and cg; sets the unset
  * memory keys of c (recording them as not given), replanning *f to
  * match. gpu: the ranks keep their feature rows on their devices (f's
  * segments hold metadata only), so pipeline.feature_buffer_mb is device
@@ -112,7 +120,7 @@ uint64_t memfit_workspace(const struct config *c, const struct dataset_meta *m, 
  * layout_featbuf_plan. */
 int memfit_plan_make(struct memfit_plan *p, struct config *c, const struct dataset_meta *m,
                      const struct run_arena_plan *a, struct layout_featbuf_plan *f, const struct parts_meta *parts,
-                     const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
+                     uint64_t pack_bytes, const struct cgroup_mem *cg, int ranks, bool gpu, uint64_t mem_available, uint64_t shm_free,
                      char *err, size_t errlen);
 
 /* The plan in one line, without a newline: "memory: limit X (cgroup /a

@@ -1,5 +1,5 @@
 /* pack_cmd.c - `gnnprep pack DATASET CONFIG OUT --epochs E [--disk-limit
- * SIZE] [--cache-limit SIZE] [--mem-limit SIZE]`: samples every batch of E
+ * SIZE] [--cache-limit SIZE] [--cache-gap SIZE] [--mem-limit SIZE]`: samples every batch of E
  * epochs of every rank with the online sampler's code and writes them,
  * with their feature rows split into a hot tier, an optional shared disk
  * cache and per-batch packed rows, as a pack (format: stages/pack.h; use:
@@ -70,7 +70,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gnnprep pack DATASET CONFIG OUT --epochs E [--disk-limit SIZE] [--cache-limit SIZE]\n"
-            "                    [--mem-limit SIZE]\n"
+            "                    [--cache-gap SIZE] [--mem-limit SIZE]\n"
             "\n"
             "Samples every batch of E epochs that a run of CONFIG on DATASET would train and evaluate\n"
             "(the online sampler's code: the same targets and neighbours for the same seed) and writes\n"
@@ -87,6 +87,8 @@ static void usage(FILE *f)
             "                     into a shared cache file instead of into every chunk that reads them:\n"
             "                     a smaller pack, a few more reads a batch (0: none; default: none unless\n"
             "                     --disk-limit needs it)\n"
+            "  --cache-gap SIZE   a batch reads cache rows whose 4 KiB blocks lie at most SIZE apart in one\n"
+            "                     extent, the gap with them (default 16K; 0: only adjacent blocks join)\n"
             "  --mem-limit SIZE   memory for packing, at most (default 1G)\n"
             "  --help             this text\n");
 }
@@ -442,8 +444,8 @@ static int u64_cmp(const void *a, const void *b)
 
 /* A batch's cache extents. pair[i] = place << 32 | i for its c cache
  * nodes (i: the node's position among them, in nodes[] order) is sorted
- * here; the rows whose aligned blocks lie within PACK_CACHE_GAP of the
- * extent before join it. ext (c at most) gets the extents, off (when not
+ * here; the rows whose aligned blocks lie within the pack's cache_gap
+ * (--cache-gap) of the extent before join it. ext (c at most) gets the extents, off (when not
  * NULL) each node's offset in the extents read back to back; *bytes the
  * extents' sum. Returns the extents' count. */
 static uint32_t plan_extents(const struct packer *p, uint64_t *pair, uint32_t c, struct pack_extent *ext, uint32_t *off,
@@ -456,7 +458,7 @@ static uint32_t plan_extents(const struct packer *p, uint64_t *pair, uint32_t c,
     for (uint32_t j = 0; j < c; j++) {
         uint64_t q = pair[j] >> 32, b = pack_cache_row_off(m, q);
         uint64_t s = b / PACK_ALIGN * PACK_ALIGN, e = pack_round(b + p->row_bytes);
-        if (ne > 0 && s <= ext[ne - 1].off + ext[ne - 1].len + PACK_CACHE_GAP) {
+        if (ne > 0 && s <= ext[ne - 1].off + ext[ne - 1].len + m->cache_gap) {
             uint64_t end = SL_MAX(ext[ne - 1].off + ext[ne - 1].len, e);
             sum += end - (ext[ne - 1].off + ext[ne - 1].len);
             ext[ne - 1].len = end - ext[ne - 1].off;
@@ -982,13 +984,14 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
     if (m->cache_rows) {
         double nb = (double)m->batches; /* batches reading cache rows: means over all batches */
         printf("cache_rows=%" PRIu64 "\ncache_bytes=%" PRIu64 "\ncache_accesses=%" PRIu64 "\ncache_chosen_by=%s\n"
+               "cache_gap=%" PRIu64 "\n"
                "packed_rows_without_cache=%" PRIu64 "\n"
                "cache_extents_per_batch=%.2f\ncache_extents_per_batch_node_order=%.2f\n"
                "cache_read_per_batch=%.0f\ncache_read_per_batch_node_order=%.0f\ncache_rows_per_batch=%.1f\n"
                "cache_blocks_4k_per_batch=%.1f\ncache_blocks_4k_per_batch_node_order=%.1f\n"
                "cache_blocks_4k_per_batch_random=%.1f\ncache_blocks_64k_per_batch=%.1f\n"
                "cache_blocks_64k_per_batch_node_order=%.1f\ncache_blocks_64k_per_batch_random=%.1f\n",
-               m->cache_rows, m->cache_bytes, m->cache_accesses, chosen ? "disk-limit" : "cache-limit",
+               m->cache_rows, m->cache_bytes, m->cache_accesses, chosen ? "disk-limit" : "cache-limit", m->cache_gap,
                m->packed_rows + m->cache_accesses, (double)p->ext[0] / nb, (double)p->ext[1] / nb, (double)m->cache_read / nb,
                (double)p->xbytes[1] / nb, (double)m->cache_accesses / nb, (double)p->blk4[0] / nb, (double)p->blk4[1] / nb, p->rnd4 / nb,
                (double)p->blk64[0] / nb, (double)p->blk64[1] / nb, p->rnd64 / nb);
@@ -1009,14 +1012,15 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
 int prep_pack_main(int argc, char **argv)
 {
     char err[2048];
-    uint64_t epochs = 0, disk_limit = 0, mem_limit = 1ull << 30, cache_limit = 0;
-    bool help = false, seen[5] = {0};
+    uint64_t epochs = 0, disk_limit = 0, mem_limit = 1ull << 30, cache_limit = 0, cache_gap = PACK_CACHE_GAP;
+    bool help = false, seen[6] = {0};
     const struct opt opts[] = {
         {.name = "--epochs", .kind = OPT_UINT, .dst = &epochs, .lo = 1, .hi = 1000000},
         {.name = "--disk-limit", .kind = OPT_SIZE, .dst = &disk_limit, .lo = 1, .hi = INT64_MAX},
         {.name = "--cache-limit", .kind = OPT_SIZE, .dst = &cache_limit, .lo = 0, .hi = INT64_MAX},
         {.name = "--mem-limit", .kind = OPT_SIZE, .dst = &mem_limit, .lo = 1, .hi = INT64_MAX},
         {.name = "--help", .kind = OPT_FLAG, .dst = &help},
+        {.name = "--cache-gap", .kind = OPT_SIZE, .dst = &cache_gap, .lo = 0, .hi = PACK_CACHE_GAP_MAX},
     };
     int first = 1;
     while (first < argc && first < 4 && strncmp(argv[first], "--", 2) != 0)
@@ -1043,6 +1047,7 @@ int prep_pack_main(int argc, char **argv)
     p.disk_limit = disk_limit;
     p.cache_limit = cache_limit;
     p.cache_given = seen[2];
+    p.man.cache_gap = cache_gap;
     int rc = config_load(&p.cfg, argv[2], NULL, 0, err, sizeof err);
     if (rc == 0) {
         /* the dataset given here, whatever the config's dataset.path says (the manifest binds the pack to its contents) */
@@ -1124,9 +1129,10 @@ int prep_pack_info(const char *dir, bool verify)
            sl_fmt_bytes(m->hot_bytes, a, sizeof a));
     if (m->cache_rows)
         printf("cache tier   %" PRIu64 " rows, %s (cache.bin, shared by the batches): %" PRIu64
-               " reads of them in %" PRIu64 " extents, %.1f a batch, %s read in all\n",
+               " reads of them in %" PRIu64 " extents (rows joined over gaps up to %" PRIu64
+               " bytes), %.1f a batch, %s read in all\n",
                m->cache_rows, sl_fmt_bytes(m->cache_bytes, a, sizeof a), m->cache_accesses, m->cache_extents,
-               m->batches ? (double)m->cache_extents / (double)m->batches : 0.0,
+               m->cache_gap, m->batches ? (double)m->cache_extents / (double)m->batches : 0.0,
                sl_fmt_bytes(m->cache_read, b, sizeof b));
     else
         printf("cache tier   none\n");

@@ -357,7 +357,9 @@ static void *thread_main(void *arg)
     x.idle_arg = r;
     x.tick = tick;
     x.tick_arg = t;
-    struct pack_rows_buf pb = {0};
+    /* SLUICE_PACK_OVERLAP=1: a batch's chunk read beside its cache extents (pack_rows.h; no faster on the
+     * disk measured, docs/packed.md) */
+    struct pack_rows_buf pb = {.overlap = sl_env_on("SLUICE_PACK_OVERLAP")};
     const void **prows = NULL; /* the partition mode: each node's row in the buffer */
     uint32_t prows_cap = 0;
     struct run_desc d;
@@ -640,12 +642,16 @@ static int stage_main(int argc, char **argv)
     if (r.packed) {
         uint64_t b = atomic_load(&r.chunk_bytes), ns = atomic_load(&r.chunk_ns);
         uint64_t cb = atomic_load(&r.cache_bytes), cns = atomic_load(&r.cache_ns);
+        uint64_t busy = pack_rows_busy(&r.pr);
         stage_note(&st,
                    "packed: %" PRIu64 " reads, %.1f MiB, %.2f s reading (summed over the threads): %.0f MiB/s "
-                   "per read stream; of them %" PRIu64 " reads of cache extents, %.1f MiB in %.2f s",
+                   "per read stream; of them %" PRIu64 " reads of cache extents, %.1f MiB in %.2f s; "
+                   "reading %.2f s (some thread reading): %.0f MiB/s for the rank; chunks read %s the extents",
                    atomic_load(&r.chunk_reads), (double)b / (1 << 20), (double)ns / 1e9,
                    ns ? (double)b / (1 << 20) / ((double)ns / 1e9) : 0.0, atomic_load(&r.cache_reads),
-                   (double)cb / (1 << 20), (double)cns / 1e9);
+                   (double)cb / (1 << 20), (double)cns / 1e9, (double)busy / 1e9,
+                   busy ? (double)b / (1 << 20) / ((double)busy / 1e9) : 0.0,
+                   sl_env_on("SLUICE_PACK_OVERLAP") ? "beside" : "before");
     }
     free(t);
     extractor_unuse_device(&r.dev); /* after every engine (and its sink) is freed */

@@ -67,13 +67,13 @@ int pack_manifest_write(const char *dir, const struct pack_manifest *m, char *er
             "\nbatches = %" PRIu64 "\naccesses = %" PRIu64 "\nhot_rows = %" PRIu64 "\npacked_rows = %" PRIu64
             "\ndistinct_packed = %" PRIu64 "\nmax_nodes = %" PRIu64 "\ncache_rows = %" PRIu64
             "\ncache_accesses = %" PRIu64 "\ncache_extents = %" PRIu64 "\ncache_read = %" PRIu64
-            "\npack_seconds = %.3f\nsampling = \"%s\"\n\n"
+            "\ncache_gap = %" PRIu64 "\npack_seconds = %.3f\nsampling = \"%s\"\n\n"
             "[files]\nindex_bytes = %" PRIu64 "\nindex_xxh3 = \"%016" PRIx64 "\"\nchunks_bytes = %" PRIu64
             "\nchunks_xxh3 = \"%016" PRIx64 "\"\nhot_bytes = %" PRIu64 "\nhot_xxh3 = \"%016" PRIx64
             "\"\ncache_bytes = %" PRIu64 "\ncache_xxh3 = \"%016" PRIx64 "\"\n",
             PACK_VERSION, m->identity, ds, m->nodes, m->row_bytes, m->epochs, m->ranks, m->batches, m->accesses,
             m->hot_rows, m->packed_rows, m->distinct_packed, m->max_nodes, m->cache_rows, m->cache_accesses,
-            m->cache_extents, m->cache_read, m->pack_seconds, samp, m->index_bytes, m->index_xxh3, m->chunks_bytes,
+            m->cache_extents, m->cache_read, m->cache_gap, m->pack_seconds, samp, m->index_bytes, m->index_xxh3, m->chunks_bytes,
             m->chunks_xxh3, m->hot_bytes, m->hot_xxh3, m->cache_bytes, m->cache_xxh3);
     int rc = 0;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0)
@@ -187,6 +187,8 @@ int pack_manifest_read(const char *dir, struct pack_manifest *m, char *err, size
     m->cache_bytes = v[22];
     m->cache_xxh3 = v[23];
     m->pack_seconds = secs && secs->type == TOML_FLOAT ? secs->u.f : 0;
+    const struct toml_value *gap = toml_get(root, "cache_gap"); /* informative; packs before it joined over 16 KiB */
+    m->cache_gap = gap && gap->type == TOML_INT && gap->u.i >= 0 ? (uint64_t)gap->u.i : PACK_CACHE_GAP;
     snprintf(m->sampling, sizeof m->sampling, "%s", samp->u.s);
     if (ds && ds->type == TOML_STRING)
         snprintf(m->dataset, sizeof m->dataset, "%s", ds->u.s);
@@ -494,12 +496,12 @@ int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf,
     return read_span(p, e, e->off, pack_round(e->batch_bytes), buf, "batch", err, errlen);
 }
 
-int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
+/* Whether the tail of e's chunk, read into buf as pack_read_rows places
+ * it, holds: extents ascending, disjoint, aligned and inside cache.bin,
+ * summing to e->cache_bytes, and every cache row inside them. */
+static int tail_check(const struct pack *p, const struct pack_entry *e, const void *buf, char *err, size_t errlen)
 {
-    uint64_t rb = p->m.row_bytes, len = pack_round(pack_rows_tail_bytes(e, rb));
-    int rc = len ? read_span(p, e, pack_rows_off(e), len, buf, "rows", err, errlen) : 0;
-    if (rc || e->cached == 0)
-        return rc;
+    uint64_t rb = p->m.row_bytes;
     const struct pack_extent *x = pack_tail_extents(e, rb, buf);
     const uint32_t *o = pack_tail_offsets(e, rb, buf);
     uint64_t sum = 0, end = PACK_ALIGN;
@@ -519,6 +521,24 @@ int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, 
                        " do not hold (changed since packing?); make the pack again",
                        p->dir, e->k, e->epoch);
     return 0;
+}
+
+int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
+{
+    uint64_t rb = p->m.row_bytes, len = pack_round(pack_rows_tail_bytes(e, rb));
+    int rc = len ? read_span(p, e, pack_rows_off(e), len, buf, "rows", err, errlen) : 0;
+    if (rc || e->cached == 0)
+        return rc;
+    return tail_check(p, e, buf, err, errlen);
+}
+
+int pack_read_tail(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen)
+{
+    uint64_t rb = p->m.row_bytes, at = pack_tail_block(e, rb), end = pack_round(pack_rows_tail_bytes(e, rb));
+    if (e->cached == 0)
+        return 0;
+    int rc = read_span(p, e, pack_rows_off(e) + at, end - at, (unsigned char *)buf + at, "cache extents", err, errlen);
+    return rc ? rc : tail_check(p, e, buf, err, errlen);
 }
 
 int pack_read_cache(const struct pack *p, uint64_t off, uint64_t len, void *buf, char *err, size_t errlen)

@@ -110,8 +110,12 @@
 #define PACK_HOT_MAGIC 0x31544f4850434c53ull    /* "SLCPHOT1" */
 #define PACK_CACHE_MAGIC 0x3143584350434c53ull  /* "SLCPCXC1" */
 /* Cache rows whose aligned blocks are at most this far apart are read in
- * one extent: reading the gap costs less than another request. */
+ * one extent: reading the gap costs less than another request. The
+ * default of gnnprep pack --cache-gap; the manifest's cache_gap records
+ * the one a pack was made with (informative: a reader reads the extents
+ * each chunk lists, whatever joined them). */
 #define PACK_CACHE_GAP (16u << 10)
+#define PACK_CACHE_GAP_MAX (64u << 20) /* --cache-gap at most */
 
 /* The header at offset 0 of index.bin, chunks.bin and hot.bin. */
 struct pack_file_hdr {
@@ -183,6 +187,7 @@ struct pack_manifest {
     uint64_t cache_accesses;  /* cache rows the batches read, summed over batches */
     uint64_t cache_extents;   /* extents the batches read from cache.bin, summed */
     uint64_t cache_read;      /* bytes of those extents, summed */
+    uint64_t cache_gap;       /* the joining gap the extents were made with (PACK_CACHE_GAP when not recorded) */
     uint64_t index_bytes, chunks_bytes, hot_bytes, cache_bytes; /* file sizes */
     uint64_t index_xxh3, chunks_xxh3, hot_xxh3, cache_xxh3;     /* file checksums */
     double pack_seconds;      /* what packing took */
@@ -270,6 +275,23 @@ int pack_read_image(const struct pack *p, const struct pack_entry *e, void *buf,
  * e->cache_bytes, and every cache row's offset within them. Errors as
  * pack_read_chunk; -EINVAL for a tail that does not hold. */
 int pack_read_rows(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
+
+/* Where the PACK_ALIGN block holding the start of e's tail begins,
+ * relative to pack_rows_off: the rows before it are
+ * [0, pack_tail_block) of the rows read, the tail's blocks the rest. */
+static inline uint64_t pack_tail_block(const struct pack_entry *e, uint64_t row_bytes)
+{
+    return pack_tail_rel(e, row_bytes) / PACK_ALIGN * PACK_ALIGN;
+}
+
+/* Reads only the blocks of e's chunk that hold its tail, [pack_tail_block,
+ * pack_round(pack_rows_tail_bytes)) of the rows read, into the same place
+ * of buf (laid out as pack_read_rows lays it out: buf is the rows' buffer,
+ * aligned to PACK_ALIGN) with one read, and checks the tail as
+ * pack_read_rows does; nothing for a batch without cache rows. Its extents
+ * are then known before the rows, [0, pack_tail_block), are read, so that
+ * both can be in flight together. Errors as pack_read_rows. */
+int pack_read_tail(const struct pack *p, const struct pack_entry *e, void *buf, char *err, size_t errlen);
 
 /* The tail of a chunk's rows read by pack_read_rows into buf. */
 static inline const struct pack_extent *pack_tail_extents(const struct pack_entry *e, uint64_t row_bytes,

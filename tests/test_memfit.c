@@ -192,6 +192,8 @@ static void test_config_given(void **state)
     assert_int_equal(c.pipeline.feature_buffer_mb, 1024);
 }
 
+static uint64_t g_pack; /* plan, plan_ix: a packed run's reading buffers per rank (0: none) */
+
 /* Plans g_ds with cfg sets under a cgroup limit of lim bytes. */
 static int plan(struct memfit_plan *p, struct config *c, const char *const *sets, int nsets, uint64_t lim,
                 struct layout_featbuf_plan *f, char *err, size_t errlen)
@@ -203,7 +205,7 @@ static int plan(struct memfit_plan *p, struct config *c, const char *const *sets
     assert_int_equal(run_arena_plan(c, &m, &a, err, errlen), 0);
     assert_int_equal(layout_featbuf_plan(c, &m, &a, f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
-    return memfit_plan_make(p, c, &m, &a, f, NULL, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
+    return memfit_plan_make(p, c, &m, &a, f, NULL, g_pack, &cg, 1, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
 static void test_plan(void **state)
@@ -255,6 +257,55 @@ static void test_plan(void **state)
     assert_int_equal(c.pipeline.feature_buffer_mb, 2);
 }
 
+/* A packed run's reading buffers (memfit_plan_make's pack_bytes) are
+ * fixed like the topology: a feature buffer sized to fit gets exactly that
+ * much less room, the plan line names them, and a given buffer that fits
+ * beside them no longer is refused naming them. */
+static void test_plan_packed(void **state)
+{
+    (void)state;
+    char ds[1300], err[2048], line[2048];
+    snprintf(ds, sizeof ds, "dataset.path=\"%s\"", g_ds);
+    struct memfit_plan p;
+    struct config c;
+    struct layout_featbuf_plan f;
+    const char *dflt[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100"};
+    assert_int_equal(plan(&p, &c, dflt, 3, 64 * GIB, &f, err, sizeof err), 0);
+    assert_int_equal(p.pack, 0);
+    uint64_t base = p.topology + p.arenas + p.workspace + p.processes + MEMFIT_CACHE_MIN;
+    /* without: the buffer sized to a limit that cannot hold all rows */
+    assert_int_equal(plan(&p, &c, dflt, 3, base + 4 * MIB, &f, err, sizeof err), 0);
+    assert_true(p.featbuf_sized);
+    int64_t mb = c.pipeline.feature_buffer_mb;
+    uint64_t featbuf = p.featbuf, staging = p.staging;
+    memfit_plan_describe(&p, &c, line, sizeof line);
+    assert_null(strstr(line, "packed reads"));
+    /* with 3 MiB of packed reads and the limit 3 MiB higher: the same buffer */
+    g_pack = 3 * MIB;
+    assert_int_equal(plan(&p, &c, dflt, 3, base + 7 * MIB, &f, err, sizeof err), 0);
+    assert_int_equal(p.pack, 3 * MIB);
+    assert_true(p.featbuf_sized);
+    assert_int_equal(c.pipeline.feature_buffer_mb, mb);
+    assert_int_equal(p.featbuf, featbuf);
+    assert_int_equal(p.staging, staging);
+    assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin + p.pack <= base + 7 * MIB);
+    memfit_plan_describe(&p, &c, line, sizeof line);
+    if (!strstr(line, "packed reads 3.0 MiB (pipeline.extractors = "))
+        fail_msg("plan line lacks the packed reads: %s", line);
+    /* the same limit without the 3 MiB would give a larger buffer */
+    g_pack = 0;
+    assert_int_equal(plan(&p, &c, dflt, 3, base + 7 * MIB, &f, err, sizeof err), 0);
+    assert_true(p.featbuf > featbuf || !p.featbuf_sized);
+    /* a given buffer that fits alone (test_plan) is refused beside 8 MiB of packed reads, naming them */
+    const char *small[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.feature_buffer_mb=2"};
+    assert_int_equal(plan(&p, &c, small, 4, base + 8 * MIB, &f, err, sizeof err), 0);
+    g_pack = 8 * MIB;
+    assert_int_equal(plan(&p, &c, small, 4, base + 8 * MIB, &f, err, sizeof err), -ENOMEM);
+    g_pack = 0;
+    if (!strstr(err, "packed reads 8.0 MiB") || !strstr(err, "pipeline.feature_buffer_mb = 2"))
+        fail_msg("refusal lacks the packed reads or the key: %s", err);
+}
+
 static uint64_t g_fwant; /* plan_ix's feature buffer and staging before the plan */
 static uint64_t g_nodes; /* plan_ix: the node count to plan for, 0: the dataset's */
 static int g_ranks = 1;  /* plan_ix: ranks on the node */
@@ -274,7 +325,7 @@ static int plan_ix(struct memfit_plan *p, struct config *c, const char *const *s
     assert_int_equal(layout_featbuf_plan(c, m, &a, &f, err, errlen), 0);
     struct cgroup_mem cg = {.version = 2, .limit = lim, .limit_name = "/t", .oom_kills_start = CGROUP_NONE};
     g_fwant = f.rank_bytes + f.staging_bytes; /* the feature buffer before sizing */
-    return memfit_plan_make(p, c, m, &a, &f, NULL, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
+    return memfit_plan_make(p, c, m, &a, &f, NULL, g_pack, &cg, g_ranks, false, 64 * GIB, 64 * GIB, err, errlen);
 }
 
 /* pipeline.topology in the plan: auto resolves to memory or a neighbour
@@ -513,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_cgroup_hybrid_and_none),
         cmocka_unit_test(test_config_given),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan_packed),
         cmocka_unit_test(test_plan_topology),
         cmocka_unit_test_setup_teardown(test_launch_plan_and_refusal, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_oom_named, t_launch_case_setup, t_launch_case_teardown),

@@ -24,6 +24,7 @@
 #include "ipc/run.h"
 #include "ops/ckpt.h"
 #include "stages/pack.h"
+#include "stages/pack_rows.h"
 #include "stages/sampler.h"
 #include "stages/schedule.h"
 
@@ -99,8 +100,10 @@ static void read_row(int fd, const struct dataset_meta *m, uint64_t v, void *out
 }
 
 /* Distinct 4 KiB blocks of cache.bin's rows section and extents (the
- * packer's rule: rows whose blocks lie within PACK_CACHE_GAP join) that
+ * packer's rule: rows whose blocks lie within the pack's gap join) that
  * rows at places q[0..n) touch; q is sorted here. */
+static uint64_t g_gap = PACK_CACHE_GAP; /* cache_blocks' joining gap: the pack's (check_identity sets it) */
+
 static void cache_blocks(uint64_t *q, uint32_t n, uint64_t rb, uint64_t base, uint64_t *blocks, uint64_t *extents)
 {
     for (uint32_t i = 1; i < n; i++) /* insertion sort: batches are small here */
@@ -117,7 +120,7 @@ static void cache_blocks(uint64_t *q, uint32_t n, uint64_t rb, uint64_t base, ui
             *blocks += b1 - b0 + 1;
         next = i && next > b1 + 1 ? next : b1 + 1;
         uint64_t s = (base + q[i] * rb) / 4096 * 4096, e = (base + q[i] * rb + rb + 4095) / 4096 * 4096;
-        if (i == 0 || s > end + PACK_CACHE_GAP)
+        if (i == 0 || s > end + g_gap)
             ++*extents;
         end = i && end > e ? end : e;
     }
@@ -138,6 +141,7 @@ static void check_identity(const char *out, const struct config *c, const struct
         fail_msg("%s", err);
     if (pack_check(&p, c, 0, m, err, sizeof err))
         fail_msg("%s", err);
+    g_gap = p.m.cache_gap;
     struct run_arena_plan ap;
     if (run_arena_plan(c, m, &ap, err, sizeof err))
         fail_msg("%s", err);
@@ -320,6 +324,94 @@ static void check_identity(const char *out, const struct config *c, const struct
     sampler_free(&s);
     sampler_topo_free(&topo);
     pack_free(&p);
+}
+
+/* Every batch of the pack in dir read as a packed run reads it
+ * (pack_rows_read): overlapped and serial, on io_uring and by pread
+ * (SLUICE_NO_IO_URING), against the plain reads of the same chunk and
+ * extents (pack_read_rows, pack_read_cache), byte for byte. */
+static void compare_reads(const char *dir)
+{
+    char err[1024];
+    struct pack_rows pr;
+    if (pack_rows_open_reads(&pr, dir, false, err, sizeof err))
+        fail_msg("%s", err);
+    const struct pack_manifest *m = &pr.pack.m;
+    uint64_t rb = m->row_bytes;
+    unsigned char *rows = aligned_alloc(PACK_ALIGN, SL_MAX(pr.rows_max, PACK_ALIGN));
+    unsigned char *cb = aligned_alloc(PACK_ALIGN, SL_MAX(pr.cache_max, PACK_ALIGN));
+    assert_non_null(rows);
+    assert_non_null(cb);
+    for (int mode = 0; mode < 4; mode++) {
+        if (mode & 2)
+            setenv("SLUICE_NO_IO_URING", "1", 1);
+        else
+            unsetenv("SLUICE_NO_IO_URING");
+        struct pack_rows_buf b = {.overlap = mode & 1};
+        for (uint64_t i = 0; i < m->batches; i++) {
+            const struct pack_entry *e = &pr.pack.ent[i];
+            if (pack_rows_read(&pr, &b, e, err, sizeof err) || pack_read_rows(&pr.pack, e, rows, err, sizeof err))
+                fail_msg("%s", err);
+            if (memcmp(b.buf, rows, (size_t)pack_rows_tail_bytes(e, rb)) != 0)
+                fail_msg("%s: batch %" PRIu64 " (mode %d): the chunk's rows or tail differ", dir, i, mode);
+            const struct pack_extent *x = pack_tail_extents(e, rb, rows);
+            uint64_t at = 0;
+            for (uint32_t k = 0; k < e->cache_ext; k++) {
+                if (pack_read_cache(&pr.pack, x[k].off, x[k].len, cb + at, err, sizeof err))
+                    fail_msg("%s", err);
+                at += x[k].len;
+            }
+            if (e->cached && memcmp(b.cbuf, cb, (size_t)e->cache_bytes) != 0)
+                fail_msg("%s: batch %" PRIu64 " (mode %d): the cache extents differ", dir, i, mode);
+        }
+        assert_int_equal(b.cache_reads, m->cache_extents);
+        assert_int_equal(b.cache_bytes, m->cache_read);
+        pack_rows_buf_free(&b);
+    }
+    unsetenv("SLUICE_NO_IO_URING");
+    assert_true(pack_rows_busy(&pr) > 0);
+    free(rows);
+    free(cb);
+    pack_rows_free(&pr);
+}
+
+/* A packed run's reads of chunks and cache extents (compare_reads), and
+ * --cache-gap: another gap makes other extents of the same cache rows (0:
+ * only adjacent blocks join: more, shorter extents than the default's)
+ * that still read back equal to features.bin (check_identity, its extent
+ * rule taking the pack's gap). */
+static void test_cache_reads(void **state)
+{
+    (void)state;
+    setup_files();
+    char out[4300], wide[4300], log[8192], err[1024];
+    snprintf(out, sizeof out, "%s/pack-r", root);
+    snprintf(wide, sizeof wide, "%s/pack-r-gap0", root);
+    if (pack(log, sizeof log, ds, cfg_path, out, "--cache-limit 64K") != 0)
+        fail_msg("gnnprep pack --cache-limit 64K failed:\n%s", log);
+    if (pack(log, sizeof log, ds, cfg_path, wide, "--cache-limit 64K --cache-gap 0") != 0)
+        fail_msg("gnnprep pack --cache-gap 0 failed:\n%s", log);
+    if (!strstr(log, "cache_gap=0"))
+        fail_msg("no word of the gap:\n%s", log);
+    struct pack_manifest a, b;
+    assert_int_equal(pack_manifest_read(out, &a, err, sizeof err), 0);
+    assert_int_equal(pack_manifest_read(wide, &b, err, sizeof err), 0);
+    assert_int_equal(a.cache_gap, PACK_CACHE_GAP);
+    assert_int_equal(b.cache_gap, 0);
+    assert_true(a.cache_xxh3 == b.cache_xxh3 && a.hot_xxh3 == b.hot_xxh3); /* the same tiers, other extents */
+    assert_true(b.cache_extents > a.cache_extents && b.cache_read < a.cache_read);
+    struct config c;
+    load_cfg(&c, cfg_path);
+    struct dataset_meta m;
+    assert_int_equal(dataset_meta_read(ds, &m, true, err, sizeof err), 0);
+    check_identity(wide, &c, &m, true);
+    compare_reads(out);
+    compare_reads(wide);
+    /* a gap beyond the most --cache-gap takes is refused */
+    assert_int_equal(pack(log, sizeof log, ds, cfg_path, wide, "--cache-gap 1G"), 2);
+    assert_non_null(strstr(log, "--cache-gap"));
+    t_rmrf(out);
+    t_rmrf(wide);
 }
 
 static void test_identity(void **state)
@@ -740,6 +832,23 @@ static void test_launch(void **state)
         fail_msg("packed run with a cache tier failed:\n%s", log2);
     if (!strstr(log2, "of the cache tier") || !strstr(log2, "reads of cache extents"))
         fail_msg("the packed run did not say it read the cache tier:\n%s", log2);
+    if (!strstr(log2, "(some thread reading)") || !strstr(log2, ", packed reads ") ||
+        !strstr(log2, "chunks read before the extents"))
+        fail_msg("the packed run did not give its reading time, or its plan lacks the packed reads:\n%s", log2);
+    b = last_line(log2);
+    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
+    for (int e = 1; e <= 2; e++) {
+        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
+        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck3, e);
+        assert_same_ckpt(p1, p2);
+    }
+    /* ... and with the chunk read beside the cache extents (SLUICE_PACK_OVERLAP): the same again */
+    t_rmrf(ck3);
+    if (t_run(log2, sizeof log2, "SLUICE_PACK_OVERLAP=1 '%s' --cpu '%s' --set train.checkpoint_dir='%s' "
+              "--set pipeline.mode=packed --set pipeline.pack='%s'", gnnlaunch, cfg, ck3, outc) != 0)
+        fail_msg("packed run with a cache tier, overlapped, failed:\n%s", log2);
+    if (!strstr(log2, "chunks read beside the extents"))
+        fail_msg("the packed run did not read its chunks beside the extents:\n%s", log2);
     b = last_line(log2);
     assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
     for (int e = 1; e <= 2; e++) {
@@ -791,6 +900,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_refused),
+        cmocka_unit_test(test_cache_reads),
         cmocka_unit_test(test_disk_limit),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_launch),
