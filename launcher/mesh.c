@@ -43,6 +43,7 @@
 #define MESH_MAGIC 0x4e4d4c53u /* "SLMN" little endian */
 #define MESH_VERSION 1u
 #define MESH_LINGER_MS 1000
+#define MESH_BURST 64 /* messages read per wake-up at most (the rest at the next) */
 #define MESH_MSG_MAX ((int64_t)4 << 20) /* bytes of one frame at most: facts are kilobytes, EPOCH ranks x a record */
 #define MESH_GRACE_S 10.0 /* a node waits this much longer than node 0 */
 
@@ -438,8 +439,8 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
             return sl_errf(err, errlen, -EINTR, "interrupted during the rendezvous");
         }
         struct msg in;
-        int rc;
-        while ((rc = wire_recv(m->net, true, &in)) != 0) {
+        int rc, burst = 0;
+        while (burst++ < MESH_BURST && (rc = wire_recv(m->net, true, &in)) != 0) { /* a flood cannot starve the deadline */
             if (rc < 0) {
                 if (rc == -EPROTO || rc == -EPROTONOSUPPORT)
                     continue; /* not a Sluice launcher of this version: ignored (its own side times out) */
@@ -808,7 +809,10 @@ static void *mesh_thread(void *arg)
         struct msg in;
         int rc;
         bool quit = false;
-        while ((rc = wire_recv(m->net, m->node == 0, &in)) != 0) {
+        /* at most MESH_BURST messages a wake-up: a flood (garbage from
+         * outside the run included) must not keep the heartbeats from going
+         * out, or the peers would declare this node lost */
+        for (int burst = 0; burst < MESH_BURST && (rc = wire_recv(m->net, m->node == 0, &in)) != 0; burst++) {
             if (rc > 0) {
                 from_network(m, &wt, &in);
                 msg_free(&in);
