@@ -461,7 +461,8 @@ static double clip_factor(struct trainer *t, bool reduced, double scale)
  * order the reducer adds (bytes would not be: 65025 W passes 2^24 at 259
  * ranks). A difference is a bug (the reduce and the steps give every rank
  * the same bits): the rank stops the run naming the epoch. Every rank
- * makes the call at the same point of its sequence of reducer calls. */
+ * makes the call at the same point of its sequence of reducer calls:
+ * after the step that ends an epoch of the step clock (step). */
 static void check_in_step(struct trainer *t, uint32_t epoch)
 {
     if (!t->coll)
@@ -541,6 +542,14 @@ static void step(struct trainer *t, bool real, struct epoch *e)
         if (t->be->step(t->b, true, scale) != 0)
             stage_fail(&t->st, "optimizer step failed");
     }
+    /* the ranks compare their parameters at the step clock's epoch
+     * boundaries: every rank makes the same sequence of steps (one
+     * all-reduce each), whereas the batch that completes an epoch can come
+     * after the next epoch's first ones on one rank and not on another
+     * (pipeline.ordered = false), so the comparison's all-reduce tied to
+     * the batches met a gradient all-reduce on another rank */
+    if (t->steps_per_epoch && t->steps_done % t->steps_per_epoch == 0)
+        check_in_step(t, (uint32_t)(t->steps_done / t->steps_per_epoch - 1));
 }
 
 /* Publishes epoch e once all of it is in (waiting, briefly, for the
@@ -725,8 +734,7 @@ static void handle(struct trainer *t, const struct run_desc *d)
         /* the rank's last training batch of the epoch: pad to the common step count */
         if (e->batches[BATCH_TRAIN] == schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN)) {
             for (uint64_t k = schedule_pass_batches(&t->sched, pos.epoch, BATCH_TRAIN); k < t->steps_per_epoch; k++)
-                step(t, false, e);
-            check_in_step(t, pos.epoch);
+                step(t, false, e); /* the last of them compares the ranks' parameters (step) */
             e->trained = true;
             e->t_trained = now_s();
             dataset_unchanged(t, pos.epoch); /* before the epoch is checkpointed */

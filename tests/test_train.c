@@ -446,6 +446,24 @@ static void test_two_ranks(void **state)
     t_expect_log(&r, "loaded by another rank's sampler; waited ");
     /* the trainers compared their parameters' digests after every epoch */
     t_expect_log(&r, "gnn-trainer rank 0: the 2 ranks' parameters are identical after epoch 1 (XXH3 ");
+    /* out of order with two samplers and two extractors a rank meets the
+     * next epoch's batches before its last one of this epoch: the
+     * comparison follows the step clock, not the batches (tied to the
+     * batches, its all-reduce once met a gradient all-reduce: exit 3) */
+    t_rmrf(ck);
+    char small[1300], prep[1200], out[4096], ds[1400];
+    snprintf(small, sizeof small, "%s/ds-unordered", t_ldir);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out, "%s synth %s --nodes 3000 --avg-degree 5 --feat-dim 8 --classes 3 --seed 3", prep,
+              small) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    snprintf(ds, sizeof ds, "dataset.path=\"%s\"", small);
+    run(&r, (const char *[]){g_cfg, "--set", set, "--set", ds, "--set", "pipeline.ranks=2", "--set",
+                             "pipeline.ordered=false", "--set", "pipeline.samplers=2", "--set", "pipeline.extractors=2",
+                             "--set", "train.batch_size=16", "--set", "pipeline.trainer_threads=1", "--epochs", "30",
+                             NULL},
+        0);
+    t_expect_no_log(&r, "Invalid argument");
 }
 
 /* A rank whose parameters drift (SLUICE_FAULT_DRIFT_RANK: one ulp of
