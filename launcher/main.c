@@ -1533,16 +1533,24 @@ int main(int argc, char **argv)
             trace_failed = true;
         }
     }
-    if (l->prog.stop_early && l->cfg.train.checkpoint_dir[0]) { /* early stopping: one node only */
+    /* Trainers run ahead of the epoch lines (up to the results window): a
+     * run that stopped early removes the checkpoints of epochs past the
+     * stop (never printed, never validated: not part of the run), so
+     * --resume continues from the epoch the run reported. A run that
+     * failed or was interrupted keeps them: --resume then loses no
+     * trained epoch (docs/checkpoints.md). */
+    if (l->prog.stop_early && l->phase != LAUNCH_SETUP && l->cfg.train.checkpoint_dir[0] &&
+        (!l->cl.on || l->cl.node == 0) && !l->link && l->predict.which == RUN_PREDICT_NONE) {
         char msg[PATH_MAX + 256];
-        int n = ckptdir_drop_after(l->cfg.train.checkpoint_dir, (uint32_t)l->prog.epochs_done, msg, sizeof msg);
+        uint64_t done = SL_MAX(l->prog.epochs_done, (uint64_t)l->start_epoch); /* never below where it resumed */
+        int n = ckptdir_drop_after(l->cfg.train.checkpoint_dir, (uint32_t)done, msg, sizeof msg);
         if (n < 0)
             fprintf(stderr, "gnnlaunch: warning: %s\n", msg);
         else if (n > 0)
             fprintf(stderr,
-                    "gnnlaunch: removed the %d checkpoints the trainers wrote past the early stop (after epoch %" PRIu64
+                    "gnnlaunch: removed the %d checkpoint%s the trainers wrote past the early stop (after epoch %" PRIu64
                     ", the last one printed)\n",
-                    n, l->prog.epochs_done);
+                    n, n == 1 ? "" : "s", done);
     }
     teardown();
     report_end(l, nchildren);
