@@ -279,8 +279,9 @@ int shm_seg_create(struct shm_seg *seg, const char *run_id, const char *object, 
     void *base = MAP_FAILED;
     if (ftruncate(fd, (off_t)total) != 0) {
         rc = -errno;
-        sl_errf(err, errlen, rc, "cannot size %s to %" PRIu64 " bytes: %s; free memory in " SHM_DIR " or ask for less",
-                seg->name, total, strerror(-rc));
+        sl_errf(err, errlen, rc, "cannot size %s to %" PRIu64 " bytes: %s; %s", seg->name, total, strerror(-rc),
+                rc == -EFBIG ? "the process's file size limit (ulimit -f) is below it: raise it"
+                             : "free memory in " SHM_DIR " or ask for less");
         goto err;
     }
     base = map_aligned((size_t)total, PROT_READ | PROT_WRITE, fd);

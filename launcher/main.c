@@ -1219,6 +1219,11 @@ static int setup_signals(struct launch *l, char *err, size_t errlen)
     if (l->watch_hup)
         sigaction(SIGHUP, &fwd, NULL);
     signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the supervisor; stages get SIG_DFL back */
+    /* a file-size limit (ulimit -f) makes a write fail with EFBIG, which
+     * every writer reports, instead of killing the process; ignored, it
+     * stays ignored in the stages across exec (a checkpoint that does not
+     * fit is then an error naming the file, docs/checkpoints.md) */
+    signal(SIGXFSZ, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -371,6 +372,27 @@ static void test_fifo_config(void **state)
     unlink(fifo);
 }
 
+/* A file-size limit below the run's shared memory (ulimit -f): one error
+ * naming the limit, exit 2, nothing left in /dev/shm (SIGXFSZ once killed
+ * the launcher while it sized the segments, leaving them behind). */
+static void test_file_size_limit(void **state)
+{
+    (void)state;
+    char ck[1300];
+    snprintf(ck, sizeof ck, "%s/ck-fsize", t_ldir);
+    struct rlimit old, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    small = old;
+    small.rlim_cur = 64 * 1024; /* the child inherits it: room for its log, not for a batch arena */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    struct t_proc r;
+    start(&r, NULL, g_cfg, ck, NULL);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(t_launch_wait(&r, 60), 2);
+    t_expect_log(&r, "file size limit (ulimit -f)");
+    t_expect_clean(&r);
+}
+
 static void test_rundir_taken(void **state)
 {
     (void)state;
@@ -452,6 +474,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_run_identity, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_outputs, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_fifo_config, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_file_size_limit, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_rundir_taken, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
