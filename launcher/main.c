@@ -945,6 +945,12 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real); /* stages need not share our cwd */
     l->ranks = (int)l->cfg.pipeline.ranks;
+    uint64_t world = (uint64_t)l->ranks * (uint64_t)(o->cluster.nodes > 1 ? o->cluster.nodes : 1);
+    if (!o->predict && meta.f[DATASET_TRAIN].rows < world) /* a rank without a training batch cannot step in time */
+        return sl_errf(err, errlen, -EINVAL,
+                       "dataset.path = \"%s\" (from %s): the training split has %" PRIu64 " nodes, fewer than the %" PRIu64
+                       " ranks of the run (every rank trains on its share of it); use at most %" PRIu64 " ranks",
+                       l->cfg.dataset.path, o->config, meta.f[DATASET_TRAIN].rows, world, meta.f[DATASET_TRAIN].rows);
     if (o->predict)
         l->cfg.pipeline.mode = PIPELINE_ONLINE; /* a prediction samples its own pass over the nodes */
     if (l->cfg.pipeline.mode == PIPELINE_PACKED && (rc = check_pack(l, o, &meta, err, errlen)) != 0)

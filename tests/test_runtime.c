@@ -393,6 +393,29 @@ static void test_file_size_limit(void **state)
     t_expect_clean(&r);
 }
 
+/* A training split smaller than the ranks: refused before anything
+ * starts, naming the counts (a rank with no training batch once made the
+ * run fail later with "the batch stream ended after 0 of 2 epochs"). */
+static void test_split_below_ranks(void **state)
+{
+    (void)state;
+    char ds[1300], prep[1200], out[4096], cfg[1300], ck[1300];
+    snprintf(ds, sizeof ds, "%s/ds-tiny", t_ldir);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (t_run(out, sizeof out, "%s synth %s --nodes 40 --avg-degree 3 --feat-dim 4 --classes 2", prep, ds) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    snprintf(cfg, sizeof cfg, "%s/tiny.toml", t_ldir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "[dataset]\npath = \"%s\"\n", ds);
+    fclose(f);
+    snprintf(ck, sizeof ck, "%s/ck-tiny", t_ldir);
+    struct t_proc r;
+    assert_int_equal(run(&r, NULL, cfg, ck, (const char *[]){"--set", "pipeline.ranks=6", NULL}), 2);
+    t_expect_log(&r, "the training split has 4 nodes, fewer than the 6 ranks of the run");
+    t_expect_clean(&r);
+}
+
 static void test_rundir_taken(void **state)
 {
     (void)state;
@@ -475,6 +498,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outputs, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_fifo_config, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_file_size_limit, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_split_below_ranks, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_rundir_taken, t_launch_case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
