@@ -16,15 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/util.h"
 #include "stages/extent_io.h"
 
-#ifdef SLUICE_HAVE_URING
-#include <liburing.h>
-#endif
 
 #define DEPTH_MAX EXTENT_IO_DEPTH_MAX
 
@@ -52,9 +48,7 @@ static int transfer(struct embbuf *b, uint32_t q, uint32_t f, bool write)
         b->writes_begun++;
     const struct extent_io x = {.fd = b->fd,
                                 .path = b->path,
-#ifdef SLUICE_HAVE_URING
-                                .ring = b->uring ? b->ring : NULL,
-#endif
+                                .ring = b->ring, /* NULL without io_uring */
                                 .req_bytes = b->io_bytes,
                                 .direct = b->direct,
                                 .depth = b->depth,
@@ -156,36 +150,19 @@ int embbuf_init(struct embbuf *b, const char *path, const struct embbuf_params *
     }
     b->mem = m;
     b->direct = !pp->buffered;
-    b->fd = open(path, O_RDWR | O_CLOEXEC | (b->direct ? O_DIRECT : 0));
-    if (b->fd < 0 && errno == EINVAL && b->direct) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: this filesystem does not support direct I/O; use pipeline.io = "
-                     "\"buffered\"", path);
-        goto fail;
-    }
+    char what[96];
+    snprintf(what, sizeof what, "%" PRIu32 " partitions of %zu", p, b->part_bytes);
+    b->fd = extent_io_open(path, true, b->direct, (uint64_t)p * b->part_bytes, what, NULL, err, errlen);
     if (b->fd < 0) {
-        rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat sb;
-    if (fstat(b->fd, &sb) != 0 || (uint64_t)sb.st_size < (uint64_t)p * b->part_bytes) {
-        rc = sl_errf(err, errlen, -EIO, "%s: holds %lld bytes, %" PRIu64 " expected (%" PRIu32 " partitions of %zu)",
-                     path, (long long)sb.st_size, (uint64_t)p * b->part_bytes, p, b->part_bytes);
+        rc = b->fd;
+        b->fd = -1;
         goto fail;
     }
     const char *k = getenv("SLUICE_FAULT_KILL_WRITEBACK");
     if (k && *k)
         b->kill_at = strtoull(k, NULL, 10);
-#ifdef SLUICE_HAVE_URING
-    if (!sl_env_on("SLUICE_NO_IO_URING")) {
-        b->ring = calloc(1, sizeof(struct io_uring));
-        if (b->ring && io_uring_queue_init(2 * b->depth, b->ring, 0) == 0) {
-            b->uring = true;
-        } else {
-            free(b->ring);
-            b->ring = NULL;
-        }
-    }
-#endif
+    b->ring = extent_io_ring_new(2 * b->depth);
+    b->uring = b->ring != NULL;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     if ((rc = -pthread_create(&b->io, NULL, io_main, b)) < 0) {
@@ -214,11 +191,7 @@ void embbuf_free(struct embbuf *b)
         pthread_mutex_destroy(&b->mu);
         pthread_cond_destroy(&b->cv);
     }
-#ifdef SLUICE_HAVE_URING
-    if (b->uring)
-        io_uring_queue_exit(b->ring);
-#endif
-    free(b->ring);
+    extent_io_ring_free(b->ring);
     if (b->fd >= 0)
         close(b->fd);
     if (b->mem)

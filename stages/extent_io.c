@@ -2,10 +2,14 @@
 #include "stages/extent_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "core/util.h"
 
@@ -55,6 +59,49 @@ static void prep(struct io_uring_sqe *sqe, const struct extent_io *x, bool write
     io_uring_sqe_set_data64(sqe, e);
 }
 #endif
+
+int extent_io_open(const char *path, bool write, bool direct, uint64_t need, const char *what, const char *remedy,
+                   char *err, size_t errlen)
+{
+    int fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (fd < 0 && errno == EINVAL && direct)
+        return sl_errf(err, errlen, -EINVAL, "%s: this filesystem does not support direct I/O; use pipeline.io = "
+                       "\"buffered\"", path);
+    if (fd < 0)
+        return sl_errf(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < need) {
+        sl_errf(err, errlen, -EIO, "%s: holds %lld bytes, %" PRIu64 " expected (%s)%s%s", path, (long long)sb.st_size,
+                need, what, remedy ? "; " : "", remedy ? remedy : "");
+        close(fd);
+        return -EIO;
+    }
+    return fd;
+}
+
+void *extent_io_ring_new(unsigned entries)
+{
+#ifdef SLUICE_HAVE_URING
+    if (sl_env_on("SLUICE_NO_IO_URING"))
+        return NULL;
+    struct io_uring *ring = calloc(1, sizeof *ring);
+    if (ring && io_uring_queue_init(entries, ring, 0) == 0)
+        return ring;
+    free(ring);
+#else
+    (void)entries;
+#endif
+    return NULL;
+}
+
+void extent_io_ring_free(void *ring)
+{
+#ifdef SLUICE_HAVE_URING
+    if (ring)
+        io_uring_queue_exit(ring);
+#endif
+    free(ring);
+}
 
 int extent_io_move(const struct extent_io *x, bool write, uint32_t part, unsigned char *mem, uint64_t off,
                    size_t total, uint64_t *bytes, uint64_t *reqs, char *err, size_t errlen)

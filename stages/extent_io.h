@@ -37,6 +37,21 @@ struct extent_io {
     void *arg;
 };
 
+/* Opens the partition file path for reading (write: and writing), with
+ * O_DIRECT when direct, and checks it holds at least `need` bytes: a file
+ * cut short (an interrupted copy, a full disk) is refused here rather than
+ * mid-epoch. The fd, or -errno with a message ("PATH: holds B bytes, N
+ * expected (...)", then "; " and remedy when given). */
+int extent_io_open(const char *path, bool write, bool direct, uint64_t need, const char *what, const char *remedy,
+                   char *err, size_t errlen);
+
+/* An io_uring of `entries` for extent_io_move, or NULL when there is none
+ * (a build without liburing, SLUICE_NO_IO_URING=1, or the kernel refuses):
+ * requests then go one at a time with pread/pwrite. Freed with
+ * extent_io_ring_free (which takes NULL). */
+void *extent_io_ring_new(unsigned entries);
+void extent_io_ring_free(void *ring);
+
 /* Moves partition `part`'s extent (write: mem to the file; else the file
  * to mem). Adds the bytes moved and the requests completed to *bytes and
  * *reqs, also on an error. 0, or -errno with "PATH: read|write-back of

@@ -13,15 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/util.h"
 #include "stages/extent_io.h"
 
-#ifdef SLUICE_HAVE_URING
-#include <liburing.h>
-#endif
 
 #define DEPTH_MAX EXTENT_IO_DEPTH_MAX
 
@@ -43,9 +39,7 @@ static int load_one(struct partbuf *pb, uint32_t q, uint32_t f)
 {
     const struct extent_io x = {.fd = pb->fd,
                                 .path = pb->path,
-#ifdef SLUICE_HAVE_URING
-                                .ring = pb->uring ? pb->ring : NULL,
-#endif
+                                .ring = pb->ring, /* NULL without io_uring */
                                 .req_bytes = pb->read_bytes,
                                 .direct = pb->direct,
                                 .depth = pb->depth};
@@ -143,36 +137,17 @@ int partbuf_init(struct partbuf *pb, const char *dir, const struct parts_meta *p
         goto fail;
     }
     pb->direct = !pp->buffered;
-    pb->fd = open(pb->path, O_RDONLY | O_CLOEXEC | (pb->direct ? O_DIRECT : 0));
-    if (pb->fd < 0 && errno == EINVAL && pb->direct) {
-        rc = sl_errf(err, errlen, -EINVAL, "%s: this filesystem does not support direct I/O; use pipeline.io = \"buffered\"",
-                     pb->path);
-        goto fail;
-    }
+    char what[96];
+    snprintf(what, sizeof what, "%" PRIu32 " partitions of %" PRIu64 " bytes", pb->pm.parts, pb->pm.part_bytes);
+    pb->fd = extent_io_open(pb->path, false, pb->direct, (uint64_t)pb->pm.parts * pb->pm.part_bytes, what,
+                            "make the layout again with gnnprep partition", err, errlen);
     if (pb->fd < 0) {
-        rc = sl_errf(err, errlen, -errno, "%s: cannot open: %s", pb->path, strerror(errno));
+        rc = pb->fd;
+        pb->fd = -1;
         goto fail;
     }
-    struct stat sb; /* a layout cut short (an interrupted copy, a full disk) is refused here, not mid-epoch */
-    if (fstat(pb->fd, &sb) != 0 || (uint64_t)sb.st_size < (uint64_t)pb->pm.parts * pb->pm.part_bytes) {
-        rc = sl_errf(err, errlen, -EIO,
-                     "%s: holds %lld bytes, %" PRIu64 " expected (%" PRIu32 " partitions of %" PRIu64
-                     " bytes); make the layout again with gnnprep partition",
-                     pb->path, (long long)sb.st_size, (uint64_t)pb->pm.parts * pb->pm.part_bytes, pb->pm.parts,
-                     pb->pm.part_bytes);
-        goto fail;
-    }
-#ifdef SLUICE_HAVE_URING
-    if (!sl_env_on("SLUICE_NO_IO_URING")) {
-        pb->ring = calloc(1, sizeof(struct io_uring));
-        if (pb->ring && io_uring_queue_init(2 * pb->depth, pb->ring, 0) == 0) {
-            pb->uring = true;
-        } else {
-            free(pb->ring);
-            pb->ring = NULL;
-        }
-    }
-#endif
+    pb->ring = extent_io_ring_new(2 * pb->depth);
+    pb->uring = pb->ring != NULL;
     pthread_mutex_init(&pb->mu, NULL);
     pthread_cond_init(&pb->cv, NULL);
     if ((rc = -pthread_create(&pb->loader, NULL, loader_main, pb)) < 0) {
@@ -201,11 +176,7 @@ void partbuf_free(struct partbuf *pb)
         pthread_mutex_destroy(&pb->mu);
         pthread_cond_destroy(&pb->cv);
     }
-#ifdef SLUICE_HAVE_URING
-    if (pb->uring)
-        io_uring_queue_exit(pb->ring);
-#endif
-    free(pb->ring);
+    extent_io_ring_free(pb->ring);
     if (pb->fd >= 0)
         close(pb->fd);
     if (pb->anon && pb->mem)
