@@ -32,21 +32,27 @@ static void write_cfg(const char *path, const char *ds, const char *kind, const 
     fclose(f);
 }
 
-static void run(struct t_proc *r, const char *cfg, const char *ck, const char *const *more, int want)
+static void run_env(struct t_proc *r, const char *cfg, const char *ck, const char *const *env,
+                    const char *const *more, int want)
 {
     char ckset[1400];
     snprintf(ckset, sizeof ckset, "train.checkpoint_dir=\"%s\"", ck);
-    const char *args[16] = {"--cpu", cfg, "--set", ckset};
+    const char *args[20] = {"--cpu", cfg, "--set", ckset};
     int n = 4;
-    for (int i = 0; more && more[i] && n < 15; i++)
+    for (int i = 0; more && more[i] && n < 19; i++)
         args[n++] = more[i];
     args[n] = NULL;
-    t_launch_run(r, NULL, args, 120);
+    t_launch_run(r, env, args, 120);
     if (r->code != want) {
         char log[8192];
         t_slurp(r->log, log, sizeof log);
         fail_msg("gnnlaunch %s: exit %d, wanted %d:\n%s", r->args, r->code, want, log);
     }
+}
+
+static void run(struct t_proc *r, const char *cfg, const char *ck, const char *const *more, int want)
+{
+    run_env(r, cfg, ck, NULL, more, want);
 }
 
 /* The final line without its seconds=. */
@@ -210,23 +216,6 @@ static void test_train_and_resume(void **state)
     }
 }
 
-static void run_env(struct t_proc *r, const char *cfg, const char *ck, const char *const *env,
-                    const char *const *more, int want)
-{
-    char ckset[1400];
-    snprintf(ckset, sizeof ckset, "train.checkpoint_dir=\"%s\"", ck);
-    const char *args[20] = {"--cpu", cfg, "--set", ckset};
-    int n = 4;
-    for (int i = 0; more && more[i] && n < 19; i++)
-        args[n++] = more[i];
-    args[n] = NULL;
-    t_launch_run(r, env, args, 120);
-    if (r->code != want) {
-        char log[8192];
-        t_slurp(r->log, log, sizeof log);
-        fail_msg("gnnlaunch %s: exit %d, wanted %d:\n%s", r->args, r->code, want, log);
-    }
-}
 
 static void test_out_of_core(void **state)
 {
