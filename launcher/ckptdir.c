@@ -388,7 +388,10 @@ int ckptdir_point(const char *dir, const char *name, uint32_t epoch, char *err, 
     return 0;
 }
 
-int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen)
+/* Removes every epoch-N.safetensors of dir (names as ckpt_path makes
+ * them) with lo <= N <= hi, except N = spare (0: none). The number
+ * removed, or -errno with a message. */
+static int unlink_epochs(const char *dir, uint64_t lo, uint64_t hi, uint32_t spare, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -399,12 +402,12 @@ int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen)
         unsigned long e;
         int used = 0;
         char canon[64];
-        if (sscanf(de->d_name, "epoch-%lu.safetensors%n", &e, &used) != 1 || de->d_name[used] != '\0' || e <= last ||
-            e > UINT32_MAX)
+        if (sscanf(de->d_name, "epoch-%lu.safetensors%n", &e, &used) != 1 || de->d_name[used] != '\0' || e == 0 ||
+            e > UINT32_MAX || e < lo || e > hi || e == spare)
             continue;
         snprintf(canon, sizeof canon, "epoch-%06lu.safetensors", e);
         if (strcmp(canon, de->d_name))
-            continue;
+            continue; /* not a name ckpt_path makes */
         if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
             rc = sl_errf(err, errlen, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
             break;
@@ -413,6 +416,11 @@ int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen)
     }
     closedir(d);
     return rc ? rc : removed;
+}
+
+int ckptdir_drop_after(const char *dir, uint32_t last, char *err, size_t errlen)
+{
+    return unlink_epochs(dir, (uint64_t)last + 1, UINT32_MAX, 0, err, errlen);
 }
 
 int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spare, char *err, size_t errlen)
@@ -431,27 +439,5 @@ int ckptdir_prune(const char *dir, uint32_t newest, uint32_t keep, uint32_t spar
                 spare = (uint32_t)b;
         }
     }
-    DIR *d = opendir(dir);
-    if (!d)
-        return sl_errf(err, errlen, -errno, "cannot read %s: %s", dir, strerror(errno));
-    int removed = 0, rc = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        unsigned long e;
-        int used = 0;
-        char canon[64];
-        if (sscanf(de->d_name, "epoch-%lu.safetensors%n", &e, &used) != 1 || de->d_name[used] != '\0' ||
-            e == 0 || e > UINT32_MAX)
-            continue;
-        snprintf(canon, sizeof canon, "epoch-%06lu.safetensors", e);
-        if (strcmp(canon, de->d_name) || e > newest - keep || e == spare)
-            continue; /* not a name ckpt_path makes, in the window, or the best */
-        if (unlinkat(dirfd(d), de->d_name, 0) != 0) {
-            rc = sl_errf(err, errlen, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
-            break;
-        }
-        removed++;
-    }
-    closedir(d);
-    return rc ? rc : removed;
+    return unlink_epochs(dir, 1, newest - keep, spare, err, errlen); /* outside the window, never the best */
 }
