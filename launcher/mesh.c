@@ -387,6 +387,13 @@ static bool run_name_ok(const char *name)
     return true;
 }
 
+/* Sends joined node k the rendezvous' waiting message (text); false when
+ * its connection has closed (ROUTER_MANDATORY: it died after joining). */
+static bool still_joined(struct mesh *m, uint32_t k, const char *text)
+{
+    return wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text) != -EHOSTUNREACH;
+}
+
 static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, char *err, size_t errlen)
 {
     m->net = mesh_socket(m, ZMQ_ROUTER);
@@ -404,7 +411,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
     note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes (--rendezvous-timeout %.0f s)", p->nodes,
          p->master, p->timeout_s);
     double deadline = sl_now() + p->timeout_s, next_wait = sl_now();
-    char missing[1024], text[2048], probe[1100];
+    char missing[1024], text[2048], waiting[1100];
     for (;;) {
         uint32_t n = 0;
         for (uint32_t k = 0; k < m->nodes; k++)
@@ -412,6 +419,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
         if (n == m->nodes)
             break;
         missing_list(joined, m->nodes, missing, sizeof missing);
+        snprintf(waiting, sizeof waiting, "missing = %s", missing);
         if (sl_now() >= deadline) {
             snprintf(text, sizeof text,
                      "rendezvous on %s timed out after %.0f s: node%s %s of 0..%" PRIu32
@@ -423,10 +431,9 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
             return sl_errf(err, errlen, -ETIMEDOUT, "%s", text);
         }
         if (sl_now() >= next_wait) {
-            snprintf(text, sizeof text, "missing = %s", missing);
             for (uint32_t k = 1; k < m->nodes; k++)
-                if (joined[k] && wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text) == -EHOSTUNREACH) {
-                    joined[k] = false; /* its connection closed: it died after joining */
+                if (joined[k] && !still_joined(m, k, waiting)) {
+                    joined[k] = false;
                     note(p, "node %" PRIu32 " (%s) left the rendezvous (its connection closed)", k, m->hosts[k]);
                 }
             next_wait = sl_now() + m->hb_interval_s;
@@ -453,9 +460,10 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                 note(p, "node %" PRIu32 " (%s) left the rendezvous", k, m->hosts[k]);
                 next_wait = sl_now();
             } else if (in.w.type == MESH_HELLO) {
-                char host[MESH_HOST_MAX], pid[32], key[128], here[512], there[512];
+                char host[MESH_HOST_MAX], pid[32], key[128], here[512], there[512], ep[MESH_ENDPOINT_MAX];
                 self_fact(in.data, "host", host, sizeof host);
                 self_fact(in.data, "pid", pid, sizeof pid);
+                self_fact(in.data, "endpoint", ep, sizeof ep);
                 if (mesh_facts_diff(p->facts, in.data, key, sizeof key, here, sizeof here, there, sizeof there)) {
                     snprintf(text, sizeof text,
                              "node %" PRIu32 " (%s, pid %s) does not match node 0 (%s): %s = %s there, %s on node 0; "
@@ -466,18 +474,16 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                              "a node on %s (pid %s) says it is node %" PRIu32 ", but the nodes beside node 0 are 1..%" PRIu32
                              "; give each launcher its own --node-rank",
                              host, pid, k, m->nodes - 1);
-                } else if (joined[k] && (snprintf(probe, sizeof probe, "missing = %s", missing),
-                                          wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, probe)) !=
-                                             -EHOSTUNREACH) {
+                } else if (joined[k] && still_joined(m, k, waiting)) {
                     /* (a claimant whose connection closed died after joining: the newcomer takes its place) */
                     snprintf(text, sizeof text,
                              "node rank %" PRIu32 " was claimed twice, by %s and by %s (pid %s); give each launcher "
                              "its own --node-rank 0..%" PRIu32,
                              k, m->hosts[k], host, pid, m->nodes - 1);
-                } else if (self_fact(in.data, "endpoint", probe, sizeof probe), !endpoint_ok(probe, strlen(probe))) {
+                } else if (!endpoint_ok(ep, strlen(ep))) {
                     snprintf(text, sizeof text,
                              "node %" PRIu32 " (%s, pid %s) announced the endpoint \"%.200s\", not tcp://HOST:PORT",
-                             k, host, pid, probe);
+                             k, host, pid, ep);
                 } else {
                     if (joined[k])
                         note(p, "node %" PRIu32 " (%s) left the rendezvous (its connection closed)", k, m->hosts[k]);
@@ -485,7 +491,7 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                     memcpy(m->rid[k], in.rid, in.rid_len);
                     m->rid_len[k] = in.rid_len;
                     snprintf(m->hosts[k], MESH_HOST_MAX, "%s", host);
-                    self_fact(in.data, "endpoint", m->endpoints[k], MESH_ENDPOINT_MAX);
+                    snprintf(m->endpoints[k], MESH_ENDPOINT_MAX, "%s", ep);
                     note(p, "node %" PRIu32 " joined from %s (pid %s)", k, host, pid);
                     next_wait = sl_now();
                     msg_free(&in);
