@@ -74,8 +74,8 @@ struct warm {
     struct wchunk *io; /* (depth): chunks in flight, by io slot */
     bool *busy;        /* (depth) */
     unsigned inflight;
-    bool wedged;
-    bool ring_failed; /* io_uring refused a submit: wedge (below) before any chunk's slots are let go */
+    bool ring_failed; /* io_uring failed (a submit or a wait): the pass stops, its reads' slots stay held and the
+                       * staging is leaked (the kernel may still write into it) */
     /* huge pages (huge_main): steps of HUGE_STEP bytes from huge_base */
     unsigned char *huge_base;  /* the rows' start, rounded down to a huge page */
     size_t huge_steps;         /* steps up to the rows' end */
@@ -581,7 +581,7 @@ static void teardown(struct warm *w)
         io_uring_queue_exit(&w->ring);
 #endif
     free(w->slots);
-    if (!w->wedged)
+    if (!w->ring_failed)
         free(w->staging); /* else the kernel may still write into it */
     free(w->free_piece);
     free(w->io);
@@ -693,7 +693,6 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
          * for a later call to send): their chunks' loads fail but their
          * slots stay referenced, so no batch gets memory a read may still
          * land in, and the staging is leaked (teardown) */
-        w.wedged = true;
         for (unsigned i = 0; i < w.depth; i++)
             if (w.busy[i]) {
                 finish(&w, &w.io[i], false, true);
