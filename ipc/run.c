@@ -95,6 +95,12 @@ int run_arena_segname(char *out, size_t len, const char *run_id, int rank, char 
     return shm_name(out, len, run_id, obj, err, errlen);
 }
 
+const char *run_phase_name(uint32_t phase)
+{
+    static const char *const names[RUN_PHASES] = {"start-up", "topology", "warm start"};
+    return phase < RUN_PHASES ? names[phase] : "?";
+}
+
 void run_trace_name(char *out, size_t len, enum run_stage s, int rank)
 {
     snprintf(out, len, "trace.%s.%d", run_stage_name(s), rank);

@@ -119,6 +119,19 @@ struct run_span {
 };
 _Static_assert(sizeof(struct run_span) == 32, "spans are 32 bytes");
 
+/* A span that is not a batch's but one of a stage's phases: split is
+ * RUN_SPAN_PHASE | enum run_phase, batch is 0. */
+#define RUN_SPAN_PHASE 0x100u
+enum run_phase {
+    RUN_PHASE_STARTUP,  /* from the stage's first line to its first batch's wait (any stage) */
+    RUN_PHASE_TOPOLOGY, /* the sampler opening (reading) the topology */
+    RUN_PHASE_WARM,     /* the extractor's warm start (stages/warm.h), claims to the last row */
+    RUN_PHASES
+};
+
+/* "start-up", "topology", "warm start"; "?" past the end. */
+const char *run_phase_name(uint32_t phase);
+
 /* "trace.<stage>.<rank>" (the file's name inside the run directory). */
 void run_trace_name(char *out, size_t len, enum run_stage s, int rank);
 

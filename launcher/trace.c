@@ -4,7 +4,9 @@
  * Perfetto and chrome://tracing open): one track per stage process (named
  * "gnn-<stage> rank <r>") and thread (named "<stage> thread <k>", k in
  * order of first appearance), one complete event ("ph":"X") per
- * batch per stage, timestamps in microseconds since the run started.
+ * batch per stage, and one per phase a stage recorded (named after it:
+ * "start-up", "topology", "warm start"; ipc/run.h RUN_SPAN_PHASE),
+ * timestamps in microseconds since the run started.
  * Written to FILE.json.partial-<pid> and renamed, so FILE.json is whole or
  * absent. One event per line (tests read it line by line). */
 #include <errno.h>
@@ -63,6 +65,15 @@ int trace_write(struct launch *l, char *err, size_t errlen)
             }
             double ts = sp.t0_ns > base ? (double)(sp.t0_ns - base) / 1e3 : 0.0;
             double dur = sp.t1_ns > sp.t0_ns ? (double)(sp.t1_ns - sp.t0_ns) / 1e3 : 0.0;
+            if (sp.split & RUN_SPAN_PHASE) {
+                const char *ph = run_phase_name(sp.split & ~RUN_SPAN_PHASE);
+                fprintf(out,
+                        ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
+                        "\"tid\":%" PRIu32 ",\"args\":{\"phase\":\"%s\"}}",
+                        ph, run_stage_name(c->stage), ts, dur, (int)c->pid, sp.tid, ph);
+                events++;
+                continue;
+            }
             fprintf(out,
                     ",\n{\"name\":\"batch %" PRIu64 "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
                     "\"tid\":%" PRIu32 ",\"args\":{\"batch\":%" PRIu64 ",\"split\":\"%s\"}}",

@@ -489,7 +489,9 @@ static void *warm_main(void *arg)
     char msg[1024];
     struct warm_stats ws;
     struct warm_params wp = {.no_huge = !st->cfg.pipeline.huge_pages};
+    uint64_t t0 = sl_now_ns();
     int rc = warm_fill(&r->src, &st->fb, &wp, idle, r, &ws, msg, sizeof msg);
+    stage_trace_phase(st, RUN_PHASE_WARM, t0, sl_now_ns());
     if (rc == -EPIPE) {
         stop_all(r);
         return NULL;
@@ -504,10 +506,11 @@ static void *warm_main(void *arg)
     }
     double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
     stage_note(st,
-               "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB: %" PRIu64
+               "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB, %u in "
+               "flight: %" PRIu64
                " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied%s), %" PRIu64
                " held or loaded by batches first; claiming took %.2f s; %s%.1f MiB of rows in huge pages (%.2f s%s%s); %s",
-               ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)WARM_CHUNK_BYTES_DEFAULT / (1 << 20), ws.loaded,
+               ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)ws.chunk_bytes / (1 << 20), ws.depth, ws.loaded,
                ws.chunks_direct, ws.chunks_copied, st->fb.rows ? "" : " to the GPU", ws.skipped,
                (double)ws.claim_ns / 1e9, st->fb.rows ? "" : "rows on the GPU, ",
                (double)ws.huge_bytes / (1 << 20), (double)ws.huge_ns / 1e9, ws.huge_rc ? ", stopped: " : "",
@@ -617,6 +620,7 @@ static int stage_main(int argc, char **argv)
     struct xthread *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)
         stage_fail(&st, "out of memory");
+    stage_ready(&st);
     for (int i = 0; i < nthreads; i++) {
         t[i].r = &r;
         t[i].index = i;

@@ -562,8 +562,10 @@ static int stage_main(int argc, char **argv)
             pack_check(&r.pack, &st.cfg, run_world(&st.args), &st.meta, msg, sizeof msg) != 0)
             stage_fail(&st, "pipeline.pack: %s", msg);
     } else {
+        uint64_t t0 = sl_now_ns();
         if (sampler_topo_open_mode(&r.topo, dir, &st.meta, &to, msg, sizeof msg) != 0)
             stage_fail(&st, "%s", msg);
+        stage_trace_phase(&st, RUN_PHASE_TOPOLOGY, t0, sl_now_ns());
         topo_describe(&r.topo, msg, sizeof msg);
         stage_note(&st, "%s", msg);
         if ((st.args.predict ? schedule_load_predict(&r.sched, dir, &st.meta, st.args.predict, msg, sizeof msg)
@@ -619,6 +621,7 @@ static int stage_main(int argc, char **argv)
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     if (!t)
         stage_fail(&st, "out of memory");
+    stage_ready(&st);
     for (int i = 0; i < nthreads; i++) {
         int rc = pthread_create(&t[i], NULL, r.packed ? packed_thread : stage_thread, &r);
         if (rc)

@@ -102,6 +102,7 @@ void stage_open(struct stage *s, int argc, char **argv, unsigned needs)
 {
     char err[2048], name[SHM_NAME_MAX];
     memset(s, 0, sizeof *s);
+    s->t_open_ns = sl_now_ns();
     s->prog = argc > 0 ? argv[0] : "gnn-stage";
     const char *slash = strrchr(s->prog, '/');
     if (slash)
@@ -175,6 +176,19 @@ void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns
     if (write(fd, &sp, sizeof sp) != (ssize_t)sizeof sp &&
         __atomic_exchange_n(&s->trace_fd, -1, __ATOMIC_RELAXED) >= 0)
         stage_note(s, "warning: --trace: write failed: %s; tracing off", strerror(errno));
+}
+
+void stage_trace_phase(struct stage *s, enum run_phase ph, uint64_t t0_ns, uint64_t t1_ns)
+{
+    stage_trace(s, 0, RUN_SPAN_PHASE | (uint32_t)ph, t0_ns, t1_ns);
+}
+
+void stage_ready(struct stage *s)
+{
+    if (s->ready)
+        return;
+    s->ready = true;
+    stage_trace_phase(s, RUN_PHASE_STARTUP, s->t_open_ns, sl_now_ns());
 }
 
 void stage_close(struct stage *s)

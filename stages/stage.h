@@ -54,6 +54,8 @@ struct stage {
     struct featbuf fb; /* when STAGE_NEED_FEATBUF */
     bool has_fb;
     int trace_fd; /* --trace: the span file, else -1 */
+    uint64_t t_open_ns; /* sl_now_ns at stage_open's start: the start-up phase's beginning */
+    bool ready;         /* stage_ready ran */
     void *fault_mem; /* SLUICE_FAULT_ALLOC_MB: memory held on purpose (a test setting) */
 };
 
@@ -107,6 +109,15 @@ void stage_schedule(struct stage *s, struct schedule *out);
  * stage's work on a batch; else nothing. Thread-safe (one O_APPEND write
  * of 32 bytes). A failed write turns tracing off with one warning. */
 void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns, uint64_t t1_ns);
+
+/* The same for one of the stage's phases (RUN_PHASE_*, on the calling
+ * thread's track). */
+void stage_trace_phase(struct stage *s, enum run_phase ph, uint64_t t0_ns, uint64_t t1_ns);
+
+/* The stage has set up and starts on its batches: under --trace, the
+ * start-up phase's span from stage_open to now. Once; later calls do
+ * nothing. */
+void stage_ready(struct stage *s);
 
 /* Keeps the heartbeat fresh; for loops that wait outside the calls above. */
 static inline void stage_heartbeat(struct stage *s)

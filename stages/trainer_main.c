@@ -832,6 +832,7 @@ int main(int argc, char **argv)
     stage_note(st, "%s model, %zu parameters, %s backend, %s; %" PRIu64 " steps per epoch",
                model_kind_name(st->cfg.model.kind), t.nparams, t.be->name, where, t.steps_per_epoch);
     t.t_epoch = now_s();
+    stage_ready(st);
     t.nan_node = -1;
     t.drift_rank = -1;
     const char *drift_env = getenv("SLUICE_FAULT_DRIFT_RANK");

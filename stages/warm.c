@@ -6,7 +6,8 @@
  * it writes them (by a read straight into slot memory, or a copy out of
  * its staging) and no one else does. It holds one reference on every row
  * of a chunk from the claim until the chunk is done. Its staging
- * (depth pieces of one chunk's extent) and its io_uring are its own.
+ * (min(depth, PIECES_MAX) pieces of one chunk's extent) and its io_uring
+ * are its own.
  *
  * A chunk's life: CLAIMED (references held; LOADs outstanding) -> READING
  * (a request in flight; short reads continue from the last aligned byte
@@ -41,6 +42,7 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
+#define PIECES_MAX 8u /* staging pieces: chunks that cannot be read straight into their slots in flight at once */
 #define HUGE_STEP ((size_t)8 << 20) /* bytes of slot memory per shm_huge call */
 #define HUGE_THREADS 2              /* helpers offering them */
 
@@ -67,9 +69,10 @@ struct warm {
     uint32_t *slots; /* (rows) */
     uint8_t *act;    /* (rows) */
     unsigned depth;
-    unsigned char *staging; /* (depth, piece_bytes) */
+    unsigned char *staging; /* (npieces, piece_bytes) */
     size_t piece_bytes;
-    int *free_piece; /* (depth) */
+    unsigned npieces; /* min(depth, PIECES_MAX) */
+    int *free_piece;  /* (npieces) */
     unsigned nfree;
     struct wchunk *io; /* (depth): chunks in flight, by io slot */
     bool *busy;        /* (depth) */
@@ -382,8 +385,28 @@ static void huge_wait(struct warm *w)
     pthread_mutex_unlock(&w->huge_mu);
 }
 
-/* Sets chunk c up in io slot e: its extent, and where it lands. */
-static void prepare(struct warm *w, uint64_t c, struct wchunk *k)
+/* Chunk c can be read straight into its slots: host rows, every row
+ * LOAD, in consecutive slots, the same stride as the file, and the direct
+ * I/O alignment kept (a fresh buffer gives every chunk this). Else it
+ * lands in a staging piece and is copied. */
+static bool direct_ok(const struct warm *w, uint64_t c)
+{
+    const struct extract_source *s = w->src;
+    uint64_t a = s->align, first = c * w->rows_per;
+    uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
+    if (!w->fb->rows || w->fb->stride != s->row_stride || s->row_stride % a || (first * s->row_stride) % a)
+        return false;
+    uint32_t s0 = w->slots[first];
+    for (uint32_t i = 0; i < n; i++)
+        if (w->act[first + i] != FEATBUF_LOAD || w->slots[first + i] != s0 + i)
+            return false;
+    return (uintptr_t)featbuf_row(w->fb, s0) % a == 0;
+}
+
+/* Sets chunk c up in an io slot: its extent, and where it lands (its
+ * slots when direct, else a free staging piece: the caller checked that
+ * there is one). */
+static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
 {
     const struct extract_source *s = w->src;
     uint64_t a = s->align, first = c * w->rows_per;
@@ -394,19 +417,11 @@ static void prepare(struct warm *w, uint64_t c, struct wchunk *k)
         k->nload += w->act[first + i] == FEATBUF_LOAD;
     uint64_t off = first * s->row_stride;
     k->need = (size_t)((k->n - 1) * s->row_stride + s->row_bytes);
-    /* straight into the slots: every row LOAD, consecutive slots, the
-     * same stride, and an extent that covers exactly those slots */
-    bool direct = w->fb->rows && k->nload == k->n && w->fb->stride == s->row_stride && s->row_stride % a == 0 &&
-                  off % a == 0;
-    uint32_t s0 = w->slots[first];
-    for (uint32_t i = 1; direct && i < k->n; i++)
-        direct = w->slots[first + i] == s0 + i;
-    unsigned char *row0 = direct ? featbuf_row(w->fb, s0) : NULL;
-    if (direct && (uintptr_t)row0 % a == 0) {
+    if (direct) {
         k->start = off;
         k->len = (size_t)k->n * s->row_stride;
         k->skip = 0;
-        k->dst = row0;
+        k->dst = featbuf_row(w->fb, w->slots[first]);
         k->piece = -1;
         w->st->chunks_direct++;
         return;
@@ -539,23 +554,24 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     w->nchunks = (s->rows + w->rows_per - 1) / w->rows_per;
     w->depth = depth;
     w->piece_bytes = sl_round_up((uint64_t)w->rows_per * s->row_stride + 2 * (uint64_t)s->align, STAGING_ALIGN);
+    w->npieces = SL_MIN(depth, PIECES_MAX);
     w->slots = malloc((size_t)s->rows * sizeof *w->slots);
     w->act = malloc((size_t)s->rows);
-    w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * depth);
-    w->free_piece = calloc(depth, sizeof *w->free_piece);
+    w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * w->npieces);
+    w->free_piece = calloc(w->npieces, sizeof *w->free_piece);
     w->io = calloc(depth, sizeof *w->io);
     w->busy = calloc(depth, sizeof *w->busy);
     if (!w->slots || !w->act || !w->staging || !w->free_piece || !w->io || !w->busy)
         return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
-                       s->rows, w->piece_bytes * depth);
-    for (unsigned i = 0; i < depth; i++)
+                       s->rows, w->piece_bytes * w->npieces);
+    for (unsigned i = 0; i < w->npieces; i++)
         w->free_piece[w->nfree++] = (int)i;
     /* the copies out of staging: the host sink, or the CUDA sink for rows
      * on the device (it registers the staging and makes this thread's
      * device current) */
     char msg[512];
     const struct row_sink_ops *ops = row_sink_pick(w->fb, msg, sizeof msg);
-    int rc = ops ? row_sink_init(&w->sink, ops, w->fb, w->staging, w->piece_bytes * depth, 64, msg, sizeof msg)
+    int rc = ops ? row_sink_init(&w->sink, ops, w->fb, w->staging, w->piece_bytes * w->npieces, 64, msg, sizeof msg)
                  : -ENODEV;
     if (rc)
         return sl_errf(err, errlen, rc, "warm start: %s", msg);
@@ -565,6 +581,8 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     if (!w->uring)
 #endif
         w->depth = 1; /* pread(2): one read at a time, so chunks still land in order */
+    w->st->chunk_bytes = (uint64_t)w->rows_per * s->row_stride;
+    w->st->depth = w->depth;
     if (w->fb->rows) /* huge pages for rows in host memory; a device's are its own */
         huge_start(w, p && p->no_huge);
     return 0;
@@ -636,10 +654,13 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     uint64_t next = 0;
     for (;;) {
         while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
+            bool direct = direct_ok(&w, next);
+            if (!direct && w.nfree == 0)
+                break; /* a staging piece comes back with the next chunk done (none in flight: all are free) */
             unsigned e = 0;
             while (w.busy[e])
                 e++;
-            prepare(&w, next, &w.io[e]);
+            prepare(&w, next, direct, &w.io[e]);
             next++;
             if (w.io[e].nload == 0) { /* nothing to read: the batches had all of it */
                 w.busy[e] = true;

@@ -21,7 +21,8 @@
  *      instead of reading it at random.
  *   2. Read: the claimed chunks in file order, params.depth reads in
  *      flight (io_uring, or pread(2) one at a time without it: not built
- *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1). A chunk
+ *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1),
+ *      at most 8 of them into staging (the rest wait for a piece). A chunk
  *      whose rows are all LOAD in consecutive slots, with the buffer's
  *      stride equal to the file's and the direct I/O alignment kept, is
  *      read straight into the slots' memory (host rows only); any other
@@ -65,7 +66,9 @@
 #include "stages/featbuf.h"
 
 #define WARM_CHUNK_BYTES_DEFAULT (1u << 20) /* one read */
-#define WARM_DEPTH_DEFAULT 8u               /* reads in flight */
+#define WARM_DEPTH_DEFAULT 64u              /* reads in flight: an SSD streams at its full rate with 16-64 MiB queued
+                                             * (bench/results/warm-2026-11-28.md); chunks read straight into their
+                                             * slots need no staging, so this costs no memory */
 
 struct warm_params {
     size_t chunk_bytes; /* bytes of rows per read (rounded down to whole rows, at least one); 0: default */
@@ -85,6 +88,8 @@ struct warm_stats {
     uint64_t huge_ns;    /* from the pass's start to the helpers' last offer */
     int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: turned off (no_huge,
                           * SLUICE_NO_HUGE_PAGES) */
+    uint64_t chunk_bytes; /* bytes of rows per read (whole rows) */
+    unsigned depth;      /* reads in flight at most (1 with pread(2)) */
     uint64_t claim_ns;   /* step 1 */
     uint64_t total_ns;   /* the whole pass */
 };

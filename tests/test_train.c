@@ -597,7 +597,10 @@ static void test_metrics_file(void **state)
 }
 
 /* --trace: valid JSON, one track per stage process, and every batch has a
- * sampler, extractor, trainer and releaser span, in that causal order. */
+ * sampler, extractor, trainer and releaser span, in that causal order;
+ * every stage a start-up span that ends before its first batch span, the
+ * sampler a topology span inside its start-up, and the extractor a warm
+ * start span when its log says it warmed up. */
 static void test_trace_file(void **state)
 {
     (void)state;
@@ -620,6 +623,10 @@ static void test_trace_file(void **state)
     int tracks = 0, threads = 0, ntid = 0, last_tid[64];
     double last_end[64];
     uint64_t maxb = 0;
+    double up_start[4] = {0}, up_end[4] = {0}, first_batch[4], topo[2] = {0};
+    int ups[4] = {0}, topos = 0, warms = 0;
+    for (int k = 0; k < 4; k++)
+        first_batch[k] = 1e300;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strstr(line, "\"name\":\"process_name\""))
             tracks++;
@@ -628,9 +635,44 @@ static void test_trace_file(void **state)
         if (!strstr(line, "\"ph\":\"X\""))
             continue;
         unsigned long long b;
-        char cat[32];
+        char cat[32], phase[32];
         double ts, dur;
         int pid, tid;
+        if (strstr(line, "\"args\":{\"phase\":")) {
+            if (sscanf(line + (line[0] == ','),
+                       "{\"name\":\"%31[a-z -]\",\"cat\":\"%31[a-z]\",\"ph\":\"X\",\"ts\":%lf,\"dur\":%lf,\"pid\":%d,"
+                       "\"tid\":%d",
+                       phase, cat, &ts, &dur, &pid, &tid) != 6 ||
+                dur < 0)
+                fail_msg("unexpected phase line: %s", line);
+            int t = 0; /* a phase names its thread's track too */
+            while (t < ntid && last_tid[t] != tid)
+                t++;
+            if (t == ntid) {
+                assert_true(ntid < 64);
+                last_tid[ntid] = tid;
+                last_end[ntid++] = 0;
+            }
+            int k = -1;
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(cat, cats[i]))
+                    k = i;
+            assert_true(k >= 0);
+            if (!strcmp(phase, "start-up")) {
+                ups[k]++;
+                up_start[k] = ts;
+                up_end[k] = ts + dur;
+            } else if (!strcmp(phase, "topology") && k == 0) {
+                topos++;
+                topo[0] = ts;
+                topo[1] = ts + dur;
+            } else if (!strcmp(phase, "warm start") && k == 1) {
+                warms++;
+            } else {
+                fail_msg("unexpected phase %s of the %s: %s", phase, cat, line);
+            }
+            continue;
+        }
         if (sscanf(line + (line[0] == ','),
                    "{\"name\":\"batch %llu\",\"cat\":\"%31[a-z]\",\"ph\":\"X\",\"ts\":%lf,\"dur\":%lf,\"pid\":%d,\"tid\":%d", &b,
                    cat, &ts, &dur, &pid, &tid) != 6)
@@ -659,10 +701,25 @@ static void test_trace_file(void **state)
         seen[b][k]++;
         start[b][k] = ts;
         end[b][k] = ts + dur;
+        if (ts < first_batch[k])
+            first_batch[k] = ts;
         if (b > maxb)
             maxb = b;
     }
     assert_int_equal(tracks, 4);
+    for (int k = 0; k < 4; k++) {
+        if (ups[k] != 1)
+            fail_msg("the %s has %d start-up spans", cats[k], ups[k]);
+        if (up_end[k] > first_batch[k] + 0.002)
+            fail_msg("the %s's start-up ends at %.3f us, after its first batch span starts (%.3f us)", cats[k], up_end[k],
+                     first_batch[k]);
+    }
+    assert_int_equal(topos, 1);
+    if (topo[0] + 0.002 < up_start[0] || topo[1] > up_end[0] + 0.002)
+        fail_msg("the sampler's topology span (%.3f..%.3f us) is not inside its start-up (%.3f..%.3f us)", topo[0], topo[1],
+                 up_start[0], up_end[0]);
+    char wline[512];
+    assert_int_equal(warms, t_last_line(&r, "gnn-extractor rank 0: warm start: ", wline, sizeof wline) ? 1 : 0);
     assert_int_equal(threads, ntid); /* every thread's track is named */
     assert_true(maxb > 10);
     for (uint64_t b = 0; b <= maxb; b++)
