@@ -39,6 +39,8 @@ int run_stage_from_program(const char *prog)
     for (int s = 0; s < RUN_STAGES; s++)
         if (!strcmp(base, programs[s]) || !strcmp(base, programs[s] + 4))
             return s;
+    if (!strcmp(base, RUN_TRAINER_GPU_PROGRAM))
+        return RUN_TRAINER;
     return -1;
 }
 

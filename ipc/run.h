@@ -144,6 +144,12 @@ const char *run_stage_name(enum run_stage s);
  * is "gnn-<stage>" or "<stage>"), or -1. */
 int run_stage_from_program(const char *prog);
 
+/* The trainer built with the CUDA backend (stages/CMakeLists.txt), next to
+ * gnn-trainer where CUDA and NCCL were found: gnnlaunch runs it for GPU
+ * ranks (argv[0] stays "gnn-trainer"); run_stage_from_program takes its
+ * name for the trainer too. */
+#define RUN_TRAINER_GPU_PROGRAM "gnn-trainer-gpu"
+
 /* "extract", "train", "release"; "?" when out of range. */
 const char *run_queue_name(enum run_queue q);
 

@@ -65,6 +65,7 @@ struct launch {
     uint64_t pack_mem;                  /* pipeline.mode = "packed": a rank's buffers for the pack (check_pack) */
     size_t reduce_floats;               /* the trainers' all-reduce size (0: none) */
     int gpus;                           /* --gpus N (0: the CPU) */
+    bool gpu_trainer;                   /* RUN_TRAINER_GPU_PROGRAM is in stage_dir: GPU ranks run it */
     int ranks_per_gpu;                  /* --ranks-per-gpu K (1: one rank per GPU) */
     struct device_probe gpu_probe;      /* what the GPU probe found (--gpus) */
     struct device_plan gpu_plan;        /* which GPU each rank uses (--gpus) */

@@ -1030,6 +1030,9 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         return rc;
     if ((rc = spawn_check_programs(l->stage_dir, err, errlen)) != 0)
         return rc;
+    char gpu_trainer[PATH_MAX];
+    l->gpu_trainer = sl_path_join(gpu_trainer, sizeof gpu_trainer, l->stage_dir, RUN_TRAINER_GPU_PROGRAM) == 0 &&
+                     access(gpu_trainer, X_OK) == 0;
     l->meta = meta;
     if (o->predict)
         return check_predict(l, o, err, errlen); /* last: it creates the partial output */
@@ -1377,7 +1380,10 @@ static void start_stages(struct launch *l)
             char buf[3 * PATH_MAX + RUN_ARGV_SLACK], path[PATH_MAX], err[1024];
             char *argv[RUN_ARGV_MAX];
             int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
-            if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, argv[0]) != 0)
+            /* a GPU rank's trainer: the CUDA build of it where there is one
+             * (else gnn-trainer, which refuses a --device it cannot serve) */
+            const char *prog = c->stage == RUN_TRAINER && a.device >= 0 && l->gpu_trainer ? RUN_TRAINER_GPU_PROGRAM : argv[0];
+            if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, prog) != 0)
                 rc = sl_errf(err, sizeof err, -ENAMETOOLONG, "stage path too long");
             char **envp = NULL;
             if (rc == 0 && l->ranks_per_gpu > 1 && c->stage == RUN_TRAINER &&

@@ -150,8 +150,9 @@ static const struct trainer_backend_ops *pick_backend(struct stage *st)
     return &trainer_cuda_backend;
 #else
     stage_fail(st,
-               "--device=%d: this gnn-trainer was built without CUDA, so it cannot train on a GPU; rebuild with "
-               "the CUDA toolkit (docs/gpu.md) or train on the CPU with gnnlaunch --cpu",
+               "--device=%d: this gnn-trainer was built without CUDA, so it cannot train on a GPU, and no "
+               "gnn-trainer-gpu was built next to it; rebuild with the CUDA toolkit and NCCL (docs/gpu.md) or train "
+               "on the CPU with gnnlaunch --cpu",
                st->args.device);
 #endif
 }

@@ -758,6 +758,12 @@ static void test_gpus_real_trainer(void **state)
     t_slurp(r.log, log, sizeof log);
     if (!strstr(log, "gnn-trainer rank 0: ") && !strstr(log, "gnn-extractor rank 0: "))
         fail_msg("neither the trainer nor the extractor of rank 0 said why (%s)", r.log);
+    /* where the build has the CUDA trainer, the GPU rank ran it, not the
+     * CPU-only gnn-trainer */
+    char gpu_trainer[1400];
+    snprintf(gpu_trainer, sizeof gpu_trainer, "%s/gnn-trainer-gpu", bin);
+    if (access(gpu_trainer, X_OK) == 0 && strstr(log, "this gnn-trainer was built without CUDA"))
+        fail_msg("the GPU rank ran the CPU-only gnn-trainer although %s is there (%s)", gpu_trainer, r.log);
     t_expect_clean(&r);
 }
 

@@ -52,6 +52,8 @@ static void test_stages_and_queues(void **state)
     assert_string_equal(run_stage_program(RUN_EXTRACTOR), "gnn-extractor");
     assert_string_equal(run_stage_name(RUN_RELEASER), "releaser");
     assert_int_equal(run_stage_from_program("/opt/sluice/bin/gnn-trainer"), RUN_TRAINER);
+    assert_int_equal(run_stage_from_program("/opt/sluice/bin/gnn-trainer-gpu"), RUN_TRAINER);
+    assert_int_equal(run_stage_from_program("gnn-trainer-gp"), -1);
     assert_int_equal(run_stage_from_program("sampler"), RUN_SAMPLER);
     assert_int_equal(run_stage_from_program("gnn-sampler2"), -1);
     assert_int_equal(run_stage_from_program(NULL), -1);
