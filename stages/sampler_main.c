@@ -622,6 +622,7 @@ static int stage_main(int argc, char **argv)
     if (!t)
         stage_fail(&st, "out of memory");
     stage_ready(&st);
+    stage_nice(&st, (int)st.cfg.pipeline.sampler_nice); /* the worker threads inherit it */
     for (int i = 0; i < nthreads; i++) {
         int rc = pthread_create(&t[i], NULL, r.packed ? packed_thread : stage_thread, &r);
         if (rc)
