@@ -42,6 +42,7 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
+#define CLAIM_SLICE 16u /* chunks claimed between two looks at the reads */
 #define PIECES_MAX 8u /* staging pieces: chunks that cannot be read straight into their slots in flight at once */
 #define HUGE_STEP ((size_t)8 << 20) /* bytes of slot memory per shm_huge call */
 #define HUGE_THREADS 2              /* helpers offering them */
@@ -68,6 +69,7 @@ struct warm {
     uint64_t nchunks, claimed;
     uint32_t *slots; /* (rows) */
     uint8_t *act;    /* (rows) */
+    uint64_t *nodes; /* (rows_per): a claim's node ids */
     unsigned depth;
     unsigned char *staging; /* (npieces, piece_bytes) */
     size_t piece_bytes;
@@ -125,8 +127,9 @@ static void SL_PRINTF(3, 4) keep_error(struct warm *w, int rc, const char *fmt, 
 }
 
 /* Step 1 for chunk c. 0, -EAGAIN (no room: stop claiming), -errno. */
-static int claim(struct warm *w, uint64_t c, uint64_t *nodes)
+static int claim(struct warm *w, uint64_t c)
 {
+    uint64_t *nodes = w->nodes;
     uint64_t first = c * w->rows_per;
     uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
     for (uint32_t i = 0; i < n; i++)
@@ -138,6 +141,30 @@ static int claim(struct warm *w, uint64_t c, uint64_t *nodes)
         if (w->act[first + i] != FEATBUF_LOAD)
             w->st->skipped++;
     return 0;
+}
+
+/* Claims chunks up to (not including) upto, or to the end; *claiming
+ * turns false once every chunk is claimed, a batch took the room (what is
+ * claimed is read, the rest is left to the batches) or a claim failed
+ * (the error kept). Its time adds to st->claim_ns. */
+static void claim_more(struct warm *w, uint64_t upto, bool *claiming)
+{
+    uint64_t t0 = sl_now_ns();
+    upto = SL_MIN(upto, w->nchunks);
+    for (; *claiming && w->claimed < upto; w->claimed++) {
+        int rc = claim(w, w->claimed);
+        if (rc == -EAGAIN) {
+            *claiming = false;
+        } else if (rc) {
+            keep_error(w, rc, "warm start: claiming rows %" PRIu64 "..: %s", w->claimed * w->rows_per, strerror(-rc));
+            *claiming = false;
+        }
+        if (!*claiming)
+            break;
+    }
+    if (w->claimed >= w->nchunks)
+        *claiming = false;
+    w->st->claim_ns += sl_now_ns() - t0;
 }
 
 /* Takes the sink's finished copies (published by the sink: loaded or
@@ -458,15 +485,17 @@ static int submit(struct warm *w, unsigned e)
     return 0; /* pread: the read happens in reap */
 }
 
-/* Waits for one request: its io slot and result (bytes or -errno). 0;
- * -ETIME (nothing within the slice); other -errno: the ring failed. */
-static int reap(struct warm *w, unsigned *e, int *res)
+/* Takes one finished request: its io slot and result (bytes or -errno),
+ * waiting for it when wait (at most a slice). 0; -ETIME (nothing within
+ * the slice), -EAGAIN (nothing yet, !wait); other -errno: the ring
+ * failed. */
+static int reap(struct warm *w, unsigned *e, int *res, bool wait)
 {
 #ifdef SLUICE_HAVE_URING
     if (w->uring) {
         struct io_uring_cqe *cqe;
         struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = WAIT_SLICE_MS * 1000000L};
-        int rc = io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts);
+        int rc = wait ? io_uring_wait_cqe_timeout(&w->ring, &cqe, &ts) : io_uring_peek_cqe(&w->ring, &cqe);
         if (rc == -EINTR)
             return -ETIME;
         if (rc)
@@ -557,11 +586,12 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     w->npieces = SL_MIN(depth, PIECES_MAX);
     w->slots = malloc((size_t)s->rows * sizeof *w->slots);
     w->act = malloc((size_t)s->rows);
+    w->nodes = malloc((size_t)w->rows_per * sizeof *w->nodes);
     w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * w->npieces);
     w->free_piece = calloc(w->npieces, sizeof *w->free_piece);
     w->io = calloc(depth, sizeof *w->io);
     w->busy = calloc(depth, sizeof *w->busy);
-    if (!w->slots || !w->act || !w->staging || !w->free_piece || !w->io || !w->busy)
+    if (!w->slots || !w->act || !w->nodes || !w->staging || !w->free_piece || !w->io || !w->busy)
         return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
                        s->rows, w->piece_bytes * w->npieces);
     for (unsigned i = 0; i < w->npieces; i++)
@@ -599,6 +629,7 @@ static void teardown(struct warm *w)
         io_uring_queue_exit(&w->ring);
 #endif
     free(w->slots);
+    free(w->nodes);
     if (!w->ring_failed)
         free(w->staging); /* else the kernel may still write into it */
     free(w->free_piece);
@@ -632,27 +663,18 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     }
     if (src->rows == 0)
         goto out;
-    /* 1: claim every row, chunk by chunk */
-    uint64_t *nodes = malloc((size_t)w.rows_per * sizeof *nodes);
-    if (!nodes) {
-        teardown(&w);
-        return sl_errf(err, errlen, -ENOMEM, "warm start: out of memory");
-    }
-    for (; w.claimed < w.nchunks; w.claimed++) {
-        rc = claim(&w, w.claimed, nodes);
-        if (rc == -EAGAIN) /* a batch took the room: what is claimed is read, the rest is left to the batches */
-            break;
-        if (rc) {
-            keep_error(&w, rc, "warm start: claiming rows %" PRIu64 "..: %s", w.claimed * w.rows_per, strerror(-rc));
-            break;
-        }
-    }
-    free(nodes);
-    st->claim_ns = sl_now_ns() - t0;
+    /* 1: claim every row, chunk by chunk: the first reads' chunks now,
+     * the rest a slice at a time between the reads below (the disk is
+     * busy meanwhile; claiming 2M rows takes ~0.06 s, and the first batch
+     * reaches an extractor later than that) */
+    bool claiming = true;
+    claim_more(&w, w.depth, &claiming);
 
     /* 2, 3: read the claimed chunks in order, publish each as it lands */
     uint64_t next = 0;
     for (;;) {
+        if (w.rc)
+            claiming = false;
         while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
             bool direct = direct_ok(&w, next);
             if (!direct && w.nfree == 0)
@@ -680,18 +702,21 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
         }
         if (w.ring_failed)
             break;
+        if (claiming)
+            claim_more(&w, w.claimed + CLAIM_SLICE, &claiming);
         if (w.inflight == 0) {
-            if (w.rc || next >= w.claimed)
+            if (w.rc || (next >= w.claimed && !claiming))
                 break;
-            huge_wait(&w); /* the next chunk's slots are still being made huge */
+            if (!claiming)
+                huge_wait(&w); /* the next chunk's slots are still being made huge */
             if (idle && !w.rc && idle(arg))
                 keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
             continue;
         }
         unsigned e;
         int res;
-        rc = reap(&w, &e, &res);
-        if (rc == -ETIME) {
+        rc = reap(&w, &e, &res, !claiming); /* while claiming, only what has landed */
+        if (rc == -ETIME || rc == -EAGAIN) {
             if (idle && idle(arg) && !w.rc)
                 keep_error(&w, -EPIPE, "warm start: stopped (the run is stopping)");
             continue;

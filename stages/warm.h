@@ -14,8 +14,10 @@
  * Protocol (stages/featbuf.h; runs beside the extractor threads, in one
  * thread of gnn-extractor):
  *   1. Claim: featbuf_acquire_many over every row, one chunk of
- *      params.chunk_bytes worth of rows at a time, in file order, before
- *      any read. Rows a batch already holds or loads come back HIT or WAIT
+ *      params.chunk_bytes worth of rows at a time, in file order: the
+ *      first params.depth chunks before any read, the rest 16 chunks at a
+ *      time between the reads (the disk works meanwhile), always ahead of
+ *      the reads. Rows a batch already holds or loads come back HIT or WAIT
  *      and are left alone; the others come back LOAD, so from now on an
  *      extractor that needs one of them waits on its slot (FEATBUF_WAIT)
  *      instead of reading it at random.
