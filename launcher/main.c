@@ -1382,7 +1382,8 @@ static void start_stages(struct launch *l)
             int rc = run_args_build(&a, buf, sizeof buf, argv, RUN_ARGV_MAX, err, sizeof err);
             /* a GPU rank's trainer: the CUDA build of it where there is one
              * (else gnn-trainer, which refuses a --device it cannot serve) */
-            const char *prog = c->stage == RUN_TRAINER && a.device >= 0 && l->gpu_trainer ? RUN_TRAINER_GPU_PROGRAM : argv[0];
+            const char *prog = c->stage == RUN_TRAINER && a.device >= 0 && l->gpu_trainer ? RUN_TRAINER_GPU_PROGRAM
+                                                                                    : run_stage_program(c->stage);
             if (rc == 0 && sl_path_join(path, sizeof path, l->stage_dir, prog) != 0)
                 rc = sl_errf(err, sizeof err, -ENAMETOOLONG, "stage path too long");
             char **envp = NULL;

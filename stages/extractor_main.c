@@ -506,8 +506,8 @@ static void *warm_main(void *arg)
     }
     double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
     stage_note(st,
-               "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB, %u in "
-               "flight: %" PRIu64
+               "warm start: %" PRIu64 " rows (%.1f MiB) in %.2f s, %.0f MiB/s, sequential direct reads of %.1f MiB, up to %u "
+               "in flight: %" PRIu64
                " loaded by the pass (%" PRIu64 " chunks straight into their slots, %" PRIu64 " copied%s), %" PRIu64
                " held or loaded by batches first; claiming took %.2f s; %s%.1f MiB of rows in huge pages (%.2f s%s%s); %s",
                ws.rows, mib, s, s > 0 ? mib / s : 0.0, (double)ws.chunk_bytes / (1 << 20), ws.depth, ws.loaded,

@@ -43,7 +43,6 @@ int main(int argc, char **argv)
     struct run_desc d;
     uint64_t batches = 0, refs = 0, unref_batches = 0;
     stage_ready(&st);
-    stage_nice(&st, (int)st.cfg.pipeline.sampler_nice);
     while (stage_pop(&st, &d) == 0) {
         uint64_t t0 = sl_now_ns();
         metrics_busy_begin(st.block, t0);

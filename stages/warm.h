@@ -24,7 +24,7 @@
  *   2. Read: the claimed chunks in file order, params.depth reads in
  *      flight (io_uring, or pread(2) one at a time without it: not built
  *      with liburing, io_uring_queue_init failed, or SLUICE_NO_IO_URING=1),
- *      at most 8 of them into staging (the rest wait for a piece). A chunk
+ *      at most 16 of them into staging (the rest wait for a piece). A chunk
  *      whose rows are all LOAD in consecutive slots, with the buffer's
  *      stride equal to the file's and the direct I/O alignment kept, is
  *      read straight into the slots' memory (host rows only); any other
@@ -91,17 +91,20 @@ struct warm_stats {
     int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: turned off (no_huge,
                           * SLUICE_NO_HUGE_PAGES) */
     uint64_t chunk_bytes; /* bytes of rows per read (whole rows) */
-    unsigned depth;      /* reads in flight at most (1 with pread(2)) */
+    unsigned depth;      /* the most reads in flight at once: at most params.depth, 16 while chunks go through
+                          * staging, 1 with pread(2) */
     uint64_t claim_ns;   /* step 1 */
     uint64_t total_ns;   /* the whole pass */
 };
 
-/* Called between reads (at least every 200 ms while the pass sleeps on
- * the disk); nonzero stops the pass with -EPIPE. */
+/* Called between reads and between slices of claims (at least every 200
+ * ms while the pass sleeps on the disk: not a clock); nonzero stops the
+ * pass with -EPIPE. */
 typedef int (*warm_idle_fn)(void *arg);
 
 /* True when the pass applies: rows in host memory, or on the device and
- * opened in this process, and a slot for every row of src. */
+ * opened in this process, a slot for every row of src, and no node but
+ * the rows of src (n_nodes == rows, as gnnlaunch makes every buffer). */
 bool warm_fits(const struct featbuf *fb, const struct extract_source *src);
 
 /* Runs the pass over src into fb (protocol above). Blocks until every

@@ -176,6 +176,11 @@ static void test_rows_equal_file(void **state)
                                  st.chunks_direct);
                     if (st.bytes < (uint64_t)NODES * src.row_bytes)
                         fail_msg("%s: read %" PRIu64 " bytes, fewer than the rows", combo, st.bytes);
+                    /* the most reads in flight: at least one, at most the depth asked for (1
+                     * with pread), at most 16 when every chunk goes through staging */
+                    unsigned depth = nouring ? 1 : ps[k].depth ? ps[k].depth : WARM_DEPTH_DEFAULT;
+                    if (st.depth < 1 || st.depth > depth || (!same && st.depth > 16))
+                        fail_msg("%s: %u reads in flight at most (depth %u)", combo, st.depth, depth);
                     buf_free(&b);
                     extract_source_free(&src);
                 }
