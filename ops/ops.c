@@ -711,10 +711,26 @@ void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
         out[i] = elem_f16_to_f32(in[i]);
 }
 
+/* Asks for the cache lines of `bytes` bytes at q ahead of their use. */
+static inline void prefetch_bytes(const unsigned char *q, size_t bytes)
+{
+    for (size_t l = 0; l < bytes; l += 64)
+        __builtin_prefetch(q + l);
+}
+
+#define GATHER_PREFETCH 8 /* rows ahead: the rows lie at random in the buffer */
+
+/* Rows lo..hi-1 of ops_gather_rows (f16: flag), each asked for
+ * GATHER_PREFETCH rows before it is copied. */
 static void gather_piece(void *a, size_t lo, size_t hi)
 {
     const struct rows_arg *r = a;
+    size_t bytes = (size_t)r->dim * (r->flag ? sizeof(uint16_t) : sizeof(float));
+    for (size_t i = lo; i < hi && i < lo + GATHER_PREFETCH; i++)
+        prefetch_bytes(r->bytes + (size_t)r->idx[i] * r->stride, bytes);
     for (size_t i = lo; i < hi; i++) {
+        if (i + GATHER_PREFETCH < hi)
+            prefetch_bytes(r->bytes + (size_t)r->idx[i + GATHER_PREFETCH] * r->stride, bytes);
         const unsigned char *row = r->bytes + (size_t)r->idx[i] * r->stride;
         float *out = r->y + i * r->dim;
         if (r->flag)
@@ -821,11 +837,9 @@ static void agg_rows_piece(void *a, size_t lo, size_t hi)
         memset(o, 0, (size_t)dim * sizeof *o);
         uint32_t j1 = b->indptr[d + 1], e_end = b->indptr[b->n_dst];
         for (uint32_t j = b->indptr[d]; j < j1; j++) {
-            if (j + AGG_PREFETCH < e_end) { /* rows lie at random in the buffer: ask for one ahead of time */
-                const unsigned char *q = r->bytes + (size_t)r->idx[b->src[j + AGG_PREFETCH]] * r->stride;
-                for (size_t l = 0; l < (size_t)dim * sizeof(float); l += 64)
-                    __builtin_prefetch(q + l);
-            }
+            if (j + AGG_PREFETCH < e_end) /* rows lie at random in the buffer: ask for one ahead of time */
+                prefetch_bytes(r->bytes + (size_t)r->idx[b->src[j + AGG_PREFETCH]] * r->stride,
+                               (size_t)dim * sizeof(float));
             vadd(o, (const float *)(const void *)(r->bytes + (size_t)r->idx[b->src[j]] * r->stride), dim);
         }
         uint32_t deg = b->indptr[d + 1] - b->indptr[d];
@@ -869,6 +883,10 @@ static void sage_tile(void *arg, size_t t)
     size_t i0 = t * GEMM_TILE, mi = s->b->n_dst - i0 < GEMM_TILE ? s->b->n_dst - i0 : GEMM_TILE;
     struct rows_arg r = {.y = s->agg, .x = s->h, .bytes = s->rows, .stride = s->stride, .idx = s->alias, .p = s->b,
                          .dim = s->in, .flag = s->mean};
+    if (s->xg) { /* the tile's own rows first: the self product below reads them from this core's cache */
+        struct rows_arg g = {.y = s->xg, .bytes = s->rows, .stride = s->stride, .idx = s->alias, .dim = s->in};
+        gather_piece(&g, i0, i0 + mi);
+    }
     if (s->h)
         agg_sum_piece(&r, i0, i0 + mi);
     else
@@ -903,6 +921,8 @@ void ops_sage_fwd(const struct ops_sage_args *s)
         return;
     /* where ops_gemm would not make one call per tile: the steps one by one */
     if (in == 0 || out == 0 || gemm_plan(&j.self) > 0) {
+        if (s->xg)
+            ops_gather_rows(s->xg, s->rows, s->stride, s->alias, nd, in, false);
         if (s->h && s->mean)
             ops_agg_mean_fwd(s->agg, b, s->h, in);
         else if (s->h)

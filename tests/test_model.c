@@ -616,7 +616,8 @@ static void test_threads_and_reuse_same_bits(void **state)
  * the rows scattered in a larger buffer, with a wider stride, reached
  * through a permutation) gives the bits of model_forward over the same
  * rows gathered first: logits and every gradient, mean and sum, with 1
- * and 2 threads; other models and max are refused. */
+ * and 2 threads, with the destinations' rows gathered by the caller or
+ * (dst_rows) by the forward itself; other models and max are refused. */
 static void test_forward_rows_same_bits(void **state)
 {
     (void)state;
@@ -665,6 +666,22 @@ static void test_forward_rows_same_bits(void **state)
             backward(m, dl);
             if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
                 fail_msg("aggr %d, %d threads: gradients differ from the gathered input's", a, t);
+            /* the forward gathering layer 0's destinations itself (dst_rows, no x) */
+            float *xg = fvec((size_t)nd0 * in);
+            for (size_t i = 0; i < (size_t)nd0 * in; i++)
+                xg[i] = NAN; /* whatever it held before */
+            src.dst_rows = xg;
+            memset(l2, 0, (size_t)700 * classes * sizeof *l2);
+            if (model_forward_rows(m, blocks, nb, 700, NULL, &src, true, 42, l2, err, sizeof err) != 0)
+                fail_msg("model_forward_rows with dst_rows: %s", err);
+            if (memcmp(xg, x, (size_t)nd0 * in * sizeof *xg) != 0)
+                fail_msg("aggr %d, %d threads: dst_rows differ from layer 0's destination rows", a, t);
+            if (memcmp(l1, l2, (size_t)700 * classes * sizeof *l1) != 0)
+                fail_msg("aggr %d, %d threads: logits with dst_rows differ from the gathered input's", a, t);
+            backward(m, dl);
+            if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
+                fail_msg("aggr %d, %d threads: gradients with dst_rows differ from the gathered input's", a, t);
+            free(xg);
             free(xd);
             free(g1);
             model_destroy(m);

@@ -409,6 +409,21 @@ static void test_fused_vs_steps_bitwise(void **state)
                 ops_sage_fwd(&sa);
                 if (memcmp(a, ra, na * sizeof *a) || memcmp(y, ry, ny * sizeof *y) || memcmp(mk, rm, ny))
                     fail_msg("ops_sage_fwd (out %u, variant %d) differs from its steps with %d threads", out, v, t);
+                if (from_rows) { /* again, gathering the destinations' own rows itself (xg) */
+                    float *xg = fvec(na);
+                    for (size_t i = 0; i < na; i++)
+                        xg[i] = NAN;
+                    memset(y, 0, ny * sizeof *y);
+                    memset(a, 0, na * sizeof *a);
+                    memset(mk, 0, ny);
+                    sa.x = sa.xg = xg;
+                    ops_sage_fwd(&sa);
+                    if (memcmp(xg, h, na * sizeof *xg) || memcmp(a, ra, na * sizeof *a) ||
+                        memcmp(y, ry, ny * sizeof *y) || memcmp(mk, rm, ny))
+                        fail_msg("ops_sage_fwd with xg (out %u, variant %d) differs from its steps with %d threads",
+                                 out, v, t);
+                    free(xg);
+                }
                 free(y), free(a), free(mk);
             }
             free(ry), free(ra), free(rm);
