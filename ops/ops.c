@@ -504,11 +504,34 @@ void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32
     par_for(n, row_grain(dim), bias_rows, &r);
 }
 
+/* The bias gradient in pieces of BIAS_COLS columns on the pool: each
+ * column still sums its rows in row order, so the bits are those of one
+ * pass over whole rows. */
+#define BIAS_COLS ((size_t)32)
+
+struct bias_bwd_arg {
+    float *db;
+    const float *dy;
+    uint32_t n, dim;
+};
+
+static void bias_bwd_cols(void *a, size_t lo, size_t hi)
+{
+    const struct bias_bwd_arg *r = a;
+    float *restrict db = r->db + lo;
+    uint32_t w = (uint32_t)(hi - lo);
+    memset(db, 0, w * sizeof *db);
+    for (uint32_t i = 0; i < r->n; i++)
+        vadd(db, r->dy + (size_t)i * r->dim + lo, w);
+}
+
 void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim)
 {
-    memset(db, 0, (size_t)dim * sizeof *db);
-    for (uint32_t i = 0; i < n; i++)
-        vadd(db, dy + (size_t)i * dim, dim);
+    struct bias_bwd_arg r = {.db = db, .dy = dy, .n = n, .dim = dim};
+    if ((size_t)n * dim < ELEM_GRAIN) /* not worth waking the pool */
+        bias_bwd_cols(&r, 0, dim);
+    else
+        par_for(dim, BIAS_COLS, bias_bwd_cols, &r);
 }
 
 struct elem_arg {
@@ -1160,17 +1183,30 @@ void ops_head_mean_bwd(float *restrict din, const float *restrict dout, uint32_t
 
 /* ---- loss -------------------------------------------------------------------------------------------- */
 
-float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
-                        uint32_t *labelled, uint32_t *correct)
+/* Rows are independent up to the mean: pieces of rows on the pool write
+ * each row's loss term and whether its argmax hit; one thread then sums
+ * the terms in row order (the sum of a single pass). */
+#define CE_GRAIN ((size_t)128) /* rows per piece */
+
+struct ce_arg {
+    const float *logits;
+    const int32_t *labels;
+    uint32_t classes, nl;
+    float *dlogits;
+    double *term; /* row i's at [i - base]: a labelled row's lse - logit of its label */
+    uint8_t *hit; /* row i's at [i - base]: argmax == label */
+    size_t base;
+};
+
+static void ce_rows(void *a, size_t lo, size_t hi)
 {
-    uint32_t nl = 0, ok = 0;
-    for (uint32_t i = 0; i < n; i++)
-        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
-    double total = 0.0;
-    for (uint32_t i = 0; i < n; i++) {
-        const float *x = logits + (size_t)i * classes;
-        float *dx = dlogits ? dlogits + (size_t)i * classes : NULL;
-        int32_t lab = labels[i];
+    const struct ce_arg *e = a;
+    uint32_t classes = e->classes;
+    for (size_t i = lo; i < hi; i++) {
+        const float *x = e->logits + i * classes;
+        float *dx = e->dlogits ? e->dlogits + i * classes : NULL;
+        int32_t lab = e->labels[i];
+        e->hit[i - e->base] = 0;
         if (lab < 0 || (uint32_t)lab >= classes) {
             if (dx)
                 memset(dx, 0, (size_t)classes * sizeof *dx);
@@ -1178,11 +1214,57 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
         }
         uint32_t arg;
         double lse = elem_ce_lse(x, classes, &arg);
-        ok += arg == (uint32_t)lab;
-        total += lse - (double)x[lab];
+        e->hit[i - e->base] = arg == (uint32_t)lab;
+        e->term[i - e->base] = lse - (double)x[lab];
         if (dx) {
             for (uint32_t c = 0; c < classes; c++)
-                dx[c] = elem_ce_grad(x[c], lse, c == (uint32_t)lab, nl);
+                dx[c] = elem_ce_grad(x[c], lse, c == (uint32_t)lab, e->nl);
+        }
+    }
+}
+
+static void *g_ce_scratch; /* (n) terms, then (n) hits (ops_* are not reentrant) */
+static size_t g_ce_cap;    /* rows */
+
+float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
+                        uint32_t *labelled, uint32_t *correct)
+{
+    uint32_t nl = 0, ok = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
+    double total = 0.0, term[CE_GRAIN];
+    uint8_t hit[CE_GRAIN];
+    struct ce_arg e = {.logits = logits, .labels = labels, .classes = classes, .nl = nl, .dlogits = dlogits};
+    if (n > g_ce_cap) {
+        void *p = realloc(g_ce_scratch, (size_t)n * (sizeof(double) + 1));
+        if (p) {
+            g_ce_scratch = p;
+            g_ce_cap = n;
+        }
+    }
+    if (n <= g_ce_cap) {
+        e.term = g_ce_scratch;
+        e.hit = (uint8_t *)(e.term + n);
+        par_for(n, CE_GRAIN, ce_rows, &e);
+        for (uint32_t i = 0; i < n; i++) {
+            if (labels[i] < 0 || (uint32_t)labels[i] >= classes)
+                continue;
+            total += e.term[i];
+            ok += e.hit[i];
+        }
+    } else { /* no memory for the terms: a piece at a time on this thread, the same bits */
+        e.term = term;
+        e.hit = hit;
+        for (size_t lo = 0; lo < n; lo += CE_GRAIN) {
+            size_t hi = SL_MIN((size_t)n, lo + CE_GRAIN);
+            e.base = lo;
+            ce_rows(&e, lo, hi);
+            for (size_t i = lo; i < hi; i++) {
+                if (labels[i] < 0 || (uint32_t)labels[i] >= classes)
+                    continue;
+                total += term[i - lo];
+                ok += hit[i - lo];
+            }
         }
     }
     if (labelled)
@@ -1194,10 +1276,16 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
 
 /* ---- plain arrays ------------------------------------------------------------------------------------ */
 
+#define ZERO_GRAIN ((size_t)1 << 17) /* floats per piece of a large ops_zero */
+
+static void zero_piece(void *a, size_t lo, size_t hi)
+{
+    memset((float *)a + lo, 0, (hi - lo) * sizeof(float));
+}
+
 void ops_zero(float *x, size_t n)
 {
-    if (n)
-        memset(x, 0, n * sizeof *x);
+    par_for(n, ZERO_GRAIN, zero_piece, x);
 }
 
 void ops_copy(float *restrict y, const float *restrict x, size_t n)
@@ -1253,12 +1341,28 @@ void ops_uniform(float *p, size_t n, double a, uint64_t *state)
 
 /* ---- optimizers -------------------------------------------------------------------------------------- */
 
+#define ADAM_GRAIN ((size_t)1 << 13) /* parameters per piece */
+
+struct adam_arg {
+    float *p, *m, *v;
+    const float *g;
+    struct elem_adam c;
+};
+
+static void adam_piece(void *a, size_t lo, size_t hi)
+{
+    const struct adam_arg *r = a;
+    float *restrict p = r->p, *restrict m = r->m, *restrict v = r->v;
+    const float *restrict g = r->g;
+    for (size_t i = lo; i < hi; i++)
+        elem_adam_update(&p[i], &m[i], &v[i], g[i], &r->c);
+}
+
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
               float b1, float b2, float eps, float wd, bool decoupled, uint64_t t)
 {
-    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t);
-    for (size_t i = 0; i < n; i++)
-        elem_adam_update(&p[i], &m[i], &v[i], g[i], &c);
+    struct adam_arg r = {.p = p, .m = m, .v = v, .g = g, .c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t)};
+    par_for(n, ADAM_GRAIN, adam_piece, &r);
 }
 
 void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr)
