@@ -9,8 +9,12 @@
  * own (element-wise operators, per-row aggregation and gathers) run on the
  * pool below, cut into pieces whose bounds depend on the sizes only: each
  * element gets the same arithmetic in the same order whatever the thread
- * count. Reductions across rows (bias gradients, the loss) and scatters
- * into shared rows (the aggregations' backward) stay on one thread.
+ * count. Reductions across rows run on the pool only where each output
+ * still gets its terms in one fixed order: the bias gradient by columns,
+ * the loss as per-row terms summed in row order afterwards, the scatter
+ * of the sum's and mean's backward by ranges of source rows, each piece
+ * walking every edge in order. The other scatters into shared rows (max,
+ * GCN, GAT) stay on one thread.
  *
  * The per-element bodies (ReLU, LeakyReLU, the dropout keep bit, half to
  * float, the dot product, the edge softmax of one destination and head,
@@ -795,13 +799,55 @@ void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float
     par_for(b->n_dst, row_grain(dim), agg_sum_piece, &r);
 }
 
+/* The scatter of a sum's or mean's backward on the pool: piece p owns
+ * the source rows [p n_src / P, (p + 1) n_src / P) and walks every edge
+ * in order, adding only into its own rows, so that each source row gets
+ * its terms in edge order, as in one pass, whatever P is (P = the
+ * threads). */
+struct scatter_arg {
+    float *dh;
+    const struct ops_block *b;
+    const float *dout;
+    uint32_t dim, pieces;
+    bool mean;
+};
+
+static void agg_bwd_piece(void *a, size_t p)
+{
+    const struct scatter_arg *r = a;
+    const struct ops_block *b = r->b;
+    uint32_t dim = r->dim;
+    uint32_t lo = (uint32_t)((uint64_t)p * b->n_src / r->pieces), hi = (uint32_t)((uint64_t)(p + 1) * b->n_src / r->pieces);
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        uint32_t j0 = b->indptr[d], j1 = b->indptr[d + 1];
+        if (j0 == j1)
+            continue;
+        const float *g = r->dout + (size_t)d * dim;
+        float inv = 1.0f / (float)(j1 - j0);
+        for (uint32_t j = j0; j < j1; j++) {
+            uint32_t s = b->src[j];
+            if (s < lo || s >= hi)
+                continue;
+            if (r->mean)
+                vaxpy(r->dh + (size_t)s * dim, g, inv, dim);
+            else
+                vadd(r->dh + (size_t)s * dim, g, dim);
+        }
+    }
+}
+
+/* One piece when the pool has one thread or the work is small. */
+static void agg_bwd(float *dh, const struct ops_block *b, const float *dout, uint32_t dim, bool mean)
+{
+    struct scatter_arg r = {.dh = dh, .b = b, .dout = dout, .dim = dim, .mean = mean, .pieces = 1};
+    if ((size_t)ops_block_edges(b) * dim >= ELEM_GRAIN && b->n_src > 1)
+        r.pieces = (uint32_t)SL_MIN((uint32_t)g_pool.threads, b->n_src);
+    pool_run(agg_bwd_piece, &r, r.pieces);
+}
+
 void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
 {
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        const float *g = dout + (size_t)d * dim;
-        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
-            vadd(dh + (size_t)b->src[j] * dim, g, dim);
-    }
+    agg_bwd(dh, b, dout, dim, false);
 }
 
 void ops_agg_max_fwd(float *restrict out, float *restrict ties, const struct ops_block *b, const float *restrict h,
@@ -970,15 +1016,7 @@ void ops_sage_fwd(const struct ops_sage_args *s)
 
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
 {
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
-        if (deg == 0)
-            continue;
-        float inv = 1.0f / (float)deg;
-        const float *g = dout + (size_t)d * dim;
-        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
-            vaxpy(dh + (size_t)b->src[j] * dim, g, inv, dim);
-    }
+    agg_bwd(dh, b, dout, dim, true);
 }
 
 void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg, const struct ops_block *b)

@@ -349,10 +349,12 @@ static void test_elementwise_threads_bitwise(void **state)
 
 /* The operators that run on the pool over rows, columns or elements
  * but used to be one pass on one thread (the loss, the bias gradient,
- * Adam, zeroing, the row gather) give the bits of that pass, written out
- * here, for 1, 2 and 3 threads: the loss and its gradient over rows of
- * which some are unlabelled, the bias gradient over many rows and an odd
- * width (a partial last piece of columns), Adam over several pieces. */
+ * Adam, zeroing, the scatter of the sum's and mean's backward) give the
+ * bits of that pass, written out here, for 1, 2 and 3 threads: the loss
+ * and its gradient over rows of which some are unlabelled, the bias
+ * gradient over many rows and an odd width (a partial last piece of
+ * columns), Adam over several pieces, the scatter with repeated sources
+ * and destinations without any, added to what dh held. */
 static void test_pooled_vs_one_pass_bitwise(void **state)
 {
     (void)state;
@@ -399,9 +401,36 @@ static void test_pooled_vs_one_pass_bitwise(void **state)
         for (size_t i = 0; i < np; i++)
             elem_adam_update(&rp[i], &rm[i], &rv[i], g[i], &c);
     }
+    /* the scatters as one pass */
+    struct tblock tb;
+    tblock_make(&tb, 3000, 9001, 9);
+    const uint32_t sd = 67;
+    float *dout = frand((size_t)3000 * sd, -1, 1), *dh0 = frand((size_t)9001 * sd, -1, 1);
+    float *rsum = fvec((size_t)9001 * sd), *rmean = fvec((size_t)9001 * sd);
+    memcpy(rsum, dh0, (size_t)9001 * sd * sizeof *rsum);
+    memcpy(rmean, dh0, (size_t)9001 * sd * sizeof *rmean);
+    for (uint32_t d = 0; d < 3000; d++) {
+        uint32_t j0 = tb.indptr[d], j1 = tb.indptr[d + 1];
+        for (uint32_t j = j0; j < j1; j++)
+            for (uint32_t c = 0; c < sd; c++) {
+                float gv = dout[(size_t)d * sd + c];
+                rsum[(size_t)tb.src[j] * sd + c] += gv;
+                rmean[(size_t)tb.src[j] * sd + c] += 1.0f / (float)(j1 - j0) * gv;
+            }
+    }
     int before = ops_threads();
     for (int t = 1; t <= 3; t++) {
         assert_int_equal(ops_set_threads(t), 0);
+        float *dh = fvec((size_t)9001 * sd);
+        memcpy(dh, dh0, (size_t)9001 * sd * sizeof *dh);
+        ops_agg_sum_bwd(dh, &tb.b, dout, sd);
+        if (memcmp(dh, rsum, (size_t)9001 * sd * sizeof *dh))
+            fail_msg("ops_agg_sum_bwd differs from one pass with %d threads", t);
+        memcpy(dh, dh0, (size_t)9001 * sd * sizeof *dh);
+        ops_agg_mean_bwd(dh, &tb.b, dout, sd);
+        if (memcmp(dh, rmean, (size_t)9001 * sd * sizeof *dh))
+            fail_msg("ops_agg_mean_bwd differs from one pass with %d threads", t);
+        free(dh);
         float *dl = frand((size_t)n * classes, -1, 1);
         uint32_t l2 = 0, ok2 = 0;
         float loss = ops_cross_entropy(logits, labels, n, classes, dl, &l2, &ok2);
@@ -429,6 +458,8 @@ static void test_pooled_vs_one_pass_bitwise(void **state)
     }
     assert_int_equal(ops_set_threads(before), 0);
     free(logits), free(labels), free(rg), free(dy), free(rdb), free(p0), free(g), free(rp), free(rm), free(rv);
+    free(dout), free(dh0), free(rsum), free(rmean);
+    tblock_free(&tb);
 }
 
 /* The fused GraphSAGE forward (ops_sage_fwd) against the steps it stands
