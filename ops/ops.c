@@ -10,11 +10,12 @@
  * pool below, cut into pieces whose bounds depend on the sizes only: each
  * element gets the same arithmetic in the same order whatever the thread
  * count. Reductions across rows run on the pool only where each output
- * still gets its terms in one fixed order: the bias gradient by columns,
- * the loss as per-row terms summed in row order afterwards, the scatter
- * of the sum's and mean's backward by ranges of source rows, each piece
- * walking every edge in order. The other scatters into shared rows (max,
- * GCN, GAT) stay on one thread.
+ * still gets its terms in one fixed order: the loss as per-row terms
+ * summed in row order afterwards, the scatter of the sum's and mean's
+ * backward by ranges of source rows, each piece walking every edge in
+ * order. The bias gradient (a stream through memory, as fast on one
+ * thread) and the other scatters into shared rows (max, GCN, GAT) stay on
+ * one thread.
  *
  * The per-element bodies (ReLU, LeakyReLU, the dropout keep bit, half to
  * float, the dot product, the edge softmax of one destination and head,
@@ -508,34 +509,14 @@ void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32
     par_for(n, row_grain(dim), bias_rows, &r);
 }
 
-/* The bias gradient in pieces of BIAS_COLS columns on the pool: each
- * column still sums its rows in row order, so the bits are those of one
- * pass over whole rows. */
-#define BIAS_COLS ((size_t)32)
-
-struct bias_bwd_arg {
-    float *db;
-    const float *dy;
-    uint32_t n, dim;
-};
-
-static void bias_bwd_cols(void *a, size_t lo, size_t hi)
-{
-    const struct bias_bwd_arg *r = a;
-    float *restrict db = r->db + lo;
-    uint32_t w = (uint32_t)(hi - lo);
-    memset(db, 0, w * sizeof *db);
-    for (uint32_t i = 0; i < r->n; i++)
-        vadd(db, r->dy + (size_t)i * r->dim + lo, w);
-}
-
+/* One thread: the pass streams dy in order at the memory's full rate,
+ * which pieces of columns on several threads (each column still summed
+ * in row order) only slowed (trainer-bench, issue 27). */
 void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim)
 {
-    struct bias_bwd_arg r = {.db = db, .dy = dy, .n = n, .dim = dim};
-    if ((size_t)n * dim < ELEM_GRAIN) /* not worth waking the pool */
-        bias_bwd_cols(&r, 0, dim);
-    else
-        par_for(dim, BIAS_COLS, bias_bwd_cols, &r);
+    memset(db, 0, (size_t)dim * sizeof *db);
+    for (uint32_t i = 0; i < n; i++)
+        vadd(db, dy + (size_t)i * dim, dim);
 }
 
 struct elem_arg {
@@ -1314,16 +1295,10 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
 
 /* ---- plain arrays ------------------------------------------------------------------------------------ */
 
-#define ZERO_GRAIN ((size_t)1 << 17) /* floats per piece of a large ops_zero */
-
-static void zero_piece(void *a, size_t lo, size_t hi)
-{
-    memset((float *)a + lo, 0, (hi - lo) * sizeof(float));
-}
-
 void ops_zero(float *x, size_t n)
 {
-    par_for(n, ZERO_GRAIN, zero_piece, x);
+    if (n)
+        memset(x, 0, n * sizeof *x);
 }
 
 void ops_copy(float *restrict y, const float *restrict x, size_t n)

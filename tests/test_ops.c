@@ -347,14 +347,13 @@ static void test_elementwise_threads_bitwise(void **state)
     free(base), free(y), free(indptr), free(src), free(alias), free(h), free(bias), free(rowsbuf);
 }
 
-/* The operators that run on the pool over rows, columns or elements
- * but used to be one pass on one thread (the loss, the bias gradient,
- * Adam, zeroing, the scatter of the sum's and mean's backward) give the
- * bits of that pass, written out here, for 1, 2 and 3 threads: the loss
- * and its gradient over rows of which some are unlabelled, the bias
- * gradient over many rows and an odd width (a partial last piece of
- * columns), Adam over several pieces, the scatter with repeated sources
- * and destinations without any, added to what dh held. */
+/* The operators that run on the pool over rows or elements but used to
+ * be one pass on one thread (the loss, Adam, the scatter of the sum's
+ * and mean's backward) give the bits of that pass, written out here, for
+ * 1, 2 and 3 threads (and the bias gradient and zeroing, beside them):
+ * the loss and its gradient over rows of which some are unlabelled, Adam
+ * over several pieces, the scatter with repeated sources and
+ * destinations without any, added to what dh held. */
 static void test_pooled_vs_one_pass_bitwise(void **state)
 {
     (void)state;
