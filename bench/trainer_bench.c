@@ -244,16 +244,16 @@ int main(int argc, char **argv)
             if (!x || !logits || !dlogits)
                 die("", "out of memory");
         }
-        /* as trainer_cpu.c: layer 0's destinations only when the model reads its sources in place */
+        /* as trainer_cpu.c: in place, the forward copies layer 0's destinations and reads the rest where they lie */
         bool in_place = !f16 && model_takes_rows(mod) && !full_gather;
         struct ops_block blocks[MODEL_LAYERS_MAX];
         uint32_t L = trainer_batch_blocks(&v, blocks);
         uint64_t a0 = sl_now_ns();
-        ops_gather_rows(x, rows, (size_t)ff->row_stride, v.alias, in_place ? blocks[0].n_dst : n,
-                        (uint32_t)m.feat_dim, f16);
+        if (!in_place) /* in place, the forward gathers layer 0's destinations itself */
+            ops_gather_rows(x, rows, (size_t)ff->row_stride, v.alias, n, (uint32_t)m.feat_dim, f16);
         uint64_t a1 = sl_now_ns();
-        struct model_rows src = {.rows = rows, .stride = (size_t)ff->row_stride, .alias = v.alias};
-        int frc = in_place ? model_forward_rows(mod, blocks, L, B, x, &src, true, g, logits, err, sizeof err)
+        struct model_rows src = {.rows = rows, .stride = (size_t)ff->row_stride, .alias = v.alias, .dst_rows = x};
+        int frc = in_place ? model_forward_rows(mod, blocks, L, B, NULL, &src, true, g, logits, err, sizeof err)
                            : model_forward(mod, blocks, L, B, x, true, g, logits, err, sizeof err);
         if (frc)
             die("", err);

@@ -505,9 +505,12 @@ static int layer_forward(struct model *m, struct layer *l, float *out)
     uint32_t nd = b->n_dst;
     switch (m->c.kind) {
     case MODEL_SAGE:
-        if (m->use_rows && l == &m->l[0]) /* model_forward_rows: from the feature rows, not hin */
+        if (m->use_rows && l == &m->l[0]) { /* model_forward_rows: from the feature rows, not hin */
+            if (m->rows.dst_rows) /* hin is dst_rows */
+                TRY(OP(m, gather_rows, m->rows.dst_rows, m->rows.rows, m->rows.stride, m->rows.alias, nd, l->in));
             TRY(OP(m, agg_rows_fwd, F(l->agg), b, m->rows.rows, m->rows.stride, m->rows.alias, l->in,
                    m->c.aggr == MODEL_AGGR_MEAN));
+        }
         else if (m->c.aggr == MODEL_AGGR_MAX)
             TRY(OP(m, agg_max_fwd, F(l->agg), F(l->ties), b, l->hin, l->in));
         else if (m->c.aggr == MODEL_AGGR_SUM)
@@ -590,6 +593,7 @@ static int layer_sage_fused(struct model *m, struct layer *l, float *out, uint8_
         s.rows = m->rows.rows;
         s.stride = m->rows.stride;
         s.alias = m->rows.alias;
+        s.xg = m->rows.dst_rows; /* NULL, or hin itself */
     } else {
         s.h = l->hin;
     }
@@ -699,6 +703,11 @@ int model_forward_rows(struct model *m, const struct ops_block *blocks, uint32_t
                        "CPU operators, reads its input where it lies");
     if (!src || !src->rows || !src->alias)
         return sl_errf(err, errlen, -EINVAL, "model_forward_rows: no input rows");
+    if (src->dst_rows && !m->ops->gather_rows)
+        return sl_errf(err, errlen, -EINVAL, "model_forward_rows: the %s operators cannot gather rows",
+                       m->ops->name);
+    if (src->dst_rows)
+        x = src->dst_rows;
     m->rows = *src;
     m->use_rows = true;
     int rc = model_forward(m, blocks, nblocks, targets, x, train, dropout_seed, logits, err, errlen);

@@ -153,6 +153,8 @@ struct model_rows {
     const unsigned char *rows;
     size_t stride;         /* bytes between rows */
     const uint32_t *alias; /* (blocks[0].n_src) the row of each source */
+    float *dst_rows;       /* NULL, or (blocks[0].n_dst, in_dim): the forward gathers layer 0's destination
+                            * rows here itself (model_forward_rows) */
 };
 
 /* Whether model_forward_rows applies: GraphSAGE with mean or sum
@@ -166,8 +168,12 @@ bool model_takes_rows(const struct model *m);
  * gradients read; the aggregation reads every source through src. Gives
  * exactly the bits of model_forward over the fully gathered input, and
  * model_backward works as after it. src's rows, alias and x must stay
- * valid until backward. -EINVAL when !model_takes_rows(m), or as
- * model_forward. */
+ * valid until backward. With src->dst_rows, the caller gathers nothing
+ * and x may be NULL: the forward copies layer 0's destination rows from
+ * src into dst_rows (ops_gather_rows' bits; the fused layer does it tile
+ * by tile, each tile's rows read just before its self product) and uses
+ * dst_rows as x, which must then stay valid until backward. -EINVAL when
+ * !model_takes_rows(m), or as model_forward. */
 int model_forward_rows(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,
                        const float *x, const struct model_rows *src, bool train, uint64_t dropout_seed, float *logits,
                        char *err, size_t errlen);

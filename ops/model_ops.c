@@ -107,6 +107,14 @@ static int cpu_linear_bwd_x2(void *ctx, float *dx1, float *dx2, const float *dy,
     return 0;
 }
 
+static int cpu_gather_rows(void *ctx, float *x, const unsigned char *rows, size_t stride, const uint32_t *alias,
+                           uint32_t n, uint32_t dim)
+{
+    (void)ctx;
+    ops_gather_rows(x, rows, stride, alias, n, dim, false);
+    return 0;
+}
+
 static int cpu_sage_fwd(void *ctx, const struct ops_sage_args *s)
 {
     (void)ctx;
@@ -385,6 +393,7 @@ const struct model_ops model_ops_cpu = {
     .agg_max_fwd = cpu_agg_max_fwd,
     .agg_max_bwd = cpu_agg_max_bwd,
     .gcn_norm = cpu_gcn_norm,
+    .gather_rows = cpu_gather_rows,
     .sage_fwd = cpu_sage_fwd,
     .linear_bwd_w2 = cpu_linear_bwd_w2,
     .linear_bwd_x2 = cpu_linear_bwd_x2,

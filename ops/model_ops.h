@@ -96,6 +96,10 @@ struct model_ops {
      * where they lie (model_forward_rows). */
     int (*agg_rows_fwd)(void *ctx, float *out, const struct model_block *b, const unsigned char *rows, size_t stride,
                         const uint32_t *alias, uint32_t dim, bool mean);
+    /* ops_gather_rows of f32 rows, set whenever agg_rows_fwd is: layer 0's
+     * destination rows when model_forward_rows gathers them itself. */
+    int (*gather_rows)(void *ctx, float *x, const unsigned char *rows, size_t stride, const uint32_t *alias,
+                       uint32_t n, uint32_t dim);
     /* Optional fused steps (NULL: the model calls the steps one by one;
      * tables with ops_blocks only, as they take struct ops_block):
      * ops_sage_fwd (s->b is the layer's ops_block), ops_linear_bwd_w2,

@@ -9,8 +9,13 @@
  * own (element-wise operators, per-row aggregation and gathers) run on the
  * pool below, cut into pieces whose bounds depend on the sizes only: each
  * element gets the same arithmetic in the same order whatever the thread
- * count. Reductions across rows (bias gradients, the loss) and scatters
- * into shared rows (the aggregations' backward) stay on one thread.
+ * count. Reductions across rows run on the pool only where each output
+ * still gets its terms in one fixed order: the loss as per-row terms
+ * summed in row order afterwards, the scatter of the sum's and mean's
+ * backward by ranges of source rows, each piece walking every edge in
+ * order. The bias gradient (a stream through memory, as fast on one
+ * thread) and the other scatters into shared rows (max, GCN, GAT) stay on
+ * one thread.
  *
  * The per-element bodies (ReLU, LeakyReLU, the dropout keep bit, half to
  * float, the dot product, the edge softmax of one destination and head,
@@ -504,6 +509,9 @@ void ops_bias_fwd(float *restrict y, const float *restrict b, uint32_t n, uint32
     par_for(n, row_grain(dim), bias_rows, &r);
 }
 
+/* One thread: the pass streams dy in order at the memory's full rate,
+ * which pieces of columns on several threads (each column still summed
+ * in row order) only slowed (trainer-bench, issue 27). */
 void ops_bias_bwd(float *restrict db, const float *restrict dy, uint32_t n, uint32_t dim)
 {
     memset(db, 0, (size_t)dim * sizeof *db);
@@ -711,10 +719,26 @@ void ops_f16_to_f32(float *restrict out, const uint16_t *restrict in, size_t n)
         out[i] = elem_f16_to_f32(in[i]);
 }
 
+/* Asks for the cache lines of `bytes` bytes at q ahead of their use. */
+static inline void prefetch_bytes(const unsigned char *q, size_t bytes)
+{
+    for (size_t l = 0; l < bytes; l += 64)
+        __builtin_prefetch(q + l);
+}
+
+#define GATHER_PREFETCH 8 /* rows ahead: the rows lie at random in the buffer */
+
+/* Rows lo..hi-1 of ops_gather_rows (f16: flag), each asked for
+ * GATHER_PREFETCH rows before it is copied. */
 static void gather_piece(void *a, size_t lo, size_t hi)
 {
     const struct rows_arg *r = a;
+    size_t bytes = (size_t)r->dim * (r->flag ? sizeof(uint16_t) : sizeof(float));
+    for (size_t i = lo; i < hi && i < lo + GATHER_PREFETCH; i++)
+        prefetch_bytes(r->bytes + (size_t)r->idx[i] * r->stride, bytes);
     for (size_t i = lo; i < hi; i++) {
+        if (i + GATHER_PREFETCH < hi)
+            prefetch_bytes(r->bytes + (size_t)r->idx[i + GATHER_PREFETCH] * r->stride, bytes);
         const unsigned char *row = r->bytes + (size_t)r->idx[i] * r->stride;
         float *out = r->y + i * r->dim;
         if (r->flag)
@@ -756,13 +780,55 @@ void ops_agg_sum_fwd(float *restrict out, const struct ops_block *b, const float
     par_for(b->n_dst, row_grain(dim), agg_sum_piece, &r);
 }
 
+/* The scatter of a sum's or mean's backward on the pool: piece p owns
+ * the source rows [p n_src / P, (p + 1) n_src / P) and walks every edge
+ * in order, adding only into its own rows, so that each source row gets
+ * its terms in edge order, as in one pass, whatever P is (P = the
+ * threads). */
+struct scatter_arg {
+    float *dh;
+    const struct ops_block *b;
+    const float *dout;
+    uint32_t dim, pieces;
+    bool mean;
+};
+
+static void agg_bwd_piece(void *a, size_t p)
+{
+    const struct scatter_arg *r = a;
+    const struct ops_block *b = r->b;
+    uint32_t dim = r->dim;
+    uint32_t lo = (uint32_t)((uint64_t)p * b->n_src / r->pieces), hi = (uint32_t)((uint64_t)(p + 1) * b->n_src / r->pieces);
+    for (uint32_t d = 0; d < b->n_dst; d++) {
+        uint32_t j0 = b->indptr[d], j1 = b->indptr[d + 1];
+        if (j0 == j1)
+            continue;
+        const float *g = r->dout + (size_t)d * dim;
+        float inv = 1.0f / (float)(j1 - j0);
+        for (uint32_t j = j0; j < j1; j++) {
+            uint32_t s = b->src[j];
+            if (s < lo || s >= hi)
+                continue;
+            if (r->mean)
+                vaxpy(r->dh + (size_t)s * dim, g, inv, dim);
+            else
+                vadd(r->dh + (size_t)s * dim, g, dim);
+        }
+    }
+}
+
+/* One piece when the pool has one thread or the work is small. */
+static void agg_bwd(float *dh, const struct ops_block *b, const float *dout, uint32_t dim, bool mean)
+{
+    struct scatter_arg r = {.dh = dh, .b = b, .dout = dout, .dim = dim, .mean = mean, .pieces = 1};
+    if ((size_t)ops_block_edges(b) * dim >= ELEM_GRAIN && b->n_src > 1)
+        r.pieces = (uint32_t)SL_MIN((uint32_t)g_pool.threads, b->n_src);
+    pool_run(agg_bwd_piece, &r, r.pieces);
+}
+
 void ops_agg_sum_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
 {
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        const float *g = dout + (size_t)d * dim;
-        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
-            vadd(dh + (size_t)b->src[j] * dim, g, dim);
-    }
+    agg_bwd(dh, b, dout, dim, false);
 }
 
 void ops_agg_max_fwd(float *restrict out, float *restrict ties, const struct ops_block *b, const float *restrict h,
@@ -821,11 +887,9 @@ static void agg_rows_piece(void *a, size_t lo, size_t hi)
         memset(o, 0, (size_t)dim * sizeof *o);
         uint32_t j1 = b->indptr[d + 1], e_end = b->indptr[b->n_dst];
         for (uint32_t j = b->indptr[d]; j < j1; j++) {
-            if (j + AGG_PREFETCH < e_end) { /* rows lie at random in the buffer: ask for one ahead of time */
-                const unsigned char *q = r->bytes + (size_t)r->idx[b->src[j + AGG_PREFETCH]] * r->stride;
-                for (size_t l = 0; l < (size_t)dim * sizeof(float); l += 64)
-                    __builtin_prefetch(q + l);
-            }
+            if (j + AGG_PREFETCH < e_end) /* rows lie at random in the buffer: ask for one ahead of time */
+                prefetch_bytes(r->bytes + (size_t)r->idx[b->src[j + AGG_PREFETCH]] * r->stride,
+                               (size_t)dim * sizeof(float));
             vadd(o, (const float *)(const void *)(r->bytes + (size_t)r->idx[b->src[j]] * r->stride), dim);
         }
         uint32_t deg = b->indptr[d + 1] - b->indptr[d];
@@ -869,6 +933,10 @@ static void sage_tile(void *arg, size_t t)
     size_t i0 = t * GEMM_TILE, mi = s->b->n_dst - i0 < GEMM_TILE ? s->b->n_dst - i0 : GEMM_TILE;
     struct rows_arg r = {.y = s->agg, .x = s->h, .bytes = s->rows, .stride = s->stride, .idx = s->alias, .p = s->b,
                          .dim = s->in, .flag = s->mean};
+    if (s->xg) { /* the tile's own rows first: the self product below reads them from this core's cache */
+        struct rows_arg g = {.y = s->xg, .bytes = s->rows, .stride = s->stride, .idx = s->alias, .dim = s->in};
+        gather_piece(&g, i0, i0 + mi);
+    }
     if (s->h)
         agg_sum_piece(&r, i0, i0 + mi);
     else
@@ -903,6 +971,8 @@ void ops_sage_fwd(const struct ops_sage_args *s)
         return;
     /* where ops_gemm would not make one call per tile: the steps one by one */
     if (in == 0 || out == 0 || gemm_plan(&j.self) > 0) {
+        if (s->xg)
+            ops_gather_rows(s->xg, s->rows, s->stride, s->alias, nd, in, false);
         if (s->h && s->mean)
             ops_agg_mean_fwd(s->agg, b, s->h, in);
         else if (s->h)
@@ -927,15 +997,7 @@ void ops_sage_fwd(const struct ops_sage_args *s)
 
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim)
 {
-    for (uint32_t d = 0; d < b->n_dst; d++) {
-        uint32_t deg = b->indptr[d + 1] - b->indptr[d];
-        if (deg == 0)
-            continue;
-        float inv = 1.0f / (float)deg;
-        const float *g = dout + (size_t)d * dim;
-        for (uint32_t j = b->indptr[d]; j < b->indptr[d + 1]; j++)
-            vaxpy(dh + (size_t)b->src[j] * dim, g, inv, dim);
-    }
+    agg_bwd(dh, b, dout, dim, true);
 }
 
 void ops_gcn_norm(float *restrict norm_src, float *restrict norm_dst, uint32_t *restrict deg, const struct ops_block *b)
@@ -1140,17 +1202,30 @@ void ops_head_mean_bwd(float *restrict din, const float *restrict dout, uint32_t
 
 /* ---- loss -------------------------------------------------------------------------------------------- */
 
-float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
-                        uint32_t *labelled, uint32_t *correct)
+/* Rows are independent up to the mean: pieces of rows on the pool write
+ * each row's loss term and whether its argmax hit; one thread then sums
+ * the terms in row order (the sum of a single pass). */
+#define CE_GRAIN ((size_t)128) /* rows per piece */
+
+struct ce_arg {
+    const float *logits;
+    const int32_t *labels;
+    uint32_t classes, nl;
+    float *dlogits;
+    double *term; /* row i's at [i - base]: a labelled row's lse - logit of its label */
+    uint8_t *hit; /* row i's at [i - base]: argmax == label */
+    size_t base;
+};
+
+static void ce_rows(void *a, size_t lo, size_t hi)
 {
-    uint32_t nl = 0, ok = 0;
-    for (uint32_t i = 0; i < n; i++)
-        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
-    double total = 0.0;
-    for (uint32_t i = 0; i < n; i++) {
-        const float *x = logits + (size_t)i * classes;
-        float *dx = dlogits ? dlogits + (size_t)i * classes : NULL;
-        int32_t lab = labels[i];
+    const struct ce_arg *e = a;
+    uint32_t classes = e->classes;
+    for (size_t i = lo; i < hi; i++) {
+        const float *x = e->logits + i * classes;
+        float *dx = e->dlogits ? e->dlogits + i * classes : NULL;
+        int32_t lab = e->labels[i];
+        e->hit[i - e->base] = 0;
         if (lab < 0 || (uint32_t)lab >= classes) {
             if (dx)
                 memset(dx, 0, (size_t)classes * sizeof *dx);
@@ -1158,11 +1233,57 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
         }
         uint32_t arg;
         double lse = elem_ce_lse(x, classes, &arg);
-        ok += arg == (uint32_t)lab;
-        total += lse - (double)x[lab];
+        e->hit[i - e->base] = arg == (uint32_t)lab;
+        e->term[i - e->base] = lse - (double)x[lab];
         if (dx) {
             for (uint32_t c = 0; c < classes; c++)
-                dx[c] = elem_ce_grad(x[c], lse, c == (uint32_t)lab, nl);
+                dx[c] = elem_ce_grad(x[c], lse, c == (uint32_t)lab, e->nl);
+        }
+    }
+}
+
+static void *g_ce_scratch; /* (n) terms, then (n) hits (ops_* are not reentrant) */
+static size_t g_ce_cap;    /* rows */
+
+float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
+                        uint32_t *labelled, uint32_t *correct)
+{
+    uint32_t nl = 0, ok = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
+    double total = 0.0, term[CE_GRAIN];
+    uint8_t hit[CE_GRAIN];
+    struct ce_arg e = {.logits = logits, .labels = labels, .classes = classes, .nl = nl, .dlogits = dlogits};
+    if (n > g_ce_cap) {
+        void *p = realloc(g_ce_scratch, (size_t)n * (sizeof(double) + 1));
+        if (p) {
+            g_ce_scratch = p;
+            g_ce_cap = n;
+        }
+    }
+    if (n <= g_ce_cap) {
+        e.term = g_ce_scratch;
+        e.hit = (uint8_t *)(e.term + n);
+        par_for(n, CE_GRAIN, ce_rows, &e);
+        for (uint32_t i = 0; i < n; i++) {
+            if (labels[i] < 0 || (uint32_t)labels[i] >= classes)
+                continue;
+            total += e.term[i];
+            ok += e.hit[i];
+        }
+    } else { /* no memory for the terms: a piece at a time on this thread, the same bits */
+        e.term = term;
+        e.hit = hit;
+        for (size_t lo = 0; lo < n; lo += CE_GRAIN) {
+            size_t hi = SL_MIN((size_t)n, lo + CE_GRAIN);
+            e.base = lo;
+            ce_rows(&e, lo, hi);
+            for (size_t i = lo; i < hi; i++) {
+                if (labels[i] < 0 || (uint32_t)labels[i] >= classes)
+                    continue;
+                total += term[i - lo];
+                ok += hit[i - lo];
+            }
         }
     }
     if (labelled)
@@ -1233,12 +1354,28 @@ void ops_uniform(float *p, size_t n, double a, uint64_t *state)
 
 /* ---- optimizers -------------------------------------------------------------------------------------- */
 
+#define ADAM_GRAIN ((size_t)1 << 13) /* parameters per piece */
+
+struct adam_arg {
+    float *p, *m, *v;
+    const float *g;
+    struct elem_adam c;
+};
+
+static void adam_piece(void *a, size_t lo, size_t hi)
+{
+    const struct adam_arg *r = a;
+    float *restrict p = r->p, *restrict m = r->m, *restrict v = r->v;
+    const float *restrict g = r->g;
+    for (size_t i = lo; i < hi; i++)
+        elem_adam_update(&p[i], &m[i], &v[i], g[i], &r->c);
+}
+
 void ops_adam(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, size_t n, float lr,
               float b1, float b2, float eps, float wd, bool decoupled, uint64_t t)
 {
-    struct elem_adam c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t);
-    for (size_t i = 0; i < n; i++)
-        elem_adam_update(&p[i], &m[i], &v[i], g[i], &c);
+    struct adam_arg r = {.p = p, .m = m, .v = v, .g = g, .c = elem_adam_prep(lr, b1, b2, eps, wd, decoupled, t)};
+    par_for(n, ADAM_GRAIN, adam_piece, &r);
 }
 
 void ops_sgd(float *restrict p, const float *restrict g, size_t n, float lr)

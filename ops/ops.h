@@ -205,7 +205,8 @@ void ops_agg_rows_fwd(float *restrict out, const struct ops_block *b, const unsi
                       const uint32_t *alias, uint32_t dim, bool mean);
 void ops_agg_mean_bwd(float *restrict dh, const struct ops_block *b, const float *restrict dout, uint32_t dim);
 
-/* GraphSAGE's layer forward (mean or sum) in one pass: agg = the
+/* GraphSAGE's layer forward (mean or sum) in one pass: with xg, the
+ * destinations' own feature rows gathered into xg (ops_gather_rows); agg = the
  * aggregation of d's sources (ops_agg_mean_fwd or ops_agg_sum_fwd over h,
  * or ops_agg_rows_fwd from the feature rows when h is NULL), y = x w_self^T
  * + agg w_neigh^T + bias (two ops_linear_fwd, the second accumulating,
@@ -222,6 +223,9 @@ struct ops_sage_args {
     size_t stride;
     const uint32_t *alias;
     const float *x;              /* (n_dst, in) the destinations' own rows (h itself when h is set) */
+    float *xg;                   /* NULL, or with rows (h NULL): (n_dst, in) out, and then x must be xg: the
+                                  * destinations' own rows gathered here (ops_gather_rows(xg, rows, stride,
+                                  * alias, n_dst, in, false)), each tile gathering its own before its products */
     const float *w_self, *w_neigh; /* (out, in) */
     const float *bias;           /* (out) */
     uint32_t in, out;

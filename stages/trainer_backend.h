@@ -121,7 +121,9 @@ struct trainer_backend_ops {
      * zero) and its buffers. */
     int (*create)(struct trainer_backend **out, const struct trainer_backend_config *c, char *err, size_t errlen);
     /* The batch's input: row i = feature row alias[i] for every node of v
-     * (ops_gather_rows), f16 widened to float. */
+     * (ops_gather_rows), f16 widened to float; or only what forward needs
+     * to read them itself where they lie (the CPU backend for GraphSAGE
+     * mean/sum, stages/trainer_cpu.c). */
     int (*gather)(struct trainer_backend *b, const struct batch_view *v, char *err, size_t errlen);
     /* The model over v's blocks (trainer_batch_blocks) from the gathered
      * rows, then the loss against v's labels; train: dropout on (mask from

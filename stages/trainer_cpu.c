@@ -6,12 +6,13 @@
  * nothing to do.
  *
  * Gather. When the model reads its input where it lies
- * (model_takes_rows: GraphSAGE mean/sum; f32 rows), gather copies only
- * layer 0's destinations (the rows its self term and weight gradients
- * read) and forward aggregates every source straight from the feature
- * buffer through the batch's aliases (model_forward_rows): the same bits
- * as copying every source row first, without the copy. Otherwise every
- * row of the batch is copied into x. */
+ * (model_takes_rows: GraphSAGE mean/sum; f32 rows), gather only sizes x
+ * for layer 0's destinations (the rows its self term and weight gradients
+ * read), and forward both copies those into x, tile by tile as it reaches
+ * them, and aggregates every source straight from the feature buffer
+ * through the batch's aliases (model_forward_rows with dst_rows): the
+ * same bits as copying every source row first, without the copy.
+ * Otherwise gather copies every row of the batch into x. */
 #include "stages/trainer_backend.h"
 
 #include <errno.h>
@@ -100,6 +101,10 @@ static int cpu_gather(struct trainer_backend *b, const struct batch_view *v, cha
     uint32_t copy = b->rows ? batch_block_dst(v, batch_block_for_layer(v, 0)) : n; /* layer 0's destinations come first */
     if (need(&b->x, &b->x_cap, (size_t)copy * dim) != 0)
         return sl_errf(err, errlen, -ENOMEM, "out of memory for %u input rows", copy);
+    if (b->rows) { /* forward fills x; nonfinite_rows reads the buffer */
+        b->x_rows = 0;
+        return 0;
+    }
     const struct featbuf *fb = b->c.fb;
     ops_gather_rows(b->x, featbuf_row(fb, 0), fb->stride, v->alias, copy, dim, b->c.f16);
     b->x_rows = copy;
@@ -119,8 +124,9 @@ static int cpu_forward(struct trainer_backend *b, const struct batch_view *v, bo
     int rc;
     if (b->rows) {
         const struct featbuf *fb = b->c.fb;
-        struct model_rows src = {.rows = featbuf_row(fb, 0), .stride = fb->stride, .alias = b->alias};
-        rc = model_forward_rows(b->m, blocks, nblocks, nb, b->x, &src, train, dropout_seed, b->logits, err, errlen);
+        struct model_rows src = {
+            .rows = featbuf_row(fb, 0), .stride = fb->stride, .alias = b->alias, .dst_rows = b->x};
+        rc = model_forward_rows(b->m, blocks, nblocks, nb, NULL, &src, train, dropout_seed, b->logits, err, errlen);
     } else {
         rc = model_forward(b->m, blocks, nblocks, nb, b->x, train, dropout_seed, b->logits, err, errlen);
     }

@@ -34,6 +34,7 @@
 #include "core/util.h"
 #include "ipc/batch.h"
 #include "ops/model.h"
+#include "ops/model_ops.h"
 #include "ops/ops.h"
 #include "stages/trainer_backend.h"
 #include "t_batch.h"
@@ -612,11 +613,67 @@ static void test_threads_and_reuse_same_bits(void **state)
     tb_free(&b2);
 }
 
+/* The CPU table's fused steps (ops_sage_fwd, the paired products, the
+ * dropout + ReLU backward) against the same table without them, where
+ * the model calls the steps one by one: the same logits and gradients,
+ * bit for bit, for GraphSAGE (mean and sum), GCN and the MLP with
+ * dropout, on 1 and 2 threads. */
+static void test_fused_table_same_bits(void **state)
+{
+    (void)state;
+    const uint32_t in = 40, hidden = 64, classes = 6;
+    struct tb b;
+    tb_make(&b, 6000, 8, 2, (int64_t[]){10, 5}, 700, g_seed + 12);
+    uint32_t n = batch_nodes(&b.v);
+    uint64_t st = g_seed + 3;
+    float *x = fvec((size_t)n * in), *dl = fvec((size_t)700 * classes);
+    for (size_t i = 0; i < (size_t)n * in; i++)
+        x[i] = urand(&st, -1, 1);
+    for (size_t i = 0; i < (size_t)700 * classes; i++)
+        dl[i] = urand(&st, -1, 1);
+    struct model_ops steps = model_ops_cpu;
+    steps.sage_fwd = NULL;
+    steps.linear_bwd_w2 = NULL;
+    steps.linear_bwd_x2 = NULL;
+    steps.dropout_relu_bwd = NULL;
+    const enum model_kind kinds[4] = {MODEL_SAGE, MODEL_SAGE, MODEL_GCN, MODEL_MLP};
+    int before = ops_threads();
+    for (int k = 0; k < 4; k++)
+        for (int t = 1; t <= 2; t++) {
+            assert_int_equal(ops_set_threads(t), 0);
+            struct model_config c = {.kind = kinds[k], .layers = 2, .in_dim = in, .hidden = hidden, .classes = classes,
+                                     .heads = 1, .dropout = 0.5f, .seed = g_seed,
+                                     .aggr = k == 1 ? MODEL_AGGR_SUM : MODEL_AGGR_MEAN};
+            struct model *mf, *ms;
+            char err[256] = "";
+            if (model_create(&mf, &c, err, sizeof err) || model_create_on(&ms, &c, &steps, NULL, err, sizeof err))
+                fail_msg("model_create: %s", err);
+            float *lf = fvec((size_t)700 * classes), *ls = fvec((size_t)700 * classes);
+            forward(mf, &b.v, x, true, 77, lf);
+            forward(ms, &b.v, x, true, 77, ls);
+            if (memcmp(lf, ls, (size_t)700 * classes * sizeof *lf))
+                fail_msg("%s (case %d), %d threads: fused logits differ from the steps'", model_kind_name(kinds[k]), k,
+                         t);
+            backward(mf, dl);
+            backward(ms, dl);
+            if (memcmp(model_grads(mf), model_grads(ms), model_nparams(mf) * sizeof(float)))
+                fail_msg("%s (case %d), %d threads: fused gradients differ from the steps'",
+                         model_kind_name(kinds[k]), k, t);
+            free(lf), free(ls);
+            model_destroy(mf);
+            model_destroy(ms);
+        }
+    ops_set_threads(before);
+    free(x), free(dl);
+    tb_free(&b);
+}
+
 /* GraphSAGE reading layer 0's sources where they lie (model_forward_rows:
  * the rows scattered in a larger buffer, with a wider stride, reached
  * through a permutation) gives the bits of model_forward over the same
  * rows gathered first: logits and every gradient, mean and sum, with 1
- * and 2 threads; other models and max are refused. */
+ * and 2 threads, with the destinations' rows gathered by the caller or
+ * (dst_rows) by the forward itself; other models and max are refused. */
 static void test_forward_rows_same_bits(void **state)
 {
     (void)state;
@@ -665,6 +722,22 @@ static void test_forward_rows_same_bits(void **state)
             backward(m, dl);
             if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
                 fail_msg("aggr %d, %d threads: gradients differ from the gathered input's", a, t);
+            /* the forward gathering layer 0's destinations itself (dst_rows, no x) */
+            float *xg = fvec((size_t)nd0 * in);
+            for (size_t i = 0; i < (size_t)nd0 * in; i++)
+                xg[i] = NAN; /* whatever it held before */
+            src.dst_rows = xg;
+            memset(l2, 0, (size_t)700 * classes * sizeof *l2);
+            if (model_forward_rows(m, blocks, nb, 700, NULL, &src, true, 42, l2, err, sizeof err) != 0)
+                fail_msg("model_forward_rows with dst_rows: %s", err);
+            if (memcmp(xg, x, (size_t)nd0 * in * sizeof *xg) != 0)
+                fail_msg("aggr %d, %d threads: dst_rows differ from layer 0's destination rows", a, t);
+            if (memcmp(l1, l2, (size_t)700 * classes * sizeof *l1) != 0)
+                fail_msg("aggr %d, %d threads: logits with dst_rows differ from the gathered input's", a, t);
+            backward(m, dl);
+            if (memcmp(g1, model_grads(m), np * sizeof *g1) != 0)
+                fail_msg("aggr %d, %d threads: gradients with dst_rows differ from the gathered input's", a, t);
+            free(xg);
             free(xd);
             free(g1);
             model_destroy(m);
@@ -912,6 +985,7 @@ int main(void)
         cmocka_unit_test(test_same_seed_same_bits),
         cmocka_unit_test(test_threads_and_reuse_same_bits),
         cmocka_unit_test(test_forward_rows_same_bits),
+        cmocka_unit_test(test_fused_table_same_bits),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_call_errors),
         cmocka_unit_test(test_sage_learns_neighbours_mlp_cannot),

@@ -28,6 +28,7 @@
 
 #include "core/dataset.h"
 #include "core/util.h"
+#include "ops/elem.h"
 #include "ops/ops.h"
 
 static uint64_t g_seed;
@@ -346,6 +347,120 @@ static void test_elementwise_threads_bitwise(void **state)
     free(base), free(y), free(indptr), free(src), free(alias), free(h), free(bias), free(rowsbuf);
 }
 
+/* The operators that run on the pool over rows or elements but used to
+ * be one pass on one thread (the loss, Adam, the scatter of the sum's
+ * and mean's backward) give the bits of that pass, written out here, for
+ * 1, 2 and 3 threads (and the bias gradient and zeroing, beside them):
+ * the loss and its gradient over rows of which some are unlabelled, Adam
+ * over several pieces, the scatter with repeated sources and
+ * destinations without any, added to what dh held. */
+static void test_pooled_vs_one_pass_bitwise(void **state)
+{
+    (void)state;
+    const uint32_t n = 1000, classes = 16, rows = 7001, dim = 131;
+    const size_t np = 3 * 8192 + 555, nz = 3 * ((size_t)1 << 17) + 99;
+    float *logits = frand((size_t)n * classes, -6, 6);
+    int32_t *labels = calloc(n, sizeof *labels);
+    for (uint32_t i = 0; i < n; i++)
+        labels[i] = i % 7 == 3 ? -1 : i % 11 == 5 ? (int32_t)classes + 2 : (int32_t)irand(classes);
+    /* the loss as one pass over the rows */
+    uint32_t nl = 0, ok = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nl += labels[i] >= 0 && (uint32_t)labels[i] < classes;
+    float *rg = fvec((size_t)n * classes);
+    double total = 0.0;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *x = logits + (size_t)i * classes;
+        if (labels[i] < 0 || (uint32_t)labels[i] >= classes) {
+            memset(rg + (size_t)i * classes, 0, classes * sizeof *rg);
+            continue;
+        }
+        uint32_t arg;
+        double lse = elem_ce_lse(x, classes, &arg);
+        ok += arg == (uint32_t)labels[i];
+        total += lse - (double)x[labels[i]];
+        for (uint32_t c = 0; c < classes; c++)
+            rg[(size_t)i * classes + c] = elem_ce_grad(x[c], lse, c == (uint32_t)labels[i], nl);
+    }
+    float rloss = (float)(total / nl);
+    /* the bias gradient as one pass */
+    float *dy = frand((size_t)rows * dim, -1, 1), *rdb = fvec(dim);
+    for (uint32_t c = 0; c < dim; c++)
+        rdb[c] = 0.0f;
+    for (uint32_t i = 0; i < rows; i++)
+        for (uint32_t c = 0; c < dim; c++)
+            rdb[c] += dy[(size_t)i * dim + c];
+    /* Adam as one pass, two steps */
+    float *p0 = frand(np, -1, 1), *g = frand(np, -1, 1), *rp = fvec(np), *rm = fvec(np), *rv = fvec(np);
+    memcpy(rp, p0, np * sizeof *rp);
+    memset(rm, 0, np * sizeof *rm);
+    memset(rv, 0, np * sizeof *rv);
+    for (uint64_t t = 1; t <= 2; t++) {
+        struct elem_adam c = elem_adam_prep(0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, false, t);
+        for (size_t i = 0; i < np; i++)
+            elem_adam_update(&rp[i], &rm[i], &rv[i], g[i], &c);
+    }
+    /* the scatters as one pass */
+    struct tblock tb;
+    tblock_make(&tb, 3000, 9001, 9);
+    const uint32_t sd = 67;
+    float *dout = frand((size_t)3000 * sd, -1, 1), *dh0 = frand((size_t)9001 * sd, -1, 1);
+    float *rsum = fvec((size_t)9001 * sd), *rmean = fvec((size_t)9001 * sd);
+    memcpy(rsum, dh0, (size_t)9001 * sd * sizeof *rsum);
+    memcpy(rmean, dh0, (size_t)9001 * sd * sizeof *rmean);
+    for (uint32_t d = 0; d < 3000; d++) {
+        uint32_t j0 = tb.indptr[d], j1 = tb.indptr[d + 1];
+        for (uint32_t j = j0; j < j1; j++)
+            for (uint32_t c = 0; c < sd; c++) {
+                float gv = dout[(size_t)d * sd + c];
+                rsum[(size_t)tb.src[j] * sd + c] += gv;
+                rmean[(size_t)tb.src[j] * sd + c] += 1.0f / (float)(j1 - j0) * gv;
+            }
+    }
+    int before = ops_threads();
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(ops_set_threads(t), 0);
+        float *dh = fvec((size_t)9001 * sd);
+        memcpy(dh, dh0, (size_t)9001 * sd * sizeof *dh);
+        ops_agg_sum_bwd(dh, &tb.b, dout, sd);
+        if (memcmp(dh, rsum, (size_t)9001 * sd * sizeof *dh))
+            fail_msg("ops_agg_sum_bwd differs from one pass with %d threads", t);
+        memcpy(dh, dh0, (size_t)9001 * sd * sizeof *dh);
+        ops_agg_mean_bwd(dh, &tb.b, dout, sd);
+        if (memcmp(dh, rmean, (size_t)9001 * sd * sizeof *dh))
+            fail_msg("ops_agg_mean_bwd differs from one pass with %d threads", t);
+        free(dh);
+        float *dl = frand((size_t)n * classes, -1, 1);
+        uint32_t l2 = 0, ok2 = 0;
+        float loss = ops_cross_entropy(logits, labels, n, classes, dl, &l2, &ok2);
+        if (memcmp(&loss, &rloss, sizeof loss) || l2 != nl || ok2 != ok ||
+            memcmp(dl, rg, (size_t)n * classes * sizeof *dl))
+            fail_msg("ops_cross_entropy differs from one pass with %d threads", t);
+        float *db = frand(dim, -1, 1);
+        ops_bias_bwd(db, dy, rows, dim);
+        if (memcmp(db, rdb, dim * sizeof *db))
+            fail_msg("ops_bias_bwd differs from one pass with %d threads", t);
+        float *p = fvec(np), *m = fvec(np), *v = fvec(np);
+        memcpy(p, p0, np * sizeof *p);
+        ops_zero(m, np);
+        ops_zero(v, np);
+        for (uint64_t s = 1; s <= 2; s++)
+            ops_adam(p, g, m, v, np, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, false, s);
+        if (memcmp(p, rp, np * sizeof *p) || memcmp(m, rm, np * sizeof *m) || memcmp(v, rv, np * sizeof *v))
+            fail_msg("ops_adam differs from one pass with %d threads", t);
+        float *z = frand(nz, -1, 1);
+        ops_zero(z, nz);
+        for (size_t i = 0; i < nz; i++)
+            if (z[i] != 0.0f || signbit(z[i]))
+                fail_msg("ops_zero left element %zu at %g with %d threads", i, (double)z[i], t);
+        free(dl), free(db), free(p), free(m), free(v), free(z);
+    }
+    assert_int_equal(ops_set_threads(before), 0);
+    free(logits), free(labels), free(rg), free(dy), free(rdb), free(p0), free(g), free(rp), free(rm), free(rv);
+    free(dout), free(dh0), free(rsum), free(rmean);
+    tblock_free(&tb);
+}
+
 /* The fused GraphSAGE forward (ops_sage_fwd) against the steps it stands
  * for, and the paired products and the fused dropout + ReLU backward
  * against their single calls: the same bits, for 1, 2 and 3 threads; on
@@ -409,6 +524,21 @@ static void test_fused_vs_steps_bitwise(void **state)
                 ops_sage_fwd(&sa);
                 if (memcmp(a, ra, na * sizeof *a) || memcmp(y, ry, ny * sizeof *y) || memcmp(mk, rm, ny))
                     fail_msg("ops_sage_fwd (out %u, variant %d) differs from its steps with %d threads", out, v, t);
+                if (from_rows) { /* again, gathering the destinations' own rows itself (xg) */
+                    float *xg = fvec(na);
+                    for (size_t i = 0; i < na; i++)
+                        xg[i] = NAN;
+                    memset(y, 0, ny * sizeof *y);
+                    memset(a, 0, na * sizeof *a);
+                    memset(mk, 0, ny);
+                    sa.x = sa.xg = xg;
+                    ops_sage_fwd(&sa);
+                    if (memcmp(xg, h, na * sizeof *xg) || memcmp(a, ra, na * sizeof *a) ||
+                        memcmp(y, ry, ny * sizeof *y) || memcmp(mk, rm, ny))
+                        fail_msg("ops_sage_fwd with xg (out %u, variant %d) differs from its steps with %d threads",
+                                 out, v, t);
+                    free(xg);
+                }
                 free(y), free(a), free(mk);
             }
             free(ry), free(ra), free(rm);
@@ -1158,6 +1288,7 @@ int main(void)
         cmocka_unit_test(test_gemm_ksplit_threads_bitwise),
         cmocka_unit_test(test_elementwise_threads_bitwise),
         cmocka_unit_test(test_fused_vs_steps_bitwise),
+        cmocka_unit_test(test_pooled_vs_one_pass_bitwise),
         cmocka_unit_test(test_linear_bias_grad),
         cmocka_unit_test(test_relu_dropout_grad),
         cmocka_unit_test(test_dropout_mask),
