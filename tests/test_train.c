@@ -424,7 +424,8 @@ static void expect_nice(pid_t pid, const char *stage, int want)
     DIR *d = opendir(dir);
     assert_non_null(d);
     int threads = 0;
-    for (struct dirent *e; (e = readdir(d));) {
+    char bad[256] = "";
+    for (struct dirent *e; !bad[0] && (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
         char path[128], buf[1024];
@@ -442,12 +443,14 @@ static void expect_nice(pid_t pid, const char *stage, int want)
         char st;
         if (sscanf(p + 2, "%c %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld", &st, &v[0], &v[1], &v[2],
                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15]) != 17)
-            fail_msg("cannot read %s: %s", path, buf);
-        if (v[15] != want)
-            fail_msg("the %s's thread %s runs at nice %ld, not %d", stage, e->d_name, v[15], want);
+            snprintf(bad, sizeof bad, "cannot read %s", path);
+        else if (v[15] != want)
+            snprintf(bad, sizeof bad, "the %s's thread %s runs at nice %ld, not %d", stage, e->d_name, v[15], want);
         threads++;
     }
     closedir(d);
+    if (bad[0])
+        fail_msg("%s", bad);
     assert_true(threads > 0);
 }
 
