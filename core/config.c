@@ -156,12 +156,6 @@ static const key keys[] = {
     {"pipeline.trainer_threads", K_AUTOINT, OFF(pipeline.trainer_threads), "\"auto\"", 1, 256, NULL,
      "Compute threads of each rank's trainer (BLAS and the CPU operators). auto: the rank's share of the online "
      "CPUs (all of them for one rank). Any count gives the same bits."},
-    {"pipeline.sampler_nice", K_INT, OFF(pipeline.sampler_nice), "10", 0, 19, NULL,
-     "Nice value the sampler's threads run at, so that where the trainer keeps every core busy its compute threads "
-     "preempt them (sampling fills the gaps between the trainer's operators instead of holding one of its threads "
-     "back while the others wait for it); the sampler works ahead by the batch arena's slots, so it keeps up. Not "
-     "applied while the sampler announces lookahead hints (it then takes the feature buffer's lock). 0: the same "
-     "as the other stages' (docs/architecture.md, \"Stage priorities\")."},
     {"pipeline.extractors", K_INT, OFF(pipeline.extractors), "2", 1, 256, NULL,
      "Extractor threads per rank, each with its own io_uring."},
     {"pipeline.extract_queue", K_INT, OFF(pipeline.extract_queue), "8", 1, 4096, NULL,

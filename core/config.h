@@ -136,7 +136,6 @@ struct config {
         int64_t ranks;
         int64_t samplers;
         int64_t trainer_threads; /* 0: auto */
-        int64_t sampler_nice;    /* the sampler's nice value (0-19) */
         int64_t extractors;
         int64_t extract_queue;
         int64_t train_queue;

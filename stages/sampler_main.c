@@ -622,11 +622,6 @@ static int stage_main(int argc, char **argv)
     if (!t)
         stage_fail(&st, "out of memory");
     stage_ready(&st);
-    /* the worker threads inherit it; not while they announce lookahead
-     * hints, under the feature buffer's lock, which the extractor must get
-     * at once */
-    if (!r.window)
-        stage_nice(&st, (int)st.cfg.pipeline.sampler_nice);
     for (int i = 0; i < nthreads; i++) {
         int rc = pthread_create(&t[i], NULL, r.packed ? packed_thread : stage_thread, &r);
         if (rc)

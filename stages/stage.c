@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,21 +176,6 @@ void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns
     if (write(fd, &sp, sizeof sp) != (ssize_t)sizeof sp &&
         __atomic_exchange_n(&s->trace_fd, -1, __ATOMIC_RELAXED) >= 0)
         stage_note(s, "warning: --trace: write failed: %s; tracing off", strerror(errno));
-}
-
-void stage_nice(struct stage *s, int nice)
-{
-    if (nice <= 0)
-        return;
-    /* on Linux the nice value is a thread's own (PRIO_PROCESS with 0: the
-     * calling thread), and new threads inherit their creator's */
-    errno = 0;
-    int cur = getpriority(PRIO_PROCESS, 0);
-    if (cur == -1 && errno)
-        cur = 0;
-    if (cur < nice && setpriority(PRIO_PROCESS, 0, nice) != 0)
-        stage_note(s, "warning: cannot lower this stage's priority to nice %d (pipeline.sampler_nice): %s", nice,
-                   strerror(errno));
 }
 
 void stage_trace_phase(struct stage *s, enum run_phase ph, uint64_t t0_ns, uint64_t t1_ns)

@@ -110,11 +110,6 @@ void stage_schedule(struct stage *s, struct schedule *out);
  * of 32 bytes). A failed write turns tracing off with one warning. */
 void stage_trace(struct stage *s, uint64_t batch, uint32_t split, uint64_t t0_ns, uint64_t t1_ns);
 
-/* Lowers the calling thread's scheduling priority to nice `nice` (0-19:
- * pipeline.sampler_nice); threads it creates afterwards inherit it. A
- * failure is noted, not fatal. */
-void stage_nice(struct stage *s, int nice);
-
 /* The same for one of the stage's phases (RUN_PHASE_*, on the calling
  * thread's track). */
 void stage_trace_phase(struct stage *s, enum run_phase ph, uint64_t t0_ns, uint64_t t1_ns);

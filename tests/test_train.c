@@ -26,13 +26,10 @@
 
 #include <errno.h>
 #include <math.h>
-#include <dirent.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include "core/dataset.h"
 #include "core/util.h"
-#include "ipc/run.h"
 #include "ops/ckpt.h"
 #include "t_launch.h"
 
@@ -414,72 +411,6 @@ static void test_resume_after_kill(void **state)
     double got = t_final_test_acc(&again, 4);
     if (fabs(got - want) > 1e-9)
         fail_msg("resumed run ended at test_acc=%.4f, the uninterrupted one at %.4f", got, want);
-}
-
-/* The nice value of every thread of a stage process, checked to be want. */
-static void expect_nice(pid_t pid, const char *stage, int want)
-{
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int threads = 0;
-    char bad[256] = "";
-    for (struct dirent *e; !bad[0] && (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[128], buf[1024];
-        snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue; /* the thread just ended */
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        /* after "(comm)": state is field 3, nice field 19 */
-        const char *p = strrchr(buf, ')');
-        assert_non_null(p);
-        long v[17];
-        char st;
-        if (sscanf(p + 2, "%c %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld", &st, &v[0], &v[1], &v[2],
-                   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15]) != 17)
-            snprintf(bad, sizeof bad, "cannot read %s", path);
-        else if (v[15] != want)
-            snprintf(bad, sizeof bad, "the %s's thread %s runs at nice %ld, not %d", stage, e->d_name, v[15], want);
-        threads++;
-    }
-    closedir(d);
-    if (bad[0])
-        fail_msg("%s", bad);
-    assert_true(threads > 0);
-}
-
-/* pipeline.sampler_nice: the sampler's threads run at that nice value
- * (or the launcher's, if higher), the other stages' at the launcher's. */
-static void test_sampler_nice(void **state)
-{
-    (void)state;
-    char ck[1300], set[1400];
-    snprintf(ck, sizeof ck, "%s/ck-nice", t_ldir);
-    snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
-    struct t_proc r;
-    t_launch_start(&r, (const char *[]){g_stages, NULL},
-                   (const char *[]){"--cpu", g_cfg, "--set", set, "--set", "pipeline.sampler_nice=7", "--epochs", "600",
-                                    NULL});
-    struct t_kid k[T_MAX_KIDS];
-    int n = t_wait_flowing(&r, 4, k, 2);
-    assert_int_equal(n, 4);
-    errno = 0;
-    int base = getpriority(PRIO_PROCESS, 0); /* the suite may run under nice(1) */
-    assert_false(base == -1 && errno);
-    const int want[RUN_STAGES] = {[RUN_SAMPLER] = SL_MAX(base, 7), [RUN_EXTRACTOR] = base, [RUN_TRAINER] = base,
-                                  [RUN_RELEASER] = base};
-    for (int i = 0; i < n; i++)
-        expect_nice(k[i].pid, run_stage_name((enum run_stage)k[i].stage), want[k[i].stage]);
-    kill(r.pid, SIGINT);
-    t_launch_wait(&r, 60);
-    t_expect_code(&r, 130);
-    t_expect_clean(&r);
 }
 
 static void test_permuted_labels_chance(void **state)
@@ -1004,7 +935,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_early_stop, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_permuted_labels_chance, t_launch_case_setup, t_launch_case_teardown),
-        cmocka_unit_test_setup_teardown(test_sampler_nice, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_two_ranks, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_ranks_out_of_step, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_topology_cache_same, t_launch_case_setup, t_launch_case_teardown),
