@@ -303,7 +303,10 @@ void t_expect_code(const struct t_proc *r, int want)
     if (r->code != want) {
         char log[16384];
         t_slurp(r->log, log, sizeof log);
-        fail_msg("%s: exited %d, expected %d; its output:\n%s", r->args, r->code, want, log);
+        /* the whole output first: cmocka cuts a long failure message, and
+         * the reason is usually at the end */
+        fprintf(stderr, "---- gnnlaunch's output (%s) ----\n%s\n---- end ----\n", r->log, log);
+        fail_msg("%s: exited %d, expected %d (its output is above)", r->args, r->code, want);
     }
 }
 
