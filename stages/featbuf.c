@@ -597,6 +597,12 @@ static int acquire_locked(struct featbuf *fb, uint64_t node, uint32_t *slot, uin
     if (s == FEATBUF_NO_SLOT)
         return is_broken(fb) ? -EPIPE : -EAGAIN;
     struct featbuf_slot *x = &fb->slots[s];
+    /* The row's last writer published it with featbuf_loaded (a release on
+     * state); acquire that before the slot's memory goes to a new load.
+     * The lock orders the two already, but through the trainer's and the
+     * releaser's processes, which a thread sanitizer in this process does
+     * not see (it reported the new load's copy as racing the old one). */
+    (void)atomic_load_explicit(&x->state, memory_order_acquire);
     if (x->dirty) {
         int rc = fb_write_back(fb, s);
         if (rc) {
