@@ -596,6 +596,31 @@ static void test_metrics_file(void **state)
             fail_msg("no process object for the %s", stages[k]);
 }
 
+/* The index of thread tid's track among the n seen so far (a new one
+ * added, its last span ending at 0). */
+static int track_of(int tid, int *tids, double *ends, int *n)
+{
+    int t = 0;
+    while (t < *n && tids[t] != tid)
+        t++;
+    if (t == *n) {
+        assert_true(*n < 64);
+        tids[*n] = tid;
+        ends[(*n)++] = 0;
+    }
+    return t;
+}
+
+/* The index of a span's category among the four stages'. */
+static int stage_of(const char *cat, const char *const cats[4])
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(cat, cats[i]))
+            return i;
+    fail_msg("a span of no stage: '%s'", cat);
+    return -1;
+}
+
 /* --trace: valid JSON, one track per stage process, and every batch has a
  * sampler, extractor, trainer and releaser span, in that causal order;
  * every stage a start-up span that ends before its first batch span, the
@@ -645,19 +670,8 @@ static void test_trace_file(void **state)
                        phase, cat, &ts, &dur, &pid, &tid) != 6 ||
                 dur < 0)
                 fail_msg("unexpected phase line: %s", line);
-            int t = 0; /* a phase names its thread's track too */
-            while (t < ntid && last_tid[t] != tid)
-                t++;
-            if (t == ntid) {
-                assert_true(ntid < 64);
-                last_tid[ntid] = tid;
-                last_end[ntid++] = 0;
-            }
-            int k = -1;
-            for (int i = 0; i < 4; i++)
-                if (!strcmp(cat, cats[i]))
-                    k = i;
-            assert_true(k >= 0);
+            track_of(tid, last_tid, last_end, &ntid); /* a phase names its thread's track too */
+            int k = stage_of(cat, cats);
             if (!strcmp(phase, "start-up")) {
                 ups[k]++;
                 up_start[k] = ts;
@@ -680,24 +694,13 @@ static void test_trace_file(void **state)
         /* Perfetto's JSON importer needs the complete events of one thread
          * to nest; a stage thread works on one batch at a time, so its spans
          * must not overlap at all (in file order, which is time order) */
-        int t = 0;
-        while (t < ntid && last_tid[t] != tid)
-            t++;
-        if (t == ntid) {
-            assert_true(ntid < 64);
-            last_tid[ntid] = tid;
-            last_end[ntid++] = 0;
-        }
+        int t = track_of(tid, last_tid, last_end, &ntid);
         if (ts + 0.002 < last_end[t])
             fail_msg("thread %d: span of batch %llu starts at %.3f us, before its previous span ends (%.3f us)", tid, b, ts,
                      last_end[t]);
         last_end[t] = ts + dur;
         assert_true(b < MAXB && dur >= 0);
-        int k = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(cat, cats[i]))
-                k = i;
-        assert_true(k >= 0);
+        int k = stage_of(cat, cats);
         seen[b][k]++;
         start[b][k] = ts;
         end[b][k] = ts + dur;
