@@ -171,7 +171,7 @@ bool model_takes_rows(const struct model *m);
  * valid until backward. With src->dst_rows, the caller gathers nothing
  * and x may be NULL: the forward copies layer 0's destination rows from
  * src into dst_rows (ops_gather_rows' bits; the fused layer does it tile
- * by tile, each tile's rows read just before its self product) and uses
+ * by tile, each tile's rows copied before its aggregation) and uses
  * dst_rows as x, which must then stay valid until backward. -EINVAL when
  * !model_takes_rows(m), or as model_forward. */
 int model_forward_rows(struct model *m, const struct ops_block *blocks, uint32_t nblocks, uint32_t targets,

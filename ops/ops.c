@@ -821,8 +821,9 @@ static void agg_bwd_piece(void *a, size_t p)
 static void agg_bwd(float *dh, const struct ops_block *b, const float *dout, uint32_t dim, bool mean)
 {
     struct scatter_arg r = {.dh = dh, .b = b, .dout = dout, .dim = dim, .mean = mean, .pieces = 1};
-    if ((size_t)ops_block_edges(b) * dim >= ELEM_GRAIN && b->n_src > 1)
-        r.pieces = (uint32_t)SL_MIN((uint32_t)g_pool.threads, b->n_src);
+    size_t work = (size_t)ops_block_edges(b) * dim;
+    if (work >= ELEM_GRAIN && b->n_src > 1) /* every piece walks all edges: no more pieces than grains of work */
+        r.pieces = (uint32_t)SL_MIN(SL_MIN((size_t)g_pool.threads, (size_t)b->n_src), work / ELEM_GRAIN);
     pool_run(agg_bwd_piece, &r, r.pieces);
 }
 
@@ -1261,7 +1262,7 @@ float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, 
             g_ce_cap = n;
         }
     }
-    if (n <= g_ce_cap) {
+    if (n > 0 && n <= g_ce_cap) {
         e.term = g_ce_scratch;
         e.hit = (uint8_t *)(e.term + n);
         par_for(n, CE_GRAIN, ce_rows, &e);

@@ -26,8 +26,12 @@
  * the caller passes a checked block (the trainer's come from a batch that
  * batch_view() has checked).
  *
- * Determinism. The loops here are sequential with a fixed summation order.
- * GEMMs run on a small thread pool (ops_set_threads) with OpenBLAS itself
+ * Determinism. Every reduction has a fixed summation order whatever the
+ * thread count: element-wise loops, the loss's per-row terms and Adam run
+ * on the pool in pieces that each own their outputs (the loss's terms then
+ * summed in row order by one thread), the sum/mean backward scatter in
+ * pieces that each own a range of source rows and walk every edge in
+ * order, and the rest on one thread. GEMMs run on a small thread pool (ops_set_threads) with OpenBLAS itself
  * single-threaded: C is cut into tiles of a fixed size, whatever the
  * thread count, and each tile is one sgemm call on one thread, so every
  * element comes from the same call and the results are bit-identical for
@@ -313,7 +317,8 @@ void ops_head_mean_bwd(float *restrict din, const float *restrict dout, uint32_t
  * mean loss (0 when no row is labelled); dlogits (n, classes), when not
  * NULL, gets its gradient (softmax - one-hot) / labelled, zero rows for
  * unlabelled ones. labelled and correct (argmax, first index on ties,
- * equals the label) may be NULL. Sums in double. */
+ * equals the label) may be NULL. Sums in double. Keeps a process-wide
+ * scratch of 9 bytes a row (the largest n seen) between calls. */
 float ops_cross_entropy(const float *logits, const int32_t *labels, uint32_t n, uint32_t classes, float *dlogits,
                         uint32_t *labelled, uint32_t *correct);
 
