@@ -42,6 +42,7 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
+#define ACT_NONE 0xffu /* act[] of a row outside the hot set: not claimed, never released */
 #define CLAIM_SLICE 16u /* chunks claimed between two looks at the reads */
 #define PIECES_MAX 16u /* staging pieces: chunks that cannot be read straight into their slots (rows on a GPU; a buffer
                          * stride other than the file's, as for rows of 400 bytes: 448 against 512) in flight at
@@ -72,6 +73,11 @@ struct warm {
     uint32_t *slots; /* (rows) */
     uint8_t *act;    /* (rows) */
     uint64_t *nodes; /* (rows_per): a claim's node ids */
+    /* a hot set (warm_params.nodes): its rows only; the others' act is ACT_NONE */
+    const uint64_t *want;
+    uint64_t nwant, want_pos; /* the set's size, and the next id not yet claimed */
+    uint32_t *tslots;         /* (rows_per): a claim's or a release's slots */
+    uint8_t *tact;            /* (rows_per): a claim's answers */
     unsigned depth;
     unsigned char *staging; /* (npieces, piece_bytes) */
     size_t piece_bytes;
@@ -109,6 +115,12 @@ struct warm {
 #endif
 };
 
+bool warm_fits_set(const struct featbuf *fb, const struct extract_source *src, uint64_t n)
+{
+    return (fb->rows || fb->dev_rows) && n <= (uint64_t)fb->nslots && fb->n_nodes == src->rows &&
+           fb->row_bytes >= src->row_bytes;
+}
+
 bool warm_fits(const struct featbuf *fb, const struct extract_source *src)
 {
     /* n_nodes == rows: no node outside the file can hold a slot, so no
@@ -135,6 +147,26 @@ static void SL_PRINTF(3, 4) keep_error(struct warm *w, int rc, const char *fmt, 
 static int claim(struct warm *w, uint64_t c)
 {
     uint64_t *nodes = w->nodes;
+    if (w->want) { /* the hot set's rows of this chunk only */
+        uint64_t first = c * w->rows_per, end = SL_MIN(first + w->rows_per, w->src->rows);
+        uint32_t k = 0;
+        for (uint64_t p = w->want_pos; p < w->nwant && w->want[p] < end; p++)
+            nodes[k++] = w->want[p];
+        memset(w->act + first, ACT_NONE, (size_t)(end - first));
+        if (k) {
+            int rc = featbuf_acquire_many(w->fb, nodes, k, w->tslots, w->tact);
+            if (rc)
+                return rc;
+            for (uint32_t i = 0; i < k; i++) {
+                w->slots[nodes[i]] = w->tslots[i];
+                w->act[nodes[i]] = w->tact[i];
+                if (w->tact[i] != FEATBUF_LOAD)
+                    w->st->skipped++;
+            }
+        }
+        w->want_pos += k;
+        return 0;
+    }
     uint64_t first = c * w->rows_per;
     uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
     for (uint32_t i = 0; i < n; i++)
@@ -256,7 +288,18 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
                 keep_error(w, rc, "the feature buffer is broken (the run is stopping)");
         }
     }
-    if (!keep_refs && featbuf_release_many(fb, w->slots + k->first, k->n) == -EPIPE)
+    if (keep_refs)
+        return;
+    const uint32_t *rel = w->slots + k->first;
+    uint32_t nrel = k->n;
+    if (w->want) { /* the claimed rows only */
+        nrel = 0;
+        for (uint32_t i = 0; i < k->n; i++)
+            if (w->act[k->first + i] != ACT_NONE)
+                w->tslots[nrel++] = w->slots[k->first + i];
+        rel = w->tslots;
+    }
+    if (nrel && featbuf_release_many(fb, rel, nrel) == -EPIPE)
         keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
 }
 
@@ -592,11 +635,13 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     w->slots = malloc((size_t)s->rows * sizeof *w->slots);
     w->act = malloc((size_t)s->rows);
     w->nodes = malloc((size_t)w->rows_per * sizeof *w->nodes);
+    w->tslots = malloc((size_t)w->rows_per * sizeof *w->tslots);
+    w->tact = malloc((size_t)w->rows_per);
     w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * w->npieces);
     w->free_piece = calloc(w->npieces, sizeof *w->free_piece);
     w->io = calloc(depth, sizeof *w->io);
     w->busy = calloc(depth, sizeof *w->busy);
-    if (!w->slots || !w->act || !w->nodes || !w->staging || !w->free_piece || !w->io || !w->busy)
+    if (!w->slots || !w->act || !w->nodes || !w->tslots || !w->tact || !w->staging || !w->free_piece || !w->io || !w->busy)
         return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
                        s->rows, w->piece_bytes * w->npieces);
     for (unsigned i = 0; i < w->npieces; i++)
@@ -634,6 +679,8 @@ static void teardown(struct warm *w)
 #endif
     free(w->slots);
     free(w->nodes);
+    free(w->tslots);
+    free(w->tact);
     if (!w->ring_failed)
         free(w->staging); /* else the kernel may still write into it */
     free(w->free_piece);
@@ -652,14 +699,27 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
         return sl_errf(err, errlen, -ENODEV,
                        "warm start: the feature buffer keeps its rows on a GPU that this process has not opened "
                        "(featbuf_cuda_import)");
-    if (!warm_fits(fb, src))
+    const uint64_t *want = p ? p->nodes : NULL;
+    uint64_t nwant = want ? p->nnodes : src->rows;
+    if (!want && !warm_fits(fb, src))
         return sl_errf(err, errlen, -EINVAL,
                        "warm start: the feature buffer has %u slots of %zu bytes, %s has %" PRIu64 " rows of %" PRIu64
                        " bytes: they do not all fit",
                        fb->nslots, fb->row_bytes, src->path, src->rows, src->row_bytes);
+    if (want && !warm_fits_set(fb, src, nwant))
+        return sl_errf(err, errlen, -EINVAL,
+                       "warm start: a hot set of %" PRIu64 " rows does not fit the feature buffer's %u slots of %zu "
+                       "bytes for %" PRIu64 " nodes (%s: %" PRIu64 " rows of %" PRIu64 " bytes)",
+                       nwant, fb->nslots, fb->row_bytes, fb->n_nodes, src->path, src->rows, src->row_bytes);
+    for (uint64_t i = 0; want && i < nwant; i++)
+        if (want[i] >= src->rows || (i && want[i] <= want[i - 1]))
+            return sl_errf(err, errlen, -EINVAL,
+                           "warm start: the hot set's node %" PRIu64 " (entry %" PRIu64 ") is not below %" PRIu64
+                           " and above the one before",
+                           want[i], i, src->rows);
     uint64_t t0 = sl_now_ns();
-    st->rows = src->rows;
-    struct warm w = {.src = src, .fb = fb, .st = st, .err = err, .errlen = errlen};
+    st->rows = nwant;
+    struct warm w = {.src = src, .fb = fb, .st = st, .err = err, .errlen = errlen, .want = want, .nwant = want ? nwant : 0};
     int rc = setup(&w, p, err, errlen);
     if (rc) {
         teardown(&w);

@@ -76,10 +76,16 @@ struct warm_params {
     size_t chunk_bytes; /* bytes of rows per read (rounded down to whole rows, at least one); 0: default */
     unsigned depth;     /* reads in flight, 1..256; 0: default */
     bool no_huge;       /* small pages only (pipeline.huge_pages = false), as SLUICE_NO_HUGE_PAGES */
+    /* a hot set instead of every row: these nodes' rows only (ids strictly
+     * rising, < the file's rows, at most the buffer's slots; warm_fits_set),
+     * read in the same sequential pass - chunks holding none are skipped,
+     * the others read whole and the set's rows copied out of staging */
+    const uint64_t *nodes;
+    uint64_t nnodes;
 };
 
 struct warm_stats {
-    uint64_t rows;       /* rows of the file */
+    uint64_t rows;       /* rows to load: the file's, or the hot set's */
     uint64_t loaded;     /* rows this pass put in the buffer */
     uint64_t skipped;    /* rows a batch held or loaded first (HIT or WAIT at the claim) */
     uint64_t bytes;      /* bytes read */
@@ -106,6 +112,11 @@ typedef int (*warm_idle_fn)(void *arg);
  * opened in this process, a slot for every row of src, and no node but
  * the rows of src (n_nodes == rows, as gnnlaunch makes every buffer). */
 bool warm_fits(const struct featbuf *fb, const struct extract_source *src);
+
+/* The same for a hot set of n rows (warm_params.nodes): rows in host
+ * memory or opened on the device, n <= the buffer's slots, no node but
+ * the rows of src. */
+bool warm_fits_set(const struct featbuf *fb, const struct extract_source *src, uint64_t n);
 
 /* Runs the pass over src into fb (protocol above). Blocks until every
  * chunk landed or the pass failed. Statistics in *st (filled on errors

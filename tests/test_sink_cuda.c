@@ -330,7 +330,7 @@ static void test_warm_start(void **state)
     assert_non_null(f);
     assert_int_equal(fread(ref, 1, flen, f), flen);
     fclose(f);
-    static const struct warm_params ps[] = {{0, 0, false}, {4096, 3, false}};
+    static const struct warm_params ps[] = {{0, 0, false, NULL, 0}, {4096, 3, false, NULL, 0}};
     for (size_t k = 0; k < SL_ARRAY_LEN(ps); k++) {
         struct extract_source src;
         assert_int_equal(extract_source_open(&src, dir, &m, EXTRACT_IO_DIRECT, "test_sink_cuda", err, sizeof err), 0);

@@ -139,7 +139,7 @@ static void test_rows_equal_file(void **state)
         const char *dtype;
     } shapes[] = {{3, "f32"}, {100, "f32"}, {128, "f32"}, {128, "f16"}};
     static const enum extract_io ios[] = {EXTRACT_IO_DIRECT, EXTRACT_IO_BUFFERED, EXTRACT_IO_MMAP};
-    static const struct warm_params ps[] = {{0, 0, false}, {4096, 1, false}, {1, 3, false}, {65536, 16, true}};
+    static const struct warm_params ps[] = {{0, 0, false, NULL, 0}, {4096, 1, false, NULL, 0}, {1, 3, false, NULL, 0}, {65536, 16, true, NULL, 0}};
     for (int nouring = 0; nouring < 2; nouring++) {
         if (nouring)
             setenv("SLUICE_NO_IO_URING", "1", 1); /* pread(2), one chunk at a time */
@@ -219,6 +219,75 @@ static void test_rows_loaded_first(void **state)
     assert_true(st.chunks_copied >= 3); /* the chunks of 5, 900/901 and 2999 */
     buf_free(&b);
     extract_source_free(&src);
+    free(file);
+}
+
+/* A hot set (warm_params.nodes) in a buffer smaller than the file: its
+ * rows, and only they, end in the buffer equal to the file, nothing
+ * referenced; a set node a batch loaded first is left to it; chunks with
+ * no set node are not read; io_uring and pread; a set that is not rising,
+ * or larger than the buffer, is refused. */
+static void test_hot_set(void **state)
+{
+    (void)state;
+    char dir[4200];
+    dataset(dir, sizeof dir, 128, "f32");
+    size_t flen;
+    unsigned char *file = file_bytes(dir, &flen);
+    /* every third node of the first 2000 (667), none of the last 1000 */
+    uint64_t hot[NODES];
+    uint64_t nhot = 0;
+    for (uint64_t n = 0; n < 2000; n += 3)
+        hot[nhot++] = n;
+    for (int nouring = 0; nouring < 2; nouring++) {
+        if (nouring)
+            setenv("SLUICE_NO_IO_URING", "1", 1);
+        struct extract_source src;
+        open_src(&src, dir, EXTRACT_IO_DIRECT);
+        struct buf b;
+        buf_make(&b, NODES, 1000, (size_t)src.row_bytes);
+        struct extractor x; /* node 3 in the buffer first, by a batch */
+        assert_int_equal(extractor_init(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), 0);
+        uint64_t first = 3;
+        uint32_t slot;
+        assert_int_equal(extractor_run(&x, &first, 1, &slot, err, sizeof err), 0);
+        assert_int_equal(featbuf_release_many(&b.fb, &slot, 1), 0);
+        extractor_free(&x);
+        assert_true(warm_fits_set(&b.fb, &src, nhot));
+        struct warm_params p = {.chunk_bytes = 64 * 512, .depth = 4, .nodes = hot, .nnodes = nhot};
+        struct warm_stats st;
+        if (warm_fill(&src, &b.fb, &p, NULL, NULL, &st, err, sizeof err))
+            fail_msg("nouring=%d: warm_fill: %s", nouring, err);
+        expect_rows(&b, &src, file, false, "hot set");
+        assert_int_equal(st.rows, nhot);
+        assert_int_equal(st.skipped, 1);
+        assert_int_equal(st.loaded, nhot - 1);
+        for (uint64_t n = 0, h = 0; n < NODES; n++) {
+            bool in = h < nhot && hot[h] == n;
+            h += in;
+            uint32_t s = featbuf_lookup(&b.fb, n);
+            if (!in && n != 3) {
+                if (s != FEATBUF_ABSENT)
+                    fail_msg("nouring=%d: node %" PRIu64 " is not in the hot set but has slot %u", nouring, n, s);
+                continue;
+            }
+            if (s == FEATBUF_ABSENT)
+                fail_msg("nouring=%d: hot node %" PRIu64 " has no slot after the pass", nouring, n);
+            if (memcmp(featbuf_row(&b.fb, s), file + n * src.row_stride, (size_t)src.row_bytes))
+                fail_msg("nouring=%d: row of node %" PRIu64 " differs from features.bin", nouring, n);
+        }
+        /* 2000 rows in chunks of 64 rows: 32 chunks read, the 15 past them not */
+        if (st.bytes > (uint64_t)32 * 64 * 512)
+            fail_msg("nouring=%d: read %" PRIu64 " bytes, more than the 32 chunks that hold the set", nouring, st.bytes);
+        /* refused: not rising; more nodes than slots */
+        uint64_t bad[2] = {7, 7};
+        struct warm_params q = {.nodes = bad, .nnodes = 2};
+        assert_int_equal(warm_fill(&src, &b.fb, &q, NULL, NULL, &st, err, sizeof err), -EINVAL);
+        assert_false(warm_fits_set(&b.fb, &src, 1001));
+        buf_free(&b);
+        extract_source_free(&src);
+    }
+    unsetenv("SLUICE_NO_IO_URING");
     free(file);
 }
 
@@ -495,7 +564,7 @@ static void test_huge_pages(void **state)
     size_t flen;
     unsigned char *file = file_bytes(dir, &flen);
     /* the third: pipeline.huge_pages = false, through the parameters */
-    static const struct warm_params ps[] = {{0, 0, false}, {65536, 1, false}, {0, 0, true}};
+    static const struct warm_params ps[] = {{0, 0, false, NULL, 0}, {65536, 1, false, NULL, 0}, {0, 0, true, NULL, 0}};
     for (int off = 0; off < 3; off++) {
         if (off == 1)
             setenv("SLUICE_NO_HUGE_PAGES", "1", 1);
@@ -558,7 +627,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_equal_file), cmocka_unit_test(test_rows_loaded_first),
+        cmocka_unit_test(test_rows_equal_file), cmocka_unit_test(test_rows_loaded_first), cmocka_unit_test(test_hot_set),
         cmocka_unit_test(test_beside_batches),  cmocka_unit_test(test_refused),
         cmocka_unit_test(test_read_error),      cmocka_unit_test(test_resident),
         cmocka_unit_test(test_huge_pages),      cmocka_unit_test(test_file_shrank),
