@@ -184,8 +184,9 @@ static const key keys[] = {
     {"pipeline.warm_start", K_ENUM, OFF(pipeline.warm_start), "\"auto\"", 0, 0, warm_modes,
      "Fill the feature buffer at launch with one sequential pass of large direct reads over features.bin, "
      "overlapped with the first batches, instead of one random read per row (docs/architecture.md, \"Warm "
-     "start\"). auto: when every row fits in the feature buffer (in host memory or on a GPU); on: the same, and "
-     "a run where they do not fit stops before it starts; off: never."},
+     "start\"). auto: when every row fits in the feature buffer (in host memory or on a GPU), or else the hot set "
+     "a static cache policy pins; on: every row, and a run where they do not fit stops before it starts; off: "
+     "never."},
     {"pipeline.huge_pages", K_BOOL, OFF(pipeline.huge_pages), "true", 0, 0, NULL,
      "Let the warm start turn the feature rows' memory into 2 MiB pages (MADV_COLLAPSE, Linux 6.1+) just ahead of "
      "its reads, so the trainer's random row reads miss the TLB less (docs/architecture.md, \"Warm start\"). It "

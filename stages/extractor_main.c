@@ -55,6 +55,7 @@ struct xrun {
     atomic_bool stop;
     pthread_t warm_tid; /* the warm start's pass, when it runs */
     bool warm;
+    uint64_t *hot, nhot; /* the static policies' pinned hot set (sorted ids): the pass's rows when not all fit */
     /* pipeline.mode = "packed": rows come from the pack's chunks and hot tier (pack_rows.h) */
     bool packed;
     struct pack_rows pr;
@@ -489,6 +490,8 @@ static void *warm_main(void *arg)
     char msg[1024];
     struct warm_stats ws;
     struct warm_params wp = {.no_huge = !st->cfg.pipeline.huge_pages};
+    wp.nodes = r->hot;
+    wp.nnodes = r->hot ? r->nhot : 0;
     uint64_t t0 = sl_now_ns();
     int rc = warm_fill(&r->src, &st->fb, &wp, idle, r, &ws, msg, sizeof msg);
     stage_trace_phase(st, RUN_PHASE_WARM, t0, sl_now_ns());
@@ -498,6 +501,17 @@ static void *warm_main(void *arg)
     }
     if (rc)
         stage_fail(st, "%s", msg);
+    if (r->hot) { /* not every row: the buffer stays the batches' and the policy's */
+        double s = (double)ws.total_ns / 1e9, mib = (double)ws.bytes / (1 << 20);
+        stage_note(st,
+                   "warm start: the pinned hot set, %" PRIu64 " rows (%.1f MiB) of %" PRIu64 ", in %.2f s: %.1f MiB of "
+                   "%s read in order at %.0f MiB/s (reads of %.1f MiB, up to %u in flight); %" PRIu64
+                   " loaded by the pass, %" PRIu64 " held or loaded by batches first; %.1f MiB of rows in huge pages",
+                   ws.rows, (double)ws.rows * (double)r->src.row_bytes / (1 << 20), r->src.rows, s, mib, r->src.path,
+                   s > 0 ? mib / s : 0.0, (double)ws.chunk_bytes / (1 << 20), ws.depth, ws.loaded, ws.skipped,
+                   (double)ws.huge_bytes / (1 << 20));
+        return NULL;
+    }
     /* every row is in for good: from now on batches look rows up without references */
     int rrc = featbuf_set_resident(&st->fb);
     if (rrc == -EPIPE) {
@@ -528,13 +542,16 @@ static void *warm_main(void *arg)
  * pins the nodes of highest out-degree in the sampled direction, as many
  * as the buffer's pin budget (the launcher made it pipeline.hot_fraction
  * of the slots above the extraction reserve). The rows load on first use
- * and stay. */
-static void pin_hot_set(struct stage *st)
+ * and stay, or by the warm start's sequential pass (pipeline.warm_start
+ * "auto"). Returns the set (sorted ids; the caller frees it) and its size
+ * in *n, or NULL. */
+static uint64_t *pin_hot_set(struct stage *st, uint64_t *n)
 {
     enum cache_policy cp = st->cfg.pipeline.cache_policy;
     uint64_t k = st->fb.pin_slots;
+    *n = 0;
     if ((cp != CACHE_POLICY_STATIC && cp != CACHE_POLICY_LOOKAHEAD_STATIC) || k == 0)
-        return;
+        return NULL;
     char msg[1024];
     uint64_t t0 = sl_now_ns();
     uint64_t *hot = malloc(k * sizeof *hot);
@@ -547,9 +564,10 @@ static void pin_hot_set(struct stage *st)
         if (rc)
             stage_fail(st, "pinning hot node %" PRIu64 ": %s", hot[i], strerror(-rc));
     }
-    free(hot);
     stage_note(st, "%s policy: pinned the %" PRIu64 " nodes of highest out-degree (%.1f s to find them)",
                cache_policy_name(cp), k, (double)(sl_now_ns() - t0) / 1e9);
+    *n = k;
+    return hot;
 }
 
 static int stage_main(int argc, char **argv)
@@ -600,7 +618,7 @@ static int stage_main(int argc, char **argv)
     else if (r.partitioned)
         partitions_open(&r);
     else
-        pin_hot_set(&st);
+        r.hot = pin_hot_set(&st, &r.nhot);
     struct schedule sched;
     stage_schedule(&st, &sched);
     /* batch numbers continue across a resume */
@@ -611,7 +629,15 @@ static int stage_main(int argc, char **argv)
         stage_fail(&st, "pipeline.warm_start = \"on\", but the feature buffer (%u slots%s) cannot hold all %" PRIu64
                    " rows; raise pipeline.feature_buffer_mb or set pipeline.warm_start = \"auto\"",
                    st.fb.nslots, st.fb.rows ? "" : ", on a GPU", r.src.rows);
-    if (wm != CONFIG_WARM_OFF && !r.packed && !r.partitioned && warm_fits(&st.fb, &r.src)) { /* partitions: reads are the buffer's */ /* packed: the hot tier is the warm start */
+    /* every row when they all fit; else, with "auto", a static policy's
+     * pinned hot set. Not for partitions (reads are the buffer's) nor a
+     * pack (its hot tier is its warm start). */
+    bool all = warm_fits(&st.fb, &r.src);
+    if (all || wm != CONFIG_WARM_AUTO || !r.hot || !warm_fits_set(&st.fb, &r.src, r.nhot)) {
+        free(r.hot);
+        r.hot = NULL;
+    }
+    if (wm != CONFIG_WARM_OFF && !r.packed && !r.partitioned && (all || r.hot)) {
         int rc = pthread_create(&r.warm_tid, NULL, warm_main, &r);
         if (rc)
             stage_fail(&st, "cannot start the warm start's thread: %s", strerror(rc));
@@ -635,6 +661,7 @@ static int stage_main(int argc, char **argv)
     }
     if (r.warm)
         pthread_join(r.warm_tid, NULL);
+    free(r.hot);
     if (!atomic_load(&r.stop))
         stage_end_output(&st);
     stage_note(&st,

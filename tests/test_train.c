@@ -357,18 +357,55 @@ static void test_warm_start_same(void **state)
     expect_same_tensors(path[0], path[1]);
 }
 
+/* "dataset.path=..." of a dataset whose 4000 rows of 1 KiB do not fit a
+ * 1 MiB feature buffer (made once). */
+static void wide_dataset(char *ds, size_t len)
+{
+    char wide[1300], prep[1200], out[4096], meta[1400];
+    snprintf(wide, sizeof wide, "%s/ds-wide", t_ldir);
+    snprintf(meta, sizeof meta, "%s/dataset.toml", wide);
+    t_bin(prep, sizeof prep, "gnnprep");
+    if (access(meta, R_OK) != 0 &&
+        t_run(out, sizeof out, "%s synth %s --nodes 4000 --avg-degree 4 --feat-dim 256 --classes 4 --seed 3", prep,
+              wide) != 0)
+        fail_msg("gnnprep synth failed: %s", out);
+    snprintf(ds, len, "dataset.path=\"%s\"", wide);
+}
+
+/* A static policy's pinned hot set, in a buffer that cannot hold every
+ * row: "auto" fills it by the sequential pass, and the run trains to the
+ * same checkpoint as one without the pass. */
+static void test_warm_hot_set_same(void **state)
+{
+    (void)state;
+    char ds[1400], ck[2][1300], set[2][1400], path[2][1400];
+    wide_dataset(ds, sizeof ds);
+    const char *warm[2] = {"pipeline.warm_start=auto", "pipeline.warm_start=off"};
+    for (int i = 0; i < 2; i++) {
+        struct t_proc r;
+        snprintf(ck[i], sizeof ck[i], "%s/ck-hot%d", t_ldir, i);
+        snprintf(set[i], sizeof set[i], "train.checkpoint_dir=\"%s\"", ck[i]);
+        run(&r,
+            (const char *[]){g_cfg, "--set", ds, "--set", set[i], "--set", warm[i], "--set", "pipeline.feature_buffer_mb=1",
+                             "--set", "pipeline.cache_policy=\"static\"", "--set", "model.fanouts=[2]", "--epochs", "2",
+                             NULL},
+            0);
+        if (i == 0)
+            t_expect_log(&r, "warm start: the pinned hot set, ");
+        else
+            t_expect_no_log(&r, "warm start:");
+        assert_int_equal(ckpt_path(path[i], sizeof path[i], ck[i], 2), 0);
+    }
+    expect_same_tensors(path[0], path[1]);
+}
+
 /* "on" with a buffer that cannot hold every row: refused before start,
  * naming the key (4000 rows of 1 KiB do not fit in 1 MiB). */
 static void test_warm_start_refused(void **state)
 {
     (void)state;
-    char wide[1300], prep[1200], out[4096], ds[1400];
-    snprintf(wide, sizeof wide, "%s/ds-wide", t_ldir);
-    t_bin(prep, sizeof prep, "gnnprep");
-    if (t_run(out, sizeof out, "%s synth %s --nodes 4000 --avg-degree 4 --feat-dim 256 --classes 4 --seed 3", prep,
-              wide) != 0)
-        fail_msg("gnnprep synth failed: %s", out);
-    snprintf(ds, sizeof ds, "dataset.path=\"%s\"", wide);
+    char ds[1400];
+    wide_dataset(ds, sizeof ds);
     const char *base[] = {g_cfg, "--set", ds, "--set", "pipeline.feature_buffer_mb=1", "--set", "model.fanouts=[2]",
                           "--epochs", "1", "--set", NULL, NULL};
     struct t_proc r;
@@ -934,6 +971,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deterministic, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_warm_start_same, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_warm_start_refused, t_launch_case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_warm_hot_set_same, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_lr_schedule_and_clip, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_early_stop, t_launch_case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_resume_after_kill, t_launch_case_setup, t_launch_case_teardown),
