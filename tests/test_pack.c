@@ -777,6 +777,21 @@ static const char *last_line(const char *log)
     return l;
 }
 
+/* Two 2-epoch runs of the same job ended alike: the same final line but
+ * for its seconds, and the same checkpoints of both epochs. */
+static void expect_same_run(const char *log_a, const char *ck_a, const char *log_b, const char *ck_b)
+{
+    const char *a = last_line(log_a), *b = last_line(log_b);
+    /* test_acc=... val_acc=... epochs=2 seconds=...: all but the seconds */
+    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
+    char p1[4400], p2[4400];
+    for (int e = 1; e <= 2; e++) {
+        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck_a, e);
+        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck_b, e);
+        assert_same_ckpt(p1, p2);
+    }
+}
+
 /* gnnlaunch online and packed with pipeline.ordered: the same checkpoint
  * (tensors byte for byte), the same final line; epochs the pack lacks,
  * another seed and a missing pack are refused before start (exit 2). */
@@ -810,15 +825,7 @@ static void test_launch(void **state)
         fail_msg("packed run failed:\n%s", log2);
     if (!strstr(log2, "hot tier of"))
         fail_msg("the packed run did not say it read the pack:\n%s", log2);
-    const char *a = last_line(log), *b = last_line(log2);
-    /* test_acc=... val_acc=... epochs=2 seconds=...: all but the seconds */
-    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
-    char p1[4400], p2[4400];
-    for (int e = 1; e <= 2; e++) {
-        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
-        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck2, e);
-        assert_same_ckpt(p1, p2);
-    }
+    expect_same_run(log, ck1, log2, ck2);
     /* the same run from a pack with a cache tier: the same checkpoints again */
     char outc[4300], ck3[4300];
     snprintf(outc, sizeof outc, "%s/pack-run-cache", root);
@@ -835,13 +842,7 @@ static void test_launch(void **state)
     if (!strstr(log2, "(some thread reading)") || !strstr(log2, ", packed reads ") ||
         !strstr(log2, "chunks read before the extents"))
         fail_msg("the packed run did not give its reading time, or its plan lacks the packed reads:\n%s", log2);
-    b = last_line(log2);
-    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
-    for (int e = 1; e <= 2; e++) {
-        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
-        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck3, e);
-        assert_same_ckpt(p1, p2);
-    }
+    expect_same_run(log, ck1, log2, ck3);
     /* ... and with the chunk read beside the cache extents (SLUICE_PACK_OVERLAP): the same again */
     t_rmrf(ck3);
     if (t_run(log2, sizeof log2, "SLUICE_PACK_OVERLAP=1 '%s' --cpu '%s' --set train.checkpoint_dir='%s' "
@@ -849,13 +850,7 @@ static void test_launch(void **state)
         fail_msg("packed run with a cache tier, overlapped, failed:\n%s", log2);
     if (!strstr(log2, "chunks read beside the extents"))
         fail_msg("the packed run did not read its chunks beside the extents:\n%s", log2);
-    b = last_line(log2);
-    assert_int_equal(strncmp(a, b, (size_t)(strstr(a, "seconds=") - a)), 0);
-    for (int e = 1; e <= 2; e++) {
-        snprintf(p1, sizeof p1, "%s/epoch-%06d.safetensors", ck1, e);
-        snprintf(p2, sizeof p2, "%s/epoch-%06d.safetensors", ck3, e);
-        assert_same_ckpt(p1, p2);
-    }
+    expect_same_run(log, ck1, log2, ck3);
     t_rmrf(ck3);
     t_rmrf(outc);
     /* refusals before start */

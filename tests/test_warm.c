@@ -190,6 +190,19 @@ static void test_rows_equal_file(void **state)
     }
 }
 
+/* A batch loads these nodes' rows (an extractor's random reads) and lets
+ * them go, before a pass. */
+static void load_by_batch(struct buf *b, const struct extract_source *src, const uint64_t *nodes, uint32_t n)
+{
+    struct extractor x;
+    uint32_t slots[8];
+    assert_true(n <= 8);
+    assert_int_equal(extractor_init(&x, src, &b->fb, 8, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(extractor_run(&x, nodes, n, slots, err, sizeof err), 0);
+    assert_int_equal(featbuf_release_many(&b->fb, slots, n), 0);
+    extractor_free(&x);
+}
+
 /* Rows a batch loaded first are left to it: HIT at the claim, and the
  * chunk around them copied (its slots are not consecutive). */
 static void test_rows_loaded_first(void **state)
@@ -203,13 +216,8 @@ static void test_rows_loaded_first(void **state)
     open_src(&src, dir, EXTRACT_IO_DIRECT);
     struct buf b;
     buf_make(&b, NODES, NODES, (size_t)src.row_bytes);
-    struct extractor x;
-    assert_int_equal(extractor_init(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), 0);
-    uint64_t nodes[] = {5, 900, 901, 2999};
-    uint32_t slots[4];
-    assert_int_equal(extractor_run(&x, nodes, 4, slots, err, sizeof err), 0);
-    assert_int_equal(featbuf_release_many(&b.fb, slots, 4), 0);
-    extractor_free(&x);
+    static const uint64_t nodes[] = {5, 900, 901, 2999};
+    load_by_batch(&b, &src, nodes, 4);
     struct warm_stats st;
     struct warm_params p = {.chunk_bytes = 64 * 512, .depth = 4};
     assert_int_equal(warm_fill(&src, &b.fb, &p, NULL, NULL, &st, err, sizeof err), 0);
@@ -246,13 +254,8 @@ static void test_hot_set(void **state)
         open_src(&src, dir, EXTRACT_IO_DIRECT);
         struct buf b;
         buf_make(&b, NODES, 1000, (size_t)src.row_bytes);
-        struct extractor x; /* node 3 in the buffer first, by a batch */
-        assert_int_equal(extractor_init(&x, &src, &b.fb, 8, NULL, 0, err, sizeof err), 0);
-        uint64_t first = 3;
-        uint32_t slot;
-        assert_int_equal(extractor_run(&x, &first, 1, &slot, err, sizeof err), 0);
-        assert_int_equal(featbuf_release_many(&b.fb, &slot, 1), 0);
-        extractor_free(&x);
+        static const uint64_t first = 3; /* in the buffer first, by a batch */
+        load_by_batch(&b, &src, &first, 1);
         assert_true(warm_fits_set(&b.fb, &src, nhot));
         struct warm_params p = {.chunk_bytes = 64 * 512, .depth = 4, .nodes = hot, .nnodes = nhot};
         struct warm_stats st;
