@@ -1,4 +1,12 @@
-/* lines.c - plain or gzip text read line by line (see lines.h). */
+/* lines.c - plain or gzip text read line by line (see lines.h).
+ *
+ * gzip is read with zlib's inflate rather than gzread: gzread stops at the
+ * first bytes after a member that are not another gzip header and reports
+ * a clean end, so text appended to a .gz file (`cat a.gz b.txt > c.gz`)
+ * would be dropped without a word. Here the bytes after a member must be
+ * another member (concatenated gzip files are one text, as gzip -d reads
+ * them) or zeros (the padding some tools add, which gzip -d accepts too);
+ * anything else is refused with its byte offset. */
 #include "lines.h"
 
 #include <errno.h>
@@ -13,45 +21,159 @@
 
 #include "core/util.h"
 
+#define IN_BYTES (1u << 18) /* compressed (or plain) bytes read at a time */
+
+/* Reads up to IN_BYTES more file bytes into l->in after the unread ones.
+ * 0 (l->in_eof set at the end of the file) or -errno. */
+static int in_fill(struct lines *l, char *err, size_t errlen)
+{
+    z_stream *z = l->z;
+    size_t have = z ? z->avail_in : l->in_len - l->in_off;
+    const unsigned char *from = z ? z->next_in : l->in + l->in_off;
+    if (have && from != l->in)
+        memmove(l->in, from, have);
+    ssize_t r;
+    do
+        r = read(l->fd, l->in + have, IN_BYTES - have);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return sl_errf(err, errlen, -errno, "%s: read failed: %s", l->path, strerror(errno));
+    if (r == 0)
+        l->in_eof = true;
+    l->in_off = 0;
+    l->in_len = have + (size_t)r;
+    if (z) {
+        z->next_in = l->in;
+        z->avail_in = (uInt)l->in_len;
+    }
+    return 0;
+}
+
+static int gz_damaged(struct lines *l, const char *what, char *err, size_t errlen)
+{
+    return sl_errf(err, errlen, -EBADMSG, "%s: damaged gzip data after line %" PRIu64 " (%s); download or re-create "
+                   "the file", l->path, l->lineno, what);
+}
+
+/* After a member's end: another member starts (1), zeros run to the end
+ * of the file (0), or other bytes follow (-EBADMSG, naming their offset). */
+static int gz_next_member(struct lines *l, char *err, size_t errlen)
+{
+    z_stream *z = l->z;
+    bool padded = false;
+    for (;;) {
+        while (z->avail_in && *z->next_in == 0) { /* padding */
+            padded = true;
+            z->next_in++;
+            z->avail_in--;
+            l->in_used++;
+        }
+        if (z->avail_in >= 2 || (z->avail_in && (padded || l->in_eof)))
+            break;
+        if (!z->avail_in && l->in_eof)
+            return 0;
+        int rc = in_fill(l, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    if (!padded && z->avail_in >= 2 && z->next_in[0] == 0x1f && z->next_in[1] == 0x8b) {
+        if (inflateReset(z) != Z_OK)
+            return gz_damaged(l, "cannot restart the decompressor", err, errlen);
+        return 1;
+    }
+    return sl_errf(err, errlen, -EBADMSG, "%s: bytes that are not gzip data follow the compressed text (at byte %" PRIu64
+                   " of the file); was something appended to it? Decompress it with gzip -d, or re-create it",
+                   l->path, l->in_used);
+}
+
+/* Up to cap bytes of text into dst: > 0 bytes, 0 at the end, or -errno. */
+static int text_read(struct lines *l, char *dst, size_t cap, char *err, size_t errlen)
+{
+    z_stream *z = l->z;
+    if (!z) { /* plain: what is buffered, then the file */
+        if (l->in_off == l->in_len) {
+            if (l->in_eof)
+                return 0;
+            int rc = in_fill(l, err, errlen);
+            if (rc < 0)
+                return rc;
+        }
+        size_t n = SL_MIN(cap, l->in_len - l->in_off);
+        memcpy(dst, l->in + l->in_off, n);
+        l->in_off += n;
+        return (int)n;
+    }
+    if (l->z_end)
+        return 0;
+    z->next_out = (unsigned char *)dst;
+    z->avail_out = (uInt)cap;
+    while (z->avail_out == cap) {
+        if (!z->avail_in && !l->in_eof) {
+            int rc = in_fill(l, err, errlen);
+            if (rc < 0)
+                return rc;
+        }
+        if (!z->avail_in && l->in_eof)
+            return gz_damaged(l, "the file ends inside the compressed data: cut short?", err, errlen);
+        uInt before = z->avail_in;
+        int zr = inflate(z, Z_NO_FLUSH);
+        l->in_used += before - z->avail_in;
+        if (zr == Z_STREAM_END) {
+            int more = gz_next_member(l, err, errlen);
+            if (more < 0)
+                return more;
+            if (!more) {
+                l->z_end = true;
+                break;
+            }
+        } else if (zr == Z_MEM_ERROR) {
+            return sl_errf(err, errlen, -ENOMEM, "%s: out of memory decompressing", l->path);
+        } else if (zr != Z_OK && zr != Z_BUF_ERROR) {
+            return gz_damaged(l, z->msg ? z->msg : "zlib error", err, errlen);
+        }
+    }
+    return (int)(cap - z->avail_out);
+}
+
 int lines_open(struct lines *l, const char *path, char *err, size_t errlen)
 {
     memset(l, 0, sizeof *l);
+    l->fd = -1;
     snprintf(l->path, sizeof l->path, "%s", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot open: %s; check the path", path, strerror(errno));
+    l->fd = fd;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+        lines_close(l);
         return sl_errf(err, errlen, -EINVAL, "%s: not a regular file", path);
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    l->gz = gzdopen(fd, "rb");
+    l->in = malloc(IN_BYTES);
     l->buf = malloc(LINES_MAX + 2); /* a longest line, its newline, and a NUL */
-    if (!l->gz || !l->buf) {
-        if (!l->gz)
-            close(fd);
+    if (!l->in || !l->buf) {
         lines_close(l);
         return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     }
-    gzbuffer(l->gz, 1u << 18);
+    int rc;
+    while (l->in_len < 2 && !l->in_eof) /* enough to tell gzip from text */
+        if ((rc = in_fill(l, err, errlen)) < 0) {
+            lines_close(l);
+            return rc;
+        }
+    if (l->in_len >= 2 && l->in[0] == 0x1f && l->in[1] == 0x8b) {
+        l->z = calloc(1, sizeof(z_stream));
+        if (!l->z || inflateInit2(l->z, 16 + MAX_WBITS) != Z_OK) {
+            free(l->z);
+            l->z = NULL;
+            lines_close(l);
+            return sl_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+        }
+        l->z->next_in = l->in;
+        l->z->avail_in = (uInt)l->in_len;
+    }
     return 0;
-}
-
-/* Maps a zlib read error: damaged data is bad input, errno is the machine. */
-static int gz_fail(struct lines *l, char *err, size_t errlen)
-{
-    int zerr = Z_OK;
-    const char *msg = gzerror(l->gz, &zerr);
-    if (zerr == Z_ERRNO)
-        return sl_errf(err, errlen, errno ? -errno : -EIO, "%s: read failed: %s", l->path, strerror(errno ? errno : EIO));
-    if (zerr == Z_MEM_ERROR)
-        return sl_errf(err, errlen, -ENOMEM, "%s: out of memory decompressing", l->path);
-    /* zlib prefixes the name it was opened with, "<fd:N>: ", to its message */
-    if (msg && !strncmp(msg, "<fd:", 4) && strstr(msg, ": "))
-        msg = strstr(msg, ": ") + 2;
-    return sl_errf(err, errlen, -EBADMSG, "%s: damaged gzip data after line %" PRIu64 " (%s); download or "
-                   "re-create the file", l->path, l->lineno, msg && *msg ? msg : "zlib error");
 }
 
 int lines_next(struct lines *l, char **line, size_t *len, char *err, size_t errlen)
@@ -80,16 +202,11 @@ int lines_next(struct lines *l, char **line, size_t *len, char *err, size_t errl
         if (l->len == LINES_MAX + 1) /* no newline among them: the line is longer */
             return sl_errf(err, errlen, -EINVAL, "%s:%" PRIu64 ": line longer than %u bytes; is this a text file?",
                            l->path, l->lineno + 1, LINES_MAX);
-        int r = gzread(l->gz, l->buf + l->len, (unsigned)(LINES_MAX + 1 - l->len));
+        int r = text_read(l, l->buf + l->len, LINES_MAX + 1 - l->len, err, errlen);
         if (r < 0)
-            return gz_fail(l, err, errlen);
-        if (r == 0) {
-            int zerr = Z_OK;
-            gzerror(l->gz, &zerr);
-            if (zerr != Z_OK)
-                return gz_fail(l, err, errlen);
+            return r;
+        if (r == 0)
             l->eof = true;
-        }
         l->len += (size_t)r;
     }
     s[n] = '\0';
@@ -108,9 +225,16 @@ void lines_close(struct lines *l)
 {
     if (!l)
         return;
-    if (l->gz)
-        gzclose(l->gz);
-    l->gz = NULL;
+    if (l->z) {
+        inflateEnd(l->z);
+        free(l->z);
+        l->z = NULL;
+    }
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    free(l->in);
+    l->in = NULL;
     free(l->buf);
     l->buf = NULL;
 }

@@ -578,6 +578,154 @@ static void test_bad_input(void **state)
     t_rmrf(dir);
 }
 
+/* Reads every line of path; returns lines_next's last code (0 at a clean
+ * end) and the lines joined by '\n' in text (at most cap bytes). */
+static int read_lines(const char *path, char *text, size_t cap, uint64_t *nlines)
+{
+    struct lines l;
+    int rc = lines_open(&l, path, err, sizeof err);
+    if (rc < 0)
+        return rc;
+    size_t used = 0;
+    *nlines = 0;
+    char *line;
+    size_t len;
+    while ((rc = lines_next(&l, &line, &len, err, sizeof err)) == 1) {
+        if (text && used + len + 1 < cap) {
+            memcpy(text + used, line, len);
+            used += len;
+            text[used++] = '\n';
+        }
+        ++*nlines;
+    }
+    if (text)
+        text[used < cap ? used : cap - 1] = '\0';
+    lines_close(&l);
+    return rc;
+}
+
+/* The text reader on gzip: members in a row are one text, zero padding
+ * after the last is accepted (as gzip -d does), anything else after it is
+ * refused with its offset rather than dropped, and a cut or damaged stream
+ * is refused. Also large inputs that need many refills. */
+static void test_lines_gzip(void **state)
+{
+    (void)state;
+    char dir[4096], p[4200], q[4200], text[256];
+    t_scratch(dir, sizeof dir, "lines-gzip");
+    uint64_t n;
+    size_t la, lb;
+    path_of(p, sizeof p, dir, "a.gz");
+    t_gz_write(p, "1 2\n3 4\n");
+    unsigned char *a = t_slurp(p, &la);
+    path_of(p, sizeof p, dir, "b.gz");
+    t_gz_write(p, "5 6\r\n7 8");
+    unsigned char *b = t_slurp(p, &lb);
+    unsigned char *buf = calloc(1, la + lb + 4096);
+    assert_non_null(buf);
+
+    /* plain text, one gzip member, two members */
+    path_of(p, sizeof p, dir, "plain.txt");
+    t_write(p, "1 2\n3 4", 7);
+    assert_int_equal(read_lines(p, text, sizeof text, &n), 0);
+    assert_string_equal(text, "1 2\n3 4\n");
+    path_of(p, sizeof p, dir, "a.gz");
+    assert_int_equal(read_lines(p, text, sizeof text, &n), 0);
+    assert_string_equal(text, "1 2\n3 4\n");
+    memcpy(buf, a, la);
+    memcpy(buf + la, b, lb);
+    path_of(p, sizeof p, dir, "ab.gz");
+    t_write(p, buf, la + lb);
+    assert_int_equal(read_lines(p, text, sizeof text, &n), 0);
+    assert_string_equal(text, "1 2\n3 4\n5 6\n7 8\n");
+    assert_int_equal(n, 4);
+
+    /* zero padding after the last member: fine */
+    memset(buf + la, 0, 1000);
+    path_of(p, sizeof p, dir, "padded.gz");
+    t_write(p, buf, la + 1000);
+    assert_int_equal(read_lines(p, text, sizeof text, &n), 0);
+    assert_string_equal(text, "1 2\n3 4\n");
+
+    /* text appended to a .gz file: refused, naming where */
+    memcpy(buf + la, "9 10\n", 5);
+    path_of(p, sizeof p, dir, "appended.gz");
+    t_write(p, buf, la + 5);
+    assert_int_equal(read_lines(p, NULL, 0, &n), -EBADMSG);
+    char want[64];
+    snprintf(want, sizeof want, "at byte %zu of the file", la);
+    assert_non_null(strstr(err, "appended.gz"));
+    assert_non_null(strstr(err, "not gzip data"));
+    assert_non_null(strstr(err, want));
+    /* one stray byte, and a member after the padding */
+    path_of(p, sizeof p, dir, "onebyte.gz");
+    t_write(p, buf, la + 1);
+    assert_int_equal(read_lines(p, NULL, 0, &n), -EBADMSG);
+    memset(buf + la, 0, 16);
+    memcpy(buf + la + 16, b, lb);
+    path_of(p, sizeof p, dir, "padthenmember.gz");
+    t_write(p, buf, la + 16 + lb);
+    assert_int_equal(read_lines(p, NULL, 0, &n), -EBADMSG);
+    snprintf(want, sizeof want, "at byte %zu", la + 16);
+    assert_non_null(strstr(err, want));
+
+    /* cut short (the trailer and some data gone), damaged (CRC) */
+    path_of(p, sizeof p, dir, "cut.gz");
+    t_write(p, a, la - 10);
+    assert_int_equal(read_lines(p, NULL, 0, &n), -EBADMSG);
+    assert_non_null(strstr(err, "cut short"));
+    memcpy(buf, a, la);
+    buf[la - 6] ^= 0x40; /* inside the CRC-32 */
+    path_of(p, sizeof p, dir, "crc.gz");
+    t_write(p, buf, la);
+    assert_int_equal(read_lines(p, NULL, 0, &n), -EBADMSG);
+    assert_non_null(strstr(err, "damaged gzip data"));
+
+    /* empty file, empty member */
+    path_of(p, sizeof p, dir, "empty.txt");
+    t_write(p, "", 0);
+    assert_int_equal(read_lines(p, NULL, 0, &n), 0);
+    assert_int_equal(n, 0);
+    path_of(p, sizeof p, dir, "empty.gz");
+    t_gz_write(p, "");
+    assert_int_equal(read_lines(p, NULL, 0, &n), 0);
+    assert_int_equal(n, 0);
+
+    /* large: two members of 200k lines each, read through many refills;
+     * the same text plain */
+    enum { L = 200000 };
+    size_t cap = (size_t)L * 24;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    size_t bl = 0;
+    uint64_t s = 7;
+    for (int i = 0; i < L; i++)
+        bl += (size_t)snprintf(big + bl, cap - bl, "%llu %d\n", (unsigned long long)rng(&s), i);
+    path_of(p, sizeof p, dir, "big1.gz");
+    t_gz_write(p, big);
+    size_t l1;
+    unsigned char *g1 = t_slurp(p, &l1);
+    unsigned char *g2 = malloc(2 * l1);
+    assert_non_null(g2);
+    memcpy(g2, g1, l1);
+    memcpy(g2 + l1, g1, l1);
+    path_of(q, sizeof q, dir, "big2.gz");
+    t_write(q, g2, 2 * l1);
+    assert_int_equal(read_lines(q, NULL, 0, &n), 0);
+    assert_int_equal(n, 2 * L);
+    path_of(q, sizeof q, dir, "big.txt");
+    t_write(q, big, bl);
+    assert_int_equal(read_lines(q, NULL, 0, &n), 0);
+    assert_int_equal(n, L);
+    free(g1);
+    free(g2);
+    free(big);
+    free(buf);
+    free(a);
+    free(b);
+    t_rmrf(dir);
+}
+
 /* The readers themselves: batch boundaries, counts, formats detected. */
 static void test_edge_reader(void **state)
 {
@@ -659,7 +807,8 @@ static void test_edge_reader(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_edge_reader), cmocka_unit_test(test_formats), cmocka_unit_test(test_mem_limit),
+        cmocka_unit_test(test_edge_reader), cmocka_unit_test(test_lines_gzip),
+        cmocka_unit_test(test_formats), cmocka_unit_test(test_mem_limit),
         cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_interrupted), cmocka_unit_test(test_stray_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
