@@ -81,6 +81,17 @@ static void write_inputs(const char *dir)
     path_of(p, sizeof p, dir, "edges.txt.gz");
     t_gz_write(p, txt);
     free(txt);
+    { /* the gzip file with more edges appended as plain text */
+        size_t gl;
+        unsigned char *g = t_slurp(p, &gl), *ga = malloc(gl + 8);
+        assert_non_null(ga);
+        memcpy(ga, g, gl);
+        memcpy(ga + gl, "1 2\n3 4\n", 8);
+        path_of(p, sizeof p, dir, "appended.txt.gz");
+        t_write(p, ga, gl + 8);
+        free(g);
+        free(ga);
+    }
     uint32_t b32[2 * E];
     uint64_t b64[2 * E];
     int32_t r32[2 * E];
@@ -501,6 +512,7 @@ static const struct bcase {
     {"--edges", "short.npy", "", {"short.npy", "truncated: expected 4928 bytes, found 4919"}},
     {"--edges", "fortran.npy", "", {"fortran.npy", "fortran_order is True"}},
     {"--edges", "missing.txt", "", {"missing.txt", "No such file"}},
+    {"--edges", "appended.txt.gz", "", {"appended.txt.gz", "not gzip data follow", "gzip -d"}},
     {"--edges", "edges.npz", "", {"edges.npz", "a zip archive"}},
     {"--features", "feat_short.npy", "", {"feat_short.npy", "truncated"}},
     {"--features", "feat_obj.npy", "", {"feat_obj.npy", "object array"}},
