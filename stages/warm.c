@@ -42,7 +42,6 @@
 
 #define WAIT_SLICE_MS 200
 #define DEPTH_MAX 256u
-#define ACT_NONE 0xffu /* act[] of a row outside the hot set: not claimed, never released */
 #define CLAIM_SLICE 16u /* chunks claimed between two looks at the reads */
 #define PIECES_MAX 16u /* staging pieces: chunks that cannot be read straight into their slots (rows on a GPU; a buffer
                          * stride other than the file's, as for rows of 400 bytes: 448 against 512) in flight at
@@ -53,6 +52,8 @@
 struct wchunk {
     uint64_t first;     /* first row */
     uint32_t n;         /* rows */
+    uint64_t e0;        /* its first entry (struct warm's slots/act) */
+    uint32_t ne;        /* its entries: n, or its rows of the hot set */
     uint32_t nload;     /* of them answered LOAD */
     uint64_t start;     /* file offset of the extent (aligned) */
     size_t len;         /* bytes of the extent */
@@ -70,14 +71,17 @@ struct warm {
     struct warm_stats *st;
     uint32_t rows_per; /* rows per chunk */
     uint64_t nchunks, claimed;
-    uint32_t *slots; /* (rows) */
-    uint8_t *act;    /* (rows) */
-    uint64_t *nodes; /* (rows_per): a claim's node ids */
-    /* a hot set (warm_params.nodes): its rows only; the others' act is ACT_NONE */
+    /* One entry per row the pass loads: every row of the file (entry =
+     * row), or the hot set's rows (entry e = row want[e]), so a hot set's
+     * bookkeeping is 5 bytes per row of the set, not of the file. A chunk's
+     * entries are consecutive: [ent_first(c), ent_end(c)). */
+    uint32_t *slots; /* (entries) the claim's slot */
+    uint8_t *act;    /* (entries) the claim's answer (FEATBUF_LOAD, ...) */
+    uint64_t *nodes; /* (rows_per): a claim's node ids (every row) */
+    /* a hot set (warm_params.nodes): its rows only */
     const uint64_t *want;
-    uint64_t nwant, want_pos; /* the set's size, and the next id not yet claimed */
-    uint32_t *tslots;         /* (rows_per): a claim's or a release's slots */
-    uint8_t *tact;            /* (rows_per): a claim's answers */
+    uint64_t nwant;   /* the set's size */
+    uint64_t *cstart; /* (nchunks + 1): a hot set's first entry of each chunk */
     unsigned depth;
     unsigned char *staging; /* (npieces, piece_bytes) */
     size_t piece_bytes;
@@ -143,39 +147,39 @@ static void SL_PRINTF(3, 4) keep_error(struct warm *w, int rc, const char *fmt, 
     }
 }
 
+/* Chunk c's entries, and the row of entry e. */
+static uint64_t ent_first(const struct warm *w, uint64_t c)
+{
+    return w->want ? w->cstart[c] : c * w->rows_per;
+}
+
+static uint64_t ent_end(const struct warm *w, uint64_t c)
+{
+    return w->want ? w->cstart[c + 1] : SL_MIN((c + 1) * w->rows_per, w->src->rows);
+}
+
+static uint64_t ent_row(const struct warm *w, uint64_t e)
+{
+    return w->want ? w->want[e] : e;
+}
+
 /* Step 1 for chunk c. 0, -EAGAIN (no room: stop claiming), -errno. */
 static int claim(struct warm *w, uint64_t c)
 {
-    uint64_t *nodes = w->nodes;
-    if (w->want) { /* the hot set's rows of this chunk only */
-        uint64_t first = c * w->rows_per, end = SL_MIN(first + w->rows_per, w->src->rows);
-        uint32_t k = 0;
-        for (uint64_t p = w->want_pos; p < w->nwant && w->want[p] < end; p++)
-            nodes[k++] = w->want[p];
-        memset(w->act + first, ACT_NONE, (size_t)(end - first));
-        if (k) {
-            int rc = featbuf_acquire_many(w->fb, nodes, k, w->tslots, w->tact);
-            if (rc)
-                return rc;
-            for (uint32_t i = 0; i < k; i++) {
-                w->slots[nodes[i]] = w->tslots[i];
-                w->act[nodes[i]] = w->tact[i];
-                if (w->tact[i] != FEATBUF_LOAD)
-                    w->st->skipped++;
-            }
-        }
-        w->want_pos += k;
-        return 0;
+    uint64_t e0 = ent_first(w, c), ne = ent_end(w, c) - e0;
+    if (!ne)
+        return 0; /* no row of the hot set here */
+    const uint64_t *nodes = w->want + e0;
+    if (!w->want) {
+        for (uint64_t i = 0; i < ne; i++)
+            w->nodes[i] = e0 + i;
+        nodes = w->nodes;
     }
-    uint64_t first = c * w->rows_per;
-    uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
-    for (uint32_t i = 0; i < n; i++)
-        nodes[i] = first + i;
-    int rc = featbuf_acquire_many(w->fb, nodes, n, w->slots + first, w->act + first);
+    int rc = featbuf_acquire_many(w->fb, nodes, (uint32_t)ne, w->slots + e0, w->act + e0);
     if (rc)
         return rc;
-    for (uint32_t i = 0; i < n; i++)
-        if (w->act[first + i] != FEATBUF_LOAD)
+    for (uint64_t i = 0; i < ne; i++)
+        if (w->act[e0 + i] != FEATBUF_LOAD)
             w->st->skipped++;
     return 0;
 }
@@ -232,18 +236,20 @@ static void sink_drain(struct warm *w, bool wait)
 static void copy_chunk(struct warm *w, const struct wchunk *k)
 {
     const struct extract_source *s = w->src;
-    for (uint32_t i = 0; i < k->n;) {
-        uint64_t r = k->first + i;
-        if (w->act[r] != FEATBUF_LOAD) {
-            i++;
+    const uint64_t end = k->e0 + k->ne;
+    for (uint64_t e = k->e0; e < end;) {
+        if (w->act[e] != FEATBUF_LOAD) {
+            e++;
             continue;
         }
+        uint64_t r = ent_row(w, e);
         uint32_t run = 1;
-        while (i + run < k->n && w->act[r + run] == FEATBUF_LOAD && w->slots[r + run] == w->slots[r] + run)
+        while (e + run < end && w->act[e + run] == FEATBUF_LOAD && w->slots[e + run] == w->slots[e] + run &&
+               ent_row(w, e + run) == r + run)
             run++;
-        struct row_sink_copy c = {.slot = w->slots[r],
+        struct row_sink_copy c = {.slot = w->slots[e],
                                   .nrows = run,
-                                  .src = k->dst + k->skip + (size_t)i * s->row_stride,
+                                  .src = k->dst + k->skip + (size_t)(r - k->first) * s->row_stride,
                                   .src_pitch = (size_t)s->row_stride,
                                   .row_bytes = (size_t)s->row_bytes,
                                   .tag = r};
@@ -253,10 +259,10 @@ static void copy_chunk(struct warm *w, const struct wchunk *k)
         if (rc) { /* nothing started: these loads are still ours */
             keep_error(w, rc, "%s: warm start: copying rows into the feature buffer: %s", s->path, strerror(-rc));
             for (uint32_t j = 0; j < run; j++)
-                if (featbuf_load_failed(w->fb, w->slots[r + j]) == -EPIPE)
+                if (featbuf_load_failed(w->fb, w->slots[e + j]) == -EPIPE)
                     keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
         }
-        i += run;
+        e += run;
     }
     while (row_sink_pending(&w->sink))
         sink_drain(w, true);
@@ -272,17 +278,15 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
     if (ok && k->piece >= 0) {
         copy_chunk(w, k);
     } else {
-        for (uint32_t i = 0; i < k->n; i++) {
-            uint64_t r = k->first + i;
-            if (w->act[r] != FEATBUF_LOAD)
+        for (uint64_t e = k->e0; e < k->e0 + k->ne; e++) {
+            if (w->act[e] != FEATBUF_LOAD)
                 continue;
-            uint32_t slot = w->slots[r];
             int rc;
             if (ok) {
-                rc = featbuf_loaded(fb, slot);
+                rc = featbuf_loaded(fb, w->slots[e]);
                 w->st->loaded++;
             } else {
-                rc = featbuf_load_failed(fb, slot);
+                rc = featbuf_load_failed(fb, w->slots[e]);
             }
             if (rc == -EPIPE)
                 keep_error(w, rc, "the feature buffer is broken (the run is stopping)");
@@ -290,16 +294,8 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
     }
     if (keep_refs)
         return;
-    const uint32_t *rel = w->slots + k->first;
-    uint32_t nrel = k->n;
-    if (w->want) { /* the claimed rows only */
-        nrel = 0;
-        for (uint32_t i = 0; i < k->n; i++)
-            if (w->act[k->first + i] != ACT_NONE)
-                w->tslots[nrel++] = w->slots[k->first + i];
-        rel = w->tslots;
-    }
-    if (nrel && featbuf_release_many(fb, rel, nrel) == -EPIPE)
+    /* every entry was claimed, whatever the answer: each holds a reference */
+    if (k->ne && featbuf_release_many(fb, w->slots + k->e0, k->ne) == -EPIPE)
         keep_error(w, -EPIPE, "the feature buffer is broken (the run is stopping)");
 }
 
@@ -324,12 +320,11 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
  * when it has none). */
 static unsigned char *huge_end(const struct warm *w, uint64_t c)
 {
-    uint64_t first = c * w->rows_per, n = SL_MIN((uint64_t)w->rows_per, w->src->rows - first);
     uint32_t top = 0;
     bool any = false;
-    for (uint64_t i = first; i < first + n; i++)
-        if (w->act[i] == FEATBUF_LOAD) {
-            top = SL_MAX(top, w->slots[i]);
+    for (uint64_t e = ent_first(w, c), end = ent_end(w, c); e < end; e++)
+        if (w->act[e] == FEATBUF_LOAD) {
+            top = SL_MAX(top, w->slots[e]);
             any = true;
         }
     return any ? featbuf_row(w->fb, top) + w->fb->stride : featbuf_row(w->fb, 0);
@@ -469,11 +464,13 @@ static bool direct_ok(const struct warm *w, uint64_t c)
     const struct extract_source *s = w->src;
     uint64_t a = s->align, first = c * w->rows_per;
     uint32_t n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
-    if (!w->fb->rows || w->fb->stride != s->row_stride || s->row_stride % a || (first * s->row_stride) % a)
+    uint64_t e0 = ent_first(w, c);
+    if (!w->fb->rows || w->fb->stride != s->row_stride || s->row_stride % a || (first * s->row_stride) % a ||
+        ent_end(w, c) - e0 != n) /* a hot set holding only some of the chunk's rows */
         return false;
-    uint32_t s0 = w->slots[first];
+    uint32_t s0 = w->slots[e0];
     for (uint32_t i = 0; i < n; i++)
-        if (w->act[first + i] != FEATBUF_LOAD || w->slots[first + i] != s0 + i)
+        if (w->act[e0 + i] != FEATBUF_LOAD || w->slots[e0 + i] != s0 + i)
             return false;
     return (uintptr_t)featbuf_row(w->fb, s0) % a == 0;
 }
@@ -488,17 +485,18 @@ static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
     memset(k, 0, sizeof *k);
     k->first = first;
     k->n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
-    for (uint32_t i = 0; i < k->n; i++)
-        k->nload += w->act[first + i] == FEATBUF_LOAD;
+    k->e0 = ent_first(w, c);
+    k->ne = (uint32_t)(ent_end(w, c) - k->e0);
+    for (uint64_t e = k->e0; e < k->e0 + k->ne; e++)
+        k->nload += w->act[e] == FEATBUF_LOAD;
     uint64_t off = first * s->row_stride;
     k->need = (size_t)((k->n - 1) * s->row_stride + s->row_bytes);
     if (direct) {
         k->start = off;
         k->len = (size_t)k->n * s->row_stride;
         k->skip = 0;
-        k->dst = featbuf_row(w->fb, w->slots[first]);
+        k->dst = featbuf_row(w->fb, w->slots[k->e0]);
         k->piece = -1;
-        w->st->chunks_direct++;
         return;
     }
     k->start = off & ~(a - 1);
@@ -507,7 +505,6 @@ static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
     k->need += k->skip;
     k->piece = w->free_piece[--w->nfree];
     k->dst = w->staging + (size_t)k->piece * w->piece_bytes;
-    w->st->chunks_copied++;
 }
 
 /* ---- reads: io_uring, or pread(2) ------------------------------------------------------------------ */
@@ -632,18 +629,24 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     w->depth = depth;
     w->piece_bytes = sl_round_up((uint64_t)w->rows_per * s->row_stride + 2 * (uint64_t)s->align, STAGING_ALIGN);
     w->npieces = SL_MIN(depth, PIECES_MAX);
-    w->slots = malloc((size_t)s->rows * sizeof *w->slots);
-    w->act = malloc((size_t)s->rows);
+    uint64_t entries = w->want ? w->nwant : s->rows;
+    w->slots = malloc((size_t)SL_MAX(entries, 1) * sizeof *w->slots);
+    w->act = malloc((size_t)SL_MAX(entries, 1));
     w->nodes = malloc((size_t)w->rows_per * sizeof *w->nodes);
-    w->tslots = malloc((size_t)w->rows_per * sizeof *w->tslots);
-    w->tact = malloc((size_t)w->rows_per);
+    if (w->want && (w->cstart = malloc((size_t)(w->nchunks + 1) * sizeof *w->cstart)) != NULL)
+        for (uint64_t c = 0, e = 0; c <= w->nchunks; c++) {
+            while (e < w->nwant && w->want[e] < c * w->rows_per)
+                e++;
+            w->cstart[c] = e;
+        }
     w->staging = aligned_alloc(STAGING_ALIGN, w->piece_bytes * w->npieces);
     w->free_piece = calloc(w->npieces, sizeof *w->free_piece);
     w->io = calloc(depth, sizeof *w->io);
     w->busy = calloc(depth, sizeof *w->busy);
-    if (!w->slots || !w->act || !w->nodes || !w->tslots || !w->tact || !w->staging || !w->free_piece || !w->io || !w->busy)
+    if (!w->slots || !w->act || !w->nodes || (w->want && !w->cstart) || !w->staging || !w->free_piece || !w->io ||
+        !w->busy)
         return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
-                       s->rows, w->piece_bytes * w->npieces);
+                       entries, w->piece_bytes * w->npieces);
     for (unsigned i = 0; i < w->npieces; i++)
         w->free_piece[w->nfree++] = (int)i;
     /* the copies out of staging: the host sink, or the CUDA sink for rows
@@ -679,8 +682,7 @@ static void teardown(struct warm *w)
 #endif
     free(w->slots);
     free(w->nodes);
-    free(w->tslots);
-    free(w->tact);
+    free(w->cstart);
     if (!w->ring_failed)
         free(w->staging); /* else the kernel may still write into it */
     free(w->free_piece);
@@ -754,6 +756,10 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
                 retire(&w, e, true);
                 continue;
             }
+            if (direct)
+                w.st->chunks_direct++;
+            else
+                w.st->chunks_copied++;
             w.busy[e] = true;
             w.inflight++;
             w.peak = SL_MAX(w.peak, w.inflight);
@@ -815,6 +821,8 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
     for (; next < w.claimed; next++) {
         struct wchunk k = {.first = next * w.rows_per,
                            .n = (uint32_t)SL_MIN((uint64_t)w.rows_per, src->rows - next * w.rows_per),
+                           .e0 = ent_first(&w, next),
+                           .ne = (uint32_t)(ent_end(&w, next) - ent_first(&w, next)),
                            .piece = -1};
         finish(&w, &k, false, false);
     }

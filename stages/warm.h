@@ -3,13 +3,17 @@
  * reads, many in flight, instead of one small random read per row as the
  * first batches ask for them.
  *
- * When. Only when every row of the file can have a slot of its own
- * (nslots >= rows), in host memory or on the device once this process
- * has opened the rows (fb->dev_rows; warm_fits). Then no
- * row the pass loads is ever evicted: the pass never takes a slot another
- * batch would need. A buffer too small for the file is left to the
- * batches and the eviction policy (a hot set read by the same pass is
- * later work).
+ * When. When every row of the file can have a slot of its own (nslots
+ * >= rows), in host memory or on the device once this process has
+ * opened the rows (fb->dev_rows; warm_fits); or, for a buffer too small
+ * for the file, a hot set of at most nslots rows (warm_params.nodes,
+ * warm_fits_set: the static policy's pinned rows). Either way no row the
+ * pass loads is ever evicted by it: the pass never takes a slot another
+ * batch would need.
+ *
+ * Memory: 5 bytes per row loaded (its slot and the claim's answer: the
+ * file's rows, or the hot set's), 13 bytes per row of one chunk, and
+ * staging of at most 16 chunks, all freed when the pass returns.
  *
  * Protocol (stages/featbuf.h; runs beside the extractor threads, in one
  * thread of gnn-extractor):
@@ -79,7 +83,8 @@ struct warm_params {
     /* a hot set instead of every row: these nodes' rows only (ids strictly
      * rising, < the file's rows, at most the buffer's slots; warm_fits_set),
      * read in the same sequential pass - chunks holding none are skipped,
-     * the others read whole and the set's rows copied out of staging */
+     * the others read whole and the set's rows copied out of staging (a
+     * chunk the set covers whole may go straight into its slots) */
     const uint64_t *nodes;
     uint64_t nnodes;
 };
@@ -91,7 +96,8 @@ struct warm_stats {
     uint64_t bytes;      /* bytes read */
     uint64_t reads;      /* read requests completed */
     uint64_t chunks_direct; /* chunks read straight into their slots */
-    uint64_t chunks_copied; /* chunks read into staging and copied */
+    uint64_t chunks_copied; /* chunks read into staging and copied (a chunk with no row to load is not read:
+                             * in neither count) */
     uint64_t huge_bytes; /* bytes of slot memory made huge pages (shm_huge) */
     uint64_t huge_ns;    /* from the pass's start to the helpers' last offer */
     int huge_rc;         /* 0, or why huge pages stopped: shm_huge's -errno; -ECANCELED: turned off (no_huge,
