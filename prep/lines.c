@@ -126,6 +126,10 @@ static int text_read(struct lines *l, char *dst, size_t cap, char *err, size_t e
                 l->z_end = true;
                 break;
             }
+        } else if (zr == Z_BUF_ERROR && z->avail_in && z->avail_out == cap) {
+            /* no progress with input and room for output: cannot happen (zlib says Z_BUF_ERROR only then), so
+             * never spin on it */
+            return gz_damaged(l, "the decompressor made no progress", err, errlen);
         } else if (zr == Z_MEM_ERROR) {
             return sl_errf(err, errlen, -ENOMEM, "%s: out of memory decompressing", l->path);
         } else if (zr != Z_OK && zr != Z_BUF_ERROR) {
@@ -144,6 +148,7 @@ int lines_open(struct lines *l, const char *path, char *err, size_t errlen)
     if (fd < 0)
         return sl_errf(err, errlen, -errno, "%s: cannot open: %s; check the path", path, strerror(errno));
     l->fd = fd;
+    l->fd_open = true;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         lines_close(l);
@@ -230,8 +235,9 @@ void lines_close(struct lines *l)
         free(l->z);
         l->z = NULL;
     }
-    if (l->fd >= 0)
+    if (l->fd_open)
         close(l->fd);
+    l->fd_open = false;
     l->fd = -1;
     free(l->in);
     l->in = NULL;

@@ -14,7 +14,8 @@
 #define LINES_MAX (1u << 20)
 
 struct lines {
-    int fd;
+    int fd;                  /* the file, while fd_open */
+    bool fd_open;            /* false in a zeroed or closed reader (whose fd 0 is not ours) */
     unsigned char *in;       /* file bytes read and not yet used (plain: text; gzip: compressed) */
     size_t in_len, in_off;   /* plain: valid bytes in `in`, the next unused one (gzip: z's next_in/avail_in) */
     bool in_eof;             /* the file has no more bytes */

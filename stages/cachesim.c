@@ -238,6 +238,42 @@ static uint32_t kth_largest(uint32_t *a, uint64_t n, uint64_t k)
     return a[lo];
 }
 
+/* The k-th largest of count[0..n) (1 <= k <= n) into *t, without a copy
+ * of count: a histogram of the counts below HIST_TOP says which value it
+ * is, unless it lies among the counts of HIST_TOP or more, which are then
+ * gathered (at most edges / HIST_TOP of them) and selected. 0 or -ENOMEM. */
+#define HIST_TOP 65535u
+static int hot_threshold(const uint32_t *count, uint64_t n, uint64_t k, uint32_t *t, char *err, size_t errlen)
+{
+    uint64_t *hist = calloc((size_t)HIST_TOP + 1, sizeof *hist);
+    if (!hist)
+        return sl_errf(err, errlen, -ENOMEM, "no memory for a histogram of out-degrees");
+    for (uint64_t v = 0; v < n; v++)
+        hist[SL_MIN(count[v], HIST_TOP)]++;
+    uint64_t top = hist[HIST_TOP], seen = top;
+    int rc = 0;
+    if (seen >= k) { /* among the largest counts: select exactly */
+        uint32_t *big = malloc((size_t)top * sizeof *big);
+        if (!big) {
+            rc = sl_errf(err, errlen, -ENOMEM, "no memory for %" PRIu64 " out-degrees", top);
+        } else {
+            uint64_t j = 0;
+            for (uint64_t v = 0; v < n; v++)
+                if (count[v] >= HIST_TOP)
+                    big[j++] = count[v];
+            *t = kth_largest(big, top, k);
+            free(big);
+        }
+    } else {
+        uint32_t b = HIST_TOP;
+        while (seen < k) /* ends: every count is in some bin, and k <= n */
+            seen += hist[--b];
+        *t = b;
+    }
+    free(hist);
+    return rc;
+}
+
 int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, uint64_t *hot, char *err, size_t errlen)
 {
     const struct dataset_file *fi = &m->f[DATASET_INDICES];
@@ -284,12 +320,10 @@ int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, 
     if (buf)
         dataset_scan_free(&s);
     free(buf);
-    uint32_t *copy = rc ? NULL : malloc(n * sizeof *copy);
-    if (rc == 0 && !copy)
-        rc = sl_errf(err, errlen, -ENOMEM, "no memory for the out-degrees of %" PRIu64 " nodes", n);
+    uint32_t t = 0;
+    if (rc == 0)
+        rc = hot_threshold(count, n, k, &t, err, errlen);
     if (rc == 0) {
-        memcpy(copy, count, n * sizeof *copy);
-        uint32_t t = kth_largest(copy, n, k);
         uint64_t above = 0, got = 0;
         for (uint64_t v = 0; v < n; v++)
             above += count[v] > t;
@@ -298,7 +332,6 @@ int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, 
             if (count[v] > t || (count[v] == t && ties > 0 && ties--))
                 hot[got++] = v;
     }
-    free(copy);
     free(count);
     return rc;
 }

@@ -79,7 +79,8 @@ void cachesim_trace_free(struct cachesim_trace *t);
 /* The k nodes with the highest out-degree in the sampled direction (how
  * often a node is an in-neighbour: its count in indices.bin), ties to the
  * lower id, into hot (room for k; sorted by id). One pass over indices.bin
- * and 4 bytes a node. 0, -EINVAL, -ENOMEM or the read's error. */
+ * and 4 bytes a node (the counts; the k-th largest is found from a
+ * histogram of them, not from a copy). 0, -EINVAL, -ENOMEM or the read's error. */
 int cachesim_hot_set(const char *dir, const struct dataset_meta *m, uint64_t k, uint64_t *hot, char *err,
                      size_t errlen);
 

@@ -316,8 +316,8 @@ static void finish(struct warm *w, const struct wchunk *k, bool ok, bool keep_re
  * the offers off for the rest of the pass, and the reads then wait for
  * nothing. */
 
-/* Just past the slot memory of chunk c's last LOAD row (the rows' start
- * when it has none). */
+/* Just past the slot memory of chunk c's last LOAD row; NULL when it
+ * has none (nothing of it is read). */
 static unsigned char *huge_end(const struct warm *w, uint64_t c)
 {
     uint32_t top = 0;
@@ -327,7 +327,7 @@ static unsigned char *huge_end(const struct warm *w, uint64_t c)
             top = SL_MAX(top, w->slots[e]);
             any = true;
         }
-    return any ? featbuf_row(w->fb, top) + w->fb->stride : featbuf_row(w->fb, 0);
+    return any ? featbuf_row(w->fb, top) + w->fb->stride : NULL;
 }
 
 /* The end of the slot memory offered: the first `rows` slots, where a
@@ -426,7 +426,7 @@ static bool huge_covered(struct warm *w, uint64_t c)
     if (!w->huge_inited || atomic_load_explicit(&w->huge_off, memory_order_acquire))
         return true;
     unsigned char *need = huge_end(w, c);
-    if (need <= w->huge_base)
+    if (!need || need <= w->huge_base)
         return true;
     size_t last = (size_t)(need - 1 - w->huge_base) / HUGE_STEP;
     if (last >= w->huge_steps) /* slots past the offered memory (rows loaded elsewhere first): wait for all */
@@ -455,6 +455,16 @@ static void huge_wait(struct warm *w)
     pthread_mutex_unlock(&w->huge_mu);
 }
 
+/* Rows of chunk c the claim answered LOAD: 0 when there is nothing to
+ * read (no row of the hot set, or the batches had all of it). */
+static uint32_t chunk_nload(const struct warm *w, uint64_t c)
+{
+    uint32_t n = 0;
+    for (uint64_t e = ent_first(w, c), end = ent_end(w, c); e < end; e++)
+        n += w->act[e] == FEATBUF_LOAD;
+    return n;
+}
+
 /* Chunk c can be read straight into its slots: host rows, every row
  * LOAD, in consecutive slots, the same stride as the file, and the direct
  * I/O alignment kept (a fresh buffer gives every chunk this). Else it
@@ -477,7 +487,7 @@ static bool direct_ok(const struct warm *w, uint64_t c)
 
 /* Sets chunk c up in an io slot: its extent, and where it lands (its
  * slots when direct, else a free staging piece: the caller checked that
- * there is one). */
+ * there is one); only its entries when it has no row to load. */
 static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
 {
     const struct extract_source *s = w->src;
@@ -487,8 +497,10 @@ static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
     k->n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
     k->e0 = ent_first(w, c);
     k->ne = (uint32_t)(ent_end(w, c) - k->e0);
-    for (uint64_t e = k->e0; e < k->e0 + k->ne; e++)
-        k->nload += w->act[e] == FEATBUF_LOAD;
+    k->nload = chunk_nload(w, c);
+    k->piece = -1;
+    if (!k->nload)
+        return; /* nothing to read: no extent, no staging */
     uint64_t off = first * s->row_stride;
     k->need = (size_t)((k->n - 1) * s->row_stride + s->row_bytes);
     if (direct) {
@@ -496,7 +508,6 @@ static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
         k->len = (size_t)k->n * s->row_stride;
         k->skip = 0;
         k->dst = featbuf_row(w->fb, w->slots[k->e0]);
-        k->piece = -1;
         return;
     }
     k->start = off & ~(a - 1);
@@ -632,7 +643,8 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     uint64_t entries = w->want ? w->nwant : s->rows;
     w->slots = malloc((size_t)SL_MAX(entries, 1) * sizeof *w->slots);
     w->act = malloc((size_t)SL_MAX(entries, 1));
-    w->nodes = malloc((size_t)w->rows_per * sizeof *w->nodes);
+    if (!w->want) /* a claim's node ids; a hot set's are its own */
+        w->nodes = malloc((size_t)w->rows_per * sizeof *w->nodes);
     if (w->want && (w->cstart = malloc((size_t)(w->nchunks + 1) * sizeof *w->cstart)) != NULL)
         for (uint64_t c = 0, e = 0; c <= w->nchunks; c++) {
             while (e < w->nwant && w->want[e] < c * w->rows_per)
@@ -643,7 +655,7 @@ static int setup(struct warm *w, const struct warm_params *p, char *err, size_t 
     w->free_piece = calloc(w->npieces, sizeof *w->free_piece);
     w->io = calloc(depth, sizeof *w->io);
     w->busy = calloc(depth, sizeof *w->busy);
-    if (!w->slots || !w->act || !w->nodes || (w->want && !w->cstart) || !w->staging || !w->free_piece || !w->io ||
+    if (!w->slots || !w->act || (!w->want && !w->nodes) || (w->want && !w->cstart) || !w->staging || !w->free_piece || !w->io ||
         !w->busy)
         return sl_errf(err, errlen, -ENOMEM, "warm start: no memory for %" PRIu64 " rows' slots and %zu bytes of staging",
                        entries, w->piece_bytes * w->npieces);
@@ -742,15 +754,15 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
         if (w.rc)
             claiming = false;
         while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
-            bool direct = direct_ok(&w, next);
-            if (!direct && w.nfree == 0)
+            bool load = chunk_nload(&w, next) > 0, direct = load && direct_ok(&w, next);
+            if (load && !direct && w.nfree == 0)
                 break; /* a staging piece comes back with the next chunk done (none in flight: all are free) */
             unsigned e = 0;
             while (w.busy[e])
                 e++;
             prepare(&w, next, direct, &w.io[e]);
             next++;
-            if (w.io[e].nload == 0) { /* nothing to read: the batches had all of it */
+            if (w.io[e].nload == 0) { /* nothing to read: no row of the hot set, or the batches had all of it */
                 w.busy[e] = true;
                 w.inflight++;
                 retire(&w, e, true);

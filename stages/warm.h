@@ -12,8 +12,10 @@
  * batch would need.
  *
  * Memory: 5 bytes per row loaded (its slot and the claim's answer: the
- * file's rows, or the hot set's), 13 bytes per row of one chunk, and
- * staging of at most 16 chunks, all freed when the pass returns.
+ * file's rows, or the hot set's), 8 bytes per row of one chunk (every
+ * row) or per chunk of the file (a hot set: where each chunk's rows of
+ * the set start), and staging of at most 16 chunks, all freed when the
+ * pass returns.
  *
  * Protocol (stages/featbuf.h; runs beside the extractor threads, in one
  * thread of gnn-extractor):

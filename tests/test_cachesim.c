@@ -544,10 +544,80 @@ static void test_hot_set(void **state)
     rmdir(dir);
 }
 
+/* Hot set against a reference (sort by count, then id) on counts around
+ * the selection's histogram top (65535): some nodes above it, one on it,
+ * one below, many small and many tied; k from 1 to every node. */
+static uint32_t *sort_counts; /* qsort has no argument: the counts cmp_ref orders by */
+static int cmp_ref(const void *a, const void *b)
+{
+    const uint32_t *c = sort_counts;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (c[x] != c[y])
+        return c[x] > c[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_hot_set_large_counts(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static uint32_t count[N], order[N];
+    const uint32_t heavy[][2] = {{17, 70000}, {400, 70000}, {3, 66000}, {999, 65535}, {500, 65534}, {42, 65536}};
+    uint64_t edges = 0, s = 11;
+    for (uint32_t v = 0; v < N; v++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        count[v] = (uint32_t)((s >> 33) % 7); /* many ties, some zero */
+    }
+    for (size_t i = 0; i < sizeof heavy / sizeof heavy[0]; i++)
+        count[heavy[i][0]] = heavy[i][1];
+    for (uint32_t v = 0; v < N; v++)
+        edges += count[v];
+    uint32_t *idx = malloc(edges * sizeof *idx);
+    assert_non_null(idx);
+    uint64_t e = 0;
+    for (uint32_t round = 0; e < edges; round++) /* interleaved, as a real indices.bin */
+        for (uint32_t v = 0; v < N; v++)
+            if (count[v] > round)
+                idx[e++] = v;
+    char dir[] = "/tmp/sluice-hot2-XXXXXX", path[96], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/indices.bin", dir);
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(fwrite(idx, sizeof *idx, edges, f), edges);
+    fclose(f);
+    struct dataset_meta m = {.nodes = N, .edges = edges};
+    snprintf(m.f[DATASET_INDICES].file, sizeof m.f[DATASET_INDICES].file, "indices.bin");
+    m.f[DATASET_INDICES].dtype = DTYPE_U32;
+    m.f[DATASET_INDICES].present = true;
+    for (uint32_t v = 0; v < N; v++)
+        order[v] = v;
+    sort_counts = count;
+    qsort(order, N, sizeof *order, cmp_ref);
+    static uint64_t hot[N], want[N];
+    for (uint64_t k = 1; k <= N; k += k < 10 ? 1 : k < 100 ? 7 : 97) {
+        assert_int_equal(cachesim_hot_set(dir, &m, k, hot, err, sizeof err), 0);
+        for (uint64_t i = 0; i < k; i++)
+            want[i] = order[i];
+        qsort(want, k, sizeof *want, cmp_u64);
+        for (uint64_t i = 0; i < k; i++)
+            if (hot[i] != want[i])
+                fail_msg("k = %" PRIu64 ": entry %" PRIu64 " is node %" PRIu64 ", the reference has %" PRIu64, k, i,
+                         hot[i], want[i]);
+    }
+    free(idx);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_sequence),    cmocka_unit_test(test_full_window_is_belady),
+        cmocka_unit_test(test_hand_sequence), cmocka_unit_test(test_hot_set_large_counts),    cmocka_unit_test(test_full_window_is_belady),
         cmocka_unit_test(test_sim_matches_live), cmocka_unit_test(test_processes),
         cmocka_unit_test(test_trace_file),       cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_hot_set),

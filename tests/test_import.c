@@ -6,7 +6,9 @@
  * --mem-limit equals a large one byte for byte; bad input and bad flags
  * exit 2 naming the file and leave nothing behind. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "t_util.h"
 #include "t_imp.h"
@@ -736,6 +738,25 @@ static void test_lines_gzip(void **state)
     free(a);
     free(b);
     t_rmrf(dir);
+
+    /* a zeroed reader (never opened, as edges_close and the OGB reader
+     * close them) owns no descriptor: fd 0 stays open */
+    int saved = dup(0), pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    assert_int_equal(dup2(pfd[0], 0), 0);
+    struct lines z;
+    memset(&z, 0, sizeof z);
+    lines_close(&z);
+    lines_close(&z);
+    assert_true(fcntl(0, F_GETFD) >= 0);
+    if (saved >= 0) {
+        dup2(saved, 0);
+        close(saved);
+    } else {
+        close(0);
+    }
+    close(pfd[0]);
+    close(pfd[1]);
 }
 
 /* The readers themselves: batch boundaries, counts, formats detected. */
