@@ -62,6 +62,8 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         return 0;
     }
     uint64_t ip = m->f[DATASET_INDPTR].bytes, ix = m->f[DATASET_INDICES].bytes;
+    /* labels.bin: read into each sampler's memory, but with "mmap" (sampler.h) */
+    uint64_t lb = m->f[DATASET_LABELS].present ? m->f[DATASET_LABELS].bytes : 0;
     uint64_t idx = sampler_cache_index_bytes(m->nodes);
     uint64_t rd = mul_sat((uint64_t)c->pipeline.samplers, SAMPLER_READ_BUFS); /* the threads' read buffers */
     bool mb_given = config_given(c, "pipeline.neighbour_cache_mb") && c->pipeline.neighbour_cache_mb > 0;
@@ -72,13 +74,14 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
         p->topology_auto = true;
         if (mb_given)
             c->pipeline.topology = TOPOLOGY_CACHE;
-        else if (room == UINT64_MAX || fits_in_memory(add_sat(mul_sat(ip, nr), ix), room, f, nr))
+        else if (room == UINT64_MAX || fits_in_memory(add_sat(mul_sat(add_sat(ip, lb), nr), ix), room, f, nr))
             c->pipeline.topology = TOPOLOGY_MEMORY;
         else
             c->pipeline.topology = TOPOLOGY_CACHE;
     }
     if (c->pipeline.topology == TOPOLOGY_CACHE && !mb_given) {
-        uint64_t share = add_sat(add_sat(ip, rd), add_sat(idx, ix / 4)); /* no limit known */
+        uint64_t ipl = add_sat(ip, lb);
+        uint64_t share = add_sat(add_sat(ipl, rd), add_sat(idx, ix / 4)); /* no limit known */
         if (room != UINT64_MAX) {
             /* a quarter of the room, or what the feature buffers (at their
              * size before any sizing: all rows when they fit) and staging
@@ -87,7 +90,7 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
             uint64_t rest = room > add_sat(want, slack) ? room - want - slack : 0;
             share = SL_MAX(room / MEMFIT_TOPO_CACHE_DIV, rest) / nr;
         }
-        uint64_t budget = share > add_sat(ip, rd) ? share - ip - rd : 0;
+        uint64_t budget = share > add_sat(ipl, rd) ? share - ipl - rd : 0;
         budget = SL_MIN(budget, add_sat(idx, ix) - 1); /* below the whole of indices.bin */
         uint64_t mb = budget / MIB;
         if (mb * MIB <= idx) {
@@ -109,10 +112,12 @@ static int plan_topology(struct memfit_plan *p, struct config *c, const struct d
     if (p->topology_auto)
         (void)config_set_given(c, "pipeline.topology", false);
     uint64_t per = ip, shared = 0; /* mmap: mapped pages are page cache, reclaimed under the limit */
-    if (c->pipeline.topology == TOPOLOGY_MEMORY)
+    if (c->pipeline.topology == TOPOLOGY_MEMORY) {
+        per = add_sat(ip, lb);
         shared = ix; /* one copy per node: a private one, or the segment the node's ranks share */
-    else if (c->pipeline.topology == TOPOLOGY_CACHE)
-        per = add_sat(add_sat(ip, rd), mul_sat((uint64_t)c->pipeline.neighbour_cache_mb, MIB));
+    } else if (c->pipeline.topology == TOPOLOGY_CACHE) {
+        per = add_sat(add_sat(add_sat(ip, lb), rd), mul_sat((uint64_t)c->pipeline.neighbour_cache_mb, MIB));
+    }
     p->topology = add_sat(mul_sat(per, nr), shared);
     p->topology_shm = nr > 1 ? shared : 0;
     return 0;

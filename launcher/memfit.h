@@ -10,13 +10,14 @@
  *   staging          the node's staging segment;
  *   arenas           every rank's batch arena (run_arena_plan);
  *   topology         each rank's sampler's: indptr.bin, and by
- *                    pipeline.topology indices.bin once per node
- *                    (memory: with several ranks one shared-memory
- *                    segment all the node's samplers read), or the
- *                    neighbour cache and the sampler threads' read
- *                    buffers (cache), or nothing more (mmap: the mapped
- *                    pages are page cache, which the kernel reclaims
- *                    under the limit - that is mmap's cost);
+ *                    pipeline.topology labels.bin and indices.bin once
+ *                    per node (memory: with several ranks one shared-
+ *                    memory segment all the node's samplers read), or
+ *                    labels.bin, the neighbour cache and the sampler
+ *                    threads' read buffers (cache), or nothing more
+ *                    (mmap: the mapped pages are page cache, which the
+ *                    kernel reclaims under the limit - that is mmap's
+ *                    cost);
  *   margin           what is not a shared object: each trainer's working
  *                    memory for the largest batch (MEMFIT_WORKSPACE), each
  *                    stage process's own (MEMFIT_PROCESS_BYTES) and page
@@ -26,7 +27,7 @@
  * pipeline.feature_buffer_mb to what the limit leaves after the rest (never
  * above its default, never below the extraction reserve),
  * pipeline.staging_mb to at most an eighth of that. pipeline.topology =
- * "auto" becomes "memory" when indptr.bin of every rank and indices.bin
+ * "auto" becomes "memory" when indptr.bin and labels.bin of every rank and indices.bin
  * of the node leave of what the limit has after the arenas and the margin
  * ("the room") what the feature buffers and staging want, or a quarter of
  * the room and at least the extraction reserve (MEMFIT_TOPO_FEAT_DIV);

@@ -22,7 +22,9 @@
  * batch reads each list once: block k + 1's destinations begin with block
  * k's, whose lists the thread keeps (up to SAMPLER_KNOWN_STORE bytes of
  * copies) for it.
- * labels.bin is mapped (a target's label is one 4-byte read). The handle
+ * labels.bin is read into memory at open in MEMORY and CACHE (4 bytes a
+ * node), mapped in MMAP: a target's label is one 4-byte read, and outside
+ * MMAP never a page fault on the disk the extractor keeps busy. The handle
  * is read-only once open and may be shared by any number of sampler
  * threads; each thread's reads go through its own struct sampler.
  *
@@ -93,8 +95,9 @@ struct sampler_topo {
     void *indices_mem;     /* MEMORY: the SAMPLER_IO_ALIGN-aligned copy indices points to */
     struct shm_seg *shm;   /* MEMORY shared: the run's segment indices points into, or NULL */
     bool shm_loader;       /* this process loaded the shared segment (else it attached to it) */
-    const int32_t *labels; /* (nodes), mapped read-only, or NULL */
-    size_t labels_len;
+    const int32_t *labels; /* (nodes): labels_mem, or mapped read-only (MMAP), or NULL */
+    size_t labels_len;     /* bytes mapped (0: no mapping) */
+    int32_t *labels_mem;   /* MEMORY, CACHE: labels.bin read at open */
     enum sampler_topo_mode mode;
     /* SAMPLER_TOPO_CACHE */
     int fd;                /* indices.bin for the sampling threads' reads; -1 when not open */
@@ -114,7 +117,8 @@ struct sampler_topo {
 
 /* Opens the topology of the dataset in dir (described by m, as from
  * dataset_meta_read with check_files): reads and checks indptr (starts at 0,
- * never decreases, ends at the edge count) and maps indices and labels.
+ * never decreases, ends at the edge count) and maps indices and labels
+ * (MMAP; the other modes read labels into memory).
  * 0, -EINVAL (inconsistent files: run gnnprep check), -ENOMEM or -errno. */
 int sampler_topo_open(struct sampler_topo *t, const char *dir, const struct dataset_meta *m, char *err, size_t errlen);
 /* The same in the mode *o says (NULL: SAMPLER_TOPO_MMAP). MEMORY and CACHE

@@ -343,19 +343,21 @@ static void test_plan_topology(void **state)
     const uint64_t big = 2 * GIB; /* indices.bin twice a 1 GiB limit */
     /* room to spare: memory */
     assert_int_equal(plan_ix(&p, &c, dflt, 3, 64 * GIB, big, &m, err, sizeof err), 0);
-    uint64_t ip = m.f[DATASET_INDPTR].bytes;
+    /* labels.bin is in each sampler's memory in "memory" and "cache" (not "mmap") */
+    uint64_t ip = m.f[DATASET_INDPTR].bytes, lb = m.f[DATASET_LABELS].present ? m.f[DATASET_LABELS].bytes : 0;
+    assert_true(lb > 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
     assert_true(p.topology_auto);
     assert_false(config_given(&c, "pipeline.topology"));
-    assert_int_equal(p.topology, ip + big);
+    assert_int_equal(p.topology, ip + lb + big);
     memfit_plan_describe(&p, &c, line, sizeof line);
     assert_non_null(strstr(line, "(pipeline.topology = \"memory\", chosen)"));
-    /* two ranks: indptr.bin each, indices.bin once (the node's shared segment) */
+    /* two ranks: indptr.bin and labels.bin each, indices.bin once (the node's shared segment) */
     g_ranks = 2;
     assert_int_equal(plan_ix(&p, &c, dflt, 3, 64 * GIB, big, &m, err, sizeof err), 0);
     g_ranks = 1;
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
-    assert_int_equal(p.topology, 2 * ip + big);
+    assert_int_equal(p.topology, 2 * (ip + lb) + big);
     assert_int_equal(p.topology_shm, big);
     /* a 1 GiB limit: the neighbour cache, what the feature buffer (all of
      * its 4.9 MiB of rows) leaves of the room less a 32nd */
@@ -364,10 +366,10 @@ static void test_plan_topology(void **state)
     assert_true(p.neighbour_cache_sized);
     assert_false(config_given(&c, "pipeline.neighbour_cache_mb"));
     uint64_t room = GIB - p.arenas - p.margin, rd = (uint64_t)c.pipeline.samplers * SAMPLER_READ_BUFS;
-    uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - rd) / MIB;
+    uint64_t want_mb = (room - g_fwant - room / MEMFIT_TOPO_SLACK_DIV - ip - lb - rd) / MIB;
     assert_true(want_mb * MIB > room / MEMFIT_TOPO_CACHE_DIV);
     assert_int_equal(c.pipeline.neighbour_cache_mb, (int64_t)want_mb);
-    assert_int_equal(p.topology, ip + rd + want_mb * MIB);
+    assert_int_equal(p.topology, ip + lb + rd + want_mb * MIB);
     assert_true(p.featbuf + p.staging + p.arenas + p.topology + p.margin <= GIB);
     memfit_plan_describe(&p, &c, line, sizeof line);
     char want[256];
@@ -378,10 +380,10 @@ static void test_plan_topology(void **state)
         fail_msg("plan line lacks '%s': %s", want, line);
     /* memory while it leaves the feature buffer what it wants (all its rows:
      * less than a quarter of the room), cache once it does not */
-    uint64_t fit = room - g_fwant - ip - MIB;
+    uint64_t fit = room - g_fwant - ip - lb - MIB;
     assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MEMORY);
-    assert_int_equal(p.topology, ip + fit);
+    assert_int_equal(p.topology, ip + lb + fit);
     assert_int_equal(plan_ix(&p, &c, dflt, 3, GIB, fit + 2 * MIB, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     /* a given budget with auto means cache with that budget */
@@ -390,8 +392,8 @@ static void test_plan_topology(void **state)
     assert_int_equal(c.pipeline.topology, TOPOLOGY_CACHE);
     assert_false(p.neighbour_cache_sized);
     assert_int_equal(c.pipeline.neighbour_cache_mb, 100);
-    assert_int_equal(p.topology, ip + rd + 100 * MIB);
-    /* mmap counts indptr alone: the mapped file is page cache */
+    assert_int_equal(p.topology, ip + lb + rd + 100 * MIB);
+    /* mmap counts indptr alone: the mapped files are page cache */
     const char *mm[] = {ds, "model.fanouts=[4,4]", "train.batch_size=100", "pipeline.topology=\"mmap\""};
     assert_int_equal(plan_ix(&p, &c, mm, 4, GIB, big, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MMAP);
@@ -404,7 +406,7 @@ static void test_plan_topology(void **state)
     /* a limit whose quarter, and what the feature buffer leaves, hold no
      * more than indptr and the read buffers: auto falls back to mmap, an
      * explicit cache is refused */
-    uint64_t small = p.arenas + p.margin + ip + rd + g_fwant + 2 * MIB;
+    uint64_t small = p.arenas + p.margin + ip + lb + rd + g_fwant + 2 * MIB;
     assert_int_equal(plan_ix(&p, &c, dflt, 3, small, big, &m, err, sizeof err), 0);
     assert_int_equal(c.pipeline.topology, TOPOLOGY_MMAP);
     assert_true(p.topology_auto);

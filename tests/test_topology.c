@@ -166,6 +166,13 @@ static void test_identical(void **state)
     g_round_reads = 0;
     assert_int_equal(tc.round_reads, SAMPLER_FETCH_ROUND_READS);
     assert_int_equal(tcb.round_reads, 3);
+    /* labels: mapped with mmap, in memory otherwise (never a page fault on
+     * the extractor's disk), the same values either way */
+    assert_true(tm.labels_len > 0 && tm.labels_mem == NULL);
+    assert_true(tmem.labels_len == 0 && tmem.labels_mem != NULL && tmem.labels == tmem.labels_mem);
+    assert_true(tc.labels_len == 0 && tc.labels_mem != NULL);
+    assert_memory_equal(tm.labels, tmem.labels, N * sizeof *tm.labels);
+    assert_memory_equal(tm.labels, tc.labels, N * sizeof *tm.labels);
     assert_true(tmem.direct); /* the test's scratch is on a filesystem with O_DIRECT */
     assert_true(tc.direct);
     assert_false(tcb.direct);
