@@ -1434,7 +1434,7 @@ static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
     const struct {
         bool bad;
         const char *flag;
-    } outs[] = {{l->prog.metrics_failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
+    } outs[] = {{l->prog.metrics.failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
                 {l->prog.tboard_failed, "--tensorboard"}, {trace_failed, "--trace"}};
     for (size_t i = 0; i < SL_ARRAY_LEN(outs); i++)
         if (outs[i].bad)
