@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "core/util.h"
 #include "launcher/ckptdir.h"
+#include "launcher/linkout.h"
 #include "launcher/progress.h"
 #include "ops/ckpt.h"
 #include "ops/ops.h"
@@ -384,12 +386,19 @@ static int evaluate(const struct link_model *m, struct linkenc *enc, struct enc_
     return link_evaluate(&em, o, triples, n, &ee, out, err, errlen);
 }
 
-int launch_link_run(const struct launch_link *r)
+int launch_link_run(const struct launch_link *r, struct launch_link_out *lout)
 {
     const struct config *c = r->cfg;
     const struct link_meta *meta = &r->meta;
     const char *dir = c->dataset.path;
     double t0 = sl_now();
+    /* --metrics and --tensorboard from the start: a run that fails early
+     * still ends the file with its final object */
+    struct linkout mo;
+    linkout_open(&mo, r->metrics_file, r->tboard_dir, t0);
+    uint32_t done = r->start_epoch;
+    struct link_metrics last_v = {0};
+    bool have_v = false, finished = false;
     char err[4096];
     uint64_t *split[LINK_SPLITS] = {NULL};
     struct link_model m;
@@ -536,7 +545,7 @@ int launch_link_run(const struct launch_link *r)
                 linkenc_nparams(&enc), c->link.encoder_lr, enc.topo.edges, enc.topo.max_in_degree);
     }
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
-    struct embbuf_stats before = {0}; /* the buffer's counters at the epoch's start */
+    struct embbuf_stats before = {0}, ep_out = {0}; /* the buffer's counters at the epoch's start; the epoch's */
     uint64_t enc_before[3] = {0};     /* the encoder's: nodes, edges sampled, batches */
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
@@ -569,34 +578,56 @@ int launch_link_run(const struct launch_link *r)
                     sl_fmt_bytes(a->bytes_read - before.bytes_read, b1, sizeof b1),
                     sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
                     (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
+            ep_out = (struct embbuf_stats){.writes = a->writes - before.writes,
+                                           .bytes_read = a->bytes_read - before.bytes_read,
+                                           .bytes_written = a->bytes_written - before.bytes_written,
+                                           .wait_ns = a->wait_ns - before.wait_ns};
             before = *a;
         }
+        double enc_avg[2] = {NAN, NAN}; /* nodes and edges sampled a batch */
         if (enc_on) {
+            enc_avg[0] = (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1);
+            enc_avg[1] = (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1);
             fprintf(stderr,
                     "gnnlaunch: epoch %" PRIu32 " encoder: %.0f nodes and %.0f edges sampled a batch on average "
                     "(%" PRIu64 " nodes)\n",
-                    ep + 1, (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
-                    (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
-                    meta->nodes);
+                    ep + 1, enc_avg[0], enc_avg[1], meta->nodes);
             enc_before[0] = enc.nodes_sampled, enc_before[1] = enc.edges_sampled, enc_before[2] = enc.batches;
         }
         printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
-        bool last = ep + 1 == (uint32_t)c->train.epochs;
+        bool last = ep + 1 == (uint32_t)c->train.epochs, evald = false;
+        struct link_metrics v = {0};
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
-            struct link_metrics v;
             if ((rc = evaluate(&m, t.enc, &eout, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err,
                                sizeof err))) {
                 stopped_or_failed(rc, ep, err, &code);
                 goto out;
             }
+            evald = true;
             printf(" valid_mrr=%.6f valid_hits@1=%.6f valid_hits@10=%.6f", v.mrr, v.hits1, v.hits10);
         }
-        printf(" seconds=%.3f edges_per_s=%.0f\n", sl_now() - t1, (double)meta->split[LINK_TRAIN].rows / train_s);
+        const double seconds = sl_now() - t1, edges_per_s = (double)meta->split[LINK_TRAIN].rows / train_s;
+        printf(" seconds=%.3f edges_per_s=%.0f\n", seconds, edges_per_s);
         fflush(stdout);
+        if (evald)
+            last_v = v, have_v = true;
         if ((rc = save(r, &m, ooc_open ? &x : NULL, t.enc, ep + 1, steps, err, sizeof err))) {
             fprintf(stderr, "gnnlaunch: %s\n", err);
             goto out;
         }
+        done = ep + 1;
+        struct linkout_epoch rec = {.epoch = ep + 1, .epochs = (uint32_t)c->train.epochs, .loss = loss,
+                                    .lr = c->train.lr, .seconds = seconds, .train_s = train_s,
+                                    .edges_per_s = edges_per_s, .valid = evald ? &v : NULL,
+                                    .ooc = r->ooc, .encoder = enc_on};
+        if (r->ooc) {
+            rec.swaps = x.st.swaps, rec.swaps_planned = x.plan.swaps, rec.written_back = ep_out.writes;
+            rec.read_bytes = ep_out.bytes_read, rec.write_bytes = ep_out.bytes_written;
+            rec.buffer_wait_s = (double)ep_out.wait_ns * 1e-9;
+            rec.bucket_read_s = x.st.read_buckets_s, rec.slices_train_s = x.st.train_s;
+        }
+        rec.enc_nodes = enc_avg[0], rec.enc_edges = enc_avg[1];
+        linkout_epoch(&mo, &rec);
     }
     struct link_metrics tm = {0};
     if (meta->split[LINK_TEST].rows &&
@@ -620,11 +651,21 @@ int launch_link_run(const struct launch_link *r)
         fprintf(stderr, "gnnlaunch: warning: %s; the encoder's weights are in the last checkpoint\n", err);
     else if (enc_on)
         fprintf(stderr, "gnnlaunch: encoded embeddings written to %s\n", np[2]);
-    printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
-           tm.hits10, c->train.epochs, sl_now() - t0);
+    const double secs = sl_now() - t0;
+    printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRIu32 " seconds=%.2f\n", tm.mrr, tm.hits1,
+           tm.hits10, done, secs);
     fflush(stdout);
+    linkout_final(&mo, &(struct linkout_final){.complete = true, .test = meta->split[LINK_TEST].rows ? &tm : NULL,
+                                               .valid = have_v ? &last_v : NULL, .epochs = done,
+                                               .seconds = secs});
+    finished = true;
     code = 0;
 out:
+    if (!finished) /* failed or interrupted: the file still ends with its final object */
+        linkout_final(&mo, &(struct linkout_final){.valid = have_v ? &last_v : NULL, .epochs = done,
+                                                   .seconds = sl_now() - t0});
+    lout->metrics_failed = mo.metrics.failed;
+    lout->tboard_failed = mo.tboard_failed;
     /* the layout is a working copy: the checkpoints hold every finished epoch */
     if (ooc_open)
         linkooc_free(&x, true);

@@ -739,7 +739,7 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
 /* model.kind = distmult | complex: a link-prediction run in this process
  * (launcher/link.h). What it does not do yet is refused here, before
  * anything is made: GPUs, several ranks or nodes, --predict, early
- * stopping and the metric outputs. */
+ * stopping, --metrics-csv and --trace. */
 /* pipeline.mode = "partitions" for a link run: p and c (given, or p 16
  * and the largest c whose frames, with the spare one, fit half of the
  * memory: the cgroup's limit, else MemAvailable), refusing c < 2, c > p
@@ -828,8 +828,8 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.grad_clip";
     else if (l->cfg.train.on_nonfinite != CONFIG_NONFINITE_FAIL)
         no = "train.on_nonfinite = \"skip-batch\" (a non-finite loss stops the run)";
-    else if (o->metrics || o->metrics_csv || o->tensorboard || o->trace)
-        no = "--metrics, --metrics-csv, --tensorboard and --trace (the epoch lines carry the numbers)";
+    else if (o->metrics_csv || o->trace)
+        no = "--metrics-csv or --trace (--metrics and --tensorboard carry the epoch numbers)";
     if (no)
         return sl_errf(err, errlen, -EINVAL, "%s: model.kind = \"%s\" (link prediction, docs/link.md) does not take %s",
                        o->config, kind, no);
@@ -871,6 +871,13 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
                        "node table out of core with pipeline.mode = \"partitions\" (docs/link.md)",
                        o->config, sl_fmt_bytes(need, b1, sizeof b1), rows, l->cfg.model.hidden,
                        sl_fmt_bytes(mem, b2, sizeof b2));
+    if (o->metrics &&
+        (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
+        return rc;
+    if (o->tensorboard && (rc = check_tensorboard(o->tensorboard, l->tboard_dir, sizeof l->tboard_dir, err, errlen)) != 0)
+        return rc;
+    r->metrics_file = l->metrics_file[0] ? l->metrics_file : NULL;
+    r->tboard_dir = l->tboard_dir[0] ? l->tboard_dir : NULL;
     if (o->run_name) {
         if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
             return rc;
@@ -1476,9 +1483,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (l->link) { /* in this process: no run, no stages (link.h) */
-        code = launch_link_run(&l->link_run);
+        struct launch_link_out lo = {0};
+        code = launch_link_run(&l->link_run, &lo);
+        l->prog.metrics.failed = lo.metrics_failed;
+        l->prog.tboard_failed = lo.tboard_failed;
         ckptdir_free(&l->ckd);
-        return code;
+        return outputs_verdict(l, code, false);
     }
     if (l->gpus)
         report_gpus(l);
