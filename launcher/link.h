@@ -22,7 +22,15 @@
  * SIGINT/SIGTERM stop at the next batch: exit 130 with the checkpoints of
  * the finished epochs kept.
  *
- * --metrics and --tensorboard: launcher/linkout.h. */
+ * best.safetensors follows the best validation MRR (train.early_stop_metric
+ * = "valid_mrr", the only one a link run has); train.early_stop_patience =
+ * P stops the run once P evaluations in a row brought no better one, as a
+ * GNN run does (docs/training.md): the test split is then ranked with
+ * every validation, and the final line gives the best epoch's test
+ * metrics with epochs= the epochs trained up to the stop. The epochs run
+ * one after the other in this process, so nothing trains past the stop
+ * and no checkpoint past it is written. --metrics and --tensorboard:
+ * launcher/linkout.h. */
 #ifndef SLUICE_LAUNCHER_LINK_H
 #define SLUICE_LAUNCHER_LINK_H
 

@@ -738,8 +738,8 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
  * created. 0, or an error message in err. */
 /* model.kind = distmult | complex: a link-prediction run in this process
  * (launcher/link.h). What it does not do yet is refused here, before
- * anything is made: GPUs, several ranks or nodes, --predict, early
- * stopping, --metrics-csv and --trace. */
+ * anything is made: GPUs, several ranks or nodes, --predict,
+ * --metrics-csv and --trace. */
 /* pipeline.mode = "partitions" for a link run: p and c (given, or p 16
  * and the largest c whose frames, with the spare one, fit half of the
  * memory: the cgroup's limit, else MemAvailable), refusing c < 2, c > p
@@ -804,8 +804,9 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "pipeline.ranks above 1 (one rank so far)";
     else if (o->predict)
         no = "--predict (the checkpoint's node_emb and rel_emb tensors are the embeddings)";
-    else if (l->cfg.train.early_stop_patience > 0)
-        no = "train.early_stop_patience";
+    else if (config_given(&l->cfg, "train.early_stop_metric") && l->cfg.train.early_stop_metric != EARLY_STOP_VALID_MRR)
+        no = "train.early_stop_metric other than \"valid_mrr\" (it has no val_acc or val_loss: early stopping and "
+             "best.safetensors follow the validation MRR; drop the key or set \"valid_mrr\")";
     else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
         no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
     else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE &&
@@ -924,6 +925,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         l->cfg.train.epochs = 1;
         l->cfg.train.early_stop_patience = 0;
     }
+    if (l->cfg.train.early_stop_metric == EARLY_STOP_VALID_MRR)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.early_stop_metric = \"valid_mrr\" is link prediction's (model.kind = \"distmult\" or "
+                       "\"complex\"); a node-classification run follows \"val_acc\" or \"val_loss\"",
+                       o->config);
     if (l->cfg.train.early_stop_patience > 0 && o->cluster.nodes > 1)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: train.early_stop_patience = %" PRId64 " works on one node only (each node's launcher "
