@@ -14,7 +14,8 @@
  *   - refusals before anything is made (exit 2): --metrics in a missing
  *     directory, --tensorboard on a file; a FILE that fails while
  *     written (/dev/full): a warning and exit 0, exit 3 with
- *     --strict-outputs;
+ *     --strict-outputs; a run stopped by SIGINT ends the file with a
+ *     final object saying "complete":false;
  *   - train.early_stop_patience = 2: the run stops at the epoch that the
  *     validation MRRs of a run without it predict, its epoch lines equal
  *     that run's, best.safetensors names the best epoch and keep_last
@@ -398,6 +399,45 @@ static void test_refusals(void **state)
     }
 }
 
+/* A run stopped by SIGINT (exit 130) still ends its file with a final
+ * object: "complete":false, epochs = the epoch objects written, no test
+ * metrics. */
+static void test_interrupted(void **state)
+{
+    (void)state;
+    char ck[1400], met[1400], ckset[1500], a[1500];
+    snprintf(ck, sizeof ck, "%s/ck-int", t_ldir);
+    snprintf(met, sizeof met, "%s/int.jsonl", t_ldir);
+    snprintf(ckset, sizeof ckset, "train.checkpoint_dir=\"%s\"", ck);
+    const char *args[] = {"--cpu", g_cfg, "--set", ckset, "--epochs", "400", "--metrics", met, NULL};
+    struct t_proc r;
+    t_launch_start(&r, NULL, args);
+    assert_int_equal(ckpt_path(a, sizeof a, ck, 2), 0);
+    double t0 = t_now();
+    while (!t_exists(a) && t_now() - t0 < 60)
+        t_sleep_ms(2);
+    kill(r.pid, SIGINT);
+    t_launch_wait(&r, 60);
+    fprintf(stderr, "test_link_metrics: SIGINT %s\n", r.code == 130 ? "stopped the run" : "after its end");
+    struct lines l;
+    read_lines(met, &l);
+    const char *f = l.line[l.n - 1];
+    assert_non_null(strstr(f, "{\"type\":\"final\","));
+    if (r.code == 130) {
+        t_expect_log(&r, "interrupted");
+        assert_non_null(strstr(f, "\"complete\":false"));
+        assert_int_equal((int)jnum(f, "epochs"), l.n - 1);
+        assert_true(l.n - 1 >= 2);
+        assert_true(isnan(jnum(f, "test_mrr")));
+        assert_non_null(epoch_obj(&l, l.n - 1));
+    } else { /* the signal came after the run's end (a stalled machine) */
+        t_expect_code(&r, 0);
+        assert_non_null(strstr(f, "\"complete\":true"));
+    }
+    free(l.buf);
+    t_rmrf(ck);
+}
+
 /* The valid_mrr of r's epoch lines 1..upto into mrr[e], each line without
  * its timings into lines[e]. */
 static void valid_mrrs(const struct t_proc *r, double *mrr, char lines[][512], int upto)
@@ -563,6 +603,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_out_of_core, case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, case_setup, t_launch_case_teardown),
         cmocka_unit_test_setup_teardown(test_early_stop, case_setup, t_launch_case_teardown),
+        cmocka_unit_test_setup_teardown(test_interrupted, case_setup, t_launch_case_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, t_launch_group_teardown);
 }
