@@ -35,7 +35,7 @@ static const char *const aggrs[] = {"mean", "sum", "max", NULL};
 static const char *const nonfinite_modes[] = {"fail", "skip-batch", NULL};
 static const char *const warm_modes[] = {"auto", "on", "off", NULL};
 static const char *const lr_schedules[] = {"constant", "step", "cosine", NULL};
-static const char *const early_stop_metrics[] = {"val_acc", "val_loss", NULL};
+static const char *const early_stop_metrics[] = {"val_acc", "val_loss", "valid_mrr", NULL};
 /* pipeline.mode, in enum pipeline_mode's order (add a mode at the end of both) */
 static const char *const pipeline_modes[] = {"online", "packed", "partitions", NULL};
 /* pipeline.partition_order, in enum po_order's order (core/partorder.h) */
@@ -141,10 +141,12 @@ static const key keys[] = {
      "torch.nn.utils.clip_grad_norm_: a larger one is scaled down to it. 0: no clipping."},
     {"train.early_stop_patience", K_INT, OFF(train.early_stop_patience), "0", 0, 1e6, NULL,
      "Stop after this many evaluations in a row without a better early_stop_metric; the final line then gives "
-     "the test accuracy of the best epoch (the test split is evaluated with every validation) and "
+     "the test accuracy (link prediction: test MRR and hits) of the best epoch (the test split is evaluated with "
+     "every validation) and "
      "best.safetensors is that epoch's checkpoint. 0: train every epoch."},
     {"train.early_stop_metric", K_ENUM, OFF(train.early_stop_metric), "\"val_acc\"", 0, 0, early_stop_metrics,
-     "What early stopping and best.safetensors follow: val_acc (higher is better) or val_loss (lower is better)."},
+     "What early stopping and best.safetensors follow: val_acc (higher is better) or val_loss (lower is better); "
+     "link prediction (model.kind = \"distmult\" or \"complex\") follows valid_mrr (higher is better), its only choice."},
     {"train.keep_last", K_INT, OFF(train.keep_last), "0", 0, 1e6, NULL,
      "Checkpoints kept: the newest this many epoch-N files (best.safetensors and latest.safetensors stay valid "
      "whatever is removed). 0: keep every epoch's."},

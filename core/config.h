@@ -83,7 +83,7 @@ enum optimizer { OPTIMIZER_ADAM = 0, OPTIMIZER_ADAMW = 1 };
  * gradient is NaN or infinite (docs/training.md). */
 enum config_nonfinite { CONFIG_NONFINITE_FAIL = 0, CONFIG_NONFINITE_SKIP = 1 };
 enum lr_schedule { LR_CONSTANT = 0, LR_STEP = 1, LR_COSINE = 2 };
-enum early_stop_metric { EARLY_STOP_VAL_ACC = 0, EARLY_STOP_VAL_LOSS = 1 };
+enum early_stop_metric { EARLY_STOP_VAL_ACC = 0, EARLY_STOP_VAL_LOSS = 1, EARLY_STOP_VALID_MRR = 2 };
 
 /* pipeline.warm_start: whether the extractor fills the feature buffer with
  * one sequential pass over features.bin at launch (stages/warm.h). */

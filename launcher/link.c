@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "core/util.h"
 #include "launcher/ckptdir.h"
+#include "launcher/linkout.h"
 #include "launcher/progress.h"
 #include "ops/ckpt.h"
 #include "ops/ops.h"
@@ -184,10 +186,11 @@ static uint32_t enc_tensors(struct linkenc *e, struct ckpt_tensor *ts, char (*na
     return n;
 }
 
-/* epoch-NNNNNN.safetensors for `epochs` finished epochs, then latest and
- * keep_last. 0 or -errno with a message. */
+/* epoch-NNNNNN.safetensors for `epochs` finished epochs, then best (when
+ * best_epoch is this epoch), latest and keep_last (sparing best_epoch; 0:
+ * whatever best.safetensors names). 0 or -errno with a message. */
 static int save(const struct launch_link *r, const struct link_model *m, struct linkooc *x, struct linkenc *enc,
-                uint32_t epochs, uint64_t steps, char *err, size_t errlen)
+                uint32_t epochs, uint64_t steps, uint32_t best_epoch, char *err, size_t errlen)
 {
     const struct config *c = r->cfg;
     const char *dir = c->train.checkpoint_dir;
@@ -248,9 +251,12 @@ static int save(const struct launch_link *r, const struct link_model *m, struct 
                        epochs > 1 ? "the checkpoints before it are untouched: make room, then continue from the newest "
                                     "with gnnlaunch --resume"
                                   : "no checkpoint was kept: make room, then start the run again");
+    if (best_epoch == epochs && (rc = ckptdir_point(dir, CKPTDIR_BEST, epochs, msg, sizeof msg)) != 0)
+        return sl_errf(err, errlen, rc, "%s", msg);
     if ((rc = ckptdir_point(dir, CKPTDIR_LATEST, epochs, msg, sizeof msg)) != 0)
         return sl_errf(err, errlen, rc, "%s", msg);
-    if (c->train.keep_last > 0 && (rc = ckptdir_prune(dir, epochs, (uint32_t)c->train.keep_last, 0, msg, sizeof msg)) < 0)
+    if (c->train.keep_last > 0 &&
+        (rc = ckptdir_prune(dir, epochs, (uint32_t)c->train.keep_last, best_epoch, msg, sizeof msg)) < 0)
         return sl_errf(err, errlen, rc, "%s", msg);
     return 0;
 }
@@ -384,12 +390,23 @@ static int evaluate(const struct link_model *m, struct linkenc *enc, struct enc_
     return link_evaluate(&em, o, triples, n, &ee, out, err, errlen);
 }
 
-int launch_link_run(const struct launch_link *r)
+int launch_link_run(const struct launch_link *r, struct launch_link_out *lout)
 {
     const struct config *c = r->cfg;
     const struct link_meta *meta = &r->meta;
     const char *dir = c->dataset.path;
     double t0 = sl_now();
+    /* --metrics and --tensorboard from the start: a run that fails early
+     * still ends the file with its final object */
+    struct linkout mo;
+    linkout_open(&mo, r->metrics_file, r->tboard_dir, t0);
+    /* the best validation MRR since the start (or the resume) and early
+     * stopping, as a GNN run's progress keeps them (progress.c) */
+    const int64_t patience = c->train.early_stop_patience;
+    double best = NAN;
+    uint32_t best_epoch = 0, since_best = 0, done = r->start_epoch;
+    struct link_metrics best_v = {0}, best_t = {0}, last_v = {0}, last_t = {0};
+    bool best_has_t = false, have_v = false, have_last_t = false, stopped = false, finished = false;
     char err[4096];
     uint64_t *split[LINK_SPLITS] = {NULL};
     struct link_model m;
@@ -536,7 +553,7 @@ int launch_link_run(const struct launch_link *r)
                 linkenc_nparams(&enc), c->link.encoder_lr, enc.topo.edges, enc.topo.max_in_degree);
     }
     const uint64_t per_epoch = (meta->split[LINK_TRAIN].rows + o.batch - 1) / o.batch;
-    struct embbuf_stats before = {0}; /* the buffer's counters at the epoch's start */
+    struct embbuf_stats before = {0}, ep_out = {0}; /* the buffer's counters at the epoch's start; the epoch's */
     uint64_t enc_before[3] = {0};     /* the encoder's: nodes, edges sampled, batches */
     for (uint32_t ep = r->start_epoch; ep < (uint32_t)c->train.epochs; ep++) {
         double t1 = sl_now(), loss;
@@ -569,39 +586,95 @@ int launch_link_run(const struct launch_link *r)
                     sl_fmt_bytes(a->bytes_read - before.bytes_read, b1, sizeof b1),
                     sl_fmt_bytes(a->bytes_written - before.bytes_written, b2, sizeof b2),
                     (double)(a->wait_ns - before.wait_ns) * 1e-9, x.st.read_buckets_s, x.st.train_s);
+            ep_out = (struct embbuf_stats){.writes = a->writes - before.writes,
+                                           .bytes_read = a->bytes_read - before.bytes_read,
+                                           .bytes_written = a->bytes_written - before.bytes_written,
+                                           .wait_ns = a->wait_ns - before.wait_ns};
             before = *a;
         }
+        double enc_avg[2] = {NAN, NAN}; /* nodes and edges sampled a batch */
         if (enc_on) {
+            enc_avg[0] = (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1);
+            enc_avg[1] = (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1);
             fprintf(stderr,
                     "gnnlaunch: epoch %" PRIu32 " encoder: %.0f nodes and %.0f edges sampled a batch on average "
                     "(%" PRIu64 " nodes)\n",
-                    ep + 1, (double)(enc.nodes_sampled - enc_before[0]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
-                    (double)(enc.edges_sampled - enc_before[1]) / (double)SL_MAX(enc.batches - enc_before[2], 1),
-                    meta->nodes);
+                    ep + 1, enc_avg[0], enc_avg[1], meta->nodes);
             enc_before[0] = enc.nodes_sampled, enc_before[1] = enc.edges_sampled, enc_before[2] = enc.batches;
         }
         printf("epoch %" PRIu32 "/%" PRId64 " loss=%.6f", ep + 1, c->train.epochs, loss);
-        bool last = ep + 1 == (uint32_t)c->train.epochs;
+        bool last = ep + 1 == (uint32_t)c->train.epochs, evald = false, tested = false;
+        struct link_metrics v = {0}, tv = {0};
         if (meta->split[LINK_VALID].rows && ((ep + 1) % (uint32_t)c->train.eval_every == 0 || last)) {
-            struct link_metrics v;
             if ((rc = evaluate(&m, t.enc, &eout, &o, split[LINK_VALID], meta->split[LINK_VALID].rows, &e, &v, err,
                                sizeof err))) {
                 stopped_or_failed(rc, ep, err, &code);
                 goto out;
             }
+            evald = true;
             printf(" valid_mrr=%.6f valid_hits@1=%.6f valid_hits@10=%.6f", v.mrr, v.hits1, v.hits10);
+            /* with early stopping, the test split with every validation:
+             * the final line then gives the best epoch's */
+            if (patience > 0 && meta->split[LINK_TEST].rows) {
+                if ((rc = evaluate(&m, t.enc, &eout, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tv, err,
+                                   sizeof err))) {
+                    stopped_or_failed(rc, ep, err, &code);
+                    goto out;
+                }
+                tested = true;
+            }
         }
-        printf(" seconds=%.3f edges_per_s=%.0f\n", sl_now() - t1, (double)meta->split[LINK_TRAIN].rows / train_s);
+        const double seconds = sl_now() - t1, edges_per_s = (double)meta->split[LINK_TRAIN].rows / train_s;
+        printf(" seconds=%.3f edges_per_s=%.0f\n", seconds, edges_per_s);
         fflush(stdout);
-        if ((rc = save(r, &m, ooc_open ? &x : NULL, t.enc, ep + 1, steps, err, sizeof err))) {
+        if (evald) { /* a tie is not better: the first of equal epochs is the best */
+            last_v = v, have_v = true;
+            if (isnan(best) || v.mrr > best) {
+                best = v.mrr, best_epoch = ep + 1, best_v = v, best_t = tv, best_has_t = tested;
+                since_best = 0;
+            } else {
+                since_best++;
+            }
+            stopped = patience > 0 && since_best >= (uint64_t)patience && !last;
+        }
+        last_t = tv, have_last_t = tested;
+        if ((rc = save(r, &m, ooc_open ? &x : NULL, t.enc, ep + 1, steps, best_epoch, err, sizeof err))) {
             fprintf(stderr, "gnnlaunch: %s\n", err);
             goto out;
         }
+        done = ep + 1;
+        struct linkout_epoch rec = {.epoch = ep + 1, .epochs = (uint32_t)c->train.epochs, .loss = loss,
+                                    .lr = c->train.lr, .seconds = seconds, .train_s = train_s,
+                                    .edges_per_s = edges_per_s, .valid = evald ? &v : NULL,
+                                    .test = tested ? &tv : NULL, .ooc = r->ooc, .encoder = enc_on};
+        if (r->ooc) {
+            rec.swaps = x.st.swaps, rec.swaps_planned = x.plan.swaps, rec.written_back = ep_out.writes;
+            rec.read_bytes = ep_out.bytes_read, rec.write_bytes = ep_out.bytes_written;
+            rec.buffer_wait_s = (double)ep_out.wait_ns * 1e-9;
+            rec.bucket_read_s = x.st.read_buckets_s, rec.slices_train_s = x.st.train_s;
+        }
+        rec.enc_nodes = enc_avg[0], rec.enc_edges = enc_avg[1];
+        linkout_epoch(&mo, &rec);
+        if (stopped) {
+            fprintf(stderr,
+                    "gnnlaunch: early stop after epoch %" PRIu32 ": valid_mrr has not improved for %" PRId64
+                    " evaluation%s (train.early_stop_patience); the best was epoch %" PRIu32
+                    " with valid_mrr %.4f; stopping the run\n",
+                    ep + 1, patience, patience == 1 ? "" : "s", best_epoch, best);
+            break;
+        }
     }
+    /* the test metrics: stopped early, the best epoch's (ranked with its
+     * validation); else the last epoch's tables, ranked with its validation
+     * under early stopping, else now */
     struct link_metrics tm = {0};
-    if (meta->split[LINK_TEST].rows &&
-        (rc = evaluate(&m, t.enc, &eout, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err,
-                       sizeof err))) {
+    if (stopped)
+        tm = best_has_t ? best_t : tm;
+    else if (have_last_t)
+        tm = last_t;
+    else if (meta->split[LINK_TEST].rows &&
+             (rc = evaluate(&m, t.enc, &eout, &o, split[LINK_TEST], meta->split[LINK_TEST].rows, &e, &tm, err,
+                            sizeof err))) {
         stopped_or_failed(rc, (uint32_t)c->train.epochs, err, &code);
         goto out;
     }
@@ -620,11 +693,22 @@ int launch_link_run(const struct launch_link *r)
         fprintf(stderr, "gnnlaunch: warning: %s; the encoder's weights are in the last checkpoint\n", err);
     else if (enc_on)
         fprintf(stderr, "gnnlaunch: encoded embeddings written to %s\n", np[2]);
-    printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRId64 " seconds=%.2f\n", tm.mrr, tm.hits1,
-           tm.hits10, c->train.epochs, sl_now() - t0);
+    const double secs = sl_now() - t0;
+    printf("test_mrr=%.6f test_hits@1=%.6f test_hits@10=%.6f epochs=%" PRIu32 " seconds=%.2f\n", tm.mrr, tm.hits1,
+           tm.hits10, done, secs);
     fflush(stdout);
+    linkout_final(&mo, &(struct linkout_final){.complete = true, .test = meta->split[LINK_TEST].rows ? &tm : NULL,
+                                               .valid = stopped ? &best_v : have_v ? &last_v : NULL,
+                                               .epochs = done, .best_epoch = best_epoch, .stopped_early = stopped,
+                                               .seconds = secs});
+    finished = true;
     code = 0;
 out:
+    if (!finished) /* failed or interrupted: the file still ends with its final object */
+        linkout_final(&mo, &(struct linkout_final){.valid = have_v ? &last_v : NULL, .epochs = done,
+                                                   .best_epoch = best_epoch, .seconds = sl_now() - t0});
+    lout->metrics_failed = mo.metrics.failed;
+    lout->tboard_failed = mo.tboard_failed;
     /* the layout is a working copy: the checkpoints hold every finished epoch */
     if (ooc_open)
         linkooc_free(&x, true);

@@ -18,8 +18,19 @@
  * latest.safetensors pointing at the newest, train.keep_last honoured;
  * --resume continues from the newest and ends bit for bit as a run that
  * was never stopped. At the end node_emb.npy and rel_emb.npy (float32,
- * [rows, d]) go beside the checkpoints. SIGINT/SIGTERM stop at the next batch: exit 130 with
- * the checkpoints of the finished epochs kept. */
+ * [rows, d]) go beside the checkpoints (the last trained epoch's tables).
+ * SIGINT/SIGTERM stop at the next batch: exit 130 with the checkpoints of
+ * the finished epochs kept.
+ *
+ * best.safetensors follows the best validation MRR (train.early_stop_metric
+ * = "valid_mrr", the only one a link run has); train.early_stop_patience =
+ * P stops the run once P evaluations in a row brought no better one, as a
+ * GNN run does (docs/training.md): the test split is then ranked with
+ * every validation, and the final line gives the best epoch's test
+ * metrics with epochs= the epochs trained up to the stop. The epochs run
+ * one after the other in this process, so nothing trains past the stop
+ * and no checkpoint past it is written. --metrics and --tensorboard:
+ * launcher/linkout.h. */
 #ifndef SLUICE_LAUNCHER_LINK_H
 #define SLUICE_LAUNCHER_LINK_H
 
@@ -37,10 +48,18 @@ struct launch_link {
     bool ooc;
     uint32_t parts, slots;
     bool comet; /* COMET's states and bucket assignment (model.encoder = "sage"), else BETA's */
+    const char *metrics_file; /* --metrics, absolute (checked writable), or NULL */
+    const char *tboard_dir;   /* --tensorboard, absolute (checked), or NULL */
+};
+
+/* What the launcher needs afterwards for --strict-outputs. */
+struct launch_link_out {
+    bool metrics_failed, tboard_failed; /* a write failed (warned about when it happened) */
 };
 
 /* Runs the training; returns the exit status (0, 3 a failure, 130
- * interrupted) after printing what happened. */
-int launch_link_run(const struct launch_link *r);
+ * interrupted) after printing what happened; *out says which of the
+ * metric outputs could not be written in full. */
+int launch_link_run(const struct launch_link *r, struct launch_link_out *out);
 
 #endif

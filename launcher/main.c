@@ -738,8 +738,8 @@ static int report_partitions(struct launch *l, char *err, size_t errlen)
  * created. 0, or an error message in err. */
 /* model.kind = distmult | complex: a link-prediction run in this process
  * (launcher/link.h). What it does not do yet is refused here, before
- * anything is made: GPUs, several ranks or nodes, --predict, early
- * stopping and the metric outputs. */
+ * anything is made: GPUs, several ranks or nodes, --predict,
+ * --metrics-csv and --trace. */
 /* pipeline.mode = "partitions" for a link run: p and c (given, or p 16
  * and the largest c whose frames, with the spare one, fit half of the
  * memory: the cgroup's limit, else MemAvailable), refusing c < 2, c > p
@@ -804,8 +804,9 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "pipeline.ranks above 1 (one rank so far)";
     else if (o->predict)
         no = "--predict (the checkpoint's node_emb and rel_emb tensors are the embeddings)";
-    else if (l->cfg.train.early_stop_patience > 0)
-        no = "train.early_stop_patience";
+    else if (config_given(&l->cfg, "train.early_stop_metric") && l->cfg.train.early_stop_metric != EARLY_STOP_VALID_MRR)
+        no = "train.early_stop_metric other than \"valid_mrr\" (it has no val_acc or val_loss: early stopping and "
+             "best.safetensors follow the validation MRR; drop the key or set \"valid_mrr\")";
     else if (l->cfg.pipeline.mode == PIPELINE_PACKED)
         no = "pipeline.mode = \"packed\" (no batches to sample ahead; \"partitions\" keeps the node table out of core)";
     else if (l->cfg.model.encoder == MODEL_ENCODER_SAGE &&
@@ -828,8 +829,8 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
         no = "train.grad_clip";
     else if (l->cfg.train.on_nonfinite != CONFIG_NONFINITE_FAIL)
         no = "train.on_nonfinite = \"skip-batch\" (a non-finite loss stops the run)";
-    else if (o->metrics || o->metrics_csv || o->tensorboard || o->trace)
-        no = "--metrics, --metrics-csv, --tensorboard and --trace (the epoch lines carry the numbers)";
+    else if (o->metrics_csv || o->trace)
+        no = "--metrics-csv or --trace (--metrics and --tensorboard carry the epoch numbers)";
     if (no)
         return sl_errf(err, errlen, -EINVAL, "%s: model.kind = \"%s\" (link prediction, docs/link.md) does not take %s",
                        o->config, kind, no);
@@ -871,6 +872,13 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
                        "node table out of core with pipeline.mode = \"partitions\" (docs/link.md)",
                        o->config, sl_fmt_bytes(need, b1, sizeof b1), rows, l->cfg.model.hidden,
                        sl_fmt_bytes(mem, b2, sizeof b2));
+    if (o->metrics &&
+        (rc = check_output("--metrics", o->metrics, l->metrics_file, sizeof l->metrics_file, err, errlen)) != 0)
+        return rc;
+    if (o->tensorboard && (rc = check_tensorboard(o->tensorboard, l->tboard_dir, sizeof l->tboard_dir, err, errlen)) != 0)
+        return rc;
+    r->metrics_file = l->metrics_file[0] ? l->metrics_file : NULL;
+    r->tboard_dir = l->tboard_dir[0] ? l->tboard_dir : NULL;
     if (o->run_name) {
         if ((rc = rundir_name_check(o->run_name, err, errlen)) != 0)
             return rc;
@@ -917,6 +925,11 @@ static int check_input(struct launch *l, const struct opts *o, char *err, size_t
         l->cfg.train.epochs = 1;
         l->cfg.train.early_stop_patience = 0;
     }
+    if (l->cfg.train.early_stop_metric == EARLY_STOP_VALID_MRR)
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.early_stop_metric = \"valid_mrr\" is link prediction's (model.kind = \"distmult\" or "
+                       "\"complex\"); a node-classification run follows \"val_acc\" or \"val_loss\"",
+                       o->config);
     if (l->cfg.train.early_stop_patience > 0 && o->cluster.nodes > 1)
         return sl_errf(err, errlen, -EINVAL,
                        "%s: train.early_stop_patience = %" PRId64 " works on one node only (each node's launcher "
@@ -1434,7 +1447,7 @@ static int outputs_verdict(const struct launch *l, int code, bool trace_failed)
     const struct {
         bool bad;
         const char *flag;
-    } outs[] = {{l->prog.metrics_failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
+    } outs[] = {{l->prog.metrics.failed, "--metrics"}, {l->prog.csv_failed, "--metrics-csv"},
                 {l->prog.tboard_failed, "--tensorboard"}, {trace_failed, "--trace"}};
     for (size_t i = 0; i < SL_ARRAY_LEN(outs); i++)
         if (outs[i].bad)
@@ -1476,9 +1489,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (l->link) { /* in this process: no run, no stages (link.h) */
-        code = launch_link_run(&l->link_run);
+        struct launch_link_out lo = {0};
+        code = launch_link_run(&l->link_run, &lo);
+        l->prog.metrics.failed = lo.metrics_failed;
+        l->prog.tboard_failed = lo.tboard_failed;
         ckptdir_free(&l->ckd);
-        return code;
+        return outputs_verdict(l, code, false);
     }
     if (l->gpus)
         report_gpus(l);

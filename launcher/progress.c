@@ -31,6 +31,7 @@
 
 #include "core/util.h"
 #include "launcher/ckptdir.h"
+#include "launcher/jsonl.h"
 #include "launcher/progress.h"
 #include "stages/schedule.h"
 #include "stages/schedule_partitions.h"
@@ -89,15 +90,6 @@ static void buffer_counts(struct progress *p, uint64_t *found, uint64_t *loaded)
 static double ratio(uint64_t a, uint64_t b)
 {
     return b ? (double)a / (double)b : NAN;
-}
-
-/* A JSON number, or null for NaN and infinities. */
-static void jnum(FILE *f, const char *key, double v, bool comma)
-{
-    if (isfinite(v))
-        fprintf(f, "\"%s\":%.6g%s", key, v, comma ? "," : "");
-    else
-        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
 }
 
 /* The epoch results: the run's callback, or this node's results page. */
@@ -180,39 +172,13 @@ void progress_start(struct progress *p, const struct progress_run *run)
     }
     p->fb_found0 = calloc((size_t)p->run.ranks, sizeof *p->fb_found0);
     p->fb_loaded0 = calloc((size_t)p->run.ranks, sizeof *p->fb_loaded0);
-    if (p->run.metrics_file[0]) {
-        p->metrics_out = sl_fopen_write(p->run.metrics_file, 0644); /* no group/other write, whatever the umask */
-        if (!p->metrics_out) {
-            fprintf(stderr, "gnnlaunch: warning: cannot write --metrics %s: %s; continuing without it\n",
-                    p->run.metrics_file, strerror(errno));
-            p->metrics_failed = true;
-        }
-    }
-}
-
-/* After a record: flushes --metrics; on the first failed write (disk
- * full, /dev/full, an I/O error) warns once, closes the file and goes on
- * without it, as a failed --trace does; progress_final says so again. */
-static void metrics_flush(struct progress *p)
-{
-    FILE *f = p->metrics_out;
-    if (!f)
-        return;
-    errno = 0;
-    if (fflush(f) == 0 && !ferror(f))
-        return;
-    int e = errno ? errno : EIO;
-    fprintf(stderr, "gnnlaunch: warning: --metrics %s: write failed: %s; training goes on without it\n",
-            p->run.metrics_file, strerror(e));
-    fclose(f);
-    p->metrics_out = NULL;
-    p->metrics_failed = true;
+    jsonl_open(&p->metrics, p->run.metrics_file);
 }
 
 /* One {"type":"process"} object per stage process. */
 static void metrics_processes(struct progress *p, double t)
 {
-    FILE *f = p->metrics_out;
+    FILE *f = p->metrics.f;
     uint64_t now = sl_now_ns();
     for (int r = 0; r < p->run.ranks; r++)
         for (int k = 0; k < RUN_STAGES; k++) {
@@ -235,10 +201,10 @@ static void metrics_processes(struct progress *p, double t)
                     atomic_load_explicit(&b->bytes, memory_order_relaxed),
                     atomic_load_explicit(&b->io_ops, memory_order_relaxed),
                     atomic_load_explicit(&b->errors, memory_order_relaxed));
-            jnum(f, "heartbeat_age_s", hb && now > hb ? (double)(now - hb) / 1e9 : NAN, false);
+            jsonl_num(f, "heartbeat_age_s", hb && now > hb ? (double)(now - hb) / 1e9 : NAN, false);
             fputs("}\n", f);
         }
-    metrics_flush(p);
+    jsonl_flush(&p->metrics);
 }
 
 /* m:ss, or h:mm:ss from an hour on. */
@@ -498,7 +464,7 @@ void progress_poll(struct progress *p, bool running)
     if (!res->hdr)
         return;
     double now = sl_now();
-    if (p->metrics_out)
+    if (p->metrics.f)
         metrics_processes(p, now - p->run.t_start);
     struct results_rec sum;
     /* Epochs ready now. The stage counters are only sampled here, so when
@@ -555,18 +521,18 @@ void progress_poll(struct progress *p, bool running)
                e + 1, p->run.cfg->train.epochs, loss, train_acc, val, sum.seconds, sum.train_s, sum.eval_s, busy[0],
                busy[1], busy[2], busy[3], wait[0], wait[1], wait[2], sum.reduce_s, (double)read / 1e6, ios, hit_s);
         fflush(stdout);
-        if (p->metrics_out) {
-            FILE *f = p->metrics_out;
+        if (p->metrics.f) {
+            FILE *f = p->metrics.f;
             fprintf(f, "{\"type\":\"epoch\",\"t\":%.3f,\"epoch\":%" PRIu64 ",\"epochs\":%" PRId64 ",",
                     now - p->run.t_start, e + 1, p->run.cfg->train.epochs);
-            jnum(f, "loss", loss, true);
-            jnum(f, "train_acc", train_acc, true);
-            jnum(f, "val_acc", val_acc, true);
-            jnum(f, "val_loss", val_loss, true);
-            jnum(f, "lr", sum.lr, true);
+            jsonl_num(f, "loss", loss, true);
+            jsonl_num(f, "train_acc", train_acc, true);
+            jsonl_num(f, "val_acc", val_acc, true);
+            jsonl_num(f, "val_loss", val_loss, true);
+            jsonl_num(f, "lr", sum.lr, true);
             if (sum.test_labelled)
-                jnum(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
-            jnum(f, "hit_rate", hit, true);
+                jsonl_num(f, "test_acc", ratio(sum.test_correct, sum.test_labelled), true);
+            jsonl_num(f, "hit_rate", hit, true);
             fprintf(f,
                     "\"seconds\":%.6f,\"train_s\":%.6f,\"eval_s\":%.6f,\"reduce_s\":%.6f,\"read_bytes\":%" PRIu64
                     ",\"read_ops\":%" PRIu64 ",\"stages\":{",
@@ -575,7 +541,7 @@ void progress_poll(struct progress *p, bool running)
                 fprintf(f, "%s\"%s\":{\"busy_s\":%.6f,\"wait_s\":%.6f}", k ? "," : "",
                         run_stage_name((enum run_stage)k), busy[k], wait[k]);
             fputs("}}\n", f);
-            metrics_flush(p);
+            jsonl_flush(&p->metrics);
         }
         for (int k = 0; k < RUN_STAGES; k++) {
             p->busy0[k] += busy[k];
@@ -618,24 +584,16 @@ void progress_final(struct progress *p, bool ok, double seconds)
     }
     double secs = seconds; /* several nodes: the slowest node's */
     double test = p->have_test ? p->test_acc : NAN;
-    if (p->metrics_out) {
-        FILE *f = p->metrics_out;
+    if (p->metrics.f) {
+        FILE *f = p->metrics.f;
         fprintf(f, "{\"type\":\"final\",\"t\":%.3f,\"complete\":%s,", secs, complete ? "true" : "false");
-        jnum(f, "test_acc", test, true);
-        jnum(f, "val_acc", p->val_acc, true);
+        jsonl_num(f, "test_acc", test, true);
+        jsonl_num(f, "val_acc", p->val_acc, true);
         fprintf(f, "\"epochs\":%" PRIu64 ",\"best_epoch\":%" PRIu64 ",\"stopped_early\":%s,\"seconds\":%.3f}\n",
                 p->epochs_done, p->best_epoch, p->stop_early ? "true" : "false", secs);
-        metrics_flush(p);
-        if (p->metrics_out && fclose(p->metrics_out) != 0) {
-            fprintf(stderr, "gnnlaunch: warning: --metrics %s: closing failed: %s\n", p->run.metrics_file,
-                    strerror(errno));
-            p->metrics_failed = true;
-        }
-        p->metrics_out = NULL;
+        jsonl_flush(&p->metrics);
     }
-    if (p->metrics_failed)
-        fprintf(stderr, "gnnlaunch: warning: --metrics %s is incomplete: a write failed during the run (above)\n",
-                p->run.metrics_file);
+    jsonl_close(&p->metrics);
     free(p->fb_found0);
     free(p->fb_loaded0);
     p->fb_found0 = p->fb_loaded0 = NULL;

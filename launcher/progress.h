@@ -14,6 +14,7 @@
 
 #include "ipc/results.h"
 #include "core/config.h"
+#include "launcher/jsonl.h"
 #include "launcher/layout.h"
 #include "launcher/tboard.h"
 
@@ -57,8 +58,7 @@ struct progress {
                                * are not pulled towards 0) */
     double plain_every;                                /* seconds between plain progress lines */
     uint64_t items_last, bytes_last;
-    FILE *metrics_out;                    /* --metrics, while open */
-    bool metrics_failed;                  /* --metrics could not be (fully) written: warned once, then closed */
+    struct jsonl metrics;                 /* --metrics (launcher/jsonl.h) */
     uint64_t *fb_found0, *fb_loaded0;     /* (ranks) last feature-buffer counts read */
     uint64_t fb_found_sum, fb_loaded_sum; /* their sums as of the last epoch line */
     /* the best epoch by train.early_stop_metric, and early stopping */

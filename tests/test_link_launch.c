@@ -411,10 +411,12 @@ static void test_refusals(void **state)
         {"distmult", 16, "", NULL, "needs a link-prediction dataset", 1},
         {"sage", 16, "", NULL, "or train link prediction on it with model.kind", 0},
         {"distmult", 16, "[pipeline]\nranks = 2\n", NULL, "does not take pipeline.ranks above 1", 0},
-        {"distmult", 16, "[train]\nearly_stop_patience = 2\n", NULL, "does not take train.early_stop_patience", 0},
+        {"distmult", 16, "[train]\nearly_stop_patience = 2\nearly_stop_metric = \"val_loss\"\n", NULL,
+         "does not take train.early_stop_metric other than \"valid_mrr\"", 0},
+        {"sage", 16, "[train]\nearly_stop_metric = \"valid_mrr\"\n", NULL, "is link prediction's", 1},
         {"complex", 33, "", NULL, "model.hidden = 33 is odd", 0},
         {"distmult", 16, "", "--resume", "--resume: no checkpoint in", 0},
-        {"distmult", 16, "", "--metrics", "does not take --metrics", 0},
+        {"distmult", 16, "", "--metrics-csv", "does not take --metrics-csv or --trace", 0},
         {"distmult", 16, "[link]\nloss = \"hinge\"\n", NULL, "link.loss", 0},
         {"distmult", 16, "[train]\noptimizer = \"adamw\"\n", NULL, "does not take train.optimizer", 0},
         {"distmult", 16, "[train]\ngrad_clip = 1.0\n", NULL, "does not take train.grad_clip", 0},
@@ -434,9 +436,9 @@ static void test_refusals(void **state)
         fclose(f);
         const char *more[3] = {NULL};
         char mfile[1400];
-        if (bad[i].arg && !strcmp(bad[i].arg, "--metrics")) {
-            snprintf(mfile, sizeof mfile, "%s/m.jsonl", t_ldir);
-            more[0] = "--metrics", more[1] = mfile;
+        if (bad[i].arg && !strcmp(bad[i].arg, "--metrics-csv")) {
+            snprintf(mfile, sizeof mfile, "%s/m.csv", t_ldir);
+            more[0] = "--metrics-csv", more[1] = mfile;
         } else if (bad[i].arg) {
             more[0] = bad[i].arg;
         }
