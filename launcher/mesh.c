@@ -818,12 +818,21 @@ static void from_network(struct mesh *m, struct watch *wt, struct msg *in)
                 break;
         if (k == m->nodes) {
             if (in->w.type == MESH_HELLO) {
-                char text[256];
+                char text[256], host[MESH_HOST_MAX], pid[24], line[512];
                 snprintf(text, sizeof text,
-                         "the run has already started with all %" PRIu32 " nodes; node rank %" PRIu32
-                         " is taken (give each launcher its own --node-rank)",
-                         m->nodes, in->w.from);
+                         "the run on this master has already started with all %" PRIu32
+                         " nodes; give each launcher of a job its own --node-rank, and each job its own --master",
+                         m->nodes);
                 wire_text(m->net, in->rid, in->rid_len, MESH_REFUSE, 0, REFUSE_NODE, text);
+                /* and node 0's main thread says so, as in the rendezvous */
+                self_fact(in->data, "host", host, sizeof host);
+                self_fact(in->data, "pid", pid, sizeof pid);
+                snprintf(line, sizeof line,
+                         "refused a node claiming node rank %" PRIu32 " from %s (pid %s): the run has already "
+                         "started with all %" PRIu32 " nodes",
+                         in->w.from, host, pid, m->nodes);
+                struct mesh_wire w = {.type = MESH_REFUSE, .from = 0, .about = 0};
+                to_main(m, &w, line, strlen(line));
             }
             return;
         }

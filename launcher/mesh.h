@@ -36,7 +36,8 @@
  * Node 0 notes every refusal, and its timeout message names the first
  * ones, so a node of the job refused for a mismatch is named there too.
  * After the rendezvous (mesh_start) every HELLO is refused alone: the run
- * has all its nodes.
+ * has all its nodes (node 0's mesh_recv hands the refusal over as a
+ * MESH_REFUSE event, to be printed).
  *
  * Running (mesh_start: a thread of its own owns the TCP socket, so
  * heartbeats flow whatever the launcher's main thread is doing):
@@ -104,9 +105,11 @@ struct mesh_params {
     void *note_arg;
 };
 
-/* One message from another node, as mesh_recv hands it over. */
+/* One message from another node, as mesh_recv hands it over; or, on
+ * node 0, MESH_REFUSE: a launcher that said HELLO after the start was
+ * refused (data: the line to print; about 0). */
 struct mesh_event {
-    enum mesh_type type; /* MESH_EPOCH, MESH_FAIL or MESH_END */
+    enum mesh_type type; /* MESH_EPOCH, MESH_FAIL, MESH_END or MESH_REFUSE */
     uint32_t about;      /* the node it concerns */
     uint64_t arg;        /* EPOCH: the epoch */
     const void *data;    /* payload (NUL-terminated), valid until the next mesh_recv */

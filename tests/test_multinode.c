@@ -16,7 +16,8 @@
  *   - the mesh: three nodes meet, agree on a name, and node 0's 128-byte
  *     blob and every endpoint reach all; epoch records, END and FAIL are
  *     relayed; a node that goes silent is reported lost to the others;
- *     a launcher that comes after the run started is refused alone;
+ *     a launcher that comes after the run started is refused alone, and
+ *     node 0's main thread hears of it;
  *   - the rendezvous' refusals, each of one launcher only: a stray with
  *     other facts comes first, is refused naming the key, and the job
  *     starts when its own node comes; a node rank claimed twice: the
@@ -26,7 +27,7 @@
  *     timeout names the refusals beside the missing node; a missing node
  *     is named on both sides; the job token ignores order and '@' lines;
  *   - cluster.toml round-trips.
- * gnnlaunch (two or three launchers on this machine, loopback, the real
+ * gnnlaunch (two to four launchers on this machine, loopback, the real
  * stages unless noted):
  *   - K=2, R=1 and K=2, R=2: both nodes exit 0 with the same final line
  *     and epoch lines, equal (but for seconds) to one launcher with K*R
@@ -35,7 +36,8 @@
  *   - a node that never comes: the others fail with the timeout, naming
  *     the master and the missing node rank (exit 2); a launcher of another
  *     configuration: it alone exits 2 naming the key, and the job runs to
- *     exit 0 when its node 1 comes; a node rank given twice and a node
+ *     exit 0 when its node 1 comes; one that comes while a run goes exits
+ *     2 while node 0 notes it and runs on; a node rank given twice and a node
  *     with another configuration: those two exit 2, and node 0's timeout
  *     (exit 2, on node 1 too) names both refusals; bad flags: exit 2;
  *   - a node's launcher SIGKILLed mid-run: the other exits 3 within
@@ -596,12 +598,16 @@ static void test_mesh_meets_and_watches(void **state)
     mn_start(&late, 5, 1, 3, "a = 1\nb = two\n", master, 20, NULL);
     mn_join(&late);
     assert_int_equal(late.rc, -EINVAL);
-    if (!strstr(late.err, "refused this node") || !strstr(late.err, "the run has already started with all 3 nodes"))
+    if (!strstr(late.err, "refused this node") || !strstr(late.err, "the run on this master has already started with all 3 nodes"))
         fail_msg("the late node: %s", late.err);
     mesh_free(&late.m);
+    struct mesh_event ev;
+    assert_true(mesh_wait(m0, &ev, 5)); /* node 0 hears of it, to print */
+    assert_int_equal(ev.type, MESH_REFUSE);
+    assert_string_equal(ev.data, "refused a node claiming node rank 1 from thread5 (pid 105): the run has already "
+                                 "started with all 3 nodes");
     /* node 1's records reach 0 and 2 */
     assert_int_equal(mesh_send(m1, MESH_EPOCH, 7, "abc", 3), 0);
-    struct mesh_event ev;
     assert_true(mesh_wait(m0, &ev, 5));
     assert_true(ev.type == MESH_EPOCH && ev.about == 1 && ev.arg == 7 && ev.len == 3 && !memcmp(ev.data, "abc", 3));
     assert_true(mesh_wait(m2, &ev, 5));
@@ -1211,7 +1217,7 @@ static void test_node_killed(void **state)
 static void test_node_interrupted(void **state)
 {
     (void)state;
-    int port = free_ports(3);
+    int port = free_ports(4);
     char ck[1300], set[1400];
     snprintf(ck, sizeof ck, "%s/ck-int", t_ldir);
     snprintf(set, sizeof set, "train.checkpoint_dir=\"%s\"", ck);
@@ -1238,6 +1244,19 @@ static void test_node_interrupted(void **state)
         assert_string_equal(c[0].endpoints[k], c[1].endpoints[k]);
     trainer_cluster_free(&c[0]);
     trainer_cluster_free(&c[1]);
+    /* a launcher that knocks while the run goes: refused alone (exit 2),
+     * and node 0 says so and runs on */
+    struct t_proc late;
+    start_node(&late, g_real, NULL, 2, 3, port, (const char *[]){g_cfg, NULL});
+    g_live[2] = &late;
+    wait_node(&late, 30);
+    t_expect_code(&late, 2);
+    t_expect_log(&late, "refused this node (the job goes on without it): the run on this master has already started "
+                        "with all 2 nodes");
+    /* (what it left is checked with the others' at the end) */
+    while (!log_has(&n0, "refused a node claiming node rank 2 from ") && t_now() - late.t_end < 20)
+        t_sleep_ms(50);
+    expect_log(&n0, "the run has already started with all 2 nodes");
     kill(-n1.pid, SIGINT); /* its process group, as a terminal sends it */
     double t0 = t_now();
     wait_node(&n1, 30);
