@@ -443,6 +443,9 @@ bool cluster_poll(struct cluster *c, const struct results *res, uint64_t first, 
         case MESH_FAIL:
             remote_stop(c, stop, ev.lost ? CLUSTER_NODE_GONE : CLUSTER_NODE_FAILED, ev.about, ev.data);
             break;
+        case MESH_REFUSE: /* node 0: a launcher knocked after the start */
+            fprintf(stderr, "%sgnnlaunch: %s\n", sl_err_line_start(), (const char *)ev.data);
+            break;
         case MESH_END: {
             double s = 0;
             if (ev.len == sizeof s)

@@ -1,5 +1,5 @@
 /* mesh.c - the launchers' rendezvous and watch over ZeroMQ TCP (protocol
- * and API in mesh.h). One file of ~870 lines because the rendezvous and the
+ * and API in mesh.h). One file of ~1000 lines because the rendezvous and the
  * watch share one socket, its wire format and the thread hand-over below;
  * split, each half would need the other's internals.
  *
@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "core/util.h"
@@ -47,7 +48,9 @@
 #define MESH_MSG_MAX ((int64_t)4 << 20) /* bytes of one frame at most: facts are kilobytes, EPOCH ranks x a record */
 #define MESH_GRACE_S 10.0 /* a node waits this much longer than node 0 */
 
-enum { REFUSE_MISMATCH = 1, REFUSE_TIMEOUT = 2, REFUSE_ABORT = 3 };
+/* REFUSE's arg: this node alone is refused (the others go on), or the
+ * rendezvous ended for everyone */
+enum { REFUSE_NODE = 1, REFUSE_TIMEOUT = 2, REFUSE_ABORT = 3 };
 
 struct mesh_wire {
     uint32_t magic;
@@ -245,6 +248,18 @@ int mesh_facts_diff(const char *a, const char *b, char *key, size_t klen, char *
     return 0;
 }
 
+uint64_t mesh_facts_token(const char *facts)
+{
+    /* a sum of one hash per line: the order of the lines does not count,
+     * as in mesh_facts_diff */
+    uint64_t t = 0;
+    const char *p = facts, *k, *v;
+    size_t kl, vl;
+    while (next_fact(&p, &k, &kl, &v, &vl))
+        t += XXH3_64bits_withSeed(v, vl, XXH3_64bits(k, kl));
+    return t;
+}
+
 /* "@key = value" of a HELLO into out ("?" when absent). */
 static void self_fact(const char *facts, const char *key, char *out, size_t len)
 {
@@ -387,6 +402,16 @@ static bool run_name_ok(const char *name)
     return true;
 }
 
+/* Node 0's view of the rendezvous. */
+struct rv {
+    bool *joined;     /* (nodes) holds its node rank */
+    double *since;    /* (nodes) when it joined */
+    double *heard;    /* (nodes) when it last answered a WAIT (or joined) */
+    char (*pid)[24];  /* (nodes) its @pid */
+    char refused[2048]; /* the first refusals, "; "-separated, for the timeout message */
+    uint32_t n_refused, n_listed;
+};
+
 /* Sends joined node k the rendezvous' waiting message (text); false when
  * its connection has closed (ROUTER_MANDATORY: it died after joining). */
 static bool still_joined(struct mesh *m, uint32_t k, const char *text)
@@ -394,7 +419,100 @@ static bool still_joined(struct mesh *m, uint32_t k, const char *text)
     return wire_text(m->net, m->rid[k], m->rid_len[k], MESH_WAIT, 0, 0, text) != -EHOSTUNREACH;
 }
 
-static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, char *err, size_t errlen)
+static bool same_rid(const struct mesh *m, uint32_t k, const struct msg *in)
+{
+    return m->rid_len[k] == in->rid_len && !memcmp(m->rid[k], in->rid, in->rid_len);
+}
+
+/* Refuses the sender of a HELLO alone (the rendezvous goes on without
+ * it): REFUSE with `why` (the whole sentence) to it, a note on node 0 with
+ * `brief`, and `brief` kept for the timeout message. */
+static void refuse_one(struct mesh *m, const struct mesh_params *p, struct rv *rv, const struct msg *in,
+                       const char *host, const char *pid, const char *brief, const char *why)
+{
+    wire_text(m->net, in->rid, in->rid_len, MESH_REFUSE, 0, REFUSE_NODE, why);
+    note(p, "refused a node claiming node rank %" PRIu32 " from %s (pid %s): %s", in->w.from, host, pid, brief);
+    rv->n_refused++;
+    size_t o = strlen(rv->refused);
+    if (rv->n_listed < 3 && o + 64 < sizeof rv->refused) {
+        snprintf(rv->refused + o, sizeof rv->refused - o, "%snode rank %" PRIu32 " from %s (pid %s): %s", o ? "; " : "",
+                 in->w.from, host, pid, brief);
+        rv->n_listed++;
+    }
+}
+
+/* A HELLO: the node joins, takes the place of a holder that is gone, or
+ * is refused alone (mesh.h: what must match, who keeps a node rank). */
+static void hello(struct mesh *m, const struct mesh_params *p, struct rv *rv, const struct msg *in,
+                  const char *waiting)
+{
+    uint32_t k = in->w.from;
+    char host[MESH_HOST_MAX], pid[24], key[128], here[512], there[512], ep[MESH_ENDPOINT_MAX], brief[1400], why[2048];
+    self_fact(in->data, "host", host, sizeof host);
+    self_fact(in->data, "pid", pid, sizeof pid);
+    self_fact(in->data, "endpoint", ep, sizeof ep);
+    if (mesh_facts_diff(p->facts, in->data, key, sizeof key, here, sizeof here, there, sizeof there)) {
+        snprintf(brief, sizeof brief, "%s = %s there, %s on node 0", key, there, here);
+        snprintf(why, sizeof why,
+                 "node %" PRIu32 " (%s, pid %s) does not match node 0 (%s) of job %016" PRIx64 ": %s; run every node of "
+                 "a job with the same configuration, flags and dataset (a launcher of another job needs a --master "
+                 "of its own)",
+                 k, host, pid, m->hosts[0], mesh_facts_token(p->facts), brief);
+        refuse_one(m, p, rv, in, host, pid, brief, why);
+        return;
+    }
+    if (k == 0 || k >= m->nodes) {
+        snprintf(brief, sizeof brief, "node rank %" PRIu32 " is not one of 1..%" PRIu32, k, m->nodes - 1);
+        snprintf(why, sizeof why,
+                 "a node on %s (pid %s) says it is node %" PRIu32 ", but the nodes beside node 0 are 1..%" PRIu32
+                 "; give each launcher its own --node-rank",
+                 host, pid, k, m->nodes - 1);
+        refuse_one(m, p, rv, in, host, pid, brief, why);
+        return;
+    }
+    if (!endpoint_ok(ep, strlen(ep))) {
+        snprintf(brief, sizeof brief, "its endpoint \"%.200s\" is not tcp://HOST:PORT", ep);
+        snprintf(why, sizeof why, "node %" PRIu32 " (%s, pid %s) announced the endpoint \"%.200s\", not tcp://HOST:PORT",
+                 k, host, pid, ep);
+        refuse_one(m, p, rv, in, host, pid, brief, why);
+        return;
+    }
+    double now = sl_now();
+    if (rv->joined[k] && !same_rid(m, k, in)) {
+        /* the holder keeps its rank while it is there: connected, and
+         * answering the WAITs within the peer timeout */
+        bool open = still_joined(m, k, waiting);
+        double silent = now - rv->heard[k];
+        if (open && silent < m->peer_timeout_s) {
+            snprintf(brief, sizeof brief,
+                     "node rank %" PRIu32 " is already held by %s (pid %s), which joined %.1f s ago and still answers",
+                     k, m->hosts[k], rv->pid[k], now - rv->since[k]);
+            snprintf(why, sizeof why,
+                     "node rank %" PRIu32 " was claimed twice: %s (pid %s) holds it, so this launcher on %s (pid %s) "
+                     "is refused; give each launcher of the job its own --node-rank 0..%" PRIu32
+                     " (or stop the launcher that holds it, if it is a leftover)",
+                     k, m->hosts[k], rv->pid[k], host, pid, m->nodes - 1);
+            refuse_one(m, p, rv, in, host, pid, brief, why);
+            return;
+        }
+        if (open) /* silent: its machine or network went; tell it, should it come back */
+            wire_text(m->net, m->rid[k], m->rid_len[k], MESH_REFUSE, 0, REFUSE_NODE,
+                      "this node went silent during the rendezvous, and another launcher took its node rank");
+        note(p, "node %" PRIu32 " (%s, pid %s) left the rendezvous (%s); %s (pid %s) takes its place", k, m->hosts[k],
+             rv->pid[k], open ? "it went silent" : "its connection closed", host, pid);
+    }
+    if (!rv->joined[k] || !same_rid(m, k, in))
+        note(p, "node %" PRIu32 " joined from %s (pid %s)", k, host, pid);
+    rv->joined[k] = true;
+    rv->since[k] = rv->heard[k] = now;
+    memcpy(m->rid[k], in->rid, in->rid_len);
+    m->rid_len[k] = in->rid_len;
+    snprintf(m->hosts[k], MESH_HOST_MAX, "%s", host);
+    snprintf(m->endpoints[k], MESH_ENDPOINT_MAX, "%s", ep);
+    snprintf(rv->pid[k], sizeof rv->pid[k], "%s", pid);
+}
+
+static int rv_master(struct mesh *m, const struct mesh_params *p, struct rv *rv, char *err, size_t errlen)
 {
     m->net = mesh_socket(m, ZMQ_ROUTER);
     if (!m->net || zmq_bind(m->net, p->master) != 0) {
@@ -407,12 +525,20 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
     snprintf(m->name, sizeof m->name, "%s", p->name ? p->name : "");
     if (p->blob)
         memcpy(m->blob, p->blob, MESH_BLOB_BYTES);
+    bool *joined = rv->joined;
     joined[0] = true;
-    note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes (--rendezvous-timeout %.0f s)", p->nodes,
-         p->master, p->timeout_s);
-    double deadline = sl_now() + p->timeout_s, next_wait = sl_now();
-    char missing[1024], text[2048], waiting[1100];
+    note(p, "node 0 of %" PRIu32 ": waiting on %s for the other nodes of job %016" PRIx64 " (--rendezvous-timeout %.0f s)",
+         p->nodes, p->master, mesh_facts_token(p->facts), p->timeout_s);
+    double deadline = sl_now() + p->timeout_s, next_wait = sl_now(), last = sl_now();
+    char missing[1024], text[4096], waiting[1100];
     for (;;) {
+        /* node 0 itself stalled (stopped, swapping): it sent no WAIT, so
+         * the holders' silence is its own, not theirs */
+        double now = sl_now();
+        if (now - last > m->peer_timeout_s / 2)
+            for (uint32_t k = 1; k < m->nodes; k++)
+                rv->heard[k] = now;
+        last = now;
         uint32_t n = 0;
         for (uint32_t k = 0; k < m->nodes; k++)
             n += joined[k];
@@ -421,12 +547,16 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
         missing_list(joined, m->nodes, missing, sizeof missing);
         snprintf(waiting, sizeof waiting, "missing = %s", missing);
         if (sl_now() >= deadline) {
-            snprintf(text, sizeof text,
-                     "rendezvous on %s timed out after %.0f s: node%s %s of 0..%" PRIu32
-                     " did not join; start gnnlaunch --node-rank N with the same --master and --nodes there, and "
-                     "check that node 0's TCP port %s is open to them",
-                     p->master, p->timeout_s, m->nodes - n > 1 ? "s" : "", missing, m->nodes - 1,
-                     strrchr(p->master, ':') ? strrchr(p->master, ':') + 1 : p->master);
+            int o = snprintf(text, sizeof text,
+                             "rendezvous on %s timed out after %.0f s: node%s %s of 0..%" PRIu32
+                             " did not join; start gnnlaunch --node-rank N with the same --master and --nodes there, "
+                             "and check that node 0's TCP port %s is open to them",
+                             p->master, p->timeout_s, m->nodes - n > 1 ? "s" : "", missing, m->nodes - 1,
+                             strrchr(p->master, ':') ? strrchr(p->master, ':') + 1 : p->master);
+            if (rv->n_refused && o > 0 && (size_t)o < sizeof text)
+                snprintf(text + o, sizeof text - (size_t)o, "; node 0 refused %" PRIu32 " launcher%s meanwhile: %s%s",
+                         rv->n_refused, rv->n_refused > 1 ? "s" : "", rv->refused,
+                         rv->n_refused > rv->n_listed ? "; ..." : "");
             refuse_joined(m, joined, REFUSE_TIMEOUT, text);
             return sl_errf(err, errlen, -ETIMEDOUT, "%s", text);
         }
@@ -454,54 +584,18 @@ static int rv_master(struct mesh *m, const struct mesh_params *p, bool *joined, 
                 return sl_errf(err, errlen, rc, "rendezvous on %s: %s", p->master, zmq_strerror(-rc));
             }
             uint32_t k = in.w.from;
-            if (in.w.type == MESH_LEAVE && k < m->nodes && joined[k] && k > 0 && in.rid_len == m->rid_len[k] &&
-                !memcmp(in.rid, m->rid[k], in.rid_len)) {
+            bool holder = k > 0 && k < m->nodes && joined[k] && same_rid(m, k, &in);
+            if (in.w.type == MESH_LEAVE && holder) {
                 joined[k] = false;
                 note(p, "node %" PRIu32 " (%s) left the rendezvous", k, m->hosts[k]);
                 next_wait = sl_now();
+            } else if (in.w.type == MESH_HEARTBEAT && holder) {
+                rv->heard[k] = sl_now();
             } else if (in.w.type == MESH_HELLO) {
-                char host[MESH_HOST_MAX], pid[32], key[128], here[512], there[512], ep[MESH_ENDPOINT_MAX];
-                self_fact(in.data, "host", host, sizeof host);
-                self_fact(in.data, "pid", pid, sizeof pid);
-                self_fact(in.data, "endpoint", ep, sizeof ep);
-                if (mesh_facts_diff(p->facts, in.data, key, sizeof key, here, sizeof here, there, sizeof there)) {
-                    snprintf(text, sizeof text,
-                             "node %" PRIu32 " (%s, pid %s) does not match node 0 (%s): %s = %s there, %s on node 0; "
-                             "run every node with the same configuration, flags and dataset",
-                             k, host, pid, m->hosts[0], key, there, here);
-                } else if (k == 0 || k >= m->nodes) {
-                    snprintf(text, sizeof text,
-                             "a node on %s (pid %s) says it is node %" PRIu32 ", but the nodes beside node 0 are 1..%" PRIu32
-                             "; give each launcher its own --node-rank",
-                             host, pid, k, m->nodes - 1);
-                } else if (joined[k] && still_joined(m, k, waiting)) {
-                    /* (a claimant whose connection closed died after joining: the newcomer takes its place) */
-                    snprintf(text, sizeof text,
-                             "node rank %" PRIu32 " was claimed twice, by %s and by %s (pid %s); give each launcher "
-                             "its own --node-rank 0..%" PRIu32,
-                             k, m->hosts[k], host, pid, m->nodes - 1);
-                } else if (!endpoint_ok(ep, strlen(ep))) {
-                    snprintf(text, sizeof text,
-                             "node %" PRIu32 " (%s, pid %s) announced the endpoint \"%.200s\", not tcp://HOST:PORT",
-                             k, host, pid, ep);
-                } else {
-                    if (joined[k])
-                        note(p, "node %" PRIu32 " (%s) left the rendezvous (its connection closed)", k, m->hosts[k]);
-                    joined[k] = true;
-                    memcpy(m->rid[k], in.rid, in.rid_len);
-                    m->rid_len[k] = in.rid_len;
-                    snprintf(m->hosts[k], MESH_HOST_MAX, "%s", host);
-                    snprintf(m->endpoints[k], MESH_ENDPOINT_MAX, "%s", ep);
-                    note(p, "node %" PRIu32 " joined from %s (pid %s)", k, host, pid);
-                    next_wait = sl_now();
-                    msg_free(&in);
-                    continue;
-                }
-                /* a refusal: the newcomer and every node that joined give up */
-                wire_text(m->net, in.rid, in.rid_len, MESH_REFUSE, 0, REFUSE_MISMATCH, text);
-                refuse_joined(m, joined, REFUSE_MISMATCH, text);
-                msg_free(&in);
-                return sl_errf(err, errlen, -EINVAL, "%s", text);
+                bool was = k < m->nodes && joined[k];
+                hello(m, p, rv, &in, waiting);
+                if (k < m->nodes && joined[k] && !was)
+                    next_wait = sl_now(); /* everyone hears who is still missing */
             }
             msg_free(&in);
         }
@@ -574,8 +668,8 @@ static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_
     int rc = wire_text(m->net, NULL, 0, MESH_HELLO, p->node, 0, p->facts);
     if (rc)
         return sl_errf(err, errlen, rc, "rendezvous: cannot send to %s: %s", p->master, zmq_strerror(-rc));
-    note(p, "node %" PRIu32 " of %" PRIu32 ": joining node 0 at %s (--rendezvous-timeout %.0f s)", p->node, p->nodes,
-         p->master, p->timeout_s);
+    note(p, "node %" PRIu32 " of %" PRIu32 ": joining node 0 at %s as job %016" PRIx64 " (--rendezvous-timeout %.0f s)",
+         p->node, p->nodes, p->master, mesh_facts_token(p->facts), p->timeout_s);
     double deadline = sl_now() + p->timeout_s, heard = 0;
     char missing[1024] = "";
     for (;;) {
@@ -615,6 +709,8 @@ static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_
             if (rc < 0)
                 return sl_errf(err, errlen, rc, "rendezvous on %s: %s", p->master, zmq_strerror(-rc));
             if (in.w.type == MESH_WAIT) {
+                /* this node is still here: node 0 gives a silent holder's rank to a newcomer */
+                wire_send(m->net, NULL, 0, MESH_HEARTBEAT, p->node, p->node, 0, NULL, 0);
                 if (heard == 0)
                     deadline += MESH_GRACE_S; /* node 0's verdict comes first */
                 heard = sl_now();
@@ -632,7 +728,11 @@ static int rv_node(struct mesh *m, const struct mesh_params *p, char *err, size_
                 int code = in.w.arg == REFUSE_TIMEOUT ? -ETIMEDOUT
                            : in.w.arg == REFUSE_ABORT ? -ECONNABORTED
                                                         : -EINVAL;
-                sl_errf(err, errlen, code, "node 0 ended the rendezvous: %s", in.data);
+                if (in.w.arg == REFUSE_NODE)
+                    sl_errf(err, errlen, code, "node 0 at %s refused this node (the job goes on without it): %s",
+                            p->master, in.data);
+                else
+                    sl_errf(err, errlen, code, "node 0 ended the rendezvous: %s", in.data);
                 msg_free(&in);
                 return code;
             }
@@ -647,11 +747,24 @@ int mesh_rendezvous(struct mesh *m, const struct mesh_params *p, char *err, size
     if (rc)
         return rc;
     if (p->node == 0) {
-        bool *joined = calloc(p->nodes, sizeof *joined);
-        if (!joined)
-            return sl_errf(err, errlen, -ENOMEM, "out of memory");
-        rc = rv_master(m, p, joined, err, errlen);
-        free(joined);
+        struct rv *rv = calloc(1, sizeof *rv);
+        if (rv) {
+            rv->joined = calloc(p->nodes, sizeof *rv->joined);
+            rv->since = calloc(p->nodes, sizeof *rv->since);
+            rv->heard = calloc(p->nodes, sizeof *rv->heard);
+            rv->pid = calloc(p->nodes, sizeof *rv->pid);
+        }
+        if (!rv || !rv->joined || !rv->since || !rv->heard || !rv->pid)
+            rc = sl_errf(err, errlen, -ENOMEM, "out of memory");
+        else
+            rc = rv_master(m, p, rv, err, errlen);
+        if (rv) {
+            free(rv->joined);
+            free(rv->since);
+            free(rv->heard);
+            free(rv->pid);
+        }
+        free(rv);
         return rc;
     }
     return rv_node(m, p, err, errlen);
@@ -705,12 +818,21 @@ static void from_network(struct mesh *m, struct watch *wt, struct msg *in)
                 break;
         if (k == m->nodes) {
             if (in->w.type == MESH_HELLO) {
-                char text[256];
+                char text[256], host[MESH_HOST_MAX], pid[24], line[512];
                 snprintf(text, sizeof text,
-                         "the run has already started with all %" PRIu32 " nodes; node rank %" PRIu32
-                         " is taken (give each launcher its own --node-rank)",
-                         m->nodes, in->w.from);
-                wire_text(m->net, in->rid, in->rid_len, MESH_REFUSE, 0, REFUSE_MISMATCH, text);
+                         "the run on this master has already started with all %" PRIu32
+                         " nodes; give each launcher of a job its own --node-rank, and each job its own --master",
+                         m->nodes);
+                wire_text(m->net, in->rid, in->rid_len, MESH_REFUSE, 0, REFUSE_NODE, text);
+                /* and node 0's main thread says so, as in the rendezvous */
+                self_fact(in->data, "host", host, sizeof host);
+                self_fact(in->data, "pid", pid, sizeof pid);
+                snprintf(line, sizeof line,
+                         "refused a node claiming node rank %" PRIu32 " from %s (pid %s): the run has already "
+                         "started with all %" PRIu32 " nodes",
+                         in->w.from, host, pid, m->nodes);
+                struct mesh_wire w = {.type = MESH_REFUSE, .from = 0, .about = 0};
+                to_main(m, &w, line, strlen(line));
             }
             return;
         }

@@ -7,20 +7,37 @@
  * node 0 relays.
  *
  * Rendezvous (mesh_rendezvous, blocking, bounded by timeout_s):
- *     node I -> 0   HELLO    its facts (below)
- *     0 -> joined   WAIT     "missing = 2,3": who has not joined yet, on
- *                            every join and every hb_interval_s
- *     0 -> all      WELCOME  the run: its name, the opaque blob, every
- *                            node's host and gradient endpoint
- *     0 -> joined   REFUSE   the rendezvous failed, and why (a mismatch, a
- *                            node rank claimed twice, the timeout, node 0
- *                            interrupted); everyone gives up
- *     node I -> 0   LEAVE    node I gives up (interrupted)
+ *     node I -> 0   HELLO      its facts (below)
+ *     0 -> joined   WAIT       "missing = 2,3": who has not joined yet, on
+ *                              every join and every hb_interval_s
+ *     joined -> 0   HEARTBEAT  the answer to each WAIT: still here
+ *     0 -> all      WELCOME    the run: its name, the opaque blob, every
+ *                              node's host and gradient endpoint
+ *     0 -> one      REFUSE     arg 1: this HELLO is refused, and why; the
+ *                              others go on waiting for the right node
+ *     0 -> joined   REFUSE     arg 2, 3: the rendezvous failed for everyone
+ *                              (the timeout, node 0 interrupted)
+ *     node I -> 0   LEAVE      node I gives up (interrupted)
  * Facts are "key = value" lines that must be equal on every node (the
- * effective configuration, the dataset's identity, ranks per node, ...);
- * node 0 compares each node's with its own and names the first key that
- * differs. Lines starting with '@' describe the node itself and are not
- * compared (@host, @pid).
+ * effective configuration, the dataset's identity, ranks per node, ...):
+ * they are the job's identity (mesh_facts_token, its short name). Lines
+ * starting with '@' describe the node itself and are not compared (@host,
+ * @pid, @endpoint). Node 0 answers each HELLO on its own:
+ *   - facts that differ from node 0's (another job pointed at the same
+ *     master, or a misconfigured node of this one): refused, naming the
+ *     first key that differs;
+ *   - a node rank outside 1..K-1 or a bad endpoint: refused;
+ *   - a node rank held by another connection: the holder keeps it while
+ *     it is there (its connection open, and it answered a WAIT within
+ *     peer_timeout_s) and the newcomer is refused, naming both; else the
+ *     holder is gone (killed, its machine or network down) and the
+ *     newcomer takes its place (a node restarted during the rendezvous);
+ *   - else the node joins.
+ * Node 0 notes every refusal, and its timeout message names the first
+ * ones, so a node of the job refused for a mismatch is named there too.
+ * After the rendezvous (mesh_start) every HELLO is refused alone: the run
+ * has all its nodes (node 0's mesh_recv hands the refusal over as a
+ * MESH_REFUSE event, to be printed).
  *
  * Running (mesh_start: a thread of its own owns the TCP socket, so
  * heartbeats flow whatever the launcher's main thread is doing):
@@ -88,9 +105,11 @@ struct mesh_params {
     void *note_arg;
 };
 
-/* One message from another node, as mesh_recv hands it over. */
+/* One message from another node, as mesh_recv hands it over; or, on
+ * node 0, MESH_REFUSE: a launcher that said HELLO after the start was
+ * refused (data: the line to print; about 0). */
 struct mesh_event {
-    enum mesh_type type; /* MESH_EPOCH, MESH_FAIL or MESH_END */
+    enum mesh_type type; /* MESH_EPOCH, MESH_FAIL, MESH_END or MESH_REFUSE */
     uint32_t about;      /* the node it concerns */
     uint64_t arg;        /* EPOCH: the epoch */
     const void *data;    /* payload (NUL-terminated), valid until the next mesh_recv */
@@ -121,9 +140,10 @@ struct mesh {
 /* Meets the other nodes (above). Blocks at most timeout_s (plus a few
  * seconds' grace on nodes other than 0, so node 0's verdict arrives
  * first). 0: every node joined, m->name, m->blob, m->endpoints and
- * m->hosts are filled. -ETIMEDOUT (the message names the master and the
- * missing node ranks), -EINVAL (a mismatch or a duplicate node rank,
- * named), -ECONNABORTED (node 0 gave up: interrupted), -EINTR (cancel_fd),
+ * m->hosts are filled. -ETIMEDOUT (the message names the master, the
+ * missing node ranks and, on node 0, the refusals seen), -EINVAL (node 0
+ * refused this node: a mismatch or a node rank already held, named),
+ * -ECONNABORTED (node 0 gave up: interrupted), -EINTR (cancel_fd),
  * -EADDRINUSE or another -errno (the master cannot be bound). */
 int mesh_rendezvous(struct mesh *m, const struct mesh_params *p, char *err, size_t errlen);
 
@@ -150,5 +170,11 @@ void mesh_free(struct mesh *m);
  * key and both values (or "(none)") in the buffers. */
 int mesh_facts_diff(const char *a, const char *b, char *key, size_t klen, char *va, size_t valen, char *vb,
                     size_t vblen);
+
+/* The job's token: a 64-bit hash of the facts that must match (the '@'
+ * lines and the order of the lines do not count). Equal facts, equal
+ * tokens; the launchers print it so that the nodes of one job can be told
+ * from another's at a glance. */
+uint64_t mesh_facts_token(const char *facts);
 
 #endif
