@@ -177,7 +177,8 @@ static const key keys[] = {
      "at start with large sequential reads (its size per rank). mmap: mapped, pages faulted in on first use and "
      "evicted under memory pressure. cache: Ginex's neighbour cache of pipeline.neighbour_cache_mb, the lists of the "
      "nodes with the highest out/in-degree ratio, the rest read with direct I/O per hop. auto: memory when the "
-     "memory plan has room for it, else cache sized by the plan (docs/architecture.md, \"Topology\")."},
+     "memory plan has room for it, else cache sized by the plan (docs/architecture.md, \"Topology\"). memory and "
+     "cache also read labels.bin into memory (4 bytes a node per rank); mmap maps it."},
     {"pipeline.neighbour_cache_mb", K_AUTOINT, OFF(pipeline.neighbour_cache_mb), "\"auto\"", 1, 1e8, NULL,
      "Neighbour cache per rank in MiB with pipeline.topology = \"cache\": its index (8 bytes a node) and the "
      "cached lists. auto: what gnnlaunch's memory plan leaves for it."},

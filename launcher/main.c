@@ -851,6 +851,12 @@ static int check_link(struct launch *l, const struct opts *o, char *err, size_t 
                        "\"%s\" (from %s) holds a node-classification one: %s", kind, l->cfg.dataset.path, o->config, msg);
     if (rc)
         return sl_errf(err, errlen, rc, "dataset.path = \"%s\" (from %s): %s", l->cfg.dataset.path, o->config, msg);
+    if (l->cfg.train.early_stop_patience > 0 &&
+        (!r->meta.split[LINK_VALID].present || r->meta.split[LINK_VALID].rows == 0))
+        return sl_errf(err, errlen, -EINVAL,
+                       "%s: train.early_stop_patience = %" PRId64 " follows the validation MRR, but %s has no "
+                       "validation triples; remove the patience, or import the dataset with a validation split",
+                       o->config, l->cfg.train.early_stop_patience, l->cfg.dataset.path);
     if (!realpath(l->cfg.dataset.path, real))
         return sl_errf(err, errlen, -errno, "dataset.path = \"%s\": %s", l->cfg.dataset.path, strerror(errno));
     snprintf(l->cfg.dataset.path, sizeof l->cfg.dataset.path, "%s", real);

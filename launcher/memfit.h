@@ -10,9 +10,10 @@
  *   staging          the node's staging segment;
  *   arenas           every rank's batch arena (run_arena_plan);
  *   topology         each rank's sampler's: indptr.bin, and by
- *                    pipeline.topology labels.bin and indices.bin once
- *                    per node (memory: with several ranks one shared-
- *                    memory segment all the node's samplers read), or
+ *                    pipeline.topology labels.bin (per rank) and
+ *                    indices.bin once per node (memory: with several
+ *                    ranks one shared-memory segment all the node's
+ *                    samplers read), or
  *                    labels.bin, the neighbour cache and the sampler
  *                    threads' read buffers (cache), or nothing more
  *                    (mmap: the mapped pages are page cache, which the

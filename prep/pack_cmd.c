@@ -872,7 +872,9 @@ static int run(struct packer *p, const char *out, char *err, size_t errlen)
                        " batches needs at least (node counts, index, one batch); raise --mem-limit",
                        mb(p->mem_limit, a, sizeof a), mb(least, b, sizeof b), n, batches);
     /* sampling (pass 1) holds the topology, packing (pass 4) the groups: never both */
-    p->topo_memory = p->meta.f[DATASET_INDICES].bytes + SAMPLER_IO_ALIGN <= p->mem_limit - fixed;
+    /* (the "memory" topology also reads labels.bin into memory: sampler.h) */
+    uint64_t labels = p->meta.f[DATASET_LABELS].present ? p->meta.f[DATASET_LABELS].bytes : 0;
+    p->topo_memory = p->meta.f[DATASET_INDICES].bytes + labels + SAMPLER_IO_ALIGN <= p->mem_limit - fixed;
     size_t part = (size_t)SL_MIN(PART_MAX, SL_MAX(PART_MIN, (p->mem_limit - fixed) / 4));
     part = part / PACK_ALIGN * PACK_ALIGN;
     uint64_t group_budget = p->mem_limit - fixed - part;

@@ -385,6 +385,20 @@ static void test_refusals(void **state)
     t_expect_log(&r, "--tensorboard");
     t_expect_log(&r, "not a directory");
     assert_false(t_exists(ck));
+    /* a patience on a dataset without validation triples: nothing to follow */
+    char prep[1200], kg0[1400], out[4096], dset[1500];
+    t_bin(prep, sizeof prep, "gnnprep");
+    snprintf(kg0, sizeof kg0, "%s/kg-novalid", t_ldir);
+    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5 "
+              "--valid-frac 0", prep, kg0) != 0)
+        fail_msg("gnnprep synth --valid-frac 0 failed: %s", out);
+    snprintf(dset, sizeof dset, "dataset.path=\"%s\"", kg0);
+    const char *pat[] = {"--set", dset, "--set", "train.early_stop_patience=2", NULL};
+    run(&r, ck, pat, 2);
+    t_expect_log(&r, "train.early_stop_patience = 2");
+    t_expect_log(&r, "no validation triples");
+    assert_false(t_exists(ck));
+    t_rmrf(kg0);
     /* a file that fails while written: a warning, the run goes on */
     if (access("/dev/full", W_OK) == 0) {
         const char *full[] = {"--metrics", "/dev/full", NULL}, *strict[] = {"--metrics", "/dev/full",
