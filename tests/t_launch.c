@@ -444,8 +444,10 @@ int t_base_entries(void)
 /* Nothing of the launcher's runs left: no segment, no run directory. */
 void t_expect_clean(const struct t_proc *r)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%ld-", (long)r->pid); /* run ids start with the launcher pid */
+    char prefix[64], ns[SHM_PREFIX_MAX];
+    /* this test's namespace (tests/CMakeLists.txt); run ids start with the launcher pid */
+    shm_prefix(ns, NULL, 0);
+    snprintf(prefix, sizeof prefix, "%s%ld-", ns, (long)r->pid);
     if (t_shm_count(prefix))
         fail_msg("/dev/shm still holds %d segments of the run of pid %ld", t_shm_count(prefix), (long)r->pid);
     if (t_base_entries())

@@ -264,7 +264,9 @@ static void test_argv_visible(void **state)
     assert_int_equal(seen, 0xff);          /* every stage of both ranks, once */
     for (int rank = 0; rank < 2; rank++) { /* each rank's batch arena, while the run lives */
         char arena[128];
-        snprintf(arena, sizeof arena, SHM_PREFIX "%s.r%d.arena", k[0].run, rank);
+        char ns[SHM_PREFIX_MAX];
+        shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+        snprintf(arena, sizeof arena, "%s%s.r%d.arena", ns, k[0].run, rank);
         assert_int_equal(t_shm_count(arena), 1);
     }
     kill(r.pid, SIGINT);
@@ -381,7 +383,9 @@ static void test_launcher_killed(void **state)
     struct t_kid k[T_MAX_KIDS];
     int n = t_wait_flowing(&r, 8, k, 1);
     char prefix[80];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", k[0].run);
+    char ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+    snprintf(prefix, sizeof prefix, "%s%s.", ns, k[0].run);
     kill(r.pid, SIGKILL);
     t_launch_wait(&r, 10);
     assert_int_equal(r.code, 128 + SIGKILL);
