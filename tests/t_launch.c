@@ -364,8 +364,9 @@ int t_find_kids(pid_t parent, struct t_kid *k, int max)
 }
 
 /* Waits until the launcher has all n stages running, each with its
- * metrics block claimed and every sampler past min_items items. */
-int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+ * metrics block claimed and every sampler (every stage, when every_stage)
+ * past min_items items. */
+static int wait_moved(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items, bool every_stage)
 {
     double t0 = t_now();
     int got = 0;
@@ -398,13 +399,24 @@ int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
         uint32_t nb = metrics_snapshot(&page, s, T_MAX_KIDS);
         bool ok = nb == (uint32_t)n;
         for (uint32_t i = 0; ok && i < nb; i++)
-            ok = s[i].state == METRICS_RUNNING && (i % RUN_STAGES != RUN_SAMPLER || s[i].items >= min_items);
+            ok = s[i].state == METRICS_RUNNING &&
+                 ((!every_stage && i % RUN_STAGES != RUN_SAMPLER) || s[i].items >= min_items);
         if (ok)
             break;
         t_sleep_ms(10);
     }
     metrics_free(&page);
     return got;
+}
+
+int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+{
+    return wait_moved(r, n, k, min_items, false);
+}
+
+int t_wait_all_moved(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+{
+    return wait_moved(r, n, k, min_items, true);
 }
 
 bool t_kids_gone(const struct t_kid *k, int n)
