@@ -3,7 +3,7 @@
  *   - a live run of the real stages (build/bin) training a small synthetic
  *     dataset for many epochs: `gnnstat --once RUN` prints one JSON
  *     snapshot whose run, launcher and stage pids are the real ones, whose
- *     rates are numbers >= 0 (and not all zero: the pipeline moves), whose
+ *     rates are numbers >= 0 (and not all zero: the stages work or wait), whose
  *     queue depths lie within their capacities and whose feature buffer has
  *     loaded rows; the run is found by name, by run id, by directory and,
  *     being the only one, with no RUN at all; the plain (not a terminal)
@@ -109,7 +109,9 @@ static const char *jstr(const json_t *o, const char *key)
 
 /* Checks a --once snapshot of a running run: name, launcher pid, ranks,
  * every stage of every rank with sane rates, queue depths within their
- * capacities. Returns the sum of every stage's items/s. */
+ * capacities. Returns the sum of every stage's items/s, busy % and wait %:
+ * above 0 when the two snapshots differ for any stage that worked or
+ * waited between them. */
 static double check_snapshot(const json_t *v, const char *name, pid_t launcher, int ranks)
 {
     assert_string_equal(jstr(v, "name"), name);
@@ -119,7 +121,7 @@ static double check_snapshot(const json_t *v, const char *name, pid_t launcher, 
     assert_true(jrate(v, "interval_s") > 0);
     const json_t *stages = json_object_get(v, "stages"), *s;
     assert_int_equal(json_array_size(stages), (size_t)ranks * RUN_STAGES);
-    double moved = 0;
+    double activity = 0;
     size_t i;
     json_array_foreach(stages, i, s)
     {
@@ -127,7 +129,7 @@ static double check_snapshot(const json_t *v, const char *name, pid_t launcher, 
         assert_string_equal(jstr(s, "stage"), run_stage_name((enum run_stage)(i % RUN_STAGES)));
         assert_int_equal(jint(s, "rank"), rank);
         assert_true(json_is_true(json_object_get(s, "alive")));
-        moved += jrate(s, "items_per_s");
+        activity += jrate(s, "items_per_s") + jrate(s, "busy_pct") + jrate(s, "wait_pct");
         static const char *const rates[] = {"busy_pct", "wait_pct", "mb_per_s", "io_per_s", "heartbeat_age_s"};
         for (size_t k = 0; k < SL_ARRAY_LEN(rates); k++)
             jrate(s, rates[k]);
@@ -151,7 +153,7 @@ static double check_snapshot(const json_t *v, const char *name, pid_t launcher, 
     json_int_t cur = jint(e, "current"), total = jint(e, "total"), done = jint(e, "done");
     assert_true(total >= 1 && cur >= 1 && cur <= total && done >= 0 && done < total);
     assert_int_equal(json_array_size(json_object_get(e, "published")), (size_t)ranks);
-    return moved;
+    return activity;
 }
 
 static void test_live_run(void **state)
@@ -174,8 +176,11 @@ static void test_live_run(void **state)
     expect_stat(gnnstat("--once --interval 0.5 live"), 0, "--once live");
     json_t *v = parse_out();
     assert_string_equal(jstr(v, "run_id"), k[0].run);
+    /* not all zero: rates come from two different snapshots. Not "some
+     * stage moved a batch": on a loaded machine the extractor once spent
+     * the whole 0.5 s (91% busy) on one batch while the others waited */
     if (!(check_snapshot(v, "live", r.pid, 1) > 0))
-        fail_msg("no stage moved a batch in 0.5 s of a running pipeline: %s", g_out);
+        fail_msg("no stage worked or waited in 0.5 s of a running pipeline: %s", g_out);
     /* the stage pids are the launcher's children */
     const json_t *s;
     size_t i;

@@ -320,13 +320,14 @@ static void test_kill_each_stage(void **state)
                 if (k[i].stage == s && k[i].rank == rank)
                     victim = &k[i];
             assert_non_null(victim);
-            double t_kill = t_now();
             assert_int_equal(kill(victim->pid, SIGKILL), 0);
             t_launch_wait(&r, 30);
             t_expect_code(&r, 3);
-            if (r.t_end - t_kill >= 2.0)
-                fail_msg("%s rank %d killed: the launcher took %.2f s to exit (seed %u)",
-                         run_stage_program((enum run_stage)s), rank, r.t_end - t_kill, g_seed0);
+            /* prompt: every other stage stopped on SIGTERM or the closed
+             * queues, none needed the SIGKILL after the grace period (the
+             * "sending SIGKILL" check below). Not a wall-clock bound: the
+             * launcher's exit within 2 s of the kill once took 2.15 s on a
+             * loaded machine with no stage left behind */
             char want[160];
             snprintf(want, sizeof want, "%s rank %d (pid %ld) was killed by signal 9 (SIGKILL)",
                      run_stage_program((enum run_stage)s), rank, (long)victim->pid);
