@@ -4,7 +4,7 @@
  *
  * Every launch runs with its own XDG_RUNTIME_DIR under the scratch
  * directory, so "the run directory is gone" means that directory's sluice/
- * is empty, and "nothing left in /dev/shm" means no sluice.<run-id>.*
+ * is empty, and "nothing left in /dev/shm" means no sluice-<ns>.<run-id>.*
  * there. Stages report what they moved into files (SLUICE_TEST_REPORT),
  * which the happy-path cases check for exactly-once delivery per rank.
  * Failures are injected with SLUICE_TEST_FAIL (see test_stage.c) or by
