@@ -484,17 +484,17 @@ static void dead_segment_in(const char *ns, const char *run, char *name, size_t 
  * operations of every other (the default one included), so a launcher in
  * one never reclaims what a test in another still looks at; a namespace
  * of other characters is refused by name. */
+static char g_ns[2][32];  /* test_namespaces' own namespaces */
+static char g_ns_was[64]; /* SLUICE_SHM_NAMESPACE before it ("" when unset) */
+
 static void test_namespaces(void **state)
 {
-    const char *was = getenv(SHM_NAMESPACE_ENV);
-    char saved[64] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
     const char *run = t_run_id("ns");
-    char ns_a[32], ns_b[32], in_a[SHM_NAME_MAX], in_b[SHM_NAME_MAX], in_default[SHM_NAME_MAX];
+    char *ns_a = g_ns[0], *ns_b = g_ns[1];
+    char in_a[SHM_NAME_MAX], in_b[SHM_NAME_MAX], in_default[SHM_NAME_MAX];
     char prefix[SHM_PREFIX_MAX], err[512];
-    snprintf(ns_a, sizeof ns_a, "p%ld_a", (long)getpid());
-    snprintf(ns_b, sizeof ns_b, "p%ld_b", (long)getpid());
+    snprintf(ns_a, sizeof g_ns[0], "p%ld_a", (long)getpid());
+    snprintf(ns_b, sizeof g_ns[1], "p%ld_b", (long)getpid());
     dead_segment_in(ns_a, run, in_a, sizeof in_a);
     dead_segment_in(ns_b, run, in_b, sizeof in_b);
     char want[SHM_NAME_MAX];
@@ -550,11 +550,29 @@ static void test_namespaces(void **state)
     longer[SHM_NAMESPACE_MAX] = '\0'; /* exactly the limit */
     assert_int_equal(setenv(SHM_NAMESPACE_ENV, longer, 1), 0);
     assert_int_equal(shm_prefix(prefix, NULL, 0), 0);
+}
 
-    if (was)
-        assert_int_equal(setenv(SHM_NAMESPACE_ENV, saved, 1), 0);
+static int ns_setup(void **state)
+{
+    const char *was = getenv(SHM_NAMESPACE_ENV);
+    snprintf(g_ns_was, sizeof g_ns_was, "%s", was ? was : "");
+    memset(g_ns, 0, sizeof g_ns);
+    return setup(state);
+}
+
+/* Removes the runs in test_namespaces' own namespaces too (an assertion
+ * may have stopped it before it did), and restores the variable. */
+static int ns_teardown(void **state)
+{
+    for (size_t j = 0; j < SL_ARRAY_LEN(g_ns); j++)
+        if (g_ns[j][0] && setenv(SHM_NAMESPACE_ENV, g_ns[j], 1) == 0)
+            for (int i = 0; i < g_nruns; i++)
+                shm_run_unlink(g_runs[i]);
+    if (g_ns_was[0])
+        setenv(SHM_NAMESPACE_ENV, g_ns_was, 1);
     else
-        assert_int_equal(unsetenv(SHM_NAMESPACE_ENV), 0);
+        unsetenv(SHM_NAMESPACE_ENV);
+    return teardown(state);
 }
 
 static void test_pid_start_time(void **state)
@@ -593,7 +611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_dead_creator, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_pid_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_headerless, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_namespaces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_namespaces, ns_setup, ns_teardown),
         cmocka_unit_test(test_pid_start_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
