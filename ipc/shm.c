@@ -66,27 +66,51 @@ int shm_object_check(const char *object, char *err, size_t errlen)
     return 0;
 }
 
+int shm_prefix(char out[SHM_PREFIX_MAX], char *err, size_t errlen)
+{
+    snprintf(out, SHM_PREFIX_MAX, "%s", SHM_PREFIX);
+    const char *ns = getenv(SHM_NAMESPACE_ENV);
+    if (!ns || !*ns)
+        return 0;
+    size_t n = strlen(ns);
+    if (n > SHM_NAMESPACE_MAX)
+        return sl_errf(err, errlen, -EINVAL, "%s '%.40s' is %zu characters long; the limit is %d", SHM_NAMESPACE_ENV,
+                       ns, n, SHM_NAMESPACE_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)ns[i]) && ns[i] != '_')
+            return sl_errf(err, errlen, -EINVAL,
+                           "%s '%s' has character '%c' at %zu; use only letters, digits and '_' (or unset it "
+                           "for the default namespace)",
+                           SHM_NAMESPACE_ENV, ns, ns[i], i);
+    snprintf(out, SHM_PREFIX_MAX, "sluice-%s.", ns);
+    return 0;
+}
+
 int shm_name(char *out, size_t len, const char *run_id, const char *object, char *err, size_t errlen)
 {
-    int rc = shm_run_id_check(run_id, err, errlen);
+    char prefix[SHM_PREFIX_MAX];
+    int rc = shm_prefix(prefix, err, errlen);
+    if (rc == 0)
+        rc = shm_run_id_check(run_id, err, errlen);
     if (rc == 0)
         rc = shm_object_check(object, err, errlen);
     if (rc)
         return rc;
-    int n = snprintf(out, len, "/" SHM_PREFIX "%s.%s", run_id, object);
+    int n = snprintf(out, len, "/%s%s.%s", prefix, run_id, object);
     if (n < 0 || (size_t)n >= len)
         return sl_errf(err, errlen, -ENAMETOOLONG, "segment name for run '%s' object '%s' does not fit %zu bytes",
                        run_id, object, len);
     return 0;
 }
 
-/* Splits a /dev/shm file name "sluice.<run>.<object>" into its run id
+/* Splits a /dev/shm file name "<prefix><run>.<object>" into its run id
  * (copied into run, which has SHM_RUN_ID_MAX bytes); false if it is not one
- * of ours. */
-static bool parse_file_name(const char *file, char *run)
+ * of ours (another namespace's included: a prefix ends in the only dot
+ * before the run id). */
+static bool parse_file_name(const char *file, const char *prefix, char *run)
 {
-    size_t plen = strlen(SHM_PREFIX);
-    if (strncmp(file, SHM_PREFIX, plen) != 0)
+    size_t plen = strlen(prefix);
+    if (strncmp(file, prefix, plen) != 0)
         return false;
     const char *r = file + plen;
     const char *dot = strchr(r, '.');
@@ -463,7 +487,8 @@ int shm_seg_unlink(const char *name)
 
 int shm_run_unlink(const char *run_id)
 {
-    if (shm_run_id_check(run_id, NULL, 0) != 0)
+    char prefix[SHM_PREFIX_MAX];
+    if (shm_run_id_check(run_id, NULL, 0) != 0 || shm_prefix(prefix, NULL, 0) != 0)
         return -EINVAL;
     DIR *d = opendir(SHM_DIR);
     if (!d)
@@ -472,7 +497,7 @@ int shm_run_unlink(const char *run_id)
     char run[SHM_RUN_ID_MAX], name[SHM_NAME_MAX];
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!parse_file_name(de->d_name, run) || strcmp(run, run_id) != 0)
+        if (!parse_file_name(de->d_name, prefix, run) || strcmp(run, run_id) != 0)
             continue;
         if (!file_to_name(name, sizeof name, de->d_name))
             continue;
@@ -516,7 +541,8 @@ static bool segment_creator(int fd, const char *run, pid_t *pid, uint64_t *start
 
 int shm_run_reclaim(const char *run_id, shm_reclaim_fn fn, void *arg, char *err, size_t errlen)
 {
-    if (run_id && shm_run_id_check(run_id, err, errlen) != 0)
+    char prefix[SHM_PREFIX_MAX];
+    if ((run_id && shm_run_id_check(run_id, err, errlen) != 0) || shm_prefix(prefix, err, errlen) != 0)
         return -EINVAL;
     DIR *d = opendir(SHM_DIR);
     if (!d) {
@@ -527,7 +553,7 @@ int shm_run_reclaim(const char *run_id, shm_reclaim_fn fn, void *arg, char *err,
     char run[SHM_RUN_ID_MAX], name[SHM_NAME_MAX];
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (!parse_file_name(de->d_name, run) || (run_id && strcmp(run, run_id) != 0))
+        if (!parse_file_name(de->d_name, prefix, run) || (run_id && strcmp(run, run_id) != 0))
             continue;
         if (!file_to_name(name, sizeof name, de->d_name))
             continue;

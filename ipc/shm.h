@@ -8,6 +8,18 @@
  * `41873-6650f1c2-9e03b7aa`: the launcher's pid keeps ids of live runs
  * apart, the time and the random part keep them apart across pid reuse.
  *
+ * Namespaces. With SLUICE_SHM_NAMESPACE=<ns> in the environment (1 to
+ * SHM_NAMESPACE_MAX characters of [A-Za-z0-9_]) every name becomes
+ * `/sluice-<ns>.<run-id>.<object>`, and the run-wide operations below
+ * (unlink, reclaim) see only the segments of that namespace; unset or
+ * empty, the namespace is the default one, `sluice.`. Processes of a run
+ * inherit it from the launcher's environment. It keeps independent sets of
+ * runs of one user apart: each ctest test has its own (tests/
+ * CMakeLists.txt), so one test's launcher never reclaims the segments of a
+ * dead run another test is still looking at. A namespace of other
+ * characters is refused (-EINVAL, naming the variable) by every call that
+ * builds or scans names.
+ *
  * Layout. A segment is a header page followed by the payload:
  *
  *     offset 0               struct shm_header (magic, version, kind, sizes,
@@ -46,7 +58,10 @@
 #include <sys/types.h>
 
 #define SHM_DIR "/dev/shm"            /* where glibc's shm_open() keeps segments */
-#define SHM_PREFIX "sluice."          /* every Sluice segment's file name starts so */
+#define SHM_PREFIX "sluice."          /* the default namespace's file names start so */
+#define SHM_NAMESPACE_ENV "SLUICE_SHM_NAMESPACE"
+#define SHM_NAMESPACE_MAX 24          /* characters of a namespace */
+#define SHM_PREFIX_MAX 40             /* bytes of a prefix "sluice-<ns>.", NUL included */
 #define SHM_MAGIC 0x31474553434c53ull /* "SLCSEG1\0" little endian */
 #define SHM_VERSION 1u
 #define SHM_DATA_OFFSET 4096u /* payload offset: page aligned for O_DIRECT */
@@ -110,7 +125,14 @@ int shm_run_id_new(char *out, size_t len);
 int shm_run_id_check(const char *run_id, char *err, size_t errlen);
 int shm_object_check(const char *object, char *err, size_t errlen);
 
-/* Builds "/sluice.<run>.<object>" into out after checking both parts. */
+/* The file-name prefix of this process's namespace (SLUICE_SHM_NAMESPACE,
+ * above) into out (SHM_PREFIX_MAX bytes): "sluice." or "sluice-<ns>.";
+ * 0, or -EINVAL with a message (and "sluice." in out) when the variable
+ * holds something else. */
+int shm_prefix(char out[SHM_PREFIX_MAX], char *err, size_t errlen);
+
+/* Builds "/<prefix><run>.<object>" (prefix: shm_prefix) into out after
+ * checking the parts. */
 int shm_name(char *out, size_t len, const char *run_id, const char *object, char *err, size_t errlen);
 
 /* Creates and maps a new segment of data_size payload bytes (zero-filled)
@@ -152,16 +174,19 @@ int shm_huge(void *addr, size_t len, size_t *huge_bytes);
 int shm_seg_unlink(const char *name);
 
 /* Removes every segment of one run (launcher teardown, test cleanup).
- * Returns the number removed, or -errno if /dev/shm cannot be read. */
+ * Returns the number removed, or -errno if /dev/shm cannot be read or the
+ * namespace is not valid. */
 int shm_run_unlink(const char *run_id);
 
 /* Called by shm_run_reclaim() for each segment it removes. */
 typedef void (*shm_reclaim_fn)(const char *name, pid_t creator, void *arg);
 
-/* Removes the segments of stale runs (creator gone, see above); run_id
- * limits the scan to one run, NULL scans all. Returns the number removed or
- * -errno (message in err) if /dev/shm cannot be read. Segments of live
- * processes, of other users and files it cannot judge are left alone. */
+/* Removes the segments of stale runs (creator gone, see above) of this
+ * process's namespace; run_id limits the scan to one run, NULL scans all.
+ * Returns the number removed or -errno (message in err) if /dev/shm cannot
+ * be read or the namespace is not valid. Segments of live processes, of
+ * other users, of other namespaces and files it cannot judge are left
+ * alone. */
 int shm_run_reclaim(const char *run_id, shm_reclaim_fn fn, void *arg, char *err, size_t errlen);
 
 /* True when process pid exists, is not a zombie and, if start is nonzero,

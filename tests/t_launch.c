@@ -254,6 +254,10 @@ void t_launch_start(struct t_proc *r, const char *const *env, const char *const 
  * its log) if it does not. */
 int t_launch_wait(struct t_proc *r, double timeout_s)
 {
+    /* from now, not from the launch: a run started long before (test_gnnstat
+     * stops one after a minute of other checks on a loaded machine) still
+     * gets the whole bound to stop */
+    double t_wait = t_now();
     for (;;) {
         int st;
         pid_t p = waitpid(r->pid, &st, WNOHANG);
@@ -263,13 +267,16 @@ int t_launch_wait(struct t_proc *r, double timeout_s)
             t_lpid = 0;
             return r->code;
         }
-        if (t_now() - r->t0 > timeout_s) {
+        if (t_now() - t_wait > timeout_s) {
             kill(r->pid, SIGKILL);
             waitpid(r->pid, NULL, 0);
             t_lpid = 0;
-            char log[8192];
+            char log[16384];
             t_slurp(r->log, log, sizeof log);
-            fail_msg("gnnlaunch did not end within %.0f s; its output:\n%s", timeout_s, log);
+            /* the whole output first, as t_expect_code: cmocka cuts a long
+             * message before the lines that say where the launcher was */
+            fprintf(stderr, "---- gnnlaunch's output (%s) ----\n%s\n---- end ----\n", r->log, log);
+            fail_msg("%s: did not end within %.0f s (its output is above)", r->args, timeout_s);
         }
         t_sleep_ms(5);
     }
@@ -364,8 +371,9 @@ int t_find_kids(pid_t parent, struct t_kid *k, int max)
 }
 
 /* Waits until the launcher has all n stages running, each with its
- * metrics block claimed and every sampler past min_items items. */
-int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+ * metrics block claimed and every sampler (every stage, when every_stage)
+ * past min_items items. */
+static int wait_moved(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items, bool every_stage)
 {
     double t0 = t_now();
     int got = 0;
@@ -398,13 +406,24 @@ int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
         uint32_t nb = metrics_snapshot(&page, s, T_MAX_KIDS);
         bool ok = nb == (uint32_t)n;
         for (uint32_t i = 0; ok && i < nb; i++)
-            ok = s[i].state == METRICS_RUNNING && (i % RUN_STAGES != RUN_SAMPLER || s[i].items >= min_items);
+            ok = s[i].state == METRICS_RUNNING &&
+                 ((!every_stage && i % RUN_STAGES != RUN_SAMPLER) || s[i].items >= min_items);
         if (ok)
             break;
         t_sleep_ms(10);
     }
     metrics_free(&page);
     return got;
+}
+
+int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+{
+    return wait_moved(r, n, k, min_items, false);
+}
+
+int t_wait_all_moved(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items)
+{
+    return wait_moved(r, n, k, min_items, true);
 }
 
 bool t_kids_gone(const struct t_kid *k, int n)
@@ -444,8 +463,10 @@ int t_base_entries(void)
 /* Nothing of the launcher's runs left: no segment, no run directory. */
 void t_expect_clean(const struct t_proc *r)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%ld-", (long)r->pid); /* run ids start with the launcher pid */
+    char prefix[64], ns[SHM_PREFIX_MAX];
+    /* this test's namespace (tests/CMakeLists.txt); run ids start with the launcher pid */
+    shm_prefix(ns, NULL, 0);
+    snprintf(prefix, sizeof prefix, "%s%ld-", ns, (long)r->pid);
     if (t_shm_count(prefix))
         fail_msg("/dev/shm still holds %d segments of the run of pid %ld", t_shm_count(prefix), (long)r->pid);
     if (t_base_entries())

@@ -91,6 +91,9 @@ int t_find_kids(pid_t parent, struct t_kid *k, int max);
 /* Waits until n stages run with their metrics blocks claimed and every
  * sampler has pushed min_items; returns how many stages were found. */
 int t_wait_flowing(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items);
+/* The same, but until every stage of every rank (the last one too: the
+ * whole pipeline has run) is past min_items. */
+int t_wait_all_moved(struct t_proc *r, int n, struct t_kid *k, uint64_t min_items);
 bool t_kids_gone(const struct t_kid *k, int n);
 /* /dev/shm entries starting with prefix; entries of t_base. */
 int t_shm_count(const char *prefix);

@@ -34,7 +34,9 @@ static pid_t dead_pid(void)
 static int count_segments(const char *run)
 {
     char prefix[SHM_NAME_MAX];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", run);
+    char ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+    snprintf(prefix, sizeof prefix, "%s%s.", ns, run);
     DIR *d = opendir(SHM_DIR);
     assert_non_null(d);
     int n = 0;
@@ -68,14 +70,18 @@ static void test_stages_and_queues(void **state)
     assert_int_equal(run_stage_output(RUN_RELEASER), -1);
     assert_int_equal(run_block(2, RUN_TRAINER), 10);
 
-    char name[SHM_NAME_MAX], err[256];
+    char name[SHM_NAME_MAX], err[256], ns[SHM_PREFIX_MAX], want[SHM_NAME_MAX];
+    assert_int_equal(shm_prefix(ns, NULL, 0), 0); /* "sluice." or this test's namespace (tests/CMakeLists.txt) */
     assert_int_equal(run_queue_segname(name, sizeof name, "41-a-b", RUN_Q_TRAIN, 3, err, sizeof err), 0);
-    assert_string_equal(name, "/sluice.41-a-b.r3.train");
+    snprintf(want, sizeof want, "/%s41-a-b.r3.train", ns);
+    assert_string_equal(name, want);
     assert_int_equal(run_metrics_segname(name, sizeof name, "41-a-b", err, sizeof err), 0);
-    assert_string_equal(name, "/sluice.41-a-b.metrics");
+    snprintf(want, sizeof want, "/%s41-a-b.metrics", ns);
+    assert_string_equal(name, want);
     assert_int_equal(run_queue_segname(name, sizeof name, "41.a", RUN_Q_TRAIN, 0, err, sizeof err), -EINVAL);
     assert_int_equal(run_arena_segname(name, sizeof name, "41-a-b", 3, err, sizeof err), 0);
-    assert_string_equal(name, "/sluice.41-a-b.r3.arena");
+    snprintf(want, sizeof want, "/%s41-a-b.r3.arena", ns);
+    assert_string_equal(name, want);
     assert_int_equal(run_arena_segname(name, sizeof name, "41-a-b", -1, err, sizeof err), -EINVAL);
 
     struct config c;

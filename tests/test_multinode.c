@@ -1028,11 +1028,16 @@ static void test_missing_node(void **state)
     t_expect_log(&n0, "timed out after 3 s");
     assert_true(n0.t_end - n0.t0 >= 2.9 && n0.t_end - n0.t0 < 15);
     t_expect_clean(&n0);
-    /* node 1 of 3 with node 0 up and node 2 missing: node 0's verdict, on both */
+    /* node 1 of 3 with node 0 up and node 2 missing: node 0's verdict, on both.
+     * Node 1 first, already connecting when node 0 binds: started side by
+     * side, node 1's start-up on a loaded machine once took longer than
+     * node 0's 3 s and node 0 reported nodes 1 and 2 missing */
+    start_node(&n1, g_real, NULL, 1, 3, port, (const char *[]){g_cfg, "--rendezvous-timeout", "60", NULL});
+    g_live[1] = &n1;
+    while (!log_has(&n1, "joining node 0 at") && t_now() - n1.t0 < 30)
+        t_sleep_ms(20);
     start_node(&n0, g_real, NULL, 0, 3, port, (const char *[]){g_cfg, "--rendezvous-timeout", "3", NULL});
     g_live[0] = &n0;
-    start_node(&n1, g_real, NULL, 1, 3, port, (const char *[]){g_cfg, "--rendezvous-timeout", "3", NULL});
-    g_live[1] = &n1;
     wait_node(&n0, 30);
     wait_node(&n1, 30);
     t_expect_code(&n0, 2);

@@ -63,7 +63,9 @@ static unsigned shm_files(const char *run)
     DIR *d = opendir(SHM_DIR);
     assert_non_null(d);
     char pre[128];
-    snprintf(pre, sizeof pre, SHM_PREFIX "%s.", run);
+    char ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+    snprintf(pre, sizeof pre, "%s%s.", ns, run);
     unsigned n = 0;
     struct dirent *e;
     while ((e = readdir(d)))

@@ -308,7 +308,9 @@ static int seg_teardown(void **state)
 {
     shm_run_unlink(g_run);
     char prefix[SHM_NAME_MAX];
-    snprintf(prefix, sizeof prefix, SHM_DIR "/" SHM_PREFIX "%s.", g_run);
+    char ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+    snprintf(prefix, sizeof prefix, SHM_DIR "/%s%s.", ns, g_run);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "ls %s* >/dev/null 2>&1", prefix);
     return system(cmd) == 0 ? -1 : 0; /* fails if anything of the run is left */

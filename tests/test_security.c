@@ -131,13 +131,14 @@ static void test_live_run_private(void **state)
     static const char *const objects[] = {"metrics",  "results",    "allreduce", "staging",    "r0.extract",
                                           "r0.train", "r0.release", "r0.arena",  "r0.featbuf", "r1.extract",
                                           "r1.train", "r1.release", "r1.arena",  "r1.featbuf"};
-    char path[1500];
+    char path[1500], ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
     for (size_t i = 0; i < SL_ARRAY_LEN(objects); i++) {
-        snprintf(path, sizeof path, SHM_DIR "/" SHM_PREFIX "%s.%s", k[0].run, objects[i]);
+        snprintf(path, sizeof path, SHM_DIR "/%s%s.%s", ns, k[0].run, objects[i]);
         expect_mode(path, S_IFREG, 0600);
     }
     char prefix[SHM_NAME_MAX];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", k[0].run);
+    snprintf(prefix, sizeof prefix, "%s%s.", ns, k[0].run);
     assert_int_equal(t_shm_count(prefix), (int)SL_ARRAY_LEN(objects)); /* and no others */
 
     /* the run directory, its base and everything in it: ours, no access for others */

@@ -1,7 +1,7 @@
 /* test_shm.c - named segments: names and run ids, create/attach/detach/
  * unlink, huge-page-aligned mappings and shm_huge, header checks on
- * attach, read-only mappings, run-wide unlink and
- * the reclaim of segments whose creator is gone. Every test works under run
+ * attach, read-only mappings, run-wide unlink,
+ * the reclaim of segments whose creator is gone and namespaces. Every test works under run
  * ids private to this process and removes them in its teardown, so nothing
  * is left in /dev/shm even when an assertion fails. */
 #include "t_util.h"
@@ -31,7 +31,9 @@ static const char *t_run_id(const char *suffix)
 static int t_shm_count(const char *run)
 {
     char prefix[SHM_NAME_MAX];
-    snprintf(prefix, sizeof prefix, SHM_PREFIX "%s.", run);
+    char ns[SHM_PREFIX_MAX];
+    shm_prefix(ns, NULL, 0); /* this test's namespace (tests/CMakeLists.txt) */
+    snprintf(prefix, sizeof prefix, "%s%s.", ns, run);
     DIR *d = opendir(SHM_DIR);
     assert_non_null(d);
     int n = 0;
@@ -110,9 +112,11 @@ static void test_run_ids(void **state)
     assert_int_equal(shm_object_check("a/b", err, sizeof err), -EINVAL);
     assert_int_equal(shm_object_check("", err, sizeof err), -EINVAL);
 
-    char name[SHM_NAME_MAX];
+    char name[SHM_NAME_MAX], ns[SHM_PREFIX_MAX], want[SHM_NAME_MAX];
     assert_int_equal(shm_name(name, sizeof name, "r1", "obj.x", NULL, 0), 0);
-    assert_string_equal(name, "/sluice.r1.obj.x");
+    assert_int_equal(shm_prefix(ns, NULL, 0), 0); /* "sluice." or this test's namespace (tests/CMakeLists.txt) */
+    snprintf(want, sizeof want, "/%sr1.obj.x", ns);
+    assert_string_equal(name, want);
     assert_int_equal(shm_name(name, 10, "r1", "obj.x", err, sizeof err), -ENAMETOOLONG);
 }
 
@@ -456,6 +460,121 @@ static void test_reclaim_headerless(void **state)
     assert_true(t_shm_exists(name_odd));
 }
 
+/* A segment made in namespace ns (SLUICE_SHM_NAMESPACE) by a child that
+ * then exits: a dead run's leftover there. Its full name into name. Never
+ * in the default namespace: any launcher of the user may reclaim it there
+ * before the test looks. */
+static void dead_segment_in(const char *ns, const char *run, char *name, size_t len)
+{
+    assert_int_equal(setenv(SHM_NAMESPACE_ENV, ns, 1), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        struct shm_seg s;
+        _exit(shm_seg_create(&s, run, "left", SHM_KIND_RAW, 16, NULL, 0) == 0 ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(shm_name(name, len, run, "left", NULL, 0), 0);
+    assert_true(t_shm_exists(name));
+}
+
+/* Namespaces: a dead run's segments in one are invisible to the run-wide
+ * operations of every other (the default one included), so a launcher in
+ * one never reclaims what a test in another still looks at; a namespace
+ * of other characters is refused by name. */
+static char g_ns[2][32];  /* test_namespaces' own namespaces */
+static char g_ns_was[64]; /* SLUICE_SHM_NAMESPACE before it ("" when unset) */
+
+static void test_namespaces(void **state)
+{
+    const char *run = t_run_id("ns");
+    char *ns_a = g_ns[0], *ns_b = g_ns[1];
+    char in_a[SHM_NAME_MAX], in_b[SHM_NAME_MAX], in_default[SHM_NAME_MAX];
+    char prefix[SHM_PREFIX_MAX], err[512];
+    snprintf(ns_a, sizeof g_ns[0], "p%ld_a", (long)getpid());
+    snprintf(ns_b, sizeof g_ns[1], "p%ld_b", (long)getpid());
+    dead_segment_in(ns_a, run, in_a, sizeof in_a);
+    dead_segment_in(ns_b, run, in_b, sizeof in_b);
+    char want[SHM_NAME_MAX];
+    snprintf(want, sizeof want, "/sluice-%s.%s.left", ns_a, run);
+    assert_string_equal(in_a, want);
+
+    /* the default namespace: the usual names; the others' dead runs are
+     * not its to reclaim or unlink */
+    assert_int_equal(unsetenv(SHM_NAMESPACE_ENV), 0);
+    assert_int_equal(shm_prefix(prefix, err, sizeof err), 0);
+    assert_string_equal(prefix, SHM_PREFIX);
+    assert_int_equal(shm_name(in_default, sizeof in_default, run, "left", NULL, 0), 0);
+    snprintf(want, sizeof want, "/" SHM_PREFIX "%s.left", run);
+    assert_string_equal(in_default, want);
+    assert_int_equal(shm_run_reclaim(run, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(shm_run_unlink(run), 0);
+    assert_true(t_shm_exists(in_a) && t_shm_exists(in_b));
+    /* namespace b: a scan of every run takes b's, never a's */
+    assert_int_equal(setenv(SHM_NAMESPACE_ENV, ns_b, 1), 0);
+    assert_true(shm_run_reclaim(NULL, NULL, NULL, err, sizeof err) >= 1);
+    assert_false(t_shm_exists(in_b));
+    assert_true(t_shm_exists(in_a));
+    assert_int_equal(shm_run_unlink(run), 0);
+    assert_true(t_shm_exists(in_a));
+    /* namespace a: its own */
+    assert_int_equal(setenv(SHM_NAMESPACE_ENV, ns_a, 1), 0);
+    assert_int_equal(shm_prefix(prefix, err, sizeof err), 0);
+    snprintf(want, sizeof want, "sluice-%s.", ns_a);
+    assert_string_equal(prefix, want);
+    assert_int_equal(shm_run_reclaim(run, NULL, NULL, err, sizeof err), 1);
+    assert_false(t_shm_exists(in_a));
+
+    /* refused: a dot (it would end the prefix early), a slash, too long */
+    char longer[SHM_NAMESPACE_MAX + 2];
+    memset(longer, 'n', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    const char *bad[] = {"a.b", "a/b", "a-b", longer};
+    for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
+        assert_int_equal(setenv(SHM_NAMESPACE_ENV, bad[i], 1), 0);
+        err[0] = '\0';
+        assert_int_equal(shm_prefix(prefix, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, SHM_NAMESPACE_ENV));
+        assert_string_equal(prefix, SHM_PREFIX);
+        struct shm_seg s;
+        err[0] = '\0';
+        assert_int_equal(shm_seg_create(&s, run, "x", SHM_KIND_RAW, 16, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, SHM_NAMESPACE_ENV));
+        err[0] = '\0';
+        assert_int_equal(shm_run_reclaim(NULL, NULL, NULL, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, SHM_NAMESPACE_ENV));
+        assert_int_equal(shm_run_unlink(run), -EINVAL);
+    }
+    longer[SHM_NAMESPACE_MAX] = '\0'; /* exactly the limit */
+    assert_int_equal(setenv(SHM_NAMESPACE_ENV, longer, 1), 0);
+    assert_int_equal(shm_prefix(prefix, NULL, 0), 0);
+}
+
+static int ns_setup(void **state)
+{
+    const char *was = getenv(SHM_NAMESPACE_ENV);
+    snprintf(g_ns_was, sizeof g_ns_was, "%s", was ? was : "");
+    memset(g_ns, 0, sizeof g_ns);
+    return setup(state);
+}
+
+/* Removes the runs in test_namespaces' own namespaces too (an assertion
+ * may have stopped it before it did), and restores the variable. */
+static int ns_teardown(void **state)
+{
+    for (size_t j = 0; j < SL_ARRAY_LEN(g_ns); j++)
+        if (g_ns[j][0] && setenv(SHM_NAMESPACE_ENV, g_ns[j], 1) == 0)
+            for (int i = 0; i < g_nruns; i++)
+                shm_run_unlink(g_runs[i]);
+    if (g_ns_was[0])
+        setenv(SHM_NAMESPACE_ENV, g_ns_was, 1);
+    else
+        unsetenv(SHM_NAMESPACE_ENV);
+    return teardown(state);
+}
+
 static void test_pid_start_time(void **state)
 {
     uint64_t a = 0, b = 0;
@@ -492,6 +611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_dead_creator, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_pid_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_headerless, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_namespaces, ns_setup, ns_teardown),
         cmocka_unit_test(test_pid_start_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

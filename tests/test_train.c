@@ -479,7 +479,10 @@ static void test_two_ranks(void **state)
         fail_msg("two ranks reached only test_acc=%.3f", acc);
     /* pipeline.topology = "auto" is "memory" here: one copy of indices.bin
      * for the node, loaded by one rank's sampler, read by both */
-    t_expect_log(&r, "topology memory: shared with this node's other ranks (/sluice.");
+    char ns[SHM_PREFIX_MAX], want[128];
+    shm_prefix(ns, NULL, 0); /* this test's shared-memory namespace (tests/CMakeLists.txt) */
+    snprintf(want, sizeof want, "topology memory: shared with this node's other ranks (/%s", ns);
+    t_expect_log(&r, want);
     t_expect_log(&r, "loaded by another rank's sampler; waited ");
     /* the trainers compared their parameters' digests after every epoch */
     t_expect_log(&r, "gnn-trainer rank 0: the 2 ranks' parameters are identical after epoch 1 (XXH3 ");
