@@ -1481,10 +1481,14 @@ int main(int argc, char **argv)
     l->sigfd = l->devnull = -1;
     ckptdir_init(&l->ckd);
     l->strict_outputs = o.strict_outputs;
-    char err[4096];
+    char err[4096], prefix[SHM_PREFIX_MAX];
     l->gpus = o.gpus > 0 ? (int)o.gpus : 0;
     l->ranks_per_gpu = o.ranks_per_gpu > 1 ? (int)o.ranks_per_gpu : 1;
-    int rc = l->gpus ? check_gpus(l, err, sizeof err) : 0;
+    /* the shared-memory namespace first: a bad one is refused before
+     * anything is touched (checkpoints moved aside, run directories) */
+    int rc = shm_prefix(prefix, err, sizeof err);
+    if (rc == 0 && l->gpus)
+        rc = check_gpus(l, err, sizeof err);
     if (rc == 0)
         rc = check_input(l, &o, err, sizeof err);
     if (rc == 0)

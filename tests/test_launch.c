@@ -157,6 +157,15 @@ static void test_bad_config(void **state)
         t_expect_log(&r, cases[i].msg);
         t_expect_clean(&r);
     }
+    /* a shared-memory namespace of other characters: one message, refused
+     * before anything is touched */
+    struct t_proc r;
+    const char *env[] = {"SLUICE_SHM_NAMESPACE=bad-ns", NULL};
+    t_launch_run(&r, env, (const char *[]){"--cpu", g_cfg, NULL}, 30);
+    t_expect_code(&r, 2);
+    t_expect_log(&r, "gnnlaunch: SLUICE_SHM_NAMESPACE 'bad-ns' has character '-'");
+    t_expect_no_log(&r, "warning");
+    t_expect_clean(&r);
 }
 
 static void test_missing_dataset(void **state)
