@@ -235,13 +235,29 @@ static void rank_json(struct sbuf *b, const struct launch *l, int rank)
             sb_printf(b, "null");
     }
     sb_printf(b, "},\"featbuf\":");
+    /* the last snapshot each rank's buffer gave: answered again (marked
+     * stale) when its lock stays busy through the tries, rather than none
+     * (a loaded machine can keep a holder off the CPU for milliseconds) */
+    static struct featbuf_stats last[RUN_RANKS_MAX];
+    static bool have[RUN_RANKS_MAX];
     struct featbuf *fb = layout_featbuf(&l->layout, rank);
     struct featbuf_stats st;
-    if (fb && featbuf_peek(fb, &st) == 0)
+    bool known = rank >= 0 && rank < RUN_RANKS_MAX, stale = false;
+    int rc = fb ? featbuf_peek(fb, &st) : -ENOENT;
+    if (rc == 0 && known) {
+        last[rank] = st;
+        have[rank] = true;
+    } else if (rc == -EBUSY && known && have[rank]) {
+        st = last[rank];
+        stale = true;
+        rc = 0;
+    }
+    if (rc == 0)
         sb_printf(b,
                   "{\"slots\":%" PRIu32 ",\"standby\":%" PRIu32 ",\"hits\":%" PRIu64 ",\"waits\":%" PRIu64
-                  ",\"loads\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"failed\":%" PRIu64 "}}",
-                  fb->nslots, st.standby, st.hits, st.waits, st.loads, st.evictions, st.failed);
+                  ",\"loads\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"stale\":%s}}",
+                  fb->nslots, st.standby, st.hits, st.waits, st.loads, st.evictions, st.failed,
+                  stale ? "true" : "false");
     else
         sb_printf(b, "null}");
 }

@@ -197,6 +197,7 @@ static void test_live_run(void **state)
     const json_t *fb = json_object_get(json_array_get(json_object_get(v, "rank_stats"), 0), "featbuf");
     assert_true(json_is_object(fb));
     assert_true(jint(fb, "slots") > 0 && jint(fb, "loads") > 0 && jint(fb, "loads") >= jint(fb, "evictions"));
+    assert_true(json_is_boolean(json_object_get(fb, "stale")));
     const json_t *hit = json_object_get(fb, "hit_rate");
     assert_true(json_is_null(hit) || (json_number_value(hit) >= 0 && json_number_value(hit) <= 1));
     jrate(fb, "loads_per_s");

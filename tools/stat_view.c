@@ -126,6 +126,7 @@ static json_t *featbuf_view(const json_t *a, const json_t *b, double dt)
     set(f, "loads", copy(b, "loads"));
     set(f, "evictions", copy(b, "evictions"));
     set(f, "failed", copy(b, "failed"));
+    set(f, "stale", copy(b, "stale"));
     /* hit rate over the interval: rows found valid or being loaded by
      * another extractor, over all rows asked for (as gnn-extractor --bench) */
     double hits = per_s(a, b, "hits", dt), waits = per_s(a, b, "waits", dt), loads = per_s(a, b, "loads", dt);
