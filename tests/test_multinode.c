@@ -482,6 +482,15 @@ static void mn_join(struct mn_node *x)
     pthread_join(x->th, NULL);
 }
 
+/* Joins three nodes' rendezvous threads; every one must have met. */
+static void mn_join_three_met(struct mn_node *nodes)
+{
+    for (int i = 0; i < 3; i++)
+        mn_join(&nodes[i]);
+    if (nodes[0].rc || nodes[1].rc || nodes[2].rc)
+        fail_msg("%s; %s; %s", nodes[0].err, nodes[1].err, nodes[2].err);
+}
+
 /* Runs the rendezvous of n nodes (claimed ranks rank[i], facts facts[i])
  * in threads on master. */
 static void mesh_meet(struct mn_node *nodes, int n, const uint32_t *rank, uint32_t k, const char *const *facts,
@@ -704,10 +713,7 @@ static void test_mesh_refusals(void **state)
     mn_start(&nodes[1], 1, 1, 3, "a = 1\n", master, 60, NULL);
     await_note("node 1 joined from thread1 (pid 101)");
     mn_start(&nodes[2], 2, 2, 3, "a = 1\n", master, 60, NULL);
-    for (int i = 0; i < 3; i++)
-        mn_join(&nodes[i]);
-    if (nodes[0].rc || nodes[1].rc || nodes[2].rc)
-        fail_msg("%s; %s; %s", nodes[0].err, nodes[1].err, nodes[2].err);
+    mn_join_three_met(nodes);
     assert_string_equal(nodes[0].m.hosts[1], "thread1");
     assert_string_equal(nodes[2].m.endpoints[1], "tcp://127.0.0.1:40001");
     assert_true(notes_have("node 1 (dead"));
@@ -727,10 +733,7 @@ static void test_mesh_refusals(void **state)
     mn_start(&nodes[1], 1, 1, 3, "a = 1\n", master, 60, NULL);
     await_note("node 1 joined from thread1 (pid 101)");
     mn_start(&nodes[2], 2, 2, 3, "a = 1\n", master, 60, NULL);
-    for (int i = 0; i < 3; i++)
-        mn_join(&nodes[i]);
-    if (nodes[0].rc || nodes[1].rc || nodes[2].rc)
-        fail_msg("%s; %s; %s", nodes[0].err, nodes[1].err, nodes[2].err);
+    mn_join_three_met(nodes);
     assert_true(notes_have("node 1 (hung, pid 8) left the rendezvous (it went silent); thread1 (pid 101) takes its place"));
     raw_refusal(&raw, 10, got, sizeof got);
     if (!strstr(got, "another launcher took its node rank"))
