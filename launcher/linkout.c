@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "core/util.h"
 
@@ -36,43 +35,13 @@ static void json_ranks(FILE *f, const char *pre, const struct link_metrics *m)
     jsonl_num(f, k, m ? m->hits10 : NAN, true);
 }
 
-/* Scalars gathered for one Event. */
-struct scalars {
-    const char *tags[24];
-    float vals[24];
-    size_t n;
-};
-
-static void add(struct scalars *s, const char *tag, double v)
-{
-    if (isfinite(v) && s->n < SL_ARRAY_LEN(s->tags)) {
-        s->tags[s->n] = tag;
-        s->vals[s->n++] = (float)v;
-    }
-}
-
-static void add_ranks(struct scalars *s, bool test, const struct link_metrics *m)
+static void add_ranks(struct tboard_batch *s, bool test, const struct link_metrics *m)
 {
     if (!m)
         return;
-    add(s, test ? "test/mrr" : "val/mrr", m->mrr);
-    add(s, test ? "test/hits@1" : "val/hits@1", m->hits1);
-    add(s, test ? "test/hits@10" : "val/hits@10", m->hits10);
-}
-
-static void tb_write(struct linkout *o, int64_t step, const struct scalars *s)
-{
-    if (o->tb.fd < 0 || s->n == 0)
-        return;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    char msg[PATH_MAX + 128];
-    if (tboard_scalars(&o->tb, step, (double)now.tv_sec + (double)now.tv_nsec / 1e9, s->tags, s->vals, s->n, msg,
-                       sizeof msg) != 0) {
-        fprintf(stderr, "gnnlaunch: warning: --tensorboard: %s; no more scalars go there\n", msg);
-        tboard_close(&o->tb, msg, sizeof msg);
-        o->tboard_failed = true;
-    }
+    tboard_add(s, test ? "test/mrr" : "val/mrr", m->mrr);
+    tboard_add(s, test ? "test/hits@1" : "val/hits@1", m->hits1);
+    tboard_add(s, test ? "test/hits@10" : "val/hits@10", m->hits10);
 }
 
 void linkout_epoch(struct linkout *o, const struct linkout_epoch *e)
@@ -103,24 +72,24 @@ void linkout_epoch(struct linkout *o, const struct linkout_epoch *e)
         fputs("}\n", f);
         jsonl_flush(&o->metrics);
     }
-    struct scalars s = {.n = 0};
-    add(&s, "train/loss", e->loss);
-    add(&s, "train/lr", e->lr);
-    add(&s, "train/edges_per_s", e->edges_per_s);
+    struct tboard_batch s = {.n = 0};
+    tboard_add(&s, "train/loss", e->loss);
+    tboard_add(&s, "train/lr", e->lr);
+    tboard_add(&s, "train/edges_per_s", e->edges_per_s);
     add_ranks(&s, false, e->valid);
     add_ranks(&s, true, e->test);
-    add(&s, "time/epoch_s", e->seconds);
-    add(&s, "time/train_s", e->train_s);
-    add(&s, "time/eval_s", eval_s);
+    tboard_add(&s, "time/epoch_s", e->seconds);
+    tboard_add(&s, "time/train_s", e->train_s);
+    tboard_add(&s, "time/eval_s", eval_s);
     if (e->ooc && e->seconds > 0) {
-        add(&s, "io/read_MBps", (double)e->read_bytes / 1e6 / e->seconds);
-        add(&s, "io/write_MBps", (double)e->write_bytes / 1e6 / e->seconds);
-        add(&s, "io/swaps", (double)e->swaps);
-        add(&s, "io/buffer_wait_s", e->buffer_wait_s);
+        tboard_add(&s, "io/read_MBps", (double)e->read_bytes / 1e6 / e->seconds);
+        tboard_add(&s, "io/write_MBps", (double)e->write_bytes / 1e6 / e->seconds);
+        tboard_add(&s, "io/swaps", (double)e->swaps);
+        tboard_add(&s, "io/buffer_wait_s", e->buffer_wait_s);
     }
     if (e->test)
         o->test_step = e->epoch;
-    tb_write(o, e->epoch, &s);
+    tboard_write_batch(&o->tb, e->epoch, &s, &o->tboard_failed);
 }
 
 void linkout_final(struct linkout *o, const struct linkout_final *fi)
@@ -136,9 +105,9 @@ void linkout_final(struct linkout *o, const struct linkout_final *fi)
     }
     jsonl_close(&o->metrics);
     if (fi->test && fi->epochs > 0 && o->test_step != fi->epochs) {
-        struct scalars s = {.n = 0};
+        struct tboard_batch s = {.n = 0};
         add_ranks(&s, true, fi->test);
-        tb_write(o, fi->epochs, &s);
+        tboard_write_batch(&o->tb, fi->epochs, &s, &o->tboard_failed);
     }
     char msg[PATH_MAX + 128];
     if (tboard_close(&o->tb, msg, sizeof msg) != 0) {

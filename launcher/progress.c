@@ -364,41 +364,23 @@ static void epoch_outputs(struct progress *p, uint64_t e, const struct results_r
         }
     }
     if (p->tb.fd >= 0) {
-        const char *tags[32];
-        float vals[32];
-        size_t n = 0;
-#define SCALAR(tag, v)                                                                                                 \
-    do {                                                                                                               \
-        if (isfinite(v)) {                                                                                             \
-            tags[n] = (tag);                                                                                           \
-            vals[n++] = (float)(v);                                                                                    \
-        }                                                                                                              \
-    } while (0)
+        struct tboard_batch b = {.n = 0};
         double secs = sum->seconds > 0 ? sum->seconds : NAN;
-        SCALAR("train/loss", loss);
-        SCALAR("train/acc", train_acc);
-        SCALAR("val/acc", val_acc);
-        SCALAR("val/loss", val_loss);
-        SCALAR("test/acc", test);
-        SCALAR("train/lr", (double)sum->lr);
-        SCALAR("time/epoch_s", sum->seconds);
-        SCALAR("time/train_s", sum->train_s);
-        SCALAR("time/eval_s", sum->eval_s);
-        SCALAR("io/hit_rate", hit);
-        SCALAR("io/read_MBps", (double)read / 1e6 / secs);
+        tboard_add(&b, "train/loss", loss);
+        tboard_add(&b, "train/acc", train_acc);
+        tboard_add(&b, "val/acc", val_acc);
+        tboard_add(&b, "val/loss", val_loss);
+        tboard_add(&b, "test/acc", test);
+        tboard_add(&b, "train/lr", (double)sum->lr);
+        tboard_add(&b, "time/epoch_s", sum->seconds);
+        tboard_add(&b, "time/train_s", sum->train_s);
+        tboard_add(&b, "time/eval_s", sum->eval_s);
+        tboard_add(&b, "io/hit_rate", hit);
+        tboard_add(&b, "io/read_MBps", (double)read / 1e6 / secs);
         static const char *const util[RUN_STAGES] = {"util/sampler", "util/extractor", "util/trainer", "util/releaser"};
         for (int k = 0; k < RUN_STAGES; k++)
-            SCALAR(util[k], busy[k] / secs); /* busy cores: busy seconds per second */
-#undef SCALAR
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        char msg[PATH_MAX + 128];
-        if (tboard_scalars(&p->tb, (int64_t)(e + 1), (double)now.tv_sec + (double)now.tv_nsec / 1e9, tags, vals, n, msg,
-                           sizeof msg) != 0) {
-            fprintf(stderr, "gnnlaunch: warning: --tensorboard: %s; no more scalars go there\n", msg);
-            tboard_close(&p->tb, msg, sizeof msg);
-            p->tboard_failed = true;
-        }
+            tboard_add(&b, util[k], busy[k] / secs); /* busy cores: busy seconds per second */
+        tboard_write_batch(&p->tb, (int64_t)(e + 1), &b, &p->tboard_failed);
     }
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,29 @@ int tboard_scalars(struct tboard *t, int64_t step, double wall_time, const char 
     free(v);
     free(vp);
     return rc;
+}
+
+void tboard_add(struct tboard_batch *b, const char *tag, double v)
+{
+    if (isfinite(v) && b->n < TBOARD_BATCH_MAX) {
+        b->tags[b->n] = tag;
+        b->vals[b->n++] = (float)v;
+    }
+}
+
+void tboard_write_batch(struct tboard *t, int64_t step, const struct tboard_batch *b, bool *failed)
+{
+    if (t->fd < 0 || b->n == 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char msg[PATH_MAX + 128];
+    if (tboard_scalars(t, step, (double)now.tv_sec + (double)now.tv_nsec / 1e9, b->tags, b->vals, b->n, msg,
+                       sizeof msg) != 0) {
+        fprintf(stderr, "gnnlaunch: warning: --tensorboard: %s; no more scalars go there\n", msg);
+        tboard_close(t, msg, sizeof msg);
+        *failed = true;
+    }
 }
 
 int tboard_close(struct tboard *t, char *err, size_t errlen)

@@ -12,6 +12,7 @@
 #define SLUICE_LAUNCHER_TBOARD_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,22 @@ int tboard_open(struct tboard *t, const char *dir, char *err, size_t errlen);
 /* One Event at step with n scalars (tags[i], values[i]) and wall time. */
 int tboard_scalars(struct tboard *t, int64_t step, double wall_time, const char *const *tags, const float *values,
                    size_t n, char *err, size_t errlen);
+
+/* The scalars of one Event, gathered: tboard_add keeps the finite ones
+ * (at most TBOARD_BATCH_MAX; tags must outlive the batch). */
+#define TBOARD_BATCH_MAX 32
+struct tboard_batch {
+    const char *tags[TBOARD_BATCH_MAX];
+    float vals[TBOARD_BATCH_MAX];
+    size_t n;
+};
+void tboard_add(struct tboard_batch *b, const char *tag, double v);
+
+/* Writes b as one Event at step with the wall time now; nothing when t is
+ * closed or b empty. A failed write is the run's warning ("gnnlaunch:
+ * warning: --tensorboard: ...; no more scalars go there" on stderr): t is
+ * closed and *failed set. */
+void tboard_write_batch(struct tboard *t, int64_t step, const struct tboard_batch *b, bool *failed);
 
 /* fsync and close (accepts a closed t). */
 int tboard_close(struct tboard *t, char *err, size_t errlen);
