@@ -16,6 +16,7 @@
 
 #include "t_util.h"
 #include "t_launch.h"
+#include "t_link.h"
 #include "core/util.h"
 #include "ops/ckpt.h"
 
@@ -483,8 +484,7 @@ static int group_setup(void **state)
         fprintf(stderr, "gnnprep import failed: %s\n", out);
         return -1;
     }
-    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5", prep,
-              g_kg) != 0 ||
+    if (t_link_synth(g_kg, "") != 0 ||
         t_run(out, sizeof out, "%s synth %s --nodes 300 --avg-degree 4 --feat-dim 8 --classes 3", prep, g_nc) != 0) {
         fprintf(stderr, "gnnprep synth failed: %s\n", out);
         return -1;

@@ -30,6 +30,7 @@
 
 #include "t_util.h"
 #include "t_launch.h"
+#include "t_link.h"
 #include "core/util.h"
 #include "launcher/tboard.h"
 #include "launcher/tensorboard.pb-c.h"
@@ -366,11 +367,10 @@ static void test_out_of_core(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    char ck[1400], bad[1400], file[1400], met[1400];
+    char ck[1400], bad[1400], file[1400];
     snprintf(ck, sizeof ck, "%s/ck-refused", t_ldir);
     snprintf(bad, sizeof bad, "%s/no-such-dir/m.jsonl", t_ldir);
     snprintf(file, sizeof file, "%s/a-file", t_ldir);
-    snprintf(met, sizeof met, "%s/full.jsonl", t_ldir);
     FILE *f = fopen(file, "w");
     assert_non_null(f);
     fclose(f);
@@ -386,12 +386,10 @@ static void test_refusals(void **state)
     t_expect_log(&r, "not a directory");
     assert_false(t_exists(ck));
     /* a patience on a dataset without validation triples: nothing to follow */
-    char prep[1200], kg0[1400], out[4096], dset[1500];
-    t_bin(prep, sizeof prep, "gnnprep");
+    char kg0[1400], dset[1500];
     snprintf(kg0, sizeof kg0, "%s/kg-novalid", t_ldir);
-    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5 "
-              "--valid-frac 0", prep, kg0) != 0)
-        fail_msg("gnnprep synth --valid-frac 0 failed: %s", out);
+    if (t_link_synth(kg0, "--valid-frac 0") != 0)
+        fail_msg("gnnprep synth --valid-frac 0 failed");
     snprintf(dset, sizeof dset, "dataset.path=\"%s\"", kg0);
     const char *pat[] = {"--set", dset, "--set", "train.early_stop_patience=2", NULL};
     run(&r, ck, pat, 2);
@@ -590,16 +588,9 @@ static int group_setup(void **state)
     (void)state;
     if (t_launch_setup("link-metrics") != 0)
         return -1;
-    char prep[1200], out[4096];
-    t_bin(prep, sizeof prep, "gnnprep");
     snprintf(g_kg, sizeof g_kg, "%s/kg", t_ldir);
     snprintf(g_cfg, sizeof g_cfg, "%s/link.toml", t_ldir);
-    if (t_run(out, sizeof out, "%s synth %s --task link --nodes 1000 --relations 4 --avg-degree 10 --seed 5", prep,
-              g_kg) != 0) {
-        fprintf(stderr, "gnnprep synth failed: %s\n", out);
-        return -1;
-    }
-    return 0;
+    return t_link_synth(g_kg, "");
 }
 
 static int case_setup(void **state)
