@@ -487,8 +487,9 @@ static bool direct_ok(const struct warm *w, uint64_t c)
 
 /* Sets chunk c up in an io slot: its extent, and where it lands (its
  * slots when direct, else a free staging piece: the caller checked that
- * there is one); only its entries when it has no row to load. */
-static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
+ * there is one; nload: its LOAD rows, chunk_nload); only its entries
+ * when it has none. */
+static void prepare(struct warm *w, uint64_t c, uint32_t nload, bool direct, struct wchunk *k)
 {
     const struct extract_source *s = w->src;
     uint64_t a = s->align, first = c * w->rows_per;
@@ -497,7 +498,7 @@ static void prepare(struct warm *w, uint64_t c, bool direct, struct wchunk *k)
     k->n = (uint32_t)SL_MIN((uint64_t)w->rows_per, s->rows - first);
     k->e0 = ent_first(w, c);
     k->ne = (uint32_t)(ent_end(w, c) - k->e0);
-    k->nload = chunk_nload(w, c);
+    k->nload = nload;
     k->piece = -1;
     if (!k->nload)
         return; /* nothing to read: no extent, no staging */
@@ -754,13 +755,14 @@ int warm_fill(const struct extract_source *src, struct featbuf *fb, const struct
         if (w.rc)
             claiming = false;
         while (!w.rc && w.inflight < w.depth && next < w.claimed && huge_covered(&w, next)) {
-            bool load = chunk_nload(&w, next) > 0, direct = load && direct_ok(&w, next);
-            if (load && !direct && w.nfree == 0)
+            uint32_t nload = chunk_nload(&w, next);
+            bool direct = nload && direct_ok(&w, next);
+            if (nload && !direct && w.nfree == 0)
                 break; /* a staging piece comes back with the next chunk done (none in flight: all are free) */
             unsigned e = 0;
             while (w.busy[e])
                 e++;
-            prepare(&w, next, direct, &w.io[e]);
+            prepare(&w, next, nload, direct, &w.io[e]);
             next++;
             if (w.io[e].nload == 0) { /* nothing to read: no row of the hot set, or the batches had all of it */
                 w.busy[e] = true;
